@@ -29,7 +29,7 @@ constexpr std::array<GgmlTypeInfo, 15> kTypes = {{
 }};
 
 // Names of ggml types that exist but that Octo does not read, for the error.
-std::string_view KnownButUnsupportedName(uint32_t id) {
+absl::string_view KnownButUnsupportedName(uint32_t id) {
   switch (id) {
     case 4: return "Q4_2 (removed from ggml)";
     case 5: return "Q4_3 (removed from ggml)";
@@ -62,7 +62,7 @@ absl::StatusOr<GgmlTypeInfo> LookupGgmlType(uint32_t id) {
   for (const GgmlTypeInfo& info : kTypes) {
     if (static_cast<uint32_t>(info.type) == id) return info;
   }
-  std::string_view known = KnownButUnsupportedName(id);
+  absl::string_view known = KnownButUnsupportedName(id);
   if (!known.empty()) {
     return absl::InvalidArgumentError(
         absl::StrCat("tensor type ", known, " (ggml type id ", id, ") is not supported"));
@@ -70,7 +70,7 @@ absl::StatusOr<GgmlTypeInfo> LookupGgmlType(uint32_t id) {
   return absl::InvalidArgumentError(absl::StrCat("unknown ggml tensor type id ", id));
 }
 
-absl::StatusOr<GgmlTypeInfo> LookupGgmlTypeByName(std::string_view name) {
+absl::StatusOr<GgmlTypeInfo> LookupGgmlTypeByName(absl::string_view name) {
   std::string upper = absl::AsciiStrToUpper(name);
   for (const GgmlTypeInfo& info : kTypes) {
     if (info.name == upper) return info;

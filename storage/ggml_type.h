@@ -7,8 +7,9 @@
 
 #include <cstdint>
 #include <span>
-#include <string_view>
 
+
+#include "absl/strings/string_view.h"
 #include "absl/status/statusor.h"
 
 namespace octo {
@@ -33,7 +34,7 @@ enum class GgmlType : uint32_t {
 
 struct GgmlTypeInfo {
   GgmlType type;
-  std::string_view name;  // as llama.cpp spells it, e.g. "Q4_K"
+  absl::string_view name;  // as llama.cpp spells it, e.g. "Q4_K"
   uint32_t block_size;    // elements per block
   uint32_t type_size;     // bytes per block
 };
@@ -46,7 +47,7 @@ std::span<const GgmlTypeInfo> AllGgmlTypes();
 absl::StatusOr<GgmlTypeInfo> LookupGgmlType(uint32_t id);
 
 // The row for a name such as "q4_k" or "Q4_K" (case-insensitive).
-absl::StatusOr<GgmlTypeInfo> LookupGgmlTypeByName(std::string_view name);
+absl::StatusOr<GgmlTypeInfo> LookupGgmlTypeByName(absl::string_view name);
 
 // Bytes needed by a tensor of `n_elements` whose rows are `row_elements` long.
 // INVALID_ARGUMENT when rows are not a whole number of blocks; OUT_OF_RANGE

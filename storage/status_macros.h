@@ -2,6 +2,7 @@
 // RETURN_IF_ERROR / ASSIGN_OR_RETURN macros, so they are written once here.
 #pragma once
 
+#include "absl/strings/string_view.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 
@@ -27,7 +28,7 @@
 namespace octo {
 
 // Returns `status` with `context + ": "` put in front of its message, same code.
-inline absl::Status Annotate(const absl::Status& status, std::string_view context) {
+inline absl::Status Annotate(const absl::Status& status, absl::string_view context) {
   if (status.ok()) return status;
   return absl::Status(status.code(), std::string(context) + ": " + std::string(status.message()));
 }

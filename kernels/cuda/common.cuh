@@ -1,0 +1,122 @@
+// What every CUDA file in kernels/cuda/ shares: the check macro that turns a
+// cudaError_t into an absl::Status, block reductions, fp16/bf16 conversions.
+//
+// The first part (status) is host code and may be included from .cc files
+// built by the host compiler (device.cc is); the device helpers below it are
+// compiled only by nvcc.
+#pragma once
+
+#include <type_traits>
+
+#include <cuda_runtime_api.h>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_format.h"
+#include "kernels/ops.h"
+
+static_assert(std::is_same_v<octo::cuda::StreamHandle, cudaStream_t>,
+              "kernels/ops.h declares StreamHandle as cudaStream_t's type");
+
+namespace octo::cuda {
+
+// The absl code for a CUDA runtime error, picked for what a caller can do:
+//   out of device memory                  -> RESOURCE_EXHAUSTED
+//   no device, no driver or driver too old -> FAILED_PRECONDITION
+//   anything else (a bug, a device fault)  -> INTERNAL
+inline absl::StatusCode CudaErrorCode(cudaError_t error) {
+  switch (error) {
+    case cudaErrorMemoryAllocation:
+      return absl::StatusCode::kResourceExhausted;
+    case cudaErrorNoDevice:
+    case cudaErrorInsufficientDriver:
+    case cudaErrorDevicesUnavailable:
+      return absl::StatusCode::kFailedPrecondition;
+    default:
+      return absl::StatusCode::kInternal;
+  }
+}
+
+// A Status for `error`, returned by the expression `expr` at file:line.
+inline absl::Status CudaErrorToStatus(cudaError_t error, const char* expr, const char* file,
+                                      int line) {
+  return absl::Status(CudaErrorCode(error),
+                      absl::StrFormat("%s:%d: %s failed: %s (%s)", file, line, expr,
+                                      cudaGetErrorName(error), cudaGetErrorString(error)));
+}
+
+}  // namespace octo::cuda
+
+// Evaluates `expr` (a cudaError_t) once; if it is not cudaSuccess, returns its
+// Status (with the expression and file:line) from the enclosing function.
+#define OCTO_CUDA_RETURN_IF_ERROR(expr)                                                  \
+  do {                                                                                   \
+    const cudaError_t octo_cuda_error_ = (expr);                                         \
+    if (octo_cuda_error_ != cudaSuccess) {                                               \
+      return ::octo::cuda::CudaErrorToStatus(octo_cuda_error_, #expr, __FILE__, __LINE__); \
+    }                                                                                    \
+  } while (false)
+
+#if defined(__CUDACC__)
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+namespace octo::cuda {
+
+inline constexpr int kWarpSize = 32;
+inline constexpr int kMaxBlockSize = 1024;  // threads per block on every arch we build
+
+// --- Reductions --------------------------------------------------------------
+
+// Sum of `v` over the 32 lanes of a warp, returned to every lane. All 32
+// lanes must call it.
+__device__ __forceinline__ float WarpReduceSum(float v) {
+#pragma unroll
+  for (int offset = kWarpSize / 2; offset > 0; offset /= 2) {
+    v += __shfl_xor_sync(0xffffffffu, v, offset);
+  }
+  return v;
+}
+
+// Sum of `v` over a one-dimensional block, returned to every thread.
+// Requirements: blockDim.x is a multiple of 32 and at most 1024, and every
+// thread of the block calls it (it holds __syncthreads). Safe to call more
+// than once in a kernel: it waits before reusing its shared memory.
+__device__ __forceinline__ float BlockReduceSum(float v) {
+  __shared__ float warp_sums[kMaxBlockSize / kWarpSize];
+  const int lane = threadIdx.x % kWarpSize;
+  const int warp = threadIdx.x / kWarpSize;
+  const int n_warps = blockDim.x / kWarpSize;
+
+  v = WarpReduceSum(v);
+  __syncthreads();  // a previous call may still be reading warp_sums
+  if (lane == 0) warp_sums[warp] = v;
+  __syncthreads();  // every warp's sum is written
+  v = lane < n_warps ? warp_sums[lane] : 0.0f;
+  return WarpReduceSum(v);
+}
+
+// --- Half precision ----------------------------------------------------------
+// Kernels load fp16/bf16, compute in float and store back with these.
+
+__host__ __device__ __forceinline__ float ToFloat(float v) { return v; }
+__host__ __device__ __forceinline__ float ToFloat(__half v) { return __half2float(v); }
+__host__ __device__ __forceinline__ float ToFloat(__nv_bfloat16 v) { return __bfloat162float(v); }
+
+// Round-to-nearest-even conversion from float to T (float, __half or
+// __nv_bfloat16).
+template <typename T>
+__host__ __device__ __forceinline__ T FromFloat(float v) {
+  if constexpr (std::is_same_v<T, float>) {
+    return v;
+  } else if constexpr (std::is_same_v<T, __half>) {
+    return __float2half_rn(v);
+  } else {
+    static_assert(std::is_same_v<T, __nv_bfloat16>, "FromFloat: float, __half or __nv_bfloat16");
+    return __float2bfloat16_rn(v);
+  }
+}
+
+}  // namespace octo::cuda
+
+#endif  // defined(__CUDACC__)

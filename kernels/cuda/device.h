@@ -1,0 +1,96 @@
+// The CUDA device, device memory and streams, as RAII values.
+//
+// Runtime API (libcudart) only: a binary that used the driver API would not
+// even start on a machine without libcuda.so, and CI has no GPU driver.
+// Everything here acts on the device that is current for the calling thread
+// (cudaSetDevice); Octo runs on device 0 unless told otherwise.
+#pragma once
+
+#include <cstddef>
+
+#include <cuda_runtime_api.h>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace octo::cuda {
+
+// The number of CUDA devices this process can use. 0, not an error, when
+// there are none or there is no usable driver (missing, or older than this
+// runtime): callers and tests branch on it instead of handling a Status.
+int CudaDeviceCount();
+
+// Device memory from cudaMalloc, freed by the destructor. Move-only; a
+// moved-from or default-constructed buffer is empty (data() == nullptr,
+// size() == 0).
+//
+// The destructor's cudaFree waits for all work on the device first, so a
+// buffer may be dropped while kernels that use it are still queued. Not
+// thread-safe; one owner at a time.
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+
+  // `bytes` of uninitialised device memory; 0 bytes gives an empty buffer.
+  // RESOURCE_EXHAUSTED when the device is full, FAILED_PRECONDITION without a
+  // device.
+  static absl::StatusOr<DeviceBuffer> Allocate(size_t bytes);
+
+  DeviceBuffer(DeviceBuffer&& other) noexcept;
+  DeviceBuffer& operator=(DeviceBuffer&& other) noexcept;
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  ~DeviceBuffer();
+
+  void* data() const { return data_; }
+  size_t size() const { return size_; }
+  template <typename T>
+  T* as() const {
+    return static_cast<T*>(data_);
+  }
+
+  // Copy `bytes` between host memory and the start of this buffer, queued on
+  // `stream` and waited for before returning, so the host memory may be
+  // reused (or read) at once and later work on any stream sees the data. For
+  // setup and tests, not the decode loop. INVALID_ARGUMENT when bytes >
+  // size() or the host pointer is null.
+  absl::Status CopyFromHost(const void* src, size_t bytes, cudaStream_t stream);
+  absl::Status CopyToHost(void* dst, size_t bytes, cudaStream_t stream) const;
+
+ private:
+  DeviceBuffer(void* data, size_t size) : data_(data), size_(size) {}
+  void Reset();
+
+  void* data_ = nullptr;
+  size_t size_ = 0;
+};
+
+// A CUDA stream created with cudaStreamNonBlocking: it does not wait for the
+// legacy default stream, so work on it can overlap copies on other streams.
+// The destructor calls cudaStreamDestroy, which returns at once; work already
+// queued still runs to completion. Move-only; a moved-from CudaStream holds
+// nullptr, which CUDA reads as the legacy default stream.
+class CudaStream {
+ public:
+  static absl::StatusOr<CudaStream> Create();
+
+  CudaStream(CudaStream&& other) noexcept;
+  CudaStream& operator=(CudaStream&& other) noexcept;
+  CudaStream(const CudaStream&) = delete;
+  CudaStream& operator=(const CudaStream&) = delete;
+  ~CudaStream();
+
+  cudaStream_t get() const { return stream_; }
+
+  // Blocks until everything queued on the stream has run; returns the first
+  // error any of it hit.
+  absl::Status Synchronize() const;
+
+ private:
+  explicit CudaStream(cudaStream_t stream) : stream_(stream) {}
+  void Reset();
+
+  cudaStream_t stream_ = nullptr;
+};
+
+}  // namespace octo::cuda

@@ -1,0 +1,66 @@
+// RMSNorm on CUDA. Semantics and preconditions: kernels/ops.h; the CPU twin
+// is kernels/cpu/rmsnorm.cc.
+#include <cstddef>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_format.h"
+#include "kernels/cuda/common.cuh"
+#include "kernels/ops.h"
+
+namespace octo::cuda {
+namespace {
+
+// --- Kernels -----------------------------------------------------------------
+
+// One block per row. Each thread strides over the row with step blockDim.x,
+// squares and sums its elements, the block sums the partial sums, and each
+// thread then writes the elements it read. A thread reads x[i] before it
+// writes out[i] for the same i, so out == x (in place) is safe.
+// Launch: gridDim.x == n_rows, blockDim.x a multiple of 32, at most 1024.
+__global__ void RmsNormKernel(const float* x,       // (n_rows, dim)
+                              const float* weight,  // (dim)
+                              float* out,           // (n_rows, dim)
+                              int dim, float eps) {
+  const size_t row_offset = static_cast<size_t>(blockIdx.x) * dim;
+  const float* x_row = x + row_offset;
+  float* out_row = out + row_offset;
+
+  float ss = 0.0f;
+  for (int i = threadIdx.x; i < dim; i += blockDim.x) ss += x_row[i] * x_row[i];
+  ss = BlockReduceSum(ss);
+  // Same expression as the CPU version; without --use_fast_math both the
+  // division and sqrtf are IEEE-rounded.
+  const float scale = 1.0f / sqrtf(ss / dim + eps);
+
+  for (int i = threadIdx.x; i < dim; i += blockDim.x) out_row[i] = x_row[i] * scale * weight[i];
+}
+
+}  // namespace
+
+// --- Launchers ---------------------------------------------------------------
+
+absl::Status RmsNorm(const float* x, const float* weight, float* out, int n_rows, int dim,
+                     float eps, StreamHandle stream) {
+  if (x == nullptr || weight == nullptr || out == nullptr) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "RmsNorm: null pointer (x=%p, weight=%p, out=%p)", x, weight, out));
+  }
+  if (n_rows <= 0 || dim <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("RmsNorm: n_rows (%d) and dim (%d) must be positive", n_rows, dim));
+  }
+  if (!(eps >= 0.0f)) {
+    return absl::InvalidArgumentError(absl::StrFormat("RmsNorm: eps (%g) must be >= 0", eps));
+  }
+
+  // Grid: one block per row (n_rows is an int, within gridDim.x's 2^31 - 1).
+  // Block: enough whole warps to give each thread one element, capped at
+  // 1024 threads; longer rows (dim 4096, 8192) give each thread dim / 1024.
+  const int threads =
+      dim >= kMaxBlockSize ? kMaxBlockSize : (dim + kWarpSize - 1) / kWarpSize * kWarpSize;
+  RmsNormKernel<<<n_rows, threads, 0, stream>>>(x, weight, out, dim, eps);
+  OCTO_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+  return absl::OkStatus();
+}
+
+}  // namespace octo::cuda

@@ -1,0 +1,171 @@
+// Decompose: copy each tensor of a GGUF into its layer-directory file, hash
+// as we go, then publish the directory with one rename.
+#include "storage/decompose.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <filesystem>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "storage/file.h"
+#include "storage/layer_file.h"
+#include "storage/status_macros.h"
+#include "storage/xxhash64.h"
+
+namespace octo {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Where a decomposition is assembled: "<parent>/.<name>.partial-<pid>".
+std::string PartialPrefix(const fs::path& out) { return "." + out.filename().string() + ".partial-"; }
+
+// Removes partial directories left by runs that were killed (their pid is gone).
+void RemoveStalePartials(const fs::path& out) {
+  const std::string prefix = PartialPrefix(out);
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(out.parent_path(), ec)) {
+    const std::string name = entry.path().filename().string();
+    int pid = 0;
+    if (!absl::StartsWith(name, prefix) || !absl::SimpleAtoi(name.substr(prefix.size()), &pid)) continue;
+    if (pid > 0 && ::kill(pid, 0) != 0 && errno == ESRCH) fs::remove_all(entry.path(), ec);
+  }
+}
+
+// May `out` be replaced? Only an empty directory or one with a manifest.
+absl::Status CheckReplaceable(const fs::path& out, bool overwrite) {
+  std::error_code ec;
+  const fs::file_status st = fs::symlink_status(out, ec);
+  if (!fs::exists(st)) return absl::OkStatus();
+  if (!overwrite) {
+    return absl::AlreadyExistsError(out.string() + " already exists; pass --force to replace it");
+  }
+  if (!fs::is_directory(st) || (!fs::is_empty(out, ec) && !fs::exists(out / kManifestName, ec))) {
+    return absl::FailedPreconditionError(
+        out.string() + " exists and is not a model directory (no manifest.json); refusing to replace it");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckCancelled(const DecomposeOptions& options) {
+  if (options.cancel != nullptr && options.cancel->load(std::memory_order_relaxed)) {
+    return absl::CancelledError("decomposition interrupted");
+  }
+  return absl::OkStatus();
+}
+
+// Writes one file: header page, tensors at their offsets, zero padding;
+// returns its XXH64. The file is sized first so padding is never written.
+absl::StatusOr<uint64_t> WriteModelFile(const GgufFile& gguf, const ManifestFile& plan, const std::string& path,
+                                        const DecomposeOptions& options, std::vector<uint8_t>& buffer,
+                                        uint64_t& bytes_done, uint64_t bytes_total) {
+  OCTO_ASSIGN_OR_RETURN(File out, File::CreateNew(path));
+  OCTO_RETURN_IF_ERROR(out.Truncate(plan.size));
+  Xxh64 hasher;
+  std::vector<uint8_t> page(kHeaderBytes);
+  EncodeFileHeader({plan.kind, plan.layer, static_cast<uint32_t>(plan.tensors.size()), plan.size}, page);
+  OCTO_RETURN_IF_ERROR(out.WriteAt(0, page));
+  hasher.Update(page);
+  static const std::vector<uint8_t> kZeros(kAlignment, 0);
+  uint64_t pos = kHeaderBytes;
+  auto hash_zeros_to = [&](uint64_t end) {
+    for (; pos < end; pos += kZeros.size()) hasher.Update(std::span(kZeros).first(std::min<uint64_t>(kZeros.size(), end - pos)));
+    pos = end;
+  };
+  for (const ManifestTensor& t : plan.tensors) {
+    const GgufTensorInfo* src = gguf.FindTensor(t.name);
+    hash_zeros_to(t.offset);
+    for (uint64_t done = 0; done < t.bytes;) {
+      OCTO_RETURN_IF_ERROR(CheckCancelled(options));
+      const uint64_t n = std::min<uint64_t>(buffer.size(), t.bytes - done);
+      std::span<uint8_t> chunk(buffer.data(), n);
+      absl::Status read = gguf.ReadTensorData(*src, done, chunk);
+      if (!read.ok()) return Annotate(read, "reading tensor " + t.name);
+      hasher.Update(chunk);
+      OCTO_RETURN_IF_ERROR(out.WriteAt(t.offset + done, chunk));
+      done += n;
+      pos += n;
+      bytes_done += n;
+      if (options.progress) options.progress(bytes_done, bytes_total);
+    }
+  }
+  hash_zeros_to(plan.size);
+  OCTO_RETURN_IF_ERROR(out.Sync());
+  out.DropCache();  // written and synced: keep the page cache for other work
+  OCTO_RETURN_IF_ERROR(out.Close());
+  return hasher.Digest();
+}
+
+// Moves the finished `partial` directory to `out`, replacing an existing
+// model directory atomically (exchange, then delete the old one).
+absl::Status Publish(const fs::path& partial, const fs::path& out) {
+  if (::renameat2(AT_FDCWD, partial.c_str(), AT_FDCWD, out.c_str(), RENAME_NOREPLACE) == 0) {
+    return SyncDir(out.parent_path().string());
+  }
+  if (errno != EEXIST) return ErrnoStatus(errno, "cannot rename into place", out.string());
+  if (::renameat2(AT_FDCWD, partial.c_str(), AT_FDCWD, out.c_str(), RENAME_EXCHANGE) != 0) {
+    return ErrnoStatus(errno, "cannot replace", out.string());
+  }
+  std::error_code ec;
+  fs::remove_all(partial, ec);  // now holds the old directory
+  return SyncDir(out.parent_path().string());
+}
+
+}  // namespace
+
+absl::StatusOr<Manifest> Decompose(const std::string& gguf_path, const std::string& out_dir,
+                                   const DecomposeOptions& options) {
+  fs::path out = fs::absolute(fs::path(out_dir).lexically_normal());
+  if (out.filename().empty()) out = out.parent_path();
+  if (!fs::is_directory(out.parent_path())) {
+    return absl::NotFoundError("parent directory " + out.parent_path().string() + " does not exist");
+  }
+  OCTO_RETURN_IF_ERROR(CheckReplaceable(out, options.overwrite));
+  OCTO_ASSIGN_OR_RETURN(GgufFile gguf, GgufFile::Open(gguf_path));
+  auto planned = PlanLayerDirectory(gguf, fs::path(gguf_path).filename().string());
+  if (!planned.ok()) return Annotate(planned.status(), gguf_path);
+  Manifest manifest = std::move(*planned);
+
+  RemoveStalePartials(out);
+  const fs::path partial = out.parent_path() / (PartialPrefix(out) + std::to_string(::getpid()));
+  if (::mkdir(partial.c_str(), 0755) != 0) return ErrnoStatus(errno, "cannot create", partial.string());
+
+  uint64_t bytes_total = 0, bytes_done = 0;
+  for (const ManifestFile& f : manifest.files) {
+    for (const ManifestTensor& t : f.tensors) bytes_total += t.bytes;
+  }
+  std::vector<uint8_t> buffer(std::max<uint64_t>(options.chunk_bytes, kAlignment));
+  absl::Status status;
+  for (ManifestFile& f : manifest.files) {
+    auto checksum = WriteModelFile(gguf, f, (partial / f.name).string(), options, buffer, bytes_done, bytes_total);
+    if (!checksum.ok()) {
+      status = Annotate(checksum.status(), f.name);
+      break;
+    }
+    f.checksum = *checksum;
+  }
+  // The manifest goes last: its presence marks a complete directory.
+  if (status.ok()) status = WriteNewFile((partial / kManifestName).string(), ManifestToJson(manifest));
+  if (status.ok()) status = SyncDir(partial.string());
+  if (status.ok()) status = CheckCancelled(options);
+  if (status.ok()) status = CheckReplaceable(out, options.overwrite);  // someone may have created it meanwhile
+  if (status.ok()) status = Publish(partial, out);
+  if (!status.ok()) {
+    std::error_code ec;
+    fs::remove_all(partial, ec);
+    return status;
+  }
+  if (options.progress) options.progress(bytes_done, bytes_total);
+  return manifest;
+}
+
+}  // namespace octo

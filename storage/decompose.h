@@ -1,0 +1,46 @@
+// Decomposition: one streaming pass that turns a GGUF into a layer
+// directory (see storage/FORMAT.md).
+//
+// Memory is bounded by one copy buffer plus the metadata, whatever the
+// model's size. The result is atomic: files are written into a hidden
+// sibling directory that has no manifest until every file is on disk and
+// synced, then renamed into place. A failed or interrupted run removes the
+// partial directory; one killed outright leaves a hidden directory without a
+// manifest, which never passes `verify` and is removed by the next run.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "storage/gguf.h"
+#include "storage/manifest.h"
+
+namespace octo {
+
+struct DecomposeOptions {
+  // Replace an existing model directory (one with a manifest.json, or empty).
+  // Other existing paths are never replaced.
+  bool overwrite = false;
+  // Polled between chunks; when it becomes true the run stops with CANCELLED
+  // and removes what it wrote.
+  const std::atomic<bool>* cancel = nullptr;
+  // Called on the calling thread after each chunk and once at the end.
+  std::function<void(uint64_t bytes_done, uint64_t bytes_total)> progress;
+  // Bytes copied per read/write.
+  uint64_t chunk_bytes = 8ull << 20;
+};
+
+// Lays out the directory for `gguf` without writing anything: every file
+// with its tensors at 4 KiB-aligned offsets, sizes, the tokenizer and other
+// metadata. Checksums are left zero. Fails naming the defect when the model
+// is not one Octo can run (architecture, missing or misshapen tensors).
+absl::StatusOr<Manifest> PlanLayerDirectory(const GgufFile& gguf, const std::string& source_name);
+
+// Writes the directory for the GGUF at `gguf_path` to `out_dir`.
+absl::StatusOr<Manifest> Decompose(const std::string& gguf_path, const std::string& out_dir,
+                                   const DecomposeOptions& options);
+
+}  // namespace octo

@@ -1,0 +1,302 @@
+#include "storage/manifest.h"
+
+#include <algorithm>
+#include <limits>
+#include <map>
+#include <set>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/match.h"
+#include "storage/file.h"
+#include "storage/gguf.h"
+#include "storage/gguf_json.h"
+#include "storage/layer_file.h"
+#include "storage/status_macros.h"
+#include "storage/tensor_layout.h"
+#include "storage/xxhash64.h"
+
+namespace octo {
+namespace {
+
+using nlohmann::json;
+
+json MetadataToJson(const MetadataList& list) {
+  json j = json::object();
+  for (const auto& [key, value] : list) j[key] = GgufValueToJson(value);
+  return j;
+}
+
+absl::StatusOr<MetadataList> MetadataFromJson(const json& j, absl::string_view what) {
+  if (!j.is_object()) return absl::InvalidArgumentError(absl::StrCat(what, " is not an object"));
+  MetadataList list;
+  for (const auto& [key, value] : j.items()) {
+    auto v = GgufValueFromJson(value);
+    if (!v.ok()) return Annotate(v.status(), absl::StrCat(what, ".", key));
+    list.emplace_back(key, std::move(*v));
+  }
+  return list;
+}
+
+absl::StatusOr<uint64_t> U64(const json& j, const char* key, absl::string_view what) {
+  auto it = j.find(key);
+  if (it == j.end() || !it->is_number_unsigned()) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": \"", key, "\" is missing or not an unsigned integer"));
+  }
+  return it->get<uint64_t>();
+}
+
+absl::StatusOr<std::string> Str(const json& j, const char* key, absl::string_view what) {
+  auto it = j.find(key);
+  if (it == j.end() || !it->is_string()) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": \"", key, "\" is missing or not a string"));
+  }
+  return it->get<std::string>();
+}
+
+absl::StatusOr<uint64_t> ParseChecksum(const std::string& s, absl::string_view what) {
+  uint64_t v = 0;
+  if (s.size() != 22 || !absl::StartsWith(s, "xxh64:") || !absl::SimpleHexAtoi(s.substr(6), &v) ||
+      s.find_first_not_of("0123456789abcdef", 6) != std::string::npos) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": checksum \"", s, "\" is not xxh64:<16 hex digits>"));
+  }
+  return v;
+}
+
+absl::StatusOr<ManifestTensor> TensorFromJson(const json& j, absl::string_view file) {
+  if (!j.is_object()) return absl::InvalidArgumentError(absl::StrCat(file, ": a tensor entry is not an object"));
+  ManifestTensor t;
+  OCTO_ASSIGN_OR_RETURN(t.name, Str(j, "name", file));
+  const std::string what = absl::StrCat(file, ": tensor ", t.name);
+  OCTO_ASSIGN_OR_RETURN(std::string type, Str(j, "type", what));
+  auto info = LookupGgmlTypeByName(type);
+  if (!info.ok()) return Annotate(info.status(), what);
+  t.type = *info;
+  auto shape = j.find("shape");
+  if (shape == j.end() || !shape->is_array() || shape->empty() || shape->size() > kGgufMaxDims) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": \"shape\" must be an array of 1 to ", kGgufMaxDims,
+                                                   " dimensions"));
+  }
+  for (const json& d : *shape) {
+    if (!d.is_number_unsigned() || d.get<uint64_t>() == 0) {
+      return absl::InvalidArgumentError(absl::StrCat(what, ": shape has a dimension that is not a positive integer"));
+    }
+    t.shape.push_back(d.get<uint64_t>());
+  }
+  OCTO_ASSIGN_OR_RETURN(t.offset, U64(j, "offset", what));
+  OCTO_ASSIGN_OR_RETURN(t.bytes, U64(j, "bytes", what));
+  return t;
+}
+
+absl::StatusOr<ManifestFile> FileFromJson(const json& j) {
+  if (!j.is_object()) return absl::InvalidArgumentError("files: an entry is not an object");
+  ManifestFile f;
+  OCTO_ASSIGN_OR_RETURN(f.name, Str(j, "name", "files"));
+  OCTO_ASSIGN_OR_RETURN(std::string kind, Str(j, "kind", f.name));
+  auto k = FileKindFromName(kind);
+  if (!k.ok()) return Annotate(k.status(), f.name);
+  f.kind = *k;
+  if (f.kind == FileKind::kLayer) {
+    OCTO_ASSIGN_OR_RETURN(uint64_t layer, U64(j, "layer", f.name));
+    if (layer >= kMaxLayers) return absl::InvalidArgumentError(absl::StrCat(f.name, ": layer ", layer, " is too large"));
+    f.layer = static_cast<uint32_t>(layer);
+  }
+  OCTO_ASSIGN_OR_RETURN(f.size, U64(j, "size", f.name));
+  OCTO_ASSIGN_OR_RETURN(std::string checksum, Str(j, "checksum", f.name));
+  OCTO_ASSIGN_OR_RETURN(f.checksum, ParseChecksum(checksum, f.name));
+  auto tensors = j.find("tensors");
+  if (tensors == j.end() || !tensors->is_array()) {
+    return absl::InvalidArgumentError(f.name + ": \"tensors\" is missing or not an array");
+  }
+  if (tensors->size() > kMaxTensorsPerFile) return absl::InvalidArgumentError(f.name + ": too many tensors");
+  for (const json& t : *tensors) {
+    OCTO_ASSIGN_OR_RETURN(ManifestTensor tensor, TensorFromJson(t, f.name));
+    f.tensors.push_back(std::move(tensor));
+  }
+  return f;
+}
+
+absl::Status ValidateFile(const ManifestFile& f, uint32_t n_layers) {
+  if (f.kind == FileKind::kLayer && f.layer >= n_layers) {
+    return absl::InvalidArgumentError(absl::StrCat(f.name, ": layer ", f.layer, " but the model has ", n_layers));
+  }
+  if (f.name != FileNameFor(f.kind, f.layer)) {
+    return absl::InvalidArgumentError(absl::StrCat("file \"", f.name, "\" should be named \"",
+                                                   FileNameFor(f.kind, f.layer), "\""));
+  }
+  if (f.size < kHeaderBytes || f.size % kAlignment != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(f.name, ": size ", f.size, " is not a multiple of ", kAlignment,
+                                                   " holding at least the header"));
+  }
+  if (f.tensors.empty()) return absl::InvalidArgumentError(f.name + ": has no tensors");
+  std::vector<const ManifestTensor*> sorted;
+  for (const ManifestTensor& t : f.tensors) {
+    const std::string what = absl::StrCat(f.name, ": tensor ", t.name);
+    auto slot = FileForTensor(t.name, n_layers);
+    if (!slot.ok()) return Annotate(slot.status(), f.name);
+    if (slot->kind != f.kind || slot->layer != f.layer) {
+      return absl::InvalidArgumentError(what + " does not belong in this file");
+    }
+    uint64_t n_elements = 1;
+    for (uint64_t d : t.shape) {
+      if (__builtin_mul_overflow(n_elements, d, &n_elements)) {
+        return absl::InvalidArgumentError(what + ": element count overflows");
+      }
+    }
+    auto bytes = GgmlTensorBytes(t.type, t.shape[0], n_elements);
+    if (!bytes.ok()) return Annotate(bytes.status(), what);
+    if (*bytes != t.bytes) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, ": \"bytes\" is ", t.bytes, " but its type and shape need ", *bytes));
+    }
+    if (t.offset % kAlignment != 0 || t.offset < kHeaderBytes || t.offset > f.size || t.bytes > f.size - t.offset) {
+      return absl::InvalidArgumentError(absl::StrCat(what, ": bytes [", t.offset, ", +", t.bytes,
+                                                     ") are not a ", kAlignment, "-aligned range inside the file"));
+    }
+    sorted.push_back(&t);
+  }
+  std::sort(sorted.begin(), sorted.end(), [](auto* a, auto* b) { return a->offset < b->offset; });
+  for (size_t i = 1; i < sorted.size(); ++i) {
+    if (sorted[i]->offset < sorted[i - 1]->offset + sorted[i - 1]->bytes) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(f.name, ": tensor ", sorted[i]->name, " overlaps tensor ", sorted[i - 1]->name));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Manifest> ParseManifestJson(absl::string_view text);
+
+}  // namespace
+
+const ManifestFile* Manifest::FindFile(absl::string_view name) const {
+  for (const ManifestFile& f : files) {
+    if (f.name == name) return &f;
+  }
+  return nullptr;
+}
+
+const ManifestFile* Manifest::Layer(uint32_t layer) const { return FindFile(FileNameFor(FileKind::kLayer, layer)); }
+
+const GgufValue* Manifest::FindTokenizerKey(absl::string_view key) const {
+  for (const auto& [k, v] : tokenizer) {
+    if (k == key) return &v;
+  }
+  return nullptr;
+}
+
+std::string ManifestToJson(const Manifest& m) {
+  json files = json::array();
+  for (const ManifestFile& f : m.files) {
+    json tensors = json::array();
+    for (const ManifestTensor& t : f.tensors) {
+      tensors.push_back({{"name", t.name},
+                         {"type", std::string(t.type.name)},
+                         {"shape", t.shape},
+                         {"offset", t.offset},
+                         {"bytes", t.bytes}});
+    }
+    json entry = {{"name", f.name}, {"kind", std::string(FileKindName(f.kind))}};
+    if (f.kind == FileKind::kLayer) entry["layer"] = f.layer;
+    entry["size"] = f.size;
+    entry["checksum"] = FormatChecksum(f.checksum);
+    entry["tensors"] = std::move(tensors);
+    files.push_back(std::move(entry));
+  }
+  json j = {
+      {"format", kManifestFormatName},
+      {"format_version", kFormatVersion},
+      {"source", {{"file", m.source_name}, {"bytes", m.source_bytes}, {"gguf_version", m.source_gguf_version}}},
+      {"config", ModelConfigToJson(m.config)},
+      {"tokenizer", MetadataToJson(m.tokenizer)},
+      {"metadata", MetadataToJson(m.metadata)},
+      {"files", std::move(files)},
+  };
+  // Metadata strings are hex-encoded when not UTF-8; keys and names that are
+  // not UTF-8 (never seen in real files) get U+FFFD rather than a throw.
+  return j.dump(1, ' ', false, json::error_handler_t::replace) + "\n";
+}
+
+absl::Status ValidateManifestLayout(const Manifest& m) {
+  const ModelConfig& c = m.config;
+  std::set<std::string> names;
+  std::map<std::string, const std::vector<uint64_t>*> shapes;
+  for (const ManifestFile& f : m.files) {
+    OCTO_RETURN_IF_ERROR(ValidateFile(f, c.n_layers));
+    if (!names.insert(f.name).second) return absl::InvalidArgumentError("file " + f.name + " is listed twice");
+    for (const ManifestTensor& t : f.tensors) {
+      if (!shapes.emplace(t.name, &t.shape).second) {
+        return absl::InvalidArgumentError("tensor " + t.name + " is listed twice");
+      }
+    }
+  }
+  for (uint32_t l = 0; l < c.n_layers; ++l) {
+    if (!names.count(FileNameFor(FileKind::kLayer, l))) {
+      return absl::InvalidArgumentError("missing file " + FileNameFor(FileKind::kLayer, l));
+    }
+  }
+  return CheckModelTensors(c, [&](absl::string_view name) -> const std::vector<uint64_t>* {
+    auto it = shapes.find(std::string(name));
+    return it == shapes.end() ? nullptr : it->second;
+  });
+}
+
+namespace {
+absl::StatusOr<Manifest> ParseManifestJson(absl::string_view text) {
+  json j = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return absl::InvalidArgumentError("manifest.json is not valid JSON");
+  if (!j.is_object()) return absl::InvalidArgumentError("manifest.json is not a JSON object");
+  if (j.value("format", "") != kManifestFormatName) {
+    return absl::InvalidArgumentError(absl::StrCat("manifest.json: \"format\" is not \"", kManifestFormatName, "\""));
+  }
+  OCTO_ASSIGN_OR_RETURN(uint64_t version, U64(j, "format_version", "manifest.json"));
+  if (version != kFormatVersion) {
+    return absl::FailedPreconditionError(absl::StrCat("manifest.json has format version ", version,
+                                                      "; this build reads version ", kFormatVersion));
+  }
+  Manifest m;
+  if (!j.contains("config")) return absl::InvalidArgumentError("manifest.json: \"config\" is missing");
+  auto config = ModelConfigFromJson(j["config"]);
+  if (!config.ok()) return Annotate(config.status(), "manifest.json");
+  m.config = *config;
+  if (j.contains("source") && j["source"].is_object()) {
+    const json& s = j["source"];
+    m.source_name = s.value("file", "");
+    if (s.contains("bytes") && s["bytes"].is_number_unsigned()) m.source_bytes = s["bytes"].get<uint64_t>();
+    if (s.contains("gguf_version") && s["gguf_version"].is_number_unsigned()) {
+      m.source_gguf_version = s["gguf_version"].get<uint32_t>();
+    }
+  }
+  OCTO_ASSIGN_OR_RETURN(m.tokenizer, MetadataFromJson(j.value("tokenizer", json()), "tokenizer"));
+  OCTO_ASSIGN_OR_RETURN(m.metadata, MetadataFromJson(j.value("metadata", json()), "metadata"));
+  if (!j.contains("files") || !j["files"].is_array()) {
+    return absl::InvalidArgumentError("manifest.json: \"files\" is missing or not an array");
+  }
+  if (j["files"].size() > kMaxLayers + 8) return absl::InvalidArgumentError("manifest.json: too many files");
+  for (const json& f : j["files"]) {
+    auto file = FileFromJson(f);
+    if (!file.ok()) return Annotate(file.status(), "manifest.json");
+    m.files.push_back(std::move(*file));
+  }
+  absl::Status layout = ValidateManifestLayout(m);
+  if (!layout.ok()) return Annotate(layout, "manifest.json");
+  return m;
+}
+}  // namespace
+
+absl::StatusOr<Manifest> ParseManifest(absl::string_view text) {
+  // Every field is type-checked before use; this catches what a check missed
+  // (nlohmann throws on a wrong type) so a hostile manifest is an error, never a crash.
+  try {
+    return ParseManifestJson(text);
+  } catch (const json::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat("manifest.json: ", e.what()));
+  }
+}
+
+absl::StatusOr<Manifest> ReadManifest(const std::string& dir) {
+  OCTO_ASSIGN_OR_RETURN(std::string text, ReadSmallFile(dir + "/" + kManifestName, kMaxManifestBytes));
+  return ParseManifest(text);
+}
+
+}  // namespace octo

@@ -1,0 +1,221 @@
+#include "storage/model_config.h"
+
+#include <cmath>
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+#include "storage/format.h"
+#include "storage/status_macros.h"
+
+namespace octo {
+namespace {
+
+constexpr uint64_t kMaxDimension = 1u << 20;  // dims, vocab: far above any real model
+
+absl::StatusOr<uint32_t> GetU32(const GgufFile& gguf, const std::string& key, bool required, uint32_t fallback) {
+  const GgufValue* v = gguf.Find(key);
+  if (v == nullptr) {
+    if (required) return absl::InvalidArgumentError("missing metadata key " + key);
+    return fallback;
+  }
+  auto n = v->AsUint64();
+  if (!n.ok()) return Annotate(n.status(), key);
+  if (*n > std::numeric_limits<uint32_t>::max()) {
+    return absl::InvalidArgumentError(absl::StrCat(key, " is ", *n, ", too large"));
+  }
+  return static_cast<uint32_t>(*n);
+}
+
+absl::StatusOr<float> GetFloat(const GgufFile& gguf, const std::string& key, float fallback) {
+  const GgufValue* v = gguf.Find(key);
+  if (v == nullptr) return fallback;
+  auto f = v->AsDouble();
+  if (!f.ok()) return Annotate(f.status(), key);
+  return static_cast<float>(*f);
+}
+
+absl::Status Positive(uint64_t v, absl::string_view field) {
+  if (v == 0 || v > kMaxDimension) {
+    return absl::InvalidArgumentError(absl::StrCat(field, " is ", v, ", must be 1 to ", kMaxDimension));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+bool IsSupportedArchitecture(absl::string_view arch) {
+  return arch == "llama" || arch == "mistral" || arch == "qwen2" || arch == "qwen3" || arch == "qwen2moe" ||
+         arch == "qwen3moe";
+}
+
+absl::StatusOr<ModelConfig> ModelConfigFromGguf(const GgufFile& gguf) {
+  ModelConfig c;
+  const GgufValue* arch = gguf.Find("general.architecture");
+  if (arch == nullptr) return absl::InvalidArgumentError("missing metadata key general.architecture");
+  OCTO_ASSIGN_OR_RETURN(absl::string_view arch_name, arch->AsString());
+  c.architecture = std::string(arch_name);
+  if (!IsSupportedArchitecture(c.architecture)) {
+    return absl::UnimplementedError(absl::StrCat("architecture '", c.architecture,
+                                                 "' is not supported (llama, mistral, qwen2, qwen3, qwen2moe, qwen3moe are)"));
+  }
+  if (const GgufValue* name = gguf.Find("general.name"); name != nullptr && name->AsString().ok()) {
+    c.name = std::string(*name->AsString());
+  }
+  const std::string p = c.architecture + ".";
+  OCTO_ASSIGN_OR_RETURN(c.n_layers, GetU32(gguf, p + "block_count", true, 0));
+  OCTO_ASSIGN_OR_RETURN(c.dim, GetU32(gguf, p + "embedding_length", true, 0));
+  OCTO_ASSIGN_OR_RETURN(c.n_heads, GetU32(gguf, p + "attention.head_count", true, 0));
+  OCTO_ASSIGN_OR_RETURN(c.n_kv_heads, GetU32(gguf, p + "attention.head_count_kv", false, c.n_heads));
+  OCTO_ASSIGN_OR_RETURN(c.hidden_dim, GetU32(gguf, p + "feed_forward_length", false, 0));
+  OCTO_ASSIGN_OR_RETURN(c.context_length, GetU32(gguf, p + "context_length", false, 2048));
+  OCTO_ASSIGN_OR_RETURN(c.head_dim, GetU32(gguf, p + "attention.key_length", false,
+                                          c.n_heads == 0 ? 0 : c.dim / c.n_heads));
+  OCTO_ASSIGN_OR_RETURN(c.rope_dim, GetU32(gguf, p + "rope.dimension_count", false, c.head_dim));
+  OCTO_ASSIGN_OR_RETURN(c.rope_theta, GetFloat(gguf, p + "rope.freq_base", 10000.f));
+  OCTO_ASSIGN_OR_RETURN(c.norm_eps, GetFloat(gguf, p + "attention.layer_norm_rms_epsilon", 1e-5f));
+  OCTO_ASSIGN_OR_RETURN(c.n_experts, GetU32(gguf, p + "expert_count", false, 0));
+  OCTO_ASSIGN_OR_RETURN(c.n_experts_used, GetU32(gguf, p + "expert_used_count", false, 0));
+  OCTO_ASSIGN_OR_RETURN(c.expert_hidden_dim, GetU32(gguf, p + "expert_feed_forward_length", false, c.hidden_dim));
+  c.rope_style = (c.architecture == "llama" || c.architecture == "mistral") ? RopeStyle::kNormal : RopeStyle::kNeox;
+
+  const GgufTensorInfo* embed = gguf.FindTensor("token_embd.weight");
+  if (embed == nullptr) return absl::InvalidArgumentError("missing tensor token_embd.weight");
+  if (embed->dims.size() != 2) return absl::InvalidArgumentError("token_embd.weight is not 2-D");
+  if (embed->dims[1] > kMaxDimension) return absl::InvalidArgumentError("token_embd.weight has too many rows");
+  c.vocab_size = static_cast<uint32_t>(embed->dims[1]);
+  c.tied_embeddings = gguf.FindTensor("output.weight") == nullptr;
+  // Dense models must state their FFN width; MoE ones may give only the expert width.
+  if (c.hidden_dim == 0 && c.n_experts == 0) {
+    return absl::InvalidArgumentError("missing metadata key " + p + "feed_forward_length");
+  }
+  if (c.hidden_dim == 0) c.hidden_dim = c.expert_hidden_dim;
+  OCTO_RETURN_IF_ERROR(ValidateModelConfig(c));
+  return c;
+}
+
+absl::Status ValidateModelConfig(const ModelConfig& c) {
+  if (!IsSupportedArchitecture(c.architecture)) {
+    return absl::InvalidArgumentError(absl::StrCat("architecture '", c.architecture, "' is not supported"));
+  }
+  OCTO_RETURN_IF_ERROR(Positive(c.dim, "dim"));
+  OCTO_RETURN_IF_ERROR(Positive(c.hidden_dim, "hidden_dim"));
+  OCTO_RETURN_IF_ERROR(Positive(c.n_heads, "n_heads"));
+  OCTO_RETURN_IF_ERROR(Positive(c.n_kv_heads, "n_kv_heads"));
+  OCTO_RETURN_IF_ERROR(Positive(c.head_dim, "head_dim"));
+  OCTO_RETURN_IF_ERROR(Positive(c.vocab_size, "vocab_size"));
+  OCTO_RETURN_IF_ERROR(Positive(c.context_length, "context_length"));
+  if (c.n_layers == 0 || c.n_layers > kMaxLayers) {
+    return absl::InvalidArgumentError(absl::StrCat("n_layers is ", c.n_layers, ", must be 1 to ", kMaxLayers));
+  }
+  if (c.n_heads % c.n_kv_heads != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("n_heads (", c.n_heads, ") is not a multiple of n_kv_heads (", c.n_kv_heads, ")"));
+  }
+  if (c.rope_dim == 0 || c.rope_dim > c.head_dim || c.rope_dim % 2 != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("rope_dim is ", c.rope_dim, ", must be even and 1 to head_dim (", c.head_dim, ")"));
+  }
+  if (!std::isfinite(c.rope_theta) || c.rope_theta <= 0) return absl::InvalidArgumentError("rope_theta must be > 0");
+  if (!std::isfinite(c.norm_eps) || c.norm_eps <= 0 || c.norm_eps > 1) {
+    return absl::InvalidArgumentError("norm_eps must be in (0, 1]");
+  }
+  if (c.n_experts > 0) {
+    OCTO_RETURN_IF_ERROR(Positive(c.expert_hidden_dim, "expert_hidden_dim"));
+    if (c.n_experts > 1024 || c.n_experts_used == 0 || c.n_experts_used > c.n_experts) {
+      return absl::InvalidArgumentError(absl::StrCat("expert counts are inconsistent: ", c.n_experts_used, " used of ",
+                                                     c.n_experts, " (need 1 <= used <= experts <= 1024)"));
+    }
+  } else if (c.n_experts_used != 0) {
+    return absl::InvalidArgumentError("n_experts_used is set but n_experts is 0");
+  }
+  return absl::OkStatus();
+}
+
+nlohmann::json ModelConfigToJson(const ModelConfig& c) {
+  return nlohmann::json{
+      {"architecture", c.architecture},
+      {"name", c.name},
+      {"dim", c.dim},
+      {"hidden_dim", c.hidden_dim},
+      {"n_layers", c.n_layers},
+      {"n_heads", c.n_heads},
+      {"n_kv_heads", c.n_kv_heads},
+      {"head_dim", c.head_dim},
+      {"vocab_size", c.vocab_size},
+      {"context_length", c.context_length},
+      {"rope_dim", c.rope_dim},
+      {"rope_theta", c.rope_theta},
+      {"rope_style", c.rope_style == RopeStyle::kNormal ? "normal" : "neox"},
+      {"norm_eps", c.norm_eps},
+      {"n_experts", c.n_experts},
+      {"n_experts_used", c.n_experts_used},
+      {"expert_hidden_dim", c.expert_hidden_dim},
+      {"tied_embeddings", c.tied_embeddings},
+  };
+}
+
+namespace {
+
+absl::Status ReadField(const nlohmann::json& j, const char* key, uint32_t* out) {
+  auto it = j.find(key);
+  if (it == j.end() || !it->is_number_unsigned() || it->get<uint64_t>() > std::numeric_limits<uint32_t>::max()) {
+    return absl::InvalidArgumentError(absl::StrCat("config.", key, " is missing or not a 32-bit unsigned integer"));
+  }
+  *out = it->get<uint32_t>();
+  return absl::OkStatus();
+}
+
+absl::Status ReadField(const nlohmann::json& j, const char* key, float* out) {
+  auto it = j.find(key);
+  if (it == j.end() || !it->is_number()) {
+    return absl::InvalidArgumentError(absl::StrCat("config.", key, " is missing or not a number"));
+  }
+  *out = it->get<float>();
+  return absl::OkStatus();
+}
+
+absl::Status ReadField(const nlohmann::json& j, const char* key, std::string* out) {
+  auto it = j.find(key);
+  if (it == j.end() || !it->is_string()) {
+    return absl::InvalidArgumentError(absl::StrCat("config.", key, " is missing or not a string"));
+  }
+  *out = it->get<std::string>();
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<ModelConfig> ModelConfigFromJson(const nlohmann::json& j) {
+  if (!j.is_object()) return absl::InvalidArgumentError("config is not an object");
+  ModelConfig c;
+  std::string rope_style;
+  OCTO_RETURN_IF_ERROR(ReadField(j, "architecture", &c.architecture));
+  OCTO_RETURN_IF_ERROR(ReadField(j, "name", &c.name));
+  OCTO_RETURN_IF_ERROR(ReadField(j, "dim", &c.dim));
+  OCTO_RETURN_IF_ERROR(ReadField(j, "hidden_dim", &c.hidden_dim));
+  OCTO_RETURN_IF_ERROR(ReadField(j, "n_layers", &c.n_layers));
+  OCTO_RETURN_IF_ERROR(ReadField(j, "n_heads", &c.n_heads));
+  OCTO_RETURN_IF_ERROR(ReadField(j, "n_kv_heads", &c.n_kv_heads));
+  OCTO_RETURN_IF_ERROR(ReadField(j, "head_dim", &c.head_dim));
+  OCTO_RETURN_IF_ERROR(ReadField(j, "vocab_size", &c.vocab_size));
+  OCTO_RETURN_IF_ERROR(ReadField(j, "context_length", &c.context_length));
+  OCTO_RETURN_IF_ERROR(ReadField(j, "rope_dim", &c.rope_dim));
+  OCTO_RETURN_IF_ERROR(ReadField(j, "rope_theta", &c.rope_theta));
+  OCTO_RETURN_IF_ERROR(ReadField(j, "rope_style", &rope_style));
+  OCTO_RETURN_IF_ERROR(ReadField(j, "norm_eps", &c.norm_eps));
+  OCTO_RETURN_IF_ERROR(ReadField(j, "n_experts", &c.n_experts));
+  OCTO_RETURN_IF_ERROR(ReadField(j, "n_experts_used", &c.n_experts_used));
+  OCTO_RETURN_IF_ERROR(ReadField(j, "expert_hidden_dim", &c.expert_hidden_dim));
+  auto tied = j.find("tied_embeddings");
+  if (tied == j.end() || !tied->is_boolean()) {
+    return absl::InvalidArgumentError("config.tied_embeddings is missing or not a boolean");
+  }
+  c.tied_embeddings = tied->get<bool>();
+  if (rope_style == "normal") c.rope_style = RopeStyle::kNormal;
+  else if (rope_style == "neox") c.rope_style = RopeStyle::kNeox;
+  else return absl::InvalidArgumentError("config.rope_style must be \"normal\" or \"neox\"");
+  OCTO_RETURN_IF_ERROR(ValidateModelConfig(c));
+  return c;
+}
+
+}  // namespace octo

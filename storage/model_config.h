@@ -1,0 +1,54 @@
+// ModelConfig: the hyper-parameters of a model, read from GGUF metadata
+// (at decompose time) or from manifest.json (at load time), and checked the
+// same way in both cases.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "nlohmann/json.hpp"
+#include "storage/gguf.h"
+
+namespace octo {
+
+// How RoPE pairs dimensions: kNormal rotates adjacent pairs (llama, mistral);
+// kNeox rotates dimension i with i + rope_dim/2 (qwen2, qwen3).
+enum class RopeStyle { kNormal, kNeox };
+
+struct ModelConfig {
+  std::string architecture;    // general.architecture: llama, mistral, qwen2, qwen3, qwen2moe, qwen3moe
+  std::string name;            // general.name, informational
+  uint32_t dim = 0;            // embedding_length
+  uint32_t hidden_dim = 0;     // feed_forward_length (dense FFN width)
+  uint32_t n_layers = 0;       // block_count
+  uint32_t n_heads = 0;        // attention.head_count
+  uint32_t n_kv_heads = 0;     // attention.head_count_kv (GQA when < n_heads)
+  uint32_t head_dim = 0;       // attention.key_length, default dim / n_heads
+  uint32_t vocab_size = 0;     // rows of token_embd
+  uint32_t context_length = 0; // trained context
+  uint32_t rope_dim = 0;       // rope.dimension_count, default head_dim
+  float rope_theta = 10000.f;  // rope.freq_base
+  RopeStyle rope_style = RopeStyle::kNormal;
+  float norm_eps = 1e-5f;      // attention.layer_norm_rms_epsilon
+  uint32_t n_experts = 0;      // expert_count, 0 for dense models
+  uint32_t n_experts_used = 0; // expert_used_count
+  uint32_t expert_hidden_dim = 0;  // expert_feed_forward_length, default hidden_dim
+  bool tied_embeddings = false;    // no output.weight: the lm_head is token_embd
+};
+
+// The architectures whose tensors and hyper-parameters Octo understands.
+bool IsSupportedArchitecture(absl::string_view arch);
+
+// Reads `<arch>.*` keys and the tensor shapes (vocab size, tied embeddings).
+absl::StatusOr<ModelConfig> ModelConfigFromGguf(const GgufFile& gguf);
+
+// Checks internal consistency: non-zero sizes, n_heads % n_kv_heads == 0,
+// experts_used <= experts, rope_dim <= head_dim, finite eps/theta, limits.
+absl::Status ValidateModelConfig(const ModelConfig& config);
+
+nlohmann::json ModelConfigToJson(const ModelConfig& config);
+// Parses and validates; INVALID_ARGUMENT naming the field on any defect.
+absl::StatusOr<ModelConfig> ModelConfigFromJson(const nlohmann::json& j);
+
+}  // namespace octo

@@ -1,0 +1,90 @@
+#include "storage/tensor_layout.h"
+
+#include <string>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/match.h"
+#include "storage/status_macros.h"
+
+namespace octo {
+namespace {
+
+using Shape = std::vector<uint64_t>;
+
+std::string ShapeString(const Shape& s) { return "[" + absl::StrJoin(s, ", ") + "]"; }
+
+absl::Status Expect(const ShapeLookup& lookup, const std::string& name, const Shape& want, bool required) {
+  const Shape* got = lookup(name);
+  if (got == nullptr) {
+    if (required) return absl::InvalidArgumentError(absl::StrCat("missing tensor ", name));
+    return absl::OkStatus();
+  }
+  if (*got != want) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("tensor ", name, " has shape ", ShapeString(*got), ", expected ", ShapeString(want)));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<FileSlot> FileForTensor(absl::string_view name, uint32_t n_layers) {
+  if (name == "token_embd.weight") return FileSlot{FileKind::kEmbed, kNoLayer};
+  if (name == "output.weight") return FileSlot{FileKind::kLmHead, kNoLayer};
+  if (name == "output_norm.weight") return FileSlot{FileKind::kFinalNorm, kNoLayer};
+  if (!absl::StartsWith(name, "blk.")) return FileSlot{FileKind::kExtra, kNoLayer};
+  const absl::string_view rest = name.substr(4);
+  const size_t dot = rest.find('.');
+  uint32_t layer = 0;
+  if (dot == absl::string_view::npos || dot == 0 || !absl::SimpleAtoi(rest.substr(0, dot), &layer) ||
+      rest.substr(0, dot).find_first_not_of("0123456789") != absl::string_view::npos) {
+    return absl::InvalidArgumentError(absl::StrCat("tensor name '", name, "' has no valid layer number"));
+  }
+  if (layer >= n_layers) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("tensor ", name, " belongs to layer ", layer, " but the model has ", n_layers, " layers"));
+  }
+  return FileSlot{FileKind::kLayer, layer};
+}
+
+absl::Status CheckModelTensors(const ModelConfig& c, const ShapeLookup& lookup) {
+  const uint64_t q_dim = uint64_t{c.n_heads} * c.head_dim;
+  const uint64_t kv_dim = uint64_t{c.n_kv_heads} * c.head_dim;
+  OCTO_RETURN_IF_ERROR(Expect(lookup, "token_embd.weight", {c.dim, c.vocab_size}, true));
+  OCTO_RETURN_IF_ERROR(Expect(lookup, "output_norm.weight", {c.dim}, true));
+  OCTO_RETURN_IF_ERROR(Expect(lookup, "output.weight", {c.dim, c.vocab_size}, !c.tied_embeddings));
+  if (c.tied_embeddings && lookup("output.weight") != nullptr) {
+    return absl::InvalidArgumentError("tied_embeddings is set but output.weight is present");
+  }
+  for (uint32_t l = 0; l < c.n_layers; ++l) {
+    const std::string b = absl::StrCat("blk.", l, ".");
+    OCTO_RETURN_IF_ERROR(Expect(lookup, b + "attn_norm.weight", {c.dim}, true));
+    OCTO_RETURN_IF_ERROR(Expect(lookup, b + "attn_q.weight", {c.dim, q_dim}, true));
+    OCTO_RETURN_IF_ERROR(Expect(lookup, b + "attn_k.weight", {c.dim, kv_dim}, true));
+    OCTO_RETURN_IF_ERROR(Expect(lookup, b + "attn_v.weight", {c.dim, kv_dim}, true));
+    OCTO_RETURN_IF_ERROR(Expect(lookup, b + "attn_output.weight", {q_dim, c.dim}, true));
+    OCTO_RETURN_IF_ERROR(Expect(lookup, b + "ffn_norm.weight", {c.dim}, true));
+    // Optional: qwen2 q/k/v biases, qwen3 per-head q/k norms.
+    OCTO_RETURN_IF_ERROR(Expect(lookup, b + "attn_q.bias", {q_dim}, false));
+    OCTO_RETURN_IF_ERROR(Expect(lookup, b + "attn_k.bias", {kv_dim}, false));
+    OCTO_RETURN_IF_ERROR(Expect(lookup, b + "attn_v.bias", {kv_dim}, false));
+    OCTO_RETURN_IF_ERROR(Expect(lookup, b + "attn_q_norm.weight", {c.head_dim}, false));
+    OCTO_RETURN_IF_ERROR(Expect(lookup, b + "attn_k_norm.weight", {c.head_dim}, false));
+    if (c.n_experts == 0) {
+      OCTO_RETURN_IF_ERROR(Expect(lookup, b + "ffn_gate.weight", {c.dim, c.hidden_dim}, true));
+      OCTO_RETURN_IF_ERROR(Expect(lookup, b + "ffn_up.weight", {c.dim, c.hidden_dim}, true));
+      OCTO_RETURN_IF_ERROR(Expect(lookup, b + "ffn_down.weight", {c.hidden_dim, c.dim}, true));
+    } else {
+      const uint64_t e = c.n_experts, h = c.expert_hidden_dim;
+      OCTO_RETURN_IF_ERROR(Expect(lookup, b + "ffn_gate_inp.weight", {c.dim, e}, true));
+      OCTO_RETURN_IF_ERROR(Expect(lookup, b + "ffn_gate_exps.weight", {c.dim, h, e}, true));
+      OCTO_RETURN_IF_ERROR(Expect(lookup, b + "ffn_up_exps.weight", {c.dim, h, e}, true));
+      OCTO_RETURN_IF_ERROR(Expect(lookup, b + "ffn_down_exps.weight", {h, c.dim, e}, true));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace octo
