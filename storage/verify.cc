@@ -1,0 +1,94 @@
+#include "storage/verify.h"
+
+#include <filesystem>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "storage/file.h"
+#include "storage/layer_file.h"
+#include "storage/status_macros.h"
+#include "storage/xxhash64.h"
+
+namespace octo {
+namespace {
+
+constexpr uint64_t kVerifyChunkBytes = 8ull << 20;
+
+absl::Status CheckHeader(const FileHeader& h, const ManifestFile& entry) {
+  if (h.kind != entry.kind || (entry.kind == FileKind::kLayer && h.layer != entry.layer)) {
+    return absl::DataLossError(absl::StrCat("header says ", FileKindName(h.kind),
+                                            h.kind == FileKind::kLayer ? absl::StrCat(" ", h.layer) : "",
+                                            ", the manifest expects ", entry.name));
+  }
+  if (h.tensor_count != entry.tensors.size() || h.file_size != entry.size) {
+    return absl::DataLossError(absl::StrCat("header says ", h.tensor_count, " tensors and ", h.file_size,
+                                            " bytes, the manifest says ", entry.tensors.size(), " and ", entry.size));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status VerifyModelFile(const std::string& path, const ManifestFile& entry,
+                             const std::function<void(uint64_t)>& on_bytes) {
+  OCTO_ASSIGN_OR_RETURN(File file, File::OpenForRead(path));
+  OCTO_ASSIGN_OR_RETURN(uint64_t size, file.Size());
+  if (size != entry.size) {
+    return absl::DataLossError(absl::StrCat("size is ", size, " bytes, the manifest says ", entry.size));
+  }
+  std::vector<uint8_t> buffer(std::min(kVerifyChunkBytes, size));
+  Xxh64 hasher;
+  absl::Status header_status;
+  for (uint64_t pos = 0; pos < size;) {
+    const uint64_t n = std::min<uint64_t>(buffer.size(), size - pos);
+    std::span<uint8_t> chunk(buffer.data(), n);
+    OCTO_RETURN_IF_ERROR(file.ReadAt(pos, chunk));
+    if (pos == 0) {
+      auto header = DecodeFileHeader(chunk);
+      header_status = header.ok() ? CheckHeader(*header, entry) : header.status();
+    }
+    hasher.Update(chunk);
+    pos += n;
+    if (on_bytes) on_bytes(n);
+  }
+  file.DropCache();
+  if (!header_status.ok()) return header_status;
+  const uint64_t digest = hasher.Digest();
+  if (digest != entry.checksum) {
+    return absl::DataLossError(absl::StrCat("checksum mismatch: the manifest says ", FormatChecksum(entry.checksum),
+                                            ", the file hashes to ", FormatChecksum(digest)));
+  }
+  return absl::OkStatus();
+}
+
+VerifyReport VerifyModelDir(const std::string& dir, const std::function<void(uint64_t, uint64_t)>& progress) {
+  VerifyReport report;
+  auto manifest = ReadManifest(dir);
+  if (!manifest.ok()) {
+    report.problems.push_back({kManifestName, std::string(manifest.status().message())});
+    return report;
+  }
+  uint64_t total = 0;
+  std::set<std::string> listed = {kManifestName};
+  for (const ManifestFile& f : manifest->files) {
+    total += f.size;
+    listed.insert(f.name);
+  }
+  for (const ManifestFile& f : manifest->files) {
+    absl::Status status = VerifyModelFile(dir + "/" + f.name, f, [&](uint64_t n) {
+      report.bytes_checked += n;
+      if (progress) progress(report.bytes_checked, total);
+    });
+    if (status.ok()) report.files_ok.push_back(f.name);
+    else report.problems.push_back({f.name, std::string(status.message())});
+  }
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (!listed.count(name)) report.notes.push_back(name + " is not listed in the manifest (ignored)");
+  }
+  return report;
+}
+
+}  // namespace octo
