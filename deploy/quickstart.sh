@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Sets up a fresh Debian 12 machine and runs Octo's main job so far: take a
+# GGUF model, decompose it into a layer directory, verify it, show it.
+#
+#   bash deploy/quickstart.sh [MODEL.gguf [OUT_DIR]]
+#
+# Without a model it generates one (a small Llama-shaped Q4_K_M model with a
+# working tokenizer, via octo-make-model) so the whole path runs anywhere.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+bash deploy/install-deps.sh
+bash deploy/build.sh
+
+model="${1:-}"
+out="${2:-}"
+if [ -z "$model" ]; then
+  mkdir -p models
+  model=models/tiny-llama-Q4_K_M.gguf
+  echo "quickstart: no model given; generating $model"
+  ./build/bin/octo-make-model --preset tiny --type Q4_K_M -o "$model"
+fi
+if [ -z "$out" ]; then
+  out="models/$(basename "$model" .gguf)"
+fi
+
+./build/bin/octo-ctl decompose --force "$model" "$out"
+./build/bin/octo-ctl verify "$out"
+./build/bin/octo-ctl inspect "$out" | head -n 40

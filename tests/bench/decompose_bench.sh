@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Benchmark: decompose a generated model of a real shape and print what it
+# achieved next to the limits it is measured against, all in the same run on
+# the same file:
+#   - throughput vs `dd` copying the same GGUF to the same disk (read + write,
+#     the same work decompose does, minus the hashing and re-layout),
+#   - peak memory (max RSS) vs the model's size and a fixed bound: decompose
+#     must not grow with the model (a 40 GB GGUF on a 24 GB machine).
+# Then `verify` rate vs `dd` reading the directory.
+#
+#   tests/bench/decompose_bench.sh [PRESET] [TYPE] [WORK_DIR]
+#   e.g. tests/bench/decompose_bench.sh llama-3-8b Q4_K_M /tmp/octo-bench
+set -euo pipefail
+preset="${1:-llama-3.2-1b}"
+type="${2:-Q4_K_M}"
+work="${3:-/tmp/octo-bench}"
+bin="$(cd "$(dirname "$0")/../.." && pwd)/build/bin"
+rss_limit_mib=256
+
+calc() { awk "BEGIN { print $1 }"; }
+mkdir -p "$work"
+model="$work/$preset-$type.gguf"
+out="$work/$preset-$type"
+trap 'rm -rf "$out" "$work/dd-copy"' EXIT
+
+[ -f "$model" ] || "$bin/octo-make-model" --preset "$preset" --type "$type" -o "$model"
+bytes=$(stat -c %s "$model")
+sync
+
+# Reference: dd copies the same file to the same disk (buffered, then synced,
+# as decompose writes through the page cache and fsyncs each file).
+t0=$(date +%s.%N)
+dd if="$model" of="$work/dd-copy" bs=8M status=none conv=fsync
+t1=$(date +%s.%N)
+rm -f "$work/dd-copy"
+dd_rate=$(calc "$bytes / ($t1 - $t0) / 1e9")
+
+rm -rf "$out"
+/usr/bin/time -f "%M %e" -o "$work/time.txt" "$bin/octo-ctl" decompose -q "$model" "$out" >/dev/null
+read -r rss_kib secs < "$work/time.txt"
+dec_rate=$(calc "$bytes / $secs / 1e9")
+
+dir_bytes=$(du -sb "$out" | cut -f1)
+t0=$(date +%s.%N)
+cat "$out"/*.bin | dd of=/dev/null bs=8M status=none
+t1=$(date +%s.%N)
+read_rate=$(calc "$dir_bytes / ($t1 - $t0) / 1e9")
+/usr/bin/time -f "%M %e" -o "$work/time.txt" "$bin/octo-ctl" verify -q "$out" >/dev/null
+read -r vrss_kib vsecs < "$work/time.txt"
+ver_rate=$(calc "$dir_bytes / $vsecs / 1e9")
+
+printf '\n== decompose benchmark: %s %s, %.2f GB GGUF ==\n' "$preset" "$type" "$(calc "$bytes / 1e9")"
+printf 'decompose throughput : %6.2f GB/s   vs dd copy of the same file: %6.2f GB/s  (%3.0f%%)\n' \
+  "$dec_rate" "$dd_rate" "$(calc "100 * $dec_rate / $dd_rate")"
+printf 'decompose peak RSS   : %6.1f MiB    limit %d MiB (model is %.0f MiB)  %s\n' \
+  "$(calc "$rss_kib / 1024")" "$rss_limit_mib" "$(calc "$bytes / 1048576")" \
+  "$( [ $((rss_kib / 1024)) -le $rss_limit_mib ] && echo OK || echo OVER)"
+printf 'verify throughput    : %6.2f GB/s   vs dd read of the directory : %6.2f GB/s  (%3.0f%%)\n' \
+  "$ver_rate" "$read_rate" "$(calc "100 * $ver_rate / $read_rate")"
+printf 'verify peak RSS      : %6.1f MiB\n' "$(calc "$vrss_kib / 1024")"
