@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -105,6 +106,19 @@ absl::StatusOr<uint64_t> WriteModelFile(const GgufFile& gguf, const ManifestFile
   return hasher.Digest();
 }
 
+// Fails before writing anything when the output file system cannot hold
+// `needed` bytes: better than dying at 90% with a full disk.
+absl::Status CheckFreeSpace(const fs::path& dir, uint64_t needed) {
+  struct statvfs st;
+  if (::statvfs(dir.c_str(), &st) != 0) return absl::OkStatus();  // unknown: let the writes tell
+  const uint64_t available = static_cast<uint64_t>(st.f_bavail) * st.f_frsize;
+  if (available < needed) {
+    return absl::ResourceExhaustedError(absl::StrCat("not enough space in ", dir.string(), ": the model directory needs ",
+                                                     needed, " bytes, ", available, " are available"));
+  }
+  return absl::OkStatus();
+}
+
 // Moves the finished `partial` directory to `out`, replacing an existing
 // model directory atomically (exchange, then delete the old one).
 absl::Status Publish(const fs::path& partial, const fs::path& out) {
@@ -136,6 +150,9 @@ absl::StatusOr<Manifest> Decompose(const std::string& gguf_path, const std::stri
   Manifest manifest = std::move(*planned);
 
   RemoveStalePartials(out);
+  uint64_t bytes_on_disk = 0;
+  for (const ManifestFile& f : manifest.files) bytes_on_disk += f.size;
+  OCTO_RETURN_IF_ERROR(CheckFreeSpace(out.parent_path(), bytes_on_disk));
   const fs::path partial = out.parent_path() / (PartialPrefix(out) + std::to_string(::getpid()));
   if (::mkdir(partial.c_str(), 0755) != 0) return ErrnoStatus(errno, "cannot create", partial.string());
 

@@ -1,6 +1,7 @@
 // decompose: GGUF -> layer directory, on generated and real models.
 #include "storage/decompose.h"
 
+#include <sys/mount.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -248,6 +249,22 @@ TEST(DecomposeTest, PartialDirectoryOfAKilledRunIsRemovedByTheNextRun) {
   EXPECT_FALSE(VerifyModelDir(stale).ok());  // never mistaken for a model
   ASSERT_TRUE(Decompose(tmp.Path("a.gguf"), tmp.Path("out"), {}).ok());
   EXPECT_FALSE(fs::exists(stale));
+}
+
+// A full disk is found before the first byte is written. Needs a small file
+// system: a 1 MiB tmpfs (mounting needs root; skipped otherwise).
+TEST(DecomposeTest, NotEnoughDiskSpaceIsReportedUpFront) {
+  TempDir tmp;
+  GenerateModel(tmp.Path("a.gguf"), "tiny", "Q8_0");
+  fs::create_directories(tmp.Path("small"));
+  if (::mount("tmpfs", tmp.Path("small").c_str(), "tmpfs", 0, "size=1m") != 0) {
+    GTEST_SKIP() << "cannot mount a tmpfs here (needs root)";
+  }
+  auto result = Decompose(tmp.Path("a.gguf"), tmp.Path("small/out"), {});
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(result.status().message().find("not enough space"), absl::string_view::npos) << result.status();
+  EXPECT_TRUE(fs::is_empty(tmp.Path("small")));
+  ::umount(tmp.Path("small").c_str());
 }
 
 }  // namespace

@@ -1,0 +1,356 @@
+#include "tests/tools/model_presets.h"
+
+#include <algorithm>
+#include <cctype>
+#include <utility>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "storage/status_macros.h"
+#include "tests/tools/gguf_writer.h"
+
+namespace octo::testing {
+namespace {
+
+ModelShape Shape(std::string name, std::string arch, uint32_t dim, uint32_t hidden_dim, uint32_t n_layers,
+                 uint32_t n_heads, uint32_t n_kv_heads, uint32_t head_dim, uint32_t vocab_size,
+                 uint32_t context_length, float rope_theta, float norm_eps, std::string tokenizer_model,
+                 std::string tokenizer_pre) {
+  ModelShape s;
+  s.name = std::move(name);
+  s.architecture = std::move(arch);
+  s.dim = dim;
+  s.hidden_dim = hidden_dim;
+  s.n_layers = n_layers;
+  s.n_heads = n_heads;
+  s.n_kv_heads = n_kv_heads;
+  s.head_dim = head_dim;
+  s.vocab_size = vocab_size;
+  s.context_length = context_length;
+  s.rope_theta = rope_theta;
+  s.norm_eps = norm_eps;
+  s.tokenizer_model = std::move(tokenizer_model);
+  s.tokenizer_pre = std::move(tokenizer_pre);
+  return s;
+}
+
+std::vector<ModelShape> MakePresets() {
+  std::vector<ModelShape> p;
+  // Real shapes, from the models' config.json / llama.cpp conversions.
+  p.push_back(Shape("llama-3.2-1b", "llama", 2048, 8192, 16, 32, 8, 64, 128256, 131072, 500000.0f, 1e-5f,
+                    "gpt2", "llama-bpe"));
+  p.back().tied_embeddings = true;
+  p.push_back(Shape("llama-3-8b", "llama", 4096, 14336, 32, 32, 8, 128, 128256, 8192, 500000.0f, 1e-5f, "gpt2",
+                    "llama-bpe"));
+  p.push_back(
+      Shape("llama-2-70b", "llama", 8192, 28672, 80, 64, 8, 128, 32000, 4096, 10000.0f, 1e-5f, "llama", ""));
+  p.push_back(Shape("qwen2.5-7b", "qwen2", 3584, 18944, 28, 28, 4, 128, 152064, 32768, 1e6f, 1e-6f, "gpt2",
+                    "qwen2"));
+  p.back().qkv_bias = true;
+  p.push_back(Shape("qwen3-8b", "qwen3", 4096, 12288, 36, 32, 8, 128, 151936, 40960, 1e6f, 1e-6f, "gpt2",
+                    "qwen2"));
+  p.back().qk_norm = true;
+  p.push_back(
+      Shape("mixtral-8x7b", "llama", 4096, 14336, 32, 32, 8, 128, 32000, 32768, 1e6f, 1e-5f, "llama", ""));
+  p.back().n_experts = 8;
+  p.back().n_experts_used = 2;
+  // Tiny shapes for tests: every row a whole number of 256-element blocks.
+  p.push_back(Shape("tiny", "llama", 256, 768, 2, 8, 4, 32, 512, 2048, 10000.0f, 1e-5f, "llama", ""));
+  p.push_back(p.back());
+  p.back().name = "tiny-moe";
+  p.back().n_experts = 4;
+  p.back().n_experts_used = 2;
+  p.push_back(Shape("tiny-qwen2", "qwen2", 256, 768, 2, 8, 4, 32, 600, 2048, 1e6f, 1e-6f, "gpt2", "qwen2"));
+  p.back().qkv_bias = true;
+  // n_heads * head_dim (512) != dim, as in real Qwen3.
+  p.push_back(Shape("tiny-qwen3", "qwen3", 256, 768, 2, 8, 4, 64, 600, 2048, 1e6f, 1e-6f, "gpt2", "qwen2"));
+  p.back().qk_norm = true;
+  p.back().tied_embeddings = true;
+  return p;
+}
+
+}  // namespace
+
+const std::vector<ModelShape>& AllPresets() {
+  static const std::vector<ModelShape>* const presets = new std::vector<ModelShape>(MakePresets());
+  return *presets;
+}
+
+absl::StatusOr<ModelShape> FindPreset(absl::string_view name) {
+  std::vector<absl::string_view> names;
+  for (const ModelShape& shape : AllPresets()) {
+    if (shape.name == name) return shape;
+    names.push_back(shape.name);
+  }
+  return absl::NotFoundError(
+      absl::StrCat("unknown preset '", name, "'; known presets: ", absl::StrJoin(names, ", ")));
+}
+
+absl::StatusOr<ModelShape> ApplyOverrides(ModelShape shape, const ShapeOverrides& overrides) {
+  if (overrides.n_layers) shape.n_layers = *overrides.n_layers;
+  if (overrides.vocab_size) shape.vocab_size = *overrides.vocab_size;
+  if (overrides.context_length) shape.context_length = *overrides.context_length;
+  if (absl::Status status = ValidateShape(shape); !status.ok()) return status;
+  return shape;
+}
+
+absl::Status ValidateShape(const ModelShape& s) {
+  const std::pair<const char*, uint32_t> counts[] = {
+      {"dim", s.dim},         {"hidden_dim", s.hidden_dim}, {"n_layers", s.n_layers},
+      {"n_heads", s.n_heads}, {"n_kv_heads", s.n_kv_heads}, {"head_dim", s.head_dim},
+      {"vocab_size", s.vocab_size}, {"context_length", s.context_length}};
+  for (const auto& [field, value] : counts) {
+    if (value == 0) return absl::InvalidArgumentError(absl::StrCat(s.name, ": ", field, " must be positive"));
+  }
+  if (s.n_heads % s.n_kv_heads != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(s.name, ": n_heads (", s.n_heads,
+                                                   ") is not a multiple of n_kv_heads (", s.n_kv_heads, ")"));
+  }
+  if (s.n_experts > 0 && (s.n_experts_used == 0 || s.n_experts_used > s.n_experts)) {
+    return absl::InvalidArgumentError(absl::StrCat(s.name, ": n_experts_used (", s.n_experts_used,
+                                                   ") must be in 1..n_experts (", s.n_experts, ")"));
+  }
+  if (s.n_experts == 0 && s.n_experts_used != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(s.name, ": n_experts_used set without experts"));
+  }
+  if (s.architecture != "llama" && s.architecture != "qwen2" && s.architecture != "qwen3") {
+    return absl::InvalidArgumentError(absl::StrCat(s.name, ": unknown architecture '", s.architecture, "'"));
+  }
+  const bool spm = s.tokenizer_model == "llama";
+  const bool bpe = s.tokenizer_model == "gpt2" && (s.tokenizer_pre == "llama-bpe" || s.tokenizer_pre == "qwen2");
+  if (!spm && !bpe) {
+    return absl::InvalidArgumentError(absl::StrCat(s.name, ": unknown tokenizer '", s.tokenizer_model, "' / pre '",
+                                                   s.tokenizer_pre, "'"));
+  }
+  if (s.vocab_size < MinVocabSize(s)) {
+    return absl::InvalidArgumentError(absl::StrCat(s.name, ": vocab_size ", s.vocab_size, " is below the ",
+                                                   MinVocabSize(s), " tokens the ", s.tokenizer_model,
+                                                   " tokenizer needs"));
+  }
+  return absl::OkStatus();
+}
+
+std::string DescribeShape(const ModelShape& s) {
+  std::string out = absl::StrCat(s.name, ": ", s.architecture, ", dim ", s.dim, ", ffn ", s.hidden_dim, ", ",
+                                 s.n_layers, " layers, heads ", s.n_heads, "/", s.n_kv_heads, " x ", s.head_dim,
+                                 ", vocab ", s.vocab_size, " (", s.tokenizer_model);
+  if (!s.tokenizer_pre.empty()) absl::StrAppend(&out, "/", s.tokenizer_pre);
+  absl::StrAppend(&out, "), ctx ", s.context_length, ", rope theta ", s.rope_theta, ", eps ", s.norm_eps);
+  if (s.n_experts > 0) absl::StrAppend(&out, ", experts ", s.n_experts_used, "/", s.n_experts);
+  if (s.tied_embeddings) absl::StrAppend(&out, ", tied embeddings");
+  if (s.qkv_bias) absl::StrAppend(&out, ", qkv bias");
+  if (s.qk_norm) absl::StrAppend(&out, ", qk norm");
+  return out;
+}
+
+
+// --- Generated tokenizers -------------------------------------------------------
+
+namespace {
+
+constexpr char kSpmWordMarker[] = "\xE2\x96\x81";  // U+2581 '▁'
+constexpr char kBpeSpace[] = "\xC4\xA0";           // U+0120 'Ġ', GPT-2's image of ' '
+// Longest merged token, in bytes (real vocabularies rarely go past this).
+constexpr size_t kMaxMergedTokenBytes = 24;
+
+std::string Utf8(uint32_t cp) {
+  std::string out;
+  if (cp < 0x80) {
+    out += static_cast<char>(cp);
+  } else if (cp < 0x800) {
+    out += static_cast<char>(0xC0 | (cp >> 6));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  } else {
+    out += static_cast<char>(0xE0 | (cp >> 12));
+    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  }
+  return out;
+}
+
+bool IsLower(absl::string_view s) {
+  for (char c : s) {
+    if (c < 'a' || c > 'z') return false;
+  }
+  return true;
+}
+
+std::vector<std::string> ControlTokens(const ModelShape& shape) {
+  if (shape.tokenizer_pre == "qwen2") {
+    return {"<|endoftext|>", "<|im_start|>", "<|im_end|>"};
+  }
+  // llama-bpe: Llama 3's specials; a full-size vocabulary reserves 256 ids.
+  std::vector<std::string> out = {"<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>",
+                                  "<|end_header_id|>", "<|eot_id|>"};
+  for (int i = 0; shape.vocab_size >= 32768 && out.size() < 256; ++i) {
+    out.push_back(absl::StrCat("<|reserved_special_token_", i, "|>"));
+  }
+  return out;
+}
+
+// An index in [0, n) drawn as n * u^power: small indices (older, shorter
+// tokens) are picked more often.
+size_t PickBiased(Rng& rng, size_t n, int power) {
+  double x = 1.0;
+  const double u = rng.Uniform();
+  for (int i = 0; i < power; ++i) x *= u;
+  return std::min(n - 1, static_cast<size_t>(x * static_cast<double>(n)));
+}
+
+// Vocabulary under construction: tokens in id order, plus the pools merges
+// draw from. A merged token is head + tail: heads are words or word starts
+// (they may begin with the word marker), tails are lowercase-only pieces.
+struct VocabBuilder {
+  GeneratedVocab vocab;
+  absl::flat_hash_set<std::string> seen;
+  std::vector<uint32_t> heads, tails;
+
+  bool Add(std::string token, TokenType type) {
+    if (!seen.insert(token).second) return false;
+    vocab.tokens.push_back(std::move(token));
+    vocab.token_types.push_back(type);
+    return true;
+  }
+  void AddPoolEntry(uint32_t id) {
+    const std::string& token = vocab.tokens[id];
+    heads.push_back(id);
+    if (IsLower(token)) tails.push_back(id);
+  }
+  // Adds merged tokens until the vocabulary has `target` entries. Picks favour
+  // early (short) tokens, as real merge lists do. When `record_merges`, the
+  // i-th merged token gets merges[i] = "head tail".
+  absl::Status Merge(size_t target, bool record_merges, Rng& rng) {
+    const size_t budget = 64 * target + 4096;  // retries on duplicates/over-long joins
+    for (size_t attempt = 0; vocab.tokens.size() < target; ++attempt) {
+      if (attempt > budget) return absl::InternalError("vocabulary generation made no progress");
+      const std::string& head = vocab.tokens[heads[PickBiased(rng, heads.size(), 2)]];
+      const std::string& tail = vocab.tokens[tails[PickBiased(rng, tails.size(), 3)]];
+      if (head.size() + tail.size() > kMaxMergedTokenBytes) continue;
+      std::string joined = head + tail;
+      std::string merge = record_merges ? absl::StrCat(head, " ", tail) : std::string();
+      if (!Add(std::move(joined), kTokenNormal)) continue;
+      if (record_merges) vocab.merges.push_back(std::move(merge));
+      AddPoolEntry(static_cast<uint32_t>(vocab.tokens.size() - 1));
+    }
+    return absl::OkStatus();
+  }
+};
+
+// Single characters for SPM: ASCII, then Latin-1 letters, Greek, Cyrillic, CJK.
+std::vector<std::string> SpmCharacters() {
+  std::vector<std::string> out = {kSpmWordMarker};
+  for (uint32_t c = 'a'; c <= 'z'; ++c) out.push_back(Utf8(c));
+  for (uint32_t c = 'A'; c <= 'Z'; ++c) out.push_back(Utf8(c));
+  for (uint32_t c = '!'; c <= '~'; ++c) {
+    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'))) out.push_back(Utf8(c));
+  }
+  for (uint32_t c = 0xC0; c <= 0xFF; ++c) out.push_back(Utf8(c));
+  for (uint32_t c = 0x3B1; c <= 0x3C9; ++c) out.push_back(Utf8(c));
+  for (uint32_t c = 0x430; c <= 0x44F; ++c) out.push_back(Utf8(c));
+  for (uint32_t c = 0x4E00; c < 0x4E00 + 256; ++c) out.push_back(Utf8(c));
+  return out;
+}
+
+constexpr char kLlama2Template[] =
+    "{{ bos_token }}{% for message in messages %}{% if message['role'] == 'user' %}"
+    "{{ '[INST] ' + message['content'] + ' [/INST]' }}{% elif message['role'] == 'assistant' %}"
+    "{{ ' ' + message['content'] + eos_token }}{% endif %}{% endfor %}";
+constexpr char kLlama3Template[] =
+    "{{ bos_token }}{% for message in messages %}{{ '<|start_header_id|>' + message['role'] + "
+    "'<|end_header_id|>\n\n' + message['content'] | trim + '<|eot_id|>' }}{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|start_header_id|>assistant<|end_header_id|>\n\n' }}{% endif %}";
+constexpr char kChatMlTemplate[] =
+    "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + "
+    "'<|im_end|>' + '\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}";
+
+absl::StatusOr<GeneratedVocab> MakeSpmVocab(const ModelShape& shape, Rng& rng) {
+  VocabBuilder b;
+  b.Add("<unk>", kTokenUnknown);
+  b.Add("<s>", kTokenControl);
+  b.Add("</s>", kTokenControl);
+  for (int byte = 0; byte < 256; ++byte) b.Add(absl::StrFormat("<0x%02X>", byte), kTokenByte);
+  const size_t first_piece = b.vocab.tokens.size();
+  // Characters take at most half of the remaining ids; merges get the rest.
+  const size_t n_chars = std::max<size_t>(1, (shape.vocab_size - first_piece) / 2);
+  for (const std::string& c : SpmCharacters()) {
+    if (b.vocab.tokens.size() >= first_piece + n_chars) break;
+    b.Add(c, kTokenNormal);
+    const uint32_t id = static_cast<uint32_t>(b.vocab.tokens.size() - 1);
+    if (c == kSpmWordMarker || (c.size() == 1 && std::isalpha(static_cast<unsigned char>(c[0])))) {
+      b.AddPoolEntry(id);
+    }
+  }
+  if (b.tails.empty()) b.tails = b.heads;  // vocabularies too small for a letter
+  OCTO_RETURN_IF_ERROR(b.Merge(shape.vocab_size, /*record_merges=*/false, rng));
+  b.vocab.scores.assign(b.vocab.tokens.size(), 0.0f);
+  for (size_t i = first_piece; i < b.vocab.tokens.size(); ++i) {
+    b.vocab.scores[i] = -static_cast<float>(i - first_piece + 1);
+  }
+  b.vocab.unk_id = 0;
+  b.vocab.bos_id = 1;
+  b.vocab.eos_id = 2;
+  b.vocab.add_bos = true;
+  b.vocab.chat_template = kLlama2Template;
+  return std::move(b.vocab);
+}
+
+absl::StatusOr<GeneratedVocab> MakeBpeVocab(const ModelShape& shape, Rng& rng) {
+  VocabBuilder b;
+  const std::vector<std::string>& byte_chars = Gpt2ByteToUnicode();
+  for (int byte = 0; byte < 256; ++byte) {
+    b.Add(byte_chars[byte], kTokenNormal);
+    if (byte == ' ' || std::isalpha(byte)) b.AddPoolEntry(static_cast<uint32_t>(byte));
+  }
+  const std::vector<std::string> controls = ControlTokens(shape);
+  OCTO_RETURN_IF_ERROR(b.Merge(shape.vocab_size - controls.size(), /*record_merges=*/true, rng));
+  const uint32_t first_control = static_cast<uint32_t>(b.vocab.tokens.size());
+  for (const std::string& control : controls) {
+    if (!b.Add(control, kTokenControl)) return absl::InternalError("control token collides: " + control);
+  }
+  if (shape.tokenizer_pre == "qwen2") {
+    b.vocab.bos_id = first_control;      // <|endoftext|>
+    b.vocab.eos_id = first_control + 2;  // <|im_end|>
+    b.vocab.add_bos = false;
+    b.vocab.chat_template = kChatMlTemplate;
+  } else {
+    b.vocab.bos_id = first_control;      // <|begin_of_text|>
+    b.vocab.eos_id = first_control + 1;  // <|end_of_text|>
+    b.vocab.add_bos = true;
+    b.vocab.chat_template = kLlama3Template;
+  }
+  return std::move(b.vocab);
+}
+
+}  // namespace
+
+const std::vector<std::string>& Gpt2ByteToUnicode() {
+  static const std::vector<std::string>* const table = [] {
+    // Printable bytes map to themselves; the rest, in order, to U+0100.. .
+    auto* out = new std::vector<std::string>(256);
+    uint32_t next = 256;
+    for (uint32_t byte = 0; byte < 256; ++byte) {
+      const bool printable = (byte >= '!' && byte <= '~') || (byte >= 0xA1 && byte <= 0xAC) || byte >= 0xAE;
+      (*out)[byte] = Utf8(printable ? byte : next++);
+    }
+    return out;
+  }();
+  return *table;
+}
+
+uint32_t MinVocabSize(const ModelShape& shape) {
+  if (shape.tokenizer_model == "llama") return 3 + 256 + 1;
+  ModelShape small = shape;
+  small.vocab_size = 0;  // the control list without the reserved ids
+  return 256 + static_cast<uint32_t>(ControlTokens(small).size());
+}
+
+absl::StatusOr<GeneratedVocab> MakeVocab(const ModelShape& shape) {
+  OCTO_RETURN_IF_ERROR(ValidateShape(shape));
+  Rng rng(/*seed=*/0x70C0ull, /*stream=*/shape.vocab_size);
+  if (shape.tokenizer_model == "llama") return MakeSpmVocab(shape, rng);
+  return MakeBpeVocab(shape, rng);
+}
+
+}  // namespace octo::testing

@@ -1,0 +1,104 @@
+// Model shapes for the generator: real models' hyper-parameters (so benchmarks
+// see real tensor sizes) and tiny ones for tests, plus a generated tokenizer
+// vocabulary that llama.cpp-style tokenizers can actually run.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace octo::testing {
+
+// Hyper-parameters in llama.cpp's vocabulary (the GGUF "<arch>.*" keys).
+struct ModelShape {
+  std::string name;          // preset name, written as general.name
+  std::string architecture;  // "llama", "qwen2" or "qwen3"
+  uint32_t dim = 0;          // embedding_length
+  uint32_t hidden_dim = 0;   // feed_forward_length (per expert for MoE)
+  uint32_t n_layers = 0;
+  uint32_t n_heads = 0;
+  uint32_t n_kv_heads = 0;
+  uint32_t head_dim = 0;  // n_heads * head_dim need not equal dim (qwen3)
+  uint32_t vocab_size = 0;
+  uint32_t context_length = 0;
+  float rope_theta = 10000.0f;
+  float norm_eps = 1e-5f;
+  uint32_t n_experts = 0;       // 0: dense FFN
+  uint32_t n_experts_used = 0;  // experts per token when n_experts > 0
+  bool tied_embeddings = false;  // no output.weight; token_embd is reused
+  bool qkv_bias = false;         // attn_{q,k,v}.bias (qwen2)
+  bool qk_norm = false;          // attn_{q,k}_norm.weight (qwen3)
+  std::string tokenizer_model;   // "llama" (SentencePiece) or "gpt2" (byte-level BPE)
+  std::string tokenizer_pre;     // tokenizer.ggml.pre for gpt2: "llama-bpe", "qwen2"
+};
+
+// Flags applied on top of a preset.
+struct ShapeOverrides {
+  std::optional<uint32_t> n_layers;
+  std::optional<uint32_t> vocab_size;
+  std::optional<uint32_t> context_length;
+};
+
+// Every preset, in a fixed order (real models first, then the tiny ones).
+const std::vector<ModelShape>& AllPresets();
+
+// The preset called `name`; NOT_FOUND listing the known names.
+absl::StatusOr<ModelShape> FindPreset(absl::string_view name);
+
+// `shape` with `overrides` applied, then validated (ValidateShape).
+absl::StatusOr<ModelShape> ApplyOverrides(ModelShape shape, const ShapeOverrides& overrides);
+
+// INVALID_ARGUMENT naming the field when a count is zero, n_heads is not a
+// multiple of n_kv_heads, the expert counts disagree, the architecture or
+// tokenizer is unknown, or the vocabulary is too small for the tokenizer
+// (MinVocabSize).
+absl::Status ValidateShape(const ModelShape& shape);
+
+// One line describing the shape, for logs.
+std::string DescribeShape(const ModelShape& shape);
+
+// llama.cpp's token types (llama_token_type).
+enum TokenType : int32_t {
+  kTokenNormal = 1,
+  kTokenUnknown = 2,
+  kTokenControl = 3,
+  kTokenByte = 6,
+};
+
+// A generated tokenizer, ready for the tokenizer.ggml.* keys.
+//  SPM ("llama"): <unk>, <s>, </s>, the 256 byte tokens <0x00>..<0xFF>, then
+//    single characters, then pieces made by joining two earlier pieces (the
+//    "▁" word marker only ever at the start); scores strictly descending.
+//  BPE ("gpt2"): the 256 byte-level tokens (GPT-2's byte -> unicode map), then
+//    tokens each the join of two earlier tokens with merges[i] = "a b" for
+//    the i-th of them (so merge ranks follow token order), then the control
+//    tokens. scores is empty.
+// All tokens are unique, valid UTF-8 and free of spaces; tokens.size() is
+// exactly shape.vocab_size. Deterministic: depends only on the tokenizer kind,
+// pre string and vocab size.
+struct GeneratedVocab {
+  std::vector<std::string> tokens;
+  std::vector<float> scores;
+  std::vector<int32_t> token_types;
+  std::vector<std::string> merges;
+  uint32_t bos_id = 0;
+  uint32_t eos_id = 0;
+  std::optional<uint32_t> unk_id;
+  bool add_bos = true;
+  std::string chat_template;  // a short Jinja template
+};
+
+// Smallest vocab_size MakeVocab accepts for the shape's tokenizer.
+uint32_t MinVocabSize(const ModelShape& shape);
+
+// The tokenizer for `shape` (its tokenizer_model, tokenizer_pre, vocab_size).
+absl::StatusOr<GeneratedVocab> MakeVocab(const ModelShape& shape);
+
+// GPT-2's byte -> unicode-character map, as UTF-8 strings (256 entries).
+const std::vector<std::string>& Gpt2ByteToUnicode();
+
+}  // namespace octo::testing

@@ -1,0 +1,224 @@
+#include "tests/tools/model_tensors.h"
+
+#include <cstring>
+#include <limits>
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "storage/status_macros.h"
+
+namespace octo::testing {
+namespace {
+
+constexpr char kQ4KM[] = "Q4_K_M";
+
+// general.file_type (llama_ftype) for a recipe whose weights are all `type`;
+// K types map to their "_S" variant, the closest llama.cpp name.
+uint32_t FileTypeFor(GgmlType type) {
+  switch (type) {
+    case GgmlType::kF32: return 0;
+    case GgmlType::kF16: return 1;
+    case GgmlType::kQ4_0: return 2;
+    case GgmlType::kQ4_1: return 3;
+    case GgmlType::kQ8_0: return 7;
+    case GgmlType::kQ5_0: return 8;
+    case GgmlType::kQ5_1: return 9;
+    case GgmlType::kQ2_K: return 10;
+    case GgmlType::kQ3_K: return 11;
+    case GgmlType::kQ4_K: return 14;
+    case GgmlType::kQ5_K: return 16;
+    case GgmlType::kQ6_K: return 18;
+    case GgmlType::kIQ4_NL: return 25;
+    case GgmlType::kIQ4_XS: return 30;
+    case GgmlType::kBF16: return 32;
+  }
+  return 0;
+}
+constexpr uint32_t kFileTypeQ4KM = 15;
+
+GgmlTypeInfo TypeInfo(GgmlType type) { return *LookupGgmlType(static_cast<uint32_t>(type)); }
+
+// Collects TensorSpecs, computing byte counts and naming the first bad one.
+class TensorListBuilder {
+ public:
+  explicit TensorListBuilder(const TypeRecipe& recipe) : recipe_(recipe) {}
+
+  // A weight of two or more dims in the recipe's type (or `type` if given).
+  void Weight(std::string name, std::vector<uint64_t> dims, std::optional<GgmlTypeInfo> type = std::nullopt) {
+    Add(std::move(name), type.value_or(recipe_.base), std::move(dims), TensorInit::kRandomBlocks);
+  }
+  void Norm(std::string name, uint64_t n) { Add(std::move(name), TypeInfo(GgmlType::kF32), {n}, TensorInit::kNorm); }
+  void Bias(std::string name, uint64_t n) {
+    Add(std::move(name), TypeInfo(GgmlType::kF32), {n}, TensorInit::kRandomBlocks);
+  }
+  // Q6_K under Q4_K_M when `more_bits`, else the recipe's type.
+  std::optional<GgmlTypeInfo> MoreBitsType(bool more_bits) const {
+    if (recipe_.q4_k_m && more_bits) return TypeInfo(GgmlType::kQ6_K);
+    return std::nullopt;
+  }
+
+  absl::StatusOr<std::vector<TensorSpec>> Finish() && {
+    if (!status_.ok()) return status_;
+    return std::move(tensors_);
+  }
+
+ private:
+  void Add(std::string name, GgmlTypeInfo type, std::vector<uint64_t> dims, TensorInit init) {
+    if (!status_.ok()) return;
+    uint64_t n_elements = 1;
+    for (uint64_t dim : dims) n_elements *= dim;  // shapes are u32 fields: at most 3 of them, no overflow
+    absl::StatusOr<uint64_t> bytes = GgmlTensorBytes(type, dims[0], n_elements);
+    if (!bytes.ok()) {
+      status_ = Annotate(bytes.status(), absl::StrCat("tensor '", name, "' [", absl::StrJoin(dims, ", "), "] as ",
+                                                      type.name));
+      return;
+    }
+    tensors_.push_back(TensorSpec{std::move(name), type, std::move(dims), init, *bytes});
+  }
+
+  const TypeRecipe& recipe_;
+  absl::Status status_;
+  std::vector<TensorSpec> tensors_;
+};
+
+}  // namespace
+
+absl::StatusOr<TypeRecipe> ParseTypeRecipe(absl::string_view name) {
+  const std::string upper = absl::AsciiStrToUpper(name);
+  if (upper == kQ4KM) return TypeRecipe{upper, TypeInfo(GgmlType::kQ4_K), true, kFileTypeQ4KM};
+  absl::StatusOr<GgmlTypeInfo> info = LookupGgmlTypeByName(upper);
+  if (!info.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("unknown type '", name, "'; known types: ",
+                                                   absl::StrJoin(AllTypeRecipeNames(), ", ")));
+  }
+  return TypeRecipe{upper, *info, false, FileTypeFor(info->type)};
+}
+
+std::vector<std::string> AllTypeRecipeNames() {
+  std::vector<std::string> names;
+  for (const GgmlTypeInfo& info : AllGgmlTypes()) names.emplace_back(info.name);
+  names.emplace_back(kQ4KM);
+  return names;
+}
+
+bool UseMoreBits(uint32_t layer, uint32_t n_layers) {
+  const uint32_t eighth = n_layers / 8;
+  return layer < eighth || layer >= 7 * n_layers / 8 || (layer >= eighth && (layer - eighth) % 3 == 2);
+}
+
+absl::StatusOr<std::vector<TensorSpec>> BuildTensorList(const ModelShape& s, const TypeRecipe& recipe) {
+  TensorListBuilder b(recipe);
+  const uint64_t q_dim = uint64_t{s.n_heads} * s.head_dim;
+  const uint64_t kv_dim = uint64_t{s.n_kv_heads} * s.head_dim;
+  // Tied: token_embd doubles as the output projection and, as in llama.cpp,
+  // takes output.weight's type.
+  b.Weight("token_embd.weight", {s.dim, s.vocab_size}, b.MoreBitsType(s.tied_embeddings));
+  for (uint32_t l = 0; l < s.n_layers; ++l) {
+    const std::string blk = absl::StrCat("blk.", l, ".");
+    const bool more_bits = UseMoreBits(l, s.n_layers);
+    b.Norm(blk + "attn_norm.weight", s.dim);
+    b.Weight(blk + "attn_q.weight", {s.dim, q_dim});
+    b.Weight(blk + "attn_k.weight", {s.dim, kv_dim});
+    b.Weight(blk + "attn_v.weight", {s.dim, kv_dim}, b.MoreBitsType(more_bits));
+    if (s.qkv_bias) {
+      b.Bias(blk + "attn_q.bias", q_dim);
+      b.Bias(blk + "attn_k.bias", kv_dim);
+      b.Bias(blk + "attn_v.bias", kv_dim);
+    }
+    if (s.qk_norm) {
+      b.Norm(blk + "attn_q_norm.weight", s.head_dim);
+      b.Norm(blk + "attn_k_norm.weight", s.head_dim);
+    }
+    b.Weight(blk + "attn_output.weight", {q_dim, s.dim});
+    b.Norm(blk + "ffn_norm.weight", s.dim);
+    if (s.n_experts == 0) {
+      b.Weight(blk + "ffn_gate.weight", {s.dim, s.hidden_dim});
+      b.Weight(blk + "ffn_up.weight", {s.dim, s.hidden_dim});
+      b.Weight(blk + "ffn_down.weight", {s.hidden_dim, s.dim}, b.MoreBitsType(more_bits));
+    } else {
+      b.Weight(blk + "ffn_gate_inp.weight", {s.dim, s.n_experts}, TypeInfo(GgmlType::kF32));
+      b.Weight(blk + "ffn_gate_exps.weight", {s.dim, s.hidden_dim, s.n_experts});
+      b.Weight(blk + "ffn_up_exps.weight", {s.dim, s.hidden_dim, s.n_experts});
+      b.Weight(blk + "ffn_down_exps.weight", {s.hidden_dim, s.dim, s.n_experts}, b.MoreBitsType(more_bits));
+    }
+  }
+  b.Norm("output_norm.weight", s.dim);
+  if (!s.tied_embeddings) b.Weight("output.weight", {s.dim, s.vocab_size}, b.MoreBitsType(true));
+  return std::move(b).Finish();
+}
+
+void AddModelMetadata(const ModelShape& s, const TypeRecipe& recipe, const GeneratedVocab& vocab,
+                      GgufWriter& w) {
+  const std::string& arch = s.architecture;
+  w.AddString("general.architecture", arch);
+  w.AddString("general.name", s.name);
+  w.AddU32("general.file_type", recipe.file_type);
+  w.AddU32("general.quantization_version", 2);
+  w.AddU32("general.alignment", w.alignment());
+
+  w.AddU32(arch + ".block_count", s.n_layers);
+  w.AddU32(arch + ".context_length", s.context_length);
+  w.AddU32(arch + ".embedding_length", s.dim);
+  w.AddU32(arch + ".feed_forward_length", s.hidden_dim);
+  w.AddU32(arch + ".attention.head_count", s.n_heads);
+  w.AddU32(arch + ".attention.head_count_kv", s.n_kv_heads);
+  w.AddU32(arch + ".attention.key_length", s.head_dim);
+  w.AddU32(arch + ".attention.value_length", s.head_dim);
+  w.AddF32(arch + ".attention.layer_norm_rms_epsilon", s.norm_eps);
+  w.AddF32(arch + ".rope.freq_base", s.rope_theta);
+  w.AddU32(arch + ".rope.dimension_count", s.head_dim);
+  w.AddU32(arch + ".vocab_size", s.vocab_size);
+  if (s.n_experts > 0) {
+    w.AddU32(arch + ".expert_count", s.n_experts);
+    w.AddU32(arch + ".expert_used_count", s.n_experts_used);
+  }
+
+  w.AddString("tokenizer.ggml.model", s.tokenizer_model);
+  if (s.tokenizer_model == "gpt2") w.AddString("tokenizer.ggml.pre", s.tokenizer_pre);
+  w.AddStringArray("tokenizer.ggml.tokens", vocab.tokens);
+  if (!vocab.scores.empty()) w.AddF32Array("tokenizer.ggml.scores", vocab.scores);
+  w.AddI32Array("tokenizer.ggml.token_type", vocab.token_types);
+  if (!vocab.merges.empty()) w.AddStringArray("tokenizer.ggml.merges", vocab.merges);
+  w.AddU32("tokenizer.ggml.bos_token_id", vocab.bos_id);
+  w.AddU32("tokenizer.ggml.eos_token_id", vocab.eos_id);
+  if (vocab.unk_id) w.AddU32("tokenizer.ggml.unknown_token_id", *vocab.unk_id);
+  w.AddBool("tokenizer.ggml.add_bos_token", vocab.add_bos);
+  w.AddBool("tokenizer.ggml.add_eos_token", false);
+  w.AddString("tokenizer.chat_template", vocab.chat_template);
+}
+
+absl::StatusOr<ModelPlan> PlanModel(const ModelShape& shape, const TypeRecipe& recipe, uint32_t alignment) {
+  OCTO_RETURN_IF_ERROR(ValidateShape(shape));
+  OCTO_ASSIGN_OR_RETURN(const GeneratedVocab vocab, MakeVocab(shape));
+  OCTO_ASSIGN_OR_RETURN(std::vector<TensorSpec> tensors, BuildTensorList(shape, recipe));
+  ModelPlan plan{shape, recipe, GgufWriter(alignment), std::move(tensors)};
+  AddModelMetadata(shape, recipe, vocab, plan.writer);
+  for (const TensorSpec& tensor : plan.tensors) {
+    OCTO_RETURN_IF_ERROR(plan.writer.AddTensor(tensor.name, tensor.type.type, tensor.dims));
+  }
+  return plan;
+}
+
+absl::Status WriteModel(const ModelPlan& plan, const std::string& path, uint64_t seed,
+                        const WriteProgress& progress) {
+  size_t current = std::numeric_limits<size_t>::max();
+  Rng rng(seed);
+  auto fill = [&](size_t index, uint64_t /*offset*/, std::span<uint8_t> out) -> absl::Status {
+    if (index != current) {  // chunks arrive in order: one stream per tensor
+      current = index;
+      rng = Rng(seed, index);
+    }
+    const TensorSpec& spec = plan.tensors[index];
+    if (spec.init != TensorInit::kNorm) return FillRandomBlocks(spec.type, out, rng);
+    for (size_t i = 0; i + 4 <= out.size(); i += 4) {
+      const float v = 1.0f + kRandomWeightStd * rng.Normalish();
+      std::memcpy(out.data() + i, &v, 4);
+    }
+    return absl::OkStatus();
+  };
+  return plan.writer.WriteFile(path, fill, progress);
+}
+
+}  // namespace octo::testing
