@@ -93,6 +93,9 @@ absl::StatusOr<uint64_t> WriteModelFile(const GgufFile& gguf, const ManifestFile
       if (!read.ok()) return Annotate(read, "reading tensor " + t.name);
       hasher.Update(chunk);
       OCTO_RETURN_IF_ERROR(out.WriteAt(t.offset + done, chunk));
+      // Keep the disk writing while the next chunk is read, rather than
+      // leaving the whole file to the Sync() at the end.
+      out.StartWriteback(t.offset + done, n);
       done += n;
       pos += n;
       bytes_done += n;

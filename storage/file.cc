@@ -106,6 +106,10 @@ absl::Status File::Sync() {
   return absl::OkStatus();
 }
 
+void File::StartWriteback(uint64_t offset, uint64_t length) {
+  (void)::sync_file_range(fd_, static_cast<off_t>(offset), static_cast<off_t>(length), SYNC_FILE_RANGE_WRITE);
+}
+
 void File::DropCache() { (void)::posix_fadvise(fd_, 0, 0, POSIX_FADV_DONTNEED); }
 
 absl::Status File::Close() {

@@ -34,6 +34,9 @@ class File {
   absl::Status WriteAt(uint64_t offset, std::span<const uint8_t> data);
   // Sets the file's size (new bytes read as zero).
   absl::Status Truncate(uint64_t size);
+  // Starts writing [offset, offset + length) back to disk without waiting
+  // (sync_file_range), so a later Sync() has little left to do. Advice only.
+  void StartWriteback(uint64_t offset, uint64_t length);
   // fdatasync.
   absl::Status Sync();
   // Drops this file's pages from the page cache (advice only; errors ignored).

@@ -118,25 +118,25 @@ void GgufWriter::AddArray(absl::string_view key, GgufValueType elem_type, std::s
   std::memcpy(kv_bytes_.data() + at, values.data(), values.size_bytes());
 }
 
-void GgufWriter::AddU8(absl::string_view key, uint8_t value) { AddScalar(key, GgufValueType::kU8, value); }
-void GgufWriter::AddI8(absl::string_view key, int8_t value) { AddScalar(key, GgufValueType::kI8, value); }
-void GgufWriter::AddU16(absl::string_view key, uint16_t value) { AddScalar(key, GgufValueType::kU16, value); }
-void GgufWriter::AddI16(absl::string_view key, int16_t value) { AddScalar(key, GgufValueType::kI16, value); }
-void GgufWriter::AddI32(absl::string_view key, int32_t value) { AddScalar(key, GgufValueType::kI32, value); }
-void GgufWriter::AddF32(absl::string_view key, float value) { AddScalar(key, GgufValueType::kF32, value); }
+void GgufWriter::AddU8(absl::string_view key, uint8_t value) { AddScalar(key, GgufValueType::kUint8, value); }
+void GgufWriter::AddI8(absl::string_view key, int8_t value) { AddScalar(key, GgufValueType::kInt8, value); }
+void GgufWriter::AddU16(absl::string_view key, uint16_t value) { AddScalar(key, GgufValueType::kUint16, value); }
+void GgufWriter::AddI16(absl::string_view key, int16_t value) { AddScalar(key, GgufValueType::kInt16, value); }
+void GgufWriter::AddI32(absl::string_view key, int32_t value) { AddScalar(key, GgufValueType::kInt32, value); }
+void GgufWriter::AddF32(absl::string_view key, float value) { AddScalar(key, GgufValueType::kFloat32, value); }
 void GgufWriter::AddBool(absl::string_view key, bool value) {
   AddScalar<uint8_t>(key, GgufValueType::kBool, value ? 1 : 0);
 }
-void GgufWriter::AddU64(absl::string_view key, uint64_t value) { AddScalar(key, GgufValueType::kU64, value); }
-void GgufWriter::AddI64(absl::string_view key, int64_t value) { AddScalar(key, GgufValueType::kI64, value); }
-void GgufWriter::AddF64(absl::string_view key, double value) { AddScalar(key, GgufValueType::kF64, value); }
+void GgufWriter::AddU64(absl::string_view key, uint64_t value) { AddScalar(key, GgufValueType::kUint64, value); }
+void GgufWriter::AddI64(absl::string_view key, int64_t value) { AddScalar(key, GgufValueType::kInt64, value); }
+void GgufWriter::AddF64(absl::string_view key, double value) { AddScalar(key, GgufValueType::kFloat64, value); }
 
 void GgufWriter::AddU32(absl::string_view key, uint32_t value) {
   if (key == kAlignmentKey && value != alignment_ && status_.ok()) {
     status_ = absl::InvalidArgumentError(
         absl::StrCat(kAlignmentKey, " = ", value, " disagrees with the writer's alignment ", alignment_));
   }
-  AddScalar(key, GgufValueType::kU32, value);
+  AddScalar(key, GgufValueType::kUint32, value);
 }
 
 void GgufWriter::AddString(absl::string_view key, absl::string_view value) {
@@ -152,13 +152,13 @@ void GgufWriter::AddStringArray(absl::string_view key, std::span<const std::stri
 }
 
 void GgufWriter::AddF32Array(absl::string_view key, std::span<const float> values) {
-  AddArray(key, GgufValueType::kF32, values);
+  AddArray(key, GgufValueType::kFloat32, values);
 }
 void GgufWriter::AddI32Array(absl::string_view key, std::span<const int32_t> values) {
-  AddArray(key, GgufValueType::kI32, values);
+  AddArray(key, GgufValueType::kInt32, values);
 }
 void GgufWriter::AddU32Array(absl::string_view key, std::span<const uint32_t> values) {
-  AddArray(key, GgufValueType::kU32, values);
+  AddArray(key, GgufValueType::kUint32, values);
 }
 
 void GgufWriter::AddRawKv(absl::string_view key, GgufValueType type, absl::string_view value_bytes) {
@@ -200,7 +200,7 @@ absl::StatusOr<std::string> GgufWriter::HeaderBytes() const {
   out.append(kv_bytes_);
   if (ImplicitAlignmentKv()) {
     PutString(out, kAlignmentKey);
-    Put<uint32_t>(out, static_cast<uint32_t>(GgufValueType::kU32));
+    Put<uint32_t>(out, static_cast<uint32_t>(GgufValueType::kUint32));
     Put<uint32_t>(out, alignment_);
   }
   for (const GgufTensorEntry& tensor : tensors_) {

@@ -31,36 +31,19 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "storage/ggml_type.h"
+#include "storage/gguf.h"
 
 namespace octo::testing {
 
 static_assert(std::endian::native == std::endian::little, "the GGUF writer assumes a little-endian host");
 
 inline constexpr uint32_t kGgufVersion = 3;
-inline constexpr uint32_t kGgufDefaultAlignment = 32;
-// Largest alignment the writer accepts (a named limit, not a format rule).
-inline constexpr uint32_t kGgufMaxAlignment = 1u << 20;
 // Upper bound on one TensorFiller call, and so on the writer's data buffer.
 inline constexpr uint64_t kGgufFillChunkBytes = 8ull << 20;
-// ggml's GGML_MAX_DIMS.
-inline constexpr uint32_t kGgufMaxDims = 4;
 
-// GGUF metadata value types (gguf_type in ggml).
-enum class GgufValueType : uint32_t {
-  kU8 = 0,
-  kI8 = 1,
-  kU16 = 2,
-  kI16 = 3,
-  kU32 = 4,
-  kI32 = 5,
-  kF32 = 6,
-  kBool = 7,
-  kString = 8,
-  kArray = 9,
-  kU64 = 10,
-  kI64 = 11,
-  kF64 = 12,
-};
+// Value types and the format limits are the reader's (storage/gguf.h), so
+// the two cannot disagree.
+using ::octo::GgufValueType;
 
 // One tensor as the writer will lay it out.
 struct GgufTensorEntry {
