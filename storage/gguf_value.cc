@@ -125,9 +125,7 @@ int64_t GgufValue::IntElement(uint64_t i) const {
     case GgufValueType::kInt32: return LoadLE<int32_t>(p);
     case GgufValueType::kUint64: return static_cast<int64_t>(LoadLE<uint64_t>(p));
     case GgufValueType::kInt64: return LoadLE<int64_t>(p);
-    case GgufValueType::kFloat32: return static_cast<int64_t>(LoadLE<float>(p));
-    case GgufValueType::kFloat64: return static_cast<int64_t>(LoadLE<double>(p));
-    default: return 0;
+    default: return 0;  // floats: use FloatElement (a NaN has no integer value)
   }
 }
 

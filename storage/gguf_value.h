@@ -68,8 +68,8 @@ struct GgufValue {
   absl::StatusOr<bool> AsBool() const;
   absl::StatusOr<absl::string_view> AsString() const;
 
-  // Element i of a numeric array as int64 / double (caller checks i < count
-  // and that the element type is numeric).
+  // Element i of a numeric array as int64 (integer and bool elements; 0 for
+  // floats) / double (any numeric element). Caller checks i < count.
   int64_t IntElement(uint64_t i) const;
   double FloatElement(uint64_t i) const;
 

@@ -246,7 +246,9 @@ absl::StatusOr<Manifest> ParseManifestJson(absl::string_view text) {
   json j = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return absl::InvalidArgumentError("manifest.json is not valid JSON");
   if (!j.is_object()) return absl::InvalidArgumentError("manifest.json is not a JSON object");
-  if (j.value("format", "") != kManifestFormatName) {
+  // No j.value(...) below: it throws on a wrong type (a message that names no
+  // field) and returns a copy, which recurses as deep as the JSON nests.
+  if (!j.contains("format") || j["format"] != kManifestFormatName) {
     return absl::InvalidArgumentError(absl::StrCat("manifest.json: \"format\" is not \"", kManifestFormatName, "\""));
   }
   OCTO_ASSIGN_OR_RETURN(uint64_t version, U64(j, "format_version", "manifest.json"));
@@ -261,14 +263,15 @@ absl::StatusOr<Manifest> ParseManifestJson(absl::string_view text) {
   m.config = *config;
   if (j.contains("source") && j["source"].is_object()) {
     const json& s = j["source"];
-    m.source_name = s.value("file", "");
+    if (s.contains("file") && s["file"].is_string()) m.source_name = s["file"].get<std::string>();
     if (s.contains("bytes") && s["bytes"].is_number_unsigned()) m.source_bytes = s["bytes"].get<uint64_t>();
     if (s.contains("gguf_version") && s["gguf_version"].is_number_unsigned()) {
       m.source_gguf_version = s["gguf_version"].get<uint32_t>();
     }
   }
-  OCTO_ASSIGN_OR_RETURN(m.tokenizer, MetadataFromJson(j.value("tokenizer", json()), "tokenizer"));
-  OCTO_ASSIGN_OR_RETURN(m.metadata, MetadataFromJson(j.value("metadata", json()), "metadata"));
+  const json missing;
+  OCTO_ASSIGN_OR_RETURN(m.tokenizer, MetadataFromJson(j.contains("tokenizer") ? j["tokenizer"] : missing, "tokenizer"));
+  OCTO_ASSIGN_OR_RETURN(m.metadata, MetadataFromJson(j.contains("metadata") ? j["metadata"] : missing, "metadata"));
   if (!j.contains("files") || !j["files"].is_array()) {
     return absl::InvalidArgumentError("manifest.json: \"files\" is missing or not an array");
   }
