@@ -4,24 +4,15 @@
 #include <cstddef>
 
 #include "absl/status/status.h"
-#include "absl/strings/str_format.h"
+#include "kernels/op_checks.h"
 #include "kernels/ops.h"
 
 namespace octo::cpu {
 
 absl::Status RmsNorm(const float* x, const float* weight, float* out, int n_rows, int dim,
                      float eps) {
-  if (x == nullptr || weight == nullptr || out == nullptr) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "RmsNorm: null pointer (x=%p, weight=%p, out=%p)", x, weight, out));
-  }
-  if (n_rows <= 0 || dim <= 0) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("RmsNorm: n_rows (%d) and dim (%d) must be positive", n_rows, dim));
-  }
-  if (!(eps >= 0.0f)) {
-    return absl::InvalidArgumentError(absl::StrFormat("RmsNorm: eps (%g) must be >= 0", eps));
-  }
+  absl::Status args = CheckRmsNormArgs(x, weight, out, n_rows, dim, eps);
+  if (!args.ok()) return args;
 
   for (int r = 0; r < n_rows; ++r) {
     const float* x_row = x + static_cast<size_t>(r) * dim;  // (dim)

@@ -3,8 +3,8 @@
 #include <cstddef>
 
 #include "absl/status/status.h"
-#include "absl/strings/str_format.h"
 #include "kernels/cuda/common.cuh"
+#include "kernels/op_checks.h"
 #include "kernels/ops.h"
 
 namespace octo::cuda {
@@ -41,17 +41,8 @@ __global__ void RmsNormKernel(const float* x,       // (n_rows, dim)
 
 absl::Status RmsNorm(const float* x, const float* weight, float* out, int n_rows, int dim,
                      float eps, StreamHandle stream) {
-  if (x == nullptr || weight == nullptr || out == nullptr) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "RmsNorm: null pointer (x=%p, weight=%p, out=%p)", x, weight, out));
-  }
-  if (n_rows <= 0 || dim <= 0) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("RmsNorm: n_rows (%d) and dim (%d) must be positive", n_rows, dim));
-  }
-  if (!(eps >= 0.0f)) {
-    return absl::InvalidArgumentError(absl::StrFormat("RmsNorm: eps (%g) must be >= 0", eps));
-  }
+  absl::Status args = CheckRmsNormArgs(x, weight, out, n_rows, dim, eps);
+  if (!args.ok()) return args;
 
   // Grid: one block per row (n_rows is an int, within gridDim.x's 2^31 - 1).
   // Block: enough whole warps to give each thread one element, capped at
