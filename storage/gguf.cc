@@ -240,11 +240,10 @@ absl::StatusOr<GgufFile> GgufFile::Parse(std::unique_ptr<ByteSource> source) {
     file.metadata_.emplace_back(std::move(key), std::move(value));
   }
 
-  std::unordered_set<std::string> names;
   file.tensors_.reserve(tensor_count);
   for (uint64_t i = 0; i < tensor_count; ++i) {
     OCTO_ASSIGN_OR_RETURN(GgufTensorInfo info, ReadTensorInfo(cursor, i));
-    if (!names.insert(info.name).second) {
+    if (!file.tensor_index_.emplace(info.name, file.tensors_.size()).second) {
       return absl::InvalidArgumentError("duplicate tensor name '" + info.name + "'");
     }
     file.tensors_.push_back(std::move(info));
@@ -294,10 +293,8 @@ const GgufValue* GgufFile::Find(absl::string_view key) const {
 }
 
 const GgufTensorInfo* GgufFile::FindTensor(absl::string_view name) const {
-  for (const GgufTensorInfo& t : tensors_) {
-    if (t.name == name) return &t;
-  }
-  return nullptr;
+  auto it = tensor_index_.find(std::string(name));
+  return it == tensor_index_.end() ? nullptr : &tensors_[it->second];
 }
 
 absl::Status GgufFile::ReadTensorData(const GgufTensorInfo& tensor, uint64_t offset, std::span<uint8_t> out) const {

@@ -57,7 +57,7 @@ dec_rate=$(calc "$bytes / $secs / 1e9")
 dir_bytes=$(du -sb "$out" | cut -f1)
 cold
 t0=$(date +%s.%N)
-cat "$out"/*.bin | dd of=/dev/null bs=8M status=none
+for f in "$out"/*.bin; do dd if="$f" of=/dev/null bs=8M status=none; done
 t1=$(date +%s.%N)
 read_rate=$(calc "$dir_bytes / ($t1 - $t0) / 1e9")
 cold
