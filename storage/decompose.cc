@@ -10,7 +10,9 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <array>
 #include <cstdio>
+#include <future>
 #include <filesystem>
 #include <vector>
 
@@ -64,11 +66,38 @@ absl::Status CheckCancelled(const DecomposeOptions& options) {
   return absl::OkStatus();
 }
 
+// One read of up to a buffer's worth of one tensor.
+struct Chunk {
+  const ManifestTensor* tensor;
+  const GgufTensorInfo* source;
+  uint64_t offset;  // into the tensor
+  uint64_t size;
+};
+
+// Two copy buffers: while one chunk is hashed and written, the next is read
+// into the other on a helper thread, so the disk never waits on us.
+using CopyBuffers = std::array<std::vector<uint8_t>, 2>;
+
 // Writes one file: header page, tensors at their offsets, zero padding;
 // returns its XXH64. The file is sized first so padding is never written.
 absl::StatusOr<uint64_t> WriteModelFile(const GgufFile& gguf, const ManifestFile& plan, const std::string& path,
-                                        const DecomposeOptions& options, std::vector<uint8_t>& buffer,
+                                        const DecomposeOptions& options, CopyBuffers& buffers,
                                         uint64_t& bytes_done, uint64_t bytes_total) {
+  std::vector<Chunk> chunks;
+  for (const ManifestTensor& t : plan.tensors) {
+    const GgufTensorInfo* source = gguf.FindTensor(t.name);
+    for (uint64_t offset = 0; offset < t.bytes; offset += buffers[0].size()) {
+      chunks.push_back({&t, source, offset, std::min<uint64_t>(buffers[0].size(), t.bytes - offset)});
+    }
+  }
+  auto read_chunk = [&](size_t k) {
+    return std::async(std::launch::async, [&gguf, &buffers, &chunks, k] {
+      const Chunk& c = chunks[k];
+      absl::Status status = gguf.ReadTensorData(*c.source, c.offset, std::span(buffers[k % 2]).first(c.size));
+      return Annotate(status, "reading tensor " + c.tensor->name);
+    });
+  };
+
   OCTO_ASSIGN_OR_RETURN(File out, File::CreateNew(path));
   OCTO_RETURN_IF_ERROR(out.Truncate(plan.size));
   Xxh64 hasher;
@@ -77,30 +106,31 @@ absl::StatusOr<uint64_t> WriteModelFile(const GgufFile& gguf, const ManifestFile
   OCTO_RETURN_IF_ERROR(out.WriteAt(0, page));
   hasher.Update(page);
   static const std::vector<uint8_t> kZeros(kAlignment, 0);
-  uint64_t pos = kHeaderBytes;
+  uint64_t pos = kHeaderBytes;  // bytes hashed so far
   auto hash_zeros_to = [&](uint64_t end) {
     for (; pos < end; pos += kZeros.size()) hasher.Update(std::span(kZeros).first(std::min<uint64_t>(kZeros.size(), end - pos)));
     pos = end;
   };
-  for (const ManifestTensor& t : plan.tensors) {
-    const GgufTensorInfo* src = gguf.FindTensor(t.name);
-    hash_zeros_to(t.offset);
-    for (uint64_t done = 0; done < t.bytes;) {
-      OCTO_RETURN_IF_ERROR(CheckCancelled(options));
-      const uint64_t n = std::min<uint64_t>(buffer.size(), t.bytes - done);
-      std::span<uint8_t> chunk(buffer.data(), n);
-      absl::Status read = gguf.ReadTensorData(*src, done, chunk);
-      if (!read.ok()) return Annotate(read, "reading tensor " + t.name);
-      hasher.Update(chunk);
-      OCTO_RETURN_IF_ERROR(out.WriteAt(t.offset + done, chunk));
-      // Keep the disk writing while the next chunk is read, rather than
-      // leaving the whole file to the Sync() at the end.
-      out.StartWriteback(t.offset + done, n);
-      done += n;
-      pos += n;
-      bytes_done += n;
-      if (options.progress) options.progress(bytes_done, bytes_total);
-    }
+  // Declared last: on an early return it is destroyed first, and waits for
+  // the read in flight before the buffers and chunks it uses go away.
+  std::future<absl::Status> next_read;
+  if (!chunks.empty()) next_read = read_chunk(0);
+  for (size_t k = 0; k < chunks.size(); ++k) {
+    OCTO_RETURN_IF_ERROR(next_read.get());
+    OCTO_RETURN_IF_ERROR(CheckCancelled(options));
+    if (k + 1 < chunks.size()) next_read = read_chunk(k + 1);
+    const Chunk& c = chunks[k];
+    const uint64_t file_offset = c.tensor->offset + c.offset;
+    const std::span<const uint8_t> data = std::span(buffers[k % 2]).first(c.size);
+    hash_zeros_to(file_offset);
+    hasher.Update(data);
+    pos += c.size;
+    OCTO_RETURN_IF_ERROR(out.WriteAt(file_offset, data));
+    // Keep the disk writing as we go rather than leaving the whole file to
+    // the Sync() at the end.
+    out.StartWriteback(file_offset, c.size);
+    bytes_done += c.size;
+    if (options.progress) options.progress(bytes_done, bytes_total);
   }
   hash_zeros_to(plan.size);
   OCTO_RETURN_IF_ERROR(out.Sync());
@@ -163,10 +193,11 @@ absl::StatusOr<Manifest> Decompose(const std::string& gguf_path, const std::stri
   for (const ManifestFile& f : manifest.files) {
     for (const ManifestTensor& t : f.tensors) bytes_total += t.bytes;
   }
-  std::vector<uint8_t> buffer(std::max<uint64_t>(options.chunk_bytes, kAlignment));
+  const uint64_t chunk_bytes = std::max<uint64_t>(options.chunk_bytes, kAlignment);
+  CopyBuffers buffers = {std::vector<uint8_t>(chunk_bytes), std::vector<uint8_t>(chunk_bytes)};
   absl::Status status;
   for (ManifestFile& f : manifest.files) {
-    auto checksum = WriteModelFile(gguf, f, (partial / f.name).string(), options, buffer, bytes_done, bytes_total);
+    auto checksum = WriteModelFile(gguf, f, (partial / f.name).string(), options, buffers, bytes_done, bytes_total);
     if (!checksum.ok()) {
       status = Annotate(checksum.status(), f.name);
       break;

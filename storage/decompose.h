@@ -1,8 +1,9 @@
 // Decomposition: one streaming pass that turns a GGUF into a layer
 // directory (see storage/FORMAT.md).
 //
-// Memory is bounded by one copy buffer plus the metadata, whatever the
-// model's size. The result is atomic: files are written into a hidden
+// Memory is bounded by two copy buffers (one being read while the other is
+// hashed and written) plus the metadata, whatever the model's size. The
+// result is atomic: files are written into a hidden
 // sibling directory that has no manifest until every file is on disk and
 // synced, then renamed into place. A failed or interrupted run removes the
 // partial directory; one killed outright leaves a hidden directory without a
@@ -29,7 +30,7 @@ struct DecomposeOptions {
   const std::atomic<bool>* cancel = nullptr;
   // Called on the calling thread after each chunk and once at the end.
   std::function<void(uint64_t bytes_done, uint64_t bytes_total)> progress;
-  // Bytes copied per read/write.
+  // Bytes copied per read/write (two buffers of this size are used).
   uint64_t chunk_bytes = 8ull << 20;
 };
 

@@ -8,12 +8,13 @@
 #     must not grow with the model (a 40 GB GGUF on a 24 GB machine).
 # Then `verify` rate vs `dd` reading the directory.
 #
-#   tests/bench/decompose_bench.sh [PRESET] [TYPE] [WORK_DIR]
+#   [ROUNDS=3] tests/bench/decompose_bench.sh [PRESET] [TYPE] [WORK_DIR]
 #   e.g. tests/bench/decompose_bench.sh llama-3-8b Q4_K_M /tmp/octo-bench
 set -euo pipefail
 preset="${1:-llama-3.2-1b}"
 type="${2:-Q4_K_M}"
 work="${3:-/tmp/octo-bench}"
+rounds="${ROUNDS:-3}"
 bin="$(cd "$(dirname "$0")/../.." && pwd)/build/bin"
 rss_limit_mib=256
 
@@ -35,24 +36,33 @@ bytes=$(stat -c %s "$model")
 
 # References on the same file and disk: dd reading it (decompose can go no
 # faster), and dd copying it with O_DIRECT writes (the same bytes in, the
-# same bytes out, no hashing or re-layout).
-cold
-t0=$(date +%s.%N)
-dd if="$model" of=/dev/null bs=8M status=none
-t1=$(date +%s.%N)
-dd_read=$(calc "$bytes / ($t1 - $t0) / 1e9")
-cold
-t0=$(date +%s.%N)
-dd if="$model" of="$work/dd-copy" bs=8M oflag=direct status=none
-t1=$(date +%s.%N)
-rm -f "$work/dd-copy"
-dd_rate=$(calc "$bytes / ($t1 - $t0) / 1e9")
-
-rm -rf "$out"
-cold
-/usr/bin/time -f "%M %e" -o "$work/time.txt" "$bin/octo-ctl" decompose -q "$model" "$out" >/dev/null
-read -r rss_kib secs < "$work/time.txt"
-dec_rate=$(calc "$bytes / $secs / 1e9")
+# same bytes out, no hashing or re-layout). The disk's rate drifts, so the
+# three are interleaved for $rounds rounds and the medians compared.
+median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+reads=(); copies=(); decs=(); rss_kib=0
+for round in $(seq "$rounds"); do
+  cold
+  t0=$(date +%s.%N)
+  dd if="$model" of=/dev/null bs=8M status=none
+  t1=$(date +%s.%N)
+  reads+=("$(calc "$bytes / ($t1 - $t0) / 1e9")")
+  cold
+  t0=$(date +%s.%N)
+  dd if="$model" of="$work/dd-copy" bs=8M oflag=direct status=none
+  t1=$(date +%s.%N)
+  rm -f "$work/dd-copy"
+  copies+=("$(calc "$bytes / ($t1 - $t0) / 1e9")")
+  rm -rf "$out"
+  cold
+  /usr/bin/time -f "%M %e" -o "$work/time.txt" "$bin/octo-ctl" decompose -q "$model" "$out" >/dev/null
+  read -r round_rss secs < "$work/time.txt"
+  decs+=("$(calc "$bytes / $secs / 1e9")")
+  [ "$round_rss" -gt "$rss_kib" ] && rss_kib=$round_rss
+  echo "round $round: dd read ${reads[-1]} GB/s, dd copy ${copies[-1]} GB/s, decompose ${decs[-1]} GB/s" >&2
+done
+dd_read=$(median "${reads[@]}")
+dd_rate=$(median "${copies[@]}")
+dec_rate=$(median "${decs[@]}")
 
 dir_bytes=$(du -sb "$out" | cut -f1)
 cold
@@ -65,7 +75,7 @@ cold
 read -r vrss_kib vsecs < "$work/time.txt"
 ver_rate=$(calc "$dir_bytes / $vsecs / 1e9")
 
-printf '\n== decompose benchmark: %s %s, %.2f GB GGUF, page cache %s ==\n' "$preset" "$type" "$(calc "$bytes / 1e9")" "$cache"
+printf '\n== decompose benchmark: %s %s, %.2f GB GGUF, page cache %s, median of %d rounds ==\n' "$preset" "$type" "$(calc "$bytes / 1e9")" "$cache" "$rounds"
 printf 'decompose throughput : %6.2f GB/s   vs dd copy of the same file: %6.2f GB/s  (%3.0f%%)\n' \
   "$dec_rate" "$dd_rate" "$(calc "100 * $dec_rate / $dd_rate")"
 printf '                                      vs dd read of the same file: %6.2f GB/s  (%3.0f%%)\n' \
