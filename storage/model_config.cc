@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <limits>
+#include <type_traits>
 
 #include "absl/strings/str_cat.h"
 #include "storage/format.h"
@@ -156,30 +157,27 @@ nlohmann::json ModelConfigToJson(const ModelConfig& c) {
 
 namespace {
 
-absl::Status ReadField(const nlohmann::json& j, const char* key, uint32_t* out) {
+// Reads config.<key> into *out when the JSON value has out's type (a u32,
+// a number, a string or a boolean); INVALID_ARGUMENT naming the key otherwise.
+template <typename T>
+absl::Status ReadField(const nlohmann::json& j, const char* key, T* out) {
   auto it = j.find(key);
-  if (it == j.end() || !it->is_number_unsigned() || it->get<uint64_t>() > std::numeric_limits<uint32_t>::max()) {
-    return absl::InvalidArgumentError(absl::StrCat("config.", key, " is missing or not a 32-bit unsigned integer"));
+  bool ok = it != j.end();
+  const char* wanted = "a string";
+  if constexpr (std::is_same_v<T, uint32_t>) {
+    ok = ok && it->is_number_unsigned() && it->get<uint64_t>() <= std::numeric_limits<uint32_t>::max();
+    wanted = "a 32-bit unsigned integer";
+  } else if constexpr (std::is_same_v<T, float>) {
+    ok = ok && it->is_number();
+    wanted = "a number";
+  } else if constexpr (std::is_same_v<T, bool>) {
+    ok = ok && it->is_boolean();
+    wanted = "a boolean";
+  } else {
+    ok = ok && it->is_string();
   }
-  *out = it->get<uint32_t>();
-  return absl::OkStatus();
-}
-
-absl::Status ReadField(const nlohmann::json& j, const char* key, float* out) {
-  auto it = j.find(key);
-  if (it == j.end() || !it->is_number()) {
-    return absl::InvalidArgumentError(absl::StrCat("config.", key, " is missing or not a number"));
-  }
-  *out = it->get<float>();
-  return absl::OkStatus();
-}
-
-absl::Status ReadField(const nlohmann::json& j, const char* key, std::string* out) {
-  auto it = j.find(key);
-  if (it == j.end() || !it->is_string()) {
-    return absl::InvalidArgumentError(absl::StrCat("config.", key, " is missing or not a string"));
-  }
-  *out = it->get<std::string>();
+  if (!ok) return absl::InvalidArgumentError(absl::StrCat("config.", key, " is missing or not ", wanted));
+  *out = it->get<T>();
   return absl::OkStatus();
 }
 
@@ -206,11 +204,7 @@ absl::StatusOr<ModelConfig> ModelConfigFromJson(const nlohmann::json& j) {
   OCTO_RETURN_IF_ERROR(ReadField(j, "n_experts", &c.n_experts));
   OCTO_RETURN_IF_ERROR(ReadField(j, "n_experts_used", &c.n_experts_used));
   OCTO_RETURN_IF_ERROR(ReadField(j, "expert_hidden_dim", &c.expert_hidden_dim));
-  auto tied = j.find("tied_embeddings");
-  if (tied == j.end() || !tied->is_boolean()) {
-    return absl::InvalidArgumentError("config.tied_embeddings is missing or not a boolean");
-  }
-  c.tied_embeddings = tied->get<bool>();
+  OCTO_RETURN_IF_ERROR(ReadField(j, "tied_embeddings", &c.tied_embeddings));
   if (rope_style == "normal") c.rope_style = RopeStyle::kNormal;
   else if (rope_style == "neox") c.rope_style = RopeStyle::kNeox;
   else return absl::InvalidArgumentError("config.rope_style must be \"normal\" or \"neox\"");
