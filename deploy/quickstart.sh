@@ -26,4 +26,6 @@ fi
 
 ./build/bin/octo-ctl decompose --force "$model" "$out"
 ./build/bin/octo-ctl verify "$out"
-./build/bin/octo-ctl inspect "$out" | head -n 40
+# The first lines of the summary (head may close the pipe early: not an error).
+{ ./build/bin/octo-ctl inspect "$out" || true; } | head -n 40
+echo "quickstart: done; the model directory is $out"
