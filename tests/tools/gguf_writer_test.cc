@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "tests/tools/model_presets.h"
+#include "tests/temp_dir.h"
 #include "tests/tools/model_tensors.h"
 
 namespace octo::testing {
@@ -27,16 +28,9 @@ namespace fs = std::filesystem;
 // A scratch directory per test, removed afterwards.
 class GgufWriterTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    const ::testing::TestInfo* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    dir_ = fs::path(::testing::TempDir()) / absl::StrCat("gguf_writer_test_", getpid(), "_", info->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  std::string Path(const std::string& name) const { return (dir_ / name).string(); }
+  std::string Path(const std::string& name) const { return tmp_.Path(name); }
 
-  fs::path dir_;
+  TempDir tmp_;
 };
 
 std::string ReadAll(const std::string& path) {
