@@ -74,7 +74,7 @@ void DecomposeAndCheck(const std::string& gguf_path, const std::string& out) {
 
 TEST(DecomposeTest, GeneratedModelsOfEveryArchitectureAndTypeMix) {
   TempDir tmp;
-  for (const char* preset : {"tiny", "tiny-moe", "tiny-qwen2", "tiny-qwen3"}) {
+  for (const char* preset : {"tiny", "tiny-moe", "tiny-qwen2", "tiny-qwen3", "tiny-qwen3moe"}) {
     for (const char* type : {"Q4_K_M", "Q8_0", "F16", "IQ4_XS"}) {
       SCOPED_TRACE(std::string(preset) + " " + type);
       const std::string name = std::string(preset) + "-" + type;
@@ -98,6 +98,25 @@ TEST(DecomposeTest, LayerFilesHoldEveryTensorOfTheirLayerExpertsIncluded) {
     EXPECT_NE(std::find(names.begin(), names.end(), want), names.end()) << want;
   }
   for (const std::string& n : names) EXPECT_EQ(n.rfind("blk.1.", 0), 0u) << n;
+}
+
+TEST(DecomposeTest, QwenMixtureOfExpertsKeepsItsExpertWidthAndRope) {
+  TempDir tmp;
+  GenerateModel(tmp.Path("q.gguf"), "tiny-qwen3moe", "Q4_K_M");
+  auto manifest = Decompose(tmp.Path("q.gguf"), tmp.Path("q"), {});
+  ASSERT_TRUE(manifest.ok()) << manifest.status();
+  const ModelConfig& c = manifest->config;
+  EXPECT_EQ(c.architecture, "qwen3moe");
+  EXPECT_EQ(c.n_experts, 8u);
+  EXPECT_EQ(c.n_experts_used, 2u);
+  EXPECT_EQ(c.expert_hidden_dim, 256u);
+  EXPECT_EQ(c.rope_style, RopeStyle::kNeox);
+  EXPECT_EQ(c.head_dim, 64u);  // n_heads * head_dim != dim, as in real Qwen3
+  const ManifestFile* layer0 = manifest->Layer(0);
+  ASSERT_NE(layer0, nullptr);
+  bool has_q_norm = false;
+  for (const ManifestTensor& t : layer0->tensors) has_q_norm |= t.name == "blk.0.attn_q_norm.weight";
+  EXPECT_TRUE(has_q_norm);
 }
 
 TEST(DecomposeTest, TiedEmbeddingsHaveNoLmHeadFile) {

@@ -399,7 +399,7 @@ TEST(VocabTest, SpmHasByteTokensAndDescendingScores) {
 }
 
 TEST_F(GgufWriterTest, GeneratesTinyModelsOfTheComputedSize) {
-  for (const char* preset : {"tiny", "tiny-moe", "tiny-qwen2", "tiny-qwen3"}) {
+  for (const char* preset : {"tiny", "tiny-moe", "tiny-qwen2", "tiny-qwen3", "tiny-qwen3moe"}) {
     SCOPED_TRACE(preset);
     absl::StatusOr<ModelPlan> plan = PlanModel(*FindPreset(preset), *ParseTypeRecipe("Q4_K_M"));
     ASSERT_TRUE(plan.ok()) << plan.status();

@@ -56,6 +56,12 @@ std::vector<ModelShape> MakePresets() {
       Shape("mixtral-8x7b", "llama", 4096, 14336, 32, 32, 8, 128, 32000, 32768, 1e6f, 1e-5f, "llama", ""));
   p.back().n_experts = 8;
   p.back().n_experts_used = 2;
+  // Qwen3-30B-A3B: 128 small experts (768 wide), 8 per token.
+  p.push_back(Shape("qwen3-30b-a3b", "qwen3moe", 2048, 768, 48, 32, 4, 128, 151936, 40960, 1e6f, 1e-6f, "gpt2",
+                    "qwen2"));
+  p.back().qk_norm = true;
+  p.back().n_experts = 128;
+  p.back().n_experts_used = 8;
   // Tiny shapes for tests: every row a whole number of 256-element blocks.
   p.push_back(Shape("tiny", "llama", 256, 768, 2, 8, 4, 32, 512, 2048, 10000.0f, 1e-5f, "llama", ""));
   p.push_back(p.back());
@@ -68,6 +74,12 @@ std::vector<ModelShape> MakePresets() {
   p.push_back(Shape("tiny-qwen3", "qwen3", 256, 768, 2, 8, 4, 64, 600, 2048, 1e6f, 1e-6f, "gpt2", "qwen2"));
   p.back().qk_norm = true;
   p.back().tied_embeddings = true;
+  p.push_back(p.back());
+  p.back().name = "tiny-qwen3moe";
+  p.back().architecture = "qwen3moe";
+  p.back().hidden_dim = 256;
+  p.back().n_experts = 8;
+  p.back().n_experts_used = 2;
   return p;
 }
 
@@ -115,7 +127,8 @@ absl::Status ValidateShape(const ModelShape& s) {
   if (s.n_experts == 0 && s.n_experts_used != 0) {
     return absl::InvalidArgumentError(absl::StrCat(s.name, ": n_experts_used set without experts"));
   }
-  if (s.architecture != "llama" && s.architecture != "qwen2" && s.architecture != "qwen3") {
+  if (s.architecture != "llama" && s.architecture != "qwen2" && s.architecture != "qwen3" &&
+      s.architecture != "qwen3moe") {
     return absl::InvalidArgumentError(absl::StrCat(s.name, ": unknown architecture '", s.architecture, "'"));
   }
   const bool spm = s.tokenizer_model == "llama";

@@ -16,7 +16,7 @@ namespace octo::testing {
 // Hyper-parameters in llama.cpp's vocabulary (the GGUF "<arch>.*" keys).
 struct ModelShape {
   std::string name;          // preset name, written as general.name
-  std::string architecture;  // "llama", "qwen2" or "qwen3"
+  std::string architecture;  // "llama", "qwen2", "qwen3" or "qwen3moe"
   uint32_t dim = 0;          // embedding_length
   uint32_t hidden_dim = 0;   // feed_forward_length (per expert for MoE)
   uint32_t n_layers = 0;

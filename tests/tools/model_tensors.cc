@@ -173,6 +173,9 @@ void AddModelMetadata(const ModelShape& s, const TypeRecipe& recipe, const Gener
   if (s.n_experts > 0) {
     w.AddU32(arch + ".expert_count", s.n_experts);
     w.AddU32(arch + ".expert_used_count", s.n_experts_used);
+    // Qwen MoE models name the expert width separately (Mixtral reuses
+    // feed_forward_length).
+    if (arch == "qwen3moe") w.AddU32(arch + ".expert_feed_forward_length", s.hidden_dim);
   }
 
   w.AddString("tokenizer.ggml.model", s.tokenizer_model);
