@@ -12,13 +12,13 @@
 #include <cerrno>
 #include <array>
 #include <cstdio>
-#include <future>
 #include <filesystem>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "storage/chunk_pipeline.h"
 #include "storage/file.h"
 #include "storage/layer_file.h"
 #include "storage/status_macros.h"
@@ -74,14 +74,10 @@ struct Chunk {
   uint64_t size;
 };
 
-// Two copy buffers: while one chunk is hashed and written, the next is read
-// into the other on a helper thread, so the disk never waits on us.
-using CopyBuffers = std::array<std::vector<uint8_t>, 2>;
-
 // Writes one file: header page, tensors at their offsets, zero padding;
 // returns its XXH64. The file is sized first so padding is never written.
 absl::StatusOr<uint64_t> WriteModelFile(const GgufFile& gguf, const ManifestFile& plan, const std::string& path,
-                                        const DecomposeOptions& options, CopyBuffers& buffers,
+                                        const DecomposeOptions& options, ChunkBuffers& buffers,
                                         uint64_t& bytes_done, uint64_t bytes_total) {
   std::vector<Chunk> chunks;
   for (const ManifestTensor& t : plan.tensors) {
@@ -90,14 +86,6 @@ absl::StatusOr<uint64_t> WriteModelFile(const GgufFile& gguf, const ManifestFile
       chunks.push_back({&t, source, offset, std::min<uint64_t>(buffers[0].size(), t.bytes - offset)});
     }
   }
-  auto read_chunk = [&](size_t k) {
-    return std::async(std::launch::async, [&gguf, &buffers, &chunks, k] {
-      const Chunk& c = chunks[k];
-      absl::Status status = gguf.ReadTensorData(*c.source, c.offset, std::span(buffers[k % 2]).first(c.size));
-      return Annotate(status, "reading tensor " + c.tensor->name);
-    });
-  };
-
   OCTO_ASSIGN_OR_RETURN(File out, File::CreateNew(path));
   OCTO_RETURN_IF_ERROR(out.Truncate(plan.size));
   Xxh64 hasher;
@@ -111,27 +99,28 @@ absl::StatusOr<uint64_t> WriteModelFile(const GgufFile& gguf, const ManifestFile
     for (; pos < end; pos += kZeros.size()) hasher.Update(std::span(kZeros).first(std::min<uint64_t>(kZeros.size(), end - pos)));
     pos = end;
   };
-  // Declared last: on an early return it is destroyed first, and waits for
-  // the read in flight before the buffers and chunks it uses go away.
-  std::future<absl::Status> next_read;
-  if (!chunks.empty()) next_read = read_chunk(0);
-  for (size_t k = 0; k < chunks.size(); ++k) {
-    OCTO_RETURN_IF_ERROR(next_read.get());
-    OCTO_RETURN_IF_ERROR(CheckCancelled(options));
-    if (k + 1 < chunks.size()) next_read = read_chunk(k + 1);
+  auto read = [&](size_t k, std::span<uint8_t> buffer) -> absl::StatusOr<std::span<uint8_t>> {
     const Chunk& c = chunks[k];
-    const uint64_t file_offset = c.tensor->offset + c.offset;
-    const std::span<const uint8_t> data = std::span(buffers[k % 2]).first(c.size);
+    std::span<uint8_t> data = buffer.first(c.size);
+    absl::Status status = gguf.ReadTensorData(*c.source, c.offset, data);
+    if (!status.ok()) return Annotate(status, "reading tensor " + c.tensor->name);
+    return data;
+  };
+  auto write = [&](size_t k, std::span<const uint8_t> data) -> absl::Status {
+    OCTO_RETURN_IF_ERROR(CheckCancelled(options));
+    const uint64_t file_offset = chunks[k].tensor->offset + chunks[k].offset;
     hash_zeros_to(file_offset);
     hasher.Update(data);
-    pos += c.size;
+    pos += data.size();
     OCTO_RETURN_IF_ERROR(out.WriteAt(file_offset, data));
     // Keep the disk writing as we go rather than leaving the whole file to
     // the Sync() at the end.
-    out.StartWriteback(file_offset, c.size);
-    bytes_done += c.size;
+    out.StartWriteback(file_offset, data.size());
+    bytes_done += data.size();
     if (options.progress) options.progress(bytes_done, bytes_total);
-  }
+    return absl::OkStatus();
+  };
+  OCTO_RETURN_IF_ERROR(PipelineChunks(chunks.size(), buffers, read, write));
   hash_zeros_to(plan.size);
   OCTO_RETURN_IF_ERROR(out.Sync());
   out.DropCache();  // written and synced: keep the page cache for other work
@@ -194,7 +183,7 @@ absl::StatusOr<Manifest> Decompose(const std::string& gguf_path, const std::stri
     for (const ManifestTensor& t : f.tensors) bytes_total += t.bytes;
   }
   const uint64_t chunk_bytes = std::max<uint64_t>(options.chunk_bytes, kAlignment);
-  CopyBuffers buffers = {std::vector<uint8_t>(chunk_bytes), std::vector<uint8_t>(chunk_bytes)};
+  ChunkBuffers buffers = {std::vector<uint8_t>(chunk_bytes), std::vector<uint8_t>(chunk_bytes)};
   absl::Status status;
   for (ManifestFile& f : manifest.files) {
     auto checksum = WriteModelFile(gguf, f, (partial / f.name).string(), options, buffers, bytes_done, bytes_total);

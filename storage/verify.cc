@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "storage/chunk_pipeline.h"
 #include "storage/file.h"
 #include "storage/layer_file.h"
 #include "storage/status_macros.h"
@@ -37,21 +38,28 @@ absl::Status VerifyModelFile(const std::string& path, const ManifestFile& entry,
   if (size != entry.size) {
     return absl::DataLossError(absl::StrCat("size is ", size, " bytes, the manifest says ", entry.size));
   }
-  std::vector<uint8_t> buffer(std::min(kVerifyChunkBytes, size));
+  // Chunk k covers bytes [k * chunk, min(size, (k + 1) * chunk)).
+  const uint64_t chunk = std::min(kVerifyChunkBytes, size);
+  ChunkBuffers buffers = {std::vector<uint8_t>(chunk), std::vector<uint8_t>(chunk)};
   Xxh64 hasher;
   absl::Status header_status;
-  for (uint64_t pos = 0; pos < size;) {
-    const uint64_t n = std::min<uint64_t>(buffer.size(), size - pos);
-    std::span<uint8_t> chunk(buffer.data(), n);
-    OCTO_RETURN_IF_ERROR(file.ReadAt(pos, chunk));
-    if (pos == 0) {
-      auto header = DecodeFileHeader(chunk);
+  auto read = [&](size_t k, std::span<uint8_t> buffer) -> absl::StatusOr<std::span<uint8_t>> {
+    const uint64_t pos = k * chunk;
+    std::span<uint8_t> data = buffer.first(std::min<uint64_t>(chunk, size - pos));
+    OCTO_RETURN_IF_ERROR(file.ReadAt(pos, data));
+    return data;
+  };
+  auto check = [&](size_t k, std::span<const uint8_t> data) -> absl::Status {
+    if (k == 0) {
+      auto header = DecodeFileHeader(data);
       header_status = header.ok() ? CheckHeader(*header, entry) : header.status();
     }
-    hasher.Update(chunk);
-    pos += n;
-    if (on_bytes) on_bytes(n);
-  }
+    hasher.Update(data);
+    if (on_bytes) on_bytes(data.size());
+    return absl::OkStatus();
+  };
+  const size_t n_chunks = chunk == 0 ? 0 : (size + chunk - 1) / chunk;
+  OCTO_RETURN_IF_ERROR(PipelineChunks(n_chunks, buffers, read, check));
   file.DropCache();
   if (!header_status.ok()) return header_status;
   const uint64_t digest = hasher.Digest();
