@@ -23,7 +23,10 @@
 // nvcc (it then sets the OCTO_HAVE_CUDA compile definition for its users).
 #pragma once
 
+#include <cstdint>
+
 #include "absl/status/status.h"
+#include "storage/ggml_type.h"
 
 // The CUDA stream parameter. This header is included by code built without
 // CUDA (the CPU backend, the forward pass, tests), so it cannot include
@@ -42,6 +45,38 @@ namespace cuda {
 using StreamHandle = ::CUstream_st*;
 
 }  // namespace cuda
+
+namespace cpu {
+
+class ThreadPool;  // kernels/cpu/thread_pool.h
+
+// Which vector instructions the CPU ops may use. kAvx2 needs AVX2, FMA and
+// F16C; DetectSimd() (kernels/cpu/simd.h) says what this CPU has. Both
+// paths are tested against each other; they may differ in the last bits
+// (summation order), never in anything a token depends on.
+enum class Simd { kPortable, kAvx2 };
+
+// How the CPU ops that split work across threads run: the pool (nullptr
+// runs everything on the calling thread) and the instruction set. Results do
+// not depend on the pool size.
+struct Exec {
+  ThreadPool* pool = nullptr;
+  Simd simd = Simd::kPortable;
+};
+
+}  // namespace cpu
+
+// A weight matrix in its GGUF block encoding, as it sits in a layer file: a
+// view, never owned, never dequantized as a whole.
+//   rows: output features (ggml ne[1]); cols: input features (ggml ne[0]),
+//   a multiple of the type's block size. Row r starts at
+//   data + r * (cols / block_size * type_size).
+struct WeightMatrix {
+  GgmlType type = GgmlType::kF32;
+  const void* data = nullptr;
+  int64_t rows = 0;
+  int64_t cols = 0;
+};
 
 // --- RMSNorm -----------------------------------------------------------------
 // For each row r of x (n_rows, dim), with weight (dim) and out (n_rows, dim):
@@ -71,5 +106,113 @@ namespace cuda {
 absl::Status RmsNorm(const float* x, const float* weight, float* out, int n_rows, int dim,
                      float eps, StreamHandle stream);
 }  // namespace cuda
+
+// --- MatMul (kernels/cpu/matmul.cc) ---------------------------------------------
+// out (n_tokens, w.rows) = x (n_tokens, w.cols) · w^T, straight from the block
+// bytes of w: no dequantized copy of the matrix.
+//
+// Like llama.cpp's CPU backend, each row of x is first converted to the
+// "activation type" of w's type, and the dot product is taken between the
+// two encodings:
+//   F32 -> F32     F16 -> F16     BF16 -> BF16
+//   Q4_0, Q5_0, Q8_0, IQ4_NL -> Q8_0 (32-wide blocks, fp16 scale)
+//   Q4_1, Q5_1               -> Q8_1 (Q8_0 plus the block sum d * sum(q))
+//   Q2_K..Q6_K, IQ4_XS       -> Q8_K (256-wide, fp32 scale, 16-wide sums)
+// This rounding is what makes our logits track llama.cpp's.
+//
+// Determinism: out[t][r] depends only on x[t] and row r of w: not on
+// n_tokens, the pool size or the scheduling. So a token computed in a batch
+// of sessions gets exactly the logits it gets alone.
+//
+// Preconditions (INVALID_ARGUMENT): non-null pointers, n_tokens > 0,
+// rows > 0, cols > 0 and a multiple of the type's block size. out must not
+// overlap x.
+namespace cpu {
+absl::Status MatMul(const WeightMatrix& w, const float* x, float* out, int n_tokens,
+                    const Exec& exec);
+}  // namespace cpu
+
+// --- DequantizeRows (kernels/cpu/dequantize.cc) ----------------------------------
+// out (n_rows, w.cols) = rows [first_row, first_row + n_rows) of w as fp32,
+// exactly as ggml dequantizes them (the embedding lookup uses this).
+// Preconditions: the rows exist; pointers non-null.
+namespace cpu {
+absl::Status DequantizeRows(const WeightMatrix& w, int64_t first_row, int64_t n_rows, float* out);
+}  // namespace cpu
+
+// --- RoPE (kernels/cpu/rope.cc) --------------------------------------------------
+// Rotates, in place, the first rope_dim dimensions of every head of x
+// (n_tokens, n_heads * head_dim) by position positions[t]; dimensions
+// rope_dim..head_dim-1 are left as they are (partial rotary).
+//   pair i (0 <= i < rope_dim/2): theta_i = pos * freq_base^(-2i/rope_dim)
+//                                 / freq_factors[i] (when freq_factors)
+//   normal (llama): rotates (x[2i], x[2i+1]);
+//   neox (qwen2/3): rotates (x[i], x[i + rope_dim/2]).
+// theta is computed as ggml computes it (theta_scale = powf(base, -2/rope_dim),
+// multiplied up pair by pair in float), cos/sin in float.
+// freq_factors (rope_dim/2) or nullptr: llama-3.1-style frequency scaling,
+// stored in the model as rope_freqs.weight.
+struct RopeParams {
+  int n_heads = 0;
+  int head_dim = 0;
+  int rope_dim = 0;     // even, <= head_dim
+  float freq_base = 10000.f;
+  bool neox = false;
+  const float* freq_factors = nullptr;
+};
+namespace cpu {
+absl::Status Rope(float* x, const int32_t* positions, int n_tokens, const RopeParams& p);
+}  // namespace cpu
+
+// --- Attention (kernels/cpu/attention.cc) ---------------------------------------
+// Causal grouped-query attention of n_tokens new queries of one sequence
+// over its KV cache, which already holds their keys and values.
+//   q   (n_tokens, n_heads * head_dim) fp32
+//   k_cache, v_cache (>= first_pos + n_tokens, n_kv_heads * head_dim) fp16
+//       bits (kernels/half.h); row p is position p.
+//   out (n_tokens, n_heads * head_dim) fp32
+// Query t sits at position first_pos + t and sees cache rows
+// 0..first_pos + t. Head h reads kv head h / (n_heads / n_kv_heads).
+//   att = softmax(scale * q·k) over those rows; out = sum att * v.
+// As llama.cpp: q is rounded to fp16 before the dot with the fp16 keys; the
+// softmax and the weighted sum of values are in fp32.
+struct AttentionParams {
+  int n_tokens = 0;
+  int first_pos = 0;
+  int n_heads = 0;
+  int n_kv_heads = 0;   // divides n_heads
+  int head_dim = 0;
+  float scale = 0;      // usually 1 / sqrt(head_dim)
+};
+namespace cpu {
+absl::Status Attention(const float* q, const uint16_t* k_cache, const uint16_t* v_cache,
+                       float* out, const AttentionParams& p, const Exec& exec);
+}  // namespace cpu
+
+// --- SiluMul (kernels/cpu/silu_mul.cc) -----------------------------------------
+// out[i] = silu(gate[i]) * up[i], silu(x) = x / (1 + exp(-x)), for n values.
+// out may alias gate or up.
+namespace cpu {
+absl::Status SiluMul(const float* gate, const float* up, float* out, int64_t n);
+}  // namespace cpu
+
+// --- Softmax (kernels/cpu/softmax.cc) ------------------------------------------
+// In place over each row of x (n_rows, n): subtract the row max, exp, divide
+// by the sum (accumulated in double, as ggml does).
+namespace cpu {
+absl::Status Softmax(float* x, int n_rows, int n);
+}  // namespace cpu
+
+// --- TopKExperts (kernels/cpu/top_k_experts.cc) --------------------------------
+// Mixture-of-experts routing. For each token t of router_logits
+// (n_tokens, n_experts): p = softmax(logits); expert_ids[t][j] are the k
+// experts with the largest p, largest first (ties: the lower id first), and
+// weights[t][j] their p, divided by the sum of the k chosen when normalize
+// (mixtral, qwen3moe) and left as they are otherwise (qwen2moe).
+//   expert_ids, weights (n_tokens, k)
+namespace cpu {
+absl::Status TopKExperts(const float* router_logits, int n_tokens, int n_experts, int k,
+                         bool normalize, int32_t* expert_ids, float* weights);
+}  // namespace cpu
 
 }  // namespace octo
