@@ -1,5 +1,8 @@
 #include "storage/ggml_type.h"
 
+#include <cstdio>
+#include <cstdlib>
+
 #include <array>
 #include <string>
 
@@ -57,6 +60,17 @@ absl::string_view KnownButUnsupportedName(uint32_t id) {
 }  // namespace
 
 std::span<const GgmlTypeInfo> AllGgmlTypes() { return kTypes; }
+
+const GgmlTypeInfo& GgmlTypeInfoOf(GgmlType type) {
+  for (const GgmlTypeInfo& info : kTypes) {
+    if (info.type == type) return info;
+  }
+  // Every enumerator has a row; a value cast in from outside must go
+  // through LookupGgmlType first. Reaching here is a programmer error.
+  std::fprintf(stderr, "%s:%d: GgmlType %u has no row in the type table\n", __FILE__, __LINE__,
+               static_cast<unsigned>(type));
+  std::abort();
+}
 
 absl::StatusOr<GgmlTypeInfo> LookupGgmlType(uint32_t id) {
   for (const GgmlTypeInfo& info : kTypes) {

@@ -49,6 +49,16 @@ absl::StatusOr<GgmlTypeInfo> LookupGgmlType(uint32_t id);
 // The row for a name such as "q4_k" or "Q4_K" (case-insensitive).
 absl::StatusOr<GgmlTypeInfo> LookupGgmlTypeByName(absl::string_view name);
 
+// The row for a type Octo supports (every GgmlType enumerator is one).
+const GgmlTypeInfo& GgmlTypeInfoOf(GgmlType type);
+inline absl::string_view GgmlTypeName(GgmlType type) { return GgmlTypeInfoOf(type).name; }
+
+// Bytes of one row of `cols` elements; cols must be a multiple of the block size.
+inline uint64_t RowBytes(GgmlType type, int64_t cols) {
+  const GgmlTypeInfo& info = GgmlTypeInfoOf(type);
+  return static_cast<uint64_t>(cols) / info.block_size * info.type_size;
+}
+
 // Bytes needed by a tensor of `n_elements` whose rows are `row_elements` long.
 // INVALID_ARGUMENT when rows are not a whole number of blocks; OUT_OF_RANGE
 // on overflow.
