@@ -3,10 +3,28 @@
 // Host code only; safe to include from .cu files.
 #pragma once
 
+#include <cmath>
+#include <cstdint>
+#include <initializer_list>
+#include <utility>
+
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
+#include "kernels/ops.h"
 
 namespace octo {
+
+// INVALID_ARGUMENT "<op>: <name> is null" for the first null pointer of
+// `args` ({name, pointer} pairs, in the op's argument order); OK if none is.
+inline absl::Status CheckNotNull(const char* op,
+                                 std::initializer_list<std::pair<const char*, const void*>> args) {
+  for (const auto& [name, pointer] : args) {
+    if (pointer == nullptr) {
+      return absl::InvalidArgumentError(absl::StrFormat("%s: %s is null", op, name));
+    }
+  }
+  return absl::OkStatus();
+}
 
 inline absl::Status CheckRmsNormArgs(const float* x, const float* weight, const float* out, int n_rows, int dim,
                                      float eps) {
@@ -20,6 +38,94 @@ inline absl::Status CheckRmsNormArgs(const float* x, const float* weight, const 
   }
   if (!(eps >= 0.0f)) {  // also refuses NaN
     return absl::InvalidArgumentError(absl::StrFormat("RmsNorm: eps (%g) must be >= 0", eps));
+  }
+  return absl::OkStatus();
+}
+
+// positions is not read: it may be device memory. Any int32 position is
+// accepted (the angle is (float)pos * ..., as in ggml).
+inline absl::Status CheckRopeArgs(const float* x, const int32_t* positions, int n_tokens,
+                                  const RopeParams& p) {
+  absl::Status null = CheckNotNull("Rope", {{"x", x}, {"positions", positions}});
+  if (!null.ok()) return null;
+  if (n_tokens <= 0 || p.n_heads <= 0 || p.head_dim <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("Rope: n_tokens (%d), n_heads (%d) and head_dim (%d) must be positive",
+                        n_tokens, p.n_heads, p.head_dim));
+  }
+  if (p.rope_dim <= 0 || p.rope_dim % 2 != 0 || p.rope_dim > p.head_dim) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "Rope: rope_dim (%d) must be even, positive and <= head_dim (%d)", p.rope_dim, p.head_dim));
+  }
+  if (!(p.freq_base > 0.0f) || !std::isfinite(p.freq_base)) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("Rope: freq_base (%g) must be positive and finite", p.freq_base));
+  }
+  return absl::OkStatus();
+}
+
+inline absl::Status CheckAttentionArgs(const float* q, const uint16_t* k_cache,
+                                       const uint16_t* v_cache, const float* out,
+                                       const AttentionParams& p) {
+  absl::Status null = CheckNotNull(
+      "Attention", {{"q", q}, {"k_cache", k_cache}, {"v_cache", v_cache}, {"out", out}});
+  if (!null.ok()) return null;
+  if (p.n_tokens <= 0 || p.n_heads <= 0 || p.n_kv_heads <= 0 || p.head_dim <= 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "Attention: n_tokens (%d), n_heads (%d), n_kv_heads (%d) and head_dim (%d) must be "
+        "positive",
+        p.n_tokens, p.n_heads, p.n_kv_heads, p.head_dim));
+  }
+  if (p.first_pos < 0 || static_cast<int64_t>(p.first_pos) + p.n_tokens > INT32_MAX) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "Attention: first_pos (%d) must be >= 0 and first_pos + n_tokens (%d) fit in an int",
+        p.first_pos, p.n_tokens));
+  }
+  if (p.n_heads % p.n_kv_heads != 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "Attention: n_kv_heads (%d) must divide n_heads (%d)", p.n_kv_heads, p.n_heads));
+  }
+  if (!std::isfinite(p.scale)) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("Attention: scale (%g) must be finite", p.scale));
+  }
+  return absl::OkStatus();
+}
+
+inline absl::Status CheckSiluMulArgs(const float* gate, const float* up, const float* out,
+                                     int64_t n) {
+  absl::Status null = CheckNotNull("SiluMul", {{"gate", gate}, {"up", up}, {"out", out}});
+  if (!null.ok()) return null;
+  if (n <= 0) {
+    return absl::InvalidArgumentError(absl::StrFormat("SiluMul: n (%d) must be positive", n));
+  }
+  return absl::OkStatus();
+}
+
+inline absl::Status CheckSoftmaxArgs(const float* x, int n_rows, int n) {
+  absl::Status null = CheckNotNull("Softmax", {{"x", x}});
+  if (!null.ok()) return null;
+  if (n_rows <= 0 || n <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("Softmax: n_rows (%d) and n (%d) must be positive", n_rows, n));
+  }
+  return absl::OkStatus();
+}
+
+inline absl::Status CheckTopKExpertsArgs(const float* router_logits, int n_tokens, int n_experts,
+                                         int k, const int32_t* expert_ids,
+                                         const float* weights) {
+  absl::Status null = CheckNotNull("TopKExperts", {{"router_logits", router_logits},
+                                                   {"expert_ids", expert_ids},
+                                                   {"weights", weights}});
+  if (!null.ok()) return null;
+  if (n_tokens <= 0 || n_experts <= 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "TopKExperts: n_tokens (%d) and n_experts (%d) must be positive", n_tokens, n_experts));
+  }
+  if (k <= 0 || k > n_experts) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "TopKExperts: k (%d) must be in [1, n_experts (%d)]", k, n_experts));
   }
   return absl::OkStatus();
 }

@@ -82,13 +82,15 @@ struct WeightMatrix {
 // For each row r of x (n_rows, dim), with weight (dim) and out (n_rows, dim):
 //
 //   scale     = 1 / sqrt(sum_i(x[r][i]^2) / dim + eps)
-//   out[r][i] = x[r][i] * scale * weight[i]
+//   out[r][i] = (x[r][i] * scale) * weight[i]
 //
-// Precision: the sum of squares is accumulated in float, as llama2.c and
-// llama.cpp's CUDA backend do (llama.cpp's CPU backend accumulates it in
-// double). The CPU version sums in index order; the CUDA version sums in a
-// block-wide tree, so the two agree to rounding, not bit for bit (the test
-// states the tolerance). sqrt and the division are IEEE-rounded in both.
+// Precision: the CPU version does what llama.cpp's CPU backend does: each
+// square is a float product, the squares are summed in double in index
+// order, the mean (sum / dim) is rounded to float, then
+// scale = 1.0f / sqrtf(mean + eps) in float. The CUDA version sums the squares
+// in float in a block-wide tree (as llama2.c and llama.cpp's CUDA backend do),
+// so the two agree to rounding, not bit for bit (the test states the
+// tolerance). sqrt and the division are IEEE-rounded in both.
 //
 // Preconditions (INVALID_ARGUMENT otherwise): x, weight and out non-null;
 // n_rows > 0; dim > 0; eps >= 0 (NaN is rejected). With eps == 0 an all-zero
@@ -152,6 +154,11 @@ absl::Status DequantizeRows(const WeightMatrix& w, int64_t first_row, int64_t n_
 // multiplied up pair by pair in float), cos/sin in float.
 // freq_factors (rope_dim/2) or nullptr: llama-3.1-style frequency scaling,
 // stored in the model as rope_freqs.weight.
+//   positions (n_tokens): any int32 (the angle starts at (float)pos, as in
+//   ggml). The angles are computed once per token and shared by its heads.
+// Preconditions (INVALID_ARGUMENT): x, positions non-null; n_tokens, n_heads,
+// head_dim > 0; rope_dim even, 0 < rope_dim <= head_dim; freq_base > 0 and
+// finite.
 struct RopeParams {
   int n_heads = 0;
   int head_dim = 0;
@@ -174,8 +181,25 @@ absl::Status Rope(float* x, const int32_t* positions, int n_tokens, const RopePa
 // Query t sits at position first_pos + t and sees cache rows
 // 0..first_pos + t. Head h reads kv head h / (n_heads / n_kv_heads).
 //   att = softmax(scale * q·k) over those rows; out = sum att * v.
-// As llama.cpp: q is rounded to fp16 before the dot with the fp16 keys; the
-// softmax and the weighted sum of values are in fp32.
+// Precision: as llama.cpp's CPU backend, q is rounded to fp16 before the dot
+// with the fp16 keys (the products are exact in fp32; the sum is fp32), the
+// score is dot * scale in fp32, and the softmax is cpu::Softmax's (expf, sum
+// in double, times the reciprocal). The weighted sum of values is in fp32.
+// There llama.cpp differs and Octo does not follow: without flash attention
+// it rounds the softmax weights to fp16 before the product with V, with flash
+// attention it accumulates V in fp16. Simd::kAvx2 changes only the summation
+// order of the dot and fuses the multiply-adds of the value sum.
+//
+// Work: one task per (token, head) on exec.pool; out[t][h] depends only on
+// q[t][h] and cache rows 0..first_pos + t, so it is the same for any pool
+// size and the same whether token t is computed alone (decode, n_tokens 1 at
+// first_pos + t) or in a batch (prefill).
+//
+// Preconditions (INVALID_ARGUMENT): pointers non-null; n_tokens, n_heads,
+// n_kv_heads, head_dim > 0; n_kv_heads divides n_heads; first_pos >= 0 and
+// first_pos + n_tokens fits in an int; scale finite. The caches must hold
+// first_pos + n_tokens rows (not checkable here).
+// Aliasing: out may be q itself; no other overlap.
 struct AttentionParams {
   int n_tokens = 0;
   int first_pos = 0;
@@ -190,15 +214,21 @@ absl::Status Attention(const float* q, const uint16_t* k_cache, const uint16_t* 
 }  // namespace cpu
 
 // --- SiluMul (kernels/cpu/silu_mul.cc) -----------------------------------------
-// out[i] = silu(gate[i]) * up[i], silu(x) = x / (1 + exp(-x)), for n values.
+// out[i] = silu(gate[i]) * up[i], silu(x) = x / (1 + exp(-x)), for n values,
+// in float with expf, as ggml's scalar swiglu (its AVX2 path uses an
+// approximate exp; Octo does not).
+// Preconditions (INVALID_ARGUMENT): pointers non-null, n > 0.
 // out may alias gate or up.
 namespace cpu {
 absl::Status SiluMul(const float* gate, const float* up, float* out, int64_t n);
 }  // namespace cpu
 
 // --- Softmax (kernels/cpu/softmax.cc) ------------------------------------------
-// In place over each row of x (n_rows, n): subtract the row max, exp, divide
-// by the sum (accumulated in double, as ggml does).
+// In place over each row of x (n_rows, n), as ggml's soft_max on the CPU:
+// subtract the row max, expf (in float), sum in double, then multiply by the
+// reciprocal of the sum rounded to float (not divide by the sum). A row
+// holding NaN or +inf, or only -inf, comes out all NaN.
+// Preconditions (INVALID_ARGUMENT): x non-null, n_rows > 0, n > 0.
 namespace cpu {
 absl::Status Softmax(float* x, int n_rows, int n);
 }  // namespace cpu
@@ -210,6 +240,11 @@ absl::Status Softmax(float* x, int n_rows, int n);
 // weights[t][j] their p, divided by the sum of the k chosen when normalize
 // (mixtral, qwen3moe) and left as they are otherwise (qwen2moe).
 //   expert_ids, weights (n_tokens, k)
+// As llama.cpp's graph: p is cpu::Softmax's; the normalizing sum is taken in
+// double, rounded to float, clamped to >= 2^-14, and each weight divided by
+// it. A row of logits holding NaN or +inf gives NaN weights.
+// Preconditions (INVALID_ARGUMENT): pointers non-null; n_tokens,
+// n_experts > 0; 1 <= k <= n_experts.
 namespace cpu {
 absl::Status TopKExperts(const float* router_logits, int n_tokens, int n_experts, int k,
                          bool normalize, int32_t* expert_ids, float* weights);

@@ -28,8 +28,9 @@ __global__ void RmsNormKernel(const float* x,       // (n_rows, dim)
   float ss = 0.0f;
   for (int i = threadIdx.x; i < dim; i += blockDim.x) ss += x_row[i] * x_row[i];
   ss = BlockReduceSum(ss);
-  // Same expression as the CPU version; without --use_fast_math both the
-  // division and sqrtf are IEEE-rounded.
+  // The CPU version's expression, but on a float sum (the CPU sums in double
+  // and rounds the mean to float); without --use_fast_math both the division
+  // and sqrtf are IEEE-rounded.
   const float scale = 1.0f / sqrtf(ss / dim + eps);
 
   for (int i = threadIdx.x; i < dim; i += blockDim.x) out_row[i] = x_row[i] * scale * weight[i];

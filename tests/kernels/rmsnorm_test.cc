@@ -22,16 +22,28 @@
 namespace octo {
 namespace {
 
-// Tolerance, per element: |got - want| <= kAbsTol + kRelTol * |want|.
-// Both versions sum dim squares in float. That sum's rounding error grows
-// like sqrt(dim) * 2^-24 for inputs like these (the bound is dim * 2^-24),
-// the scale, a square root, carries half of it, and the rest is a few
-// roundings of 2^-24 each. Measured on inputs like these (200 seeds, dim
-// 8192): CPU vs double 2.3e-6 at worst, and a host emulation of the CUDA
-// summation order vs CPU 2.5e-6. 1e-5 leaves 4x room and still catches a
-// wrong formula, a skipped element or a wrong eps. kAbsTol matters near 0.
-constexpr double kRelTol = 1e-5;
-constexpr double kAbsTol = 1e-6;
+// Tolerance, per element: |got - want| <= abs_tol + rel_tol * |want|.
+//
+// CPU vs double: the CPU version sums the squares in double, so what is left
+// is a handful of float roundings of 2^-24 (6e-8) each: the square, the mean,
+// mean + eps, sqrt, the division, two products; at most ~7 * 6e-8 = 4.2e-7.
+// Measured on inputs like these (200 seeds): 2.1e-7 at worst. 1e-6 leaves
+// room and still catches a float sum (SumsSquaresInDouble: off by 3e-5).
+//
+// CUDA vs CPU: the CUDA version sums dim squares in float (a tree). That sum's
+// rounding error grows like sqrt(dim) * 2^-24 for inputs like these (the
+// bound is dim * 2^-24), the scale, a square root, carries half of it, and the
+// rest is a few roundings of 2^-24 each. Measured with the float-summing CPU
+// version this replaced (200 seeds, dim 8192): 2.3e-6 at worst vs double, and
+// a host emulation of the CUDA summation order 2.5e-6. 1e-5 leaves 4x room and
+// still catches a wrong formula, a skipped element or a wrong eps. The
+// absolute part matters near 0.
+struct Tolerance {
+  double rel;
+  double abs;
+};
+constexpr Tolerance kCpuVsDouble = {1e-6, 1e-7};
+constexpr Tolerance kCudaVsCpu = {1e-5, 1e-6};
 constexpr float kEps = 1e-5f;
 
 struct Shape {
@@ -71,13 +83,13 @@ std::vector<double> ReferenceRmsNorm(const std::vector<float>& x, const std::vec
 // miss (row, index, values) rather than thousands of lines.
 template <typename Want>
 void ExpectClose(const std::vector<float>& got, const std::vector<Want>& want, int dim,
-                 const std::string& what) {
+                 const Tolerance& tol, const std::string& what) {
   ASSERT_EQ(got.size(), want.size()) << what;
   size_t misses = 0;
   for (size_t k = 0; k < got.size(); ++k) {
     const double w = static_cast<double>(want[k]);
     const double diff = std::abs(static_cast<double>(got[k]) - w);
-    if (!(diff <= kAbsTol + kRelTol * std::abs(w))) {
+    if (!(diff <= tol.abs + tol.rel * std::abs(w))) {
       if (misses == 0) {
         ADD_FAILURE() << what << ": row " << k / dim << " index " << k % dim << ": got "
                       << got[k] << ", want " << w << " (diff " << diff << ")";
@@ -102,7 +114,8 @@ TEST(RmsNormCpuTest, MatchesDoublePrecisionReference) {
     const std::vector<float> weight = RandomVector(s.dim, 0.5f, 1.5f, seed++);
     std::vector<float> out(n);
     ASSERT_TRUE(cpu::RmsNorm(x.data(), weight.data(), out.data(), s.n_rows, s.dim, kEps).ok());
-    ExpectClose(out, ReferenceRmsNorm(x, weight, s.n_rows, s.dim, kEps), s.dim, Describe(s));
+    ExpectClose(out, ReferenceRmsNorm(x, weight, s.n_rows, s.dim, kEps), s.dim, kCpuVsDouble,
+                Describe(s));
   }
 }
 
@@ -117,6 +130,26 @@ TEST(RmsNormCpuTest, ConstantRowHasClosedForm) {
   for (int i = 0; i < dim; ++i) {
     EXPECT_NEAR(out[i], 3.0 / std::sqrt(9.5) * weight[i], 1e-6) << "index " << i;
   }
+}
+
+// llama.cpp's CPU backend sums the squares in double; a float sum would drop
+// every 1 added to 2^24 (the float spacing there is 2). Row: 4096 (square
+// 2^24) then 1000 ones, so the exact sum is 2^24 + 1000, the float sum 2^24.
+// The expected values follow ggml's steps: mean rounded to float, then
+// 1.0f / sqrtf(mean + eps), then (x * scale) * weight, all in float.
+TEST(RmsNormCpuTest, SumsSquaresInDouble) {
+  const int dim = 1001;
+  std::vector<float> x(dim, 1.0f);
+  x[0] = 4096.0f;
+  const std::vector<float> weight(dim, 0.75f);
+  std::vector<float> out(dim);
+  ASSERT_TRUE(cpu::RmsNorm(x.data(), weight.data(), out.data(), 1, dim, kEps).ok());
+
+  const float mean = static_cast<float>((16777216.0 + 1000.0) / dim);
+  const float scale = 1.0f / std::sqrt(mean + kEps);
+  EXPECT_EQ(out[0], (4096.0f * scale) * 0.75f);
+  EXPECT_EQ(out[1], scale * 0.75f);
+  EXPECT_EQ(out[dim - 1], scale * 0.75f);
 }
 
 TEST(RmsNormCpuTest, InPlaceGivesSameResult) {
@@ -249,7 +282,7 @@ TEST(RmsNormCudaTest, MatchesCpu) {
     std::vector<float> want(n);
     ASSERT_TRUE(cpu::RmsNorm(x.data(), weight.data(), want.data(), s.n_rows, s.dim, kEps).ok());
     ExpectClose(RunCuda(x, weight, s.n_rows, s.dim, /*in_place=*/false), want, s.dim,
-                Describe(s));
+                kCudaVsCpu, Describe(s));
   }
 }
 
@@ -260,7 +293,7 @@ TEST(RmsNormCudaTest, InPlaceMatchesCpu) {
   const std::vector<float> weight = RandomVector(s.dim, 0.5f, 1.5f, 43);
   std::vector<float> want(x.size());
   ASSERT_TRUE(cpu::RmsNorm(x.data(), weight.data(), want.data(), s.n_rows, s.dim, kEps).ok());
-  ExpectClose(RunCuda(x, weight, s.n_rows, s.dim, /*in_place=*/true), want, s.dim,
+  ExpectClose(RunCuda(x, weight, s.n_rows, s.dim, /*in_place=*/true), want, s.dim, kCudaVsCpu,
               "in place " + Describe(s));
 }
 
