@@ -1,0 +1,163 @@
+#include "daemon/engine/forward.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "kernels/half.h"
+#include "storage/status_macros.h"
+
+namespace octo {
+namespace {
+
+// x[r] += y[r] for n rows of width dim (a residual connection).
+void AddRows(float* x, const float* y, size_t count) {
+  for (size_t i = 0; i < count; ++i) x[i] += y[i];
+}
+
+// Adds bias (width) to each of n rows.
+void AddBias(float* x, const float* bias, int n, int width) {
+  if (bias == nullptr) return;
+  for (int r = 0; r < n; ++r) AddRows(x + static_cast<size_t>(r) * width, bias, width);
+}
+
+absl::Status CheckBatch(const ModelConfig& c, std::span<const SequenceStep> batch) {
+  if (batch.empty()) return absl::InvalidArgumentError("empty batch");
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const SequenceStep& step = batch[i];
+    if (step.kv == nullptr || step.tokens.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("sequence ", i, " of the batch has no cache or no tokens"));
+    }
+    for (size_t j = 0; j < i; ++j) {
+      if (batch[j].kv == step.kv) {
+        return absl::InvalidArgumentError(absl::StrCat("sequences ", j, " and ", i, " of the batch share a cache"));
+      }
+    }
+    for (int32_t token : step.tokens) {
+      if (token < 0 || static_cast<uint32_t>(token) >= c.vocab_size) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("token id ", token, " is outside the vocabulary (", c.vocab_size, " tokens)"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ForwardLlama(const ModelView& model, std::span<const SequenceStep> batch, RunState& s,
+                          const cpu::Exec& exec, std::vector<float>& logits) {
+  const ModelConfig& c = *model.config;
+  const GlobalWeights& g = *model.globals;
+  OCTO_RETURN_IF_ERROR(CheckBatch(c, batch));
+  for (const SequenceStep& step : batch) {
+    OCTO_RETURN_IF_ERROR(step.kv->Reserve(static_cast<int>(step.tokens.size())));
+  }
+
+  const int dim = static_cast<int>(c.dim);
+  const int head_dim = static_cast<int>(c.head_dim);
+  const int q_dim = static_cast<int>(c.n_heads) * head_dim;
+  const int kv_dim = static_cast<int>(c.n_kv_heads) * head_dim;
+  int n = 0;  // rows: every new token of every sequence
+  int n_out = 0;
+  for (const SequenceStep& step : batch) n += static_cast<int>(step.tokens.size());
+  s.Resize(c, n);
+
+  // Embedding lookup, and each row's position.
+  for (int b = 0, row = 0; b < static_cast<int>(batch.size()); ++b) {
+    const SequenceStep& step = batch[b];
+    for (size_t t = 0; t < step.tokens.size(); ++t, ++row) {
+      OCTO_RETURN_IF_ERROR(cpu::DequantizeRows(g.token_embd, step.tokens[t], 1, &s.x[static_cast<size_t>(row) * dim]));
+      s.pos[row] = step.kv->size() + static_cast<int>(t);
+      if (step.all_logits || t + 1 == step.tokens.size()) s.out_rows[n_out++] = row;
+    }
+  }
+
+  RopeParams rope_q{.n_heads = static_cast<int>(c.n_heads), .head_dim = head_dim,
+                    .rope_dim = static_cast<int>(c.rope_dim), .freq_base = c.rope_theta,
+                    .neox = c.rope_style == RopeStyle::kNeox, .freq_factors = g.rope_freqs};
+  RopeParams rope_k = rope_q;
+  rope_k.n_heads = static_cast<int>(c.n_kv_heads);
+
+  for (uint32_t layer = 0; layer < c.n_layers; ++layer) {
+    // Weights: resident, or streamed in now (may wait for the read).
+    OCTO_ASSIGN_OR_RETURN(const LayerWeights* w, model.layers->Acquire(layer));
+    const LayerWeights& lw = *w;
+    auto step_status = [&]() -> absl::Status {
+      // Attention norm.
+      OCTO_RETURN_IF_ERROR(cpu::RmsNorm(s.x.data(), lw.attn_norm, s.xb.data(), n, dim, c.norm_eps));
+      // q, k, v (+ biases for qwen2).
+      OCTO_RETURN_IF_ERROR(cpu::MatMul(lw.wq, s.xb.data(), s.q.data(), n, exec));
+      OCTO_RETURN_IF_ERROR(cpu::MatMul(lw.wk, s.xb.data(), s.k.data(), n, exec));
+      OCTO_RETURN_IF_ERROR(cpu::MatMul(lw.wv, s.xb.data(), s.v.data(), n, exec));
+      AddBias(s.q.data(), lw.bq, n, q_dim);
+      AddBias(s.k.data(), lw.bk, n, kv_dim);
+      AddBias(s.v.data(), lw.bv, n, kv_dim);
+      // Per-head q/k norm (qwen3).
+      if (lw.q_norm != nullptr) {
+        OCTO_RETURN_IF_ERROR(cpu::RmsNorm(s.q.data(), lw.q_norm, s.q.data(), n * c.n_heads, head_dim, c.norm_eps));
+      }
+      if (lw.k_norm != nullptr) {
+        OCTO_RETURN_IF_ERROR(cpu::RmsNorm(s.k.data(), lw.k_norm, s.k.data(), n * c.n_kv_heads, head_dim, c.norm_eps));
+      }
+      // RoPE on q and k.
+      OCTO_RETURN_IF_ERROR(cpu::Rope(s.q.data(), s.pos.data(), n, rope_q));
+      OCTO_RETURN_IF_ERROR(cpu::Rope(s.k.data(), s.pos.data(), n, rope_k));
+      // Append k, v to each sequence's cache (fp16), then attend over it.
+      for (int b = 0, row = 0; b < static_cast<int>(batch.size()); ++b) {
+        const SequenceStep& step = batch[b];
+        const int n_new = static_cast<int>(step.tokens.size());
+        const int first_pos = step.kv->size();
+        uint16_t* k_cache = step.kv->keys(static_cast<int>(layer));
+        uint16_t* v_cache = step.kv->values(static_cast<int>(layer));
+        for (size_t i = 0; i < static_cast<size_t>(n_new) * kv_dim; ++i) {
+          k_cache[static_cast<size_t>(first_pos) * kv_dim + i] = Fp32ToFp16(s.k[static_cast<size_t>(row) * kv_dim + i]);
+          v_cache[static_cast<size_t>(first_pos) * kv_dim + i] = Fp32ToFp16(s.v[static_cast<size_t>(row) * kv_dim + i]);
+        }
+        const AttentionParams ap{.n_tokens = n_new, .first_pos = first_pos,
+                                 .n_heads = static_cast<int>(c.n_heads),
+                                 .n_kv_heads = static_cast<int>(c.n_kv_heads), .head_dim = head_dim,
+                                 .scale = 1.0f / std::sqrt(static_cast<float>(head_dim))};
+        OCTO_RETURN_IF_ERROR(cpu::Attention(&s.q[static_cast<size_t>(row) * q_dim], k_cache, v_cache,
+                                            &s.att[static_cast<size_t>(row) * q_dim], ap, exec));
+        row += n_new;
+      }
+      // Output projection + residual.
+      OCTO_RETURN_IF_ERROR(cpu::MatMul(lw.wo, s.att.data(), s.xb.data(), n, exec));
+      AddRows(s.x.data(), s.xb.data(), static_cast<size_t>(n) * dim);
+      // FFN norm.
+      OCTO_RETURN_IF_ERROR(cpu::RmsNorm(s.x.data(), lw.ffn_norm, s.xb.data(), n, dim, c.norm_eps));
+      if (c.n_experts > 0) {
+        // Routed experts (and qwen2moe's shared one).
+        OCTO_RETURN_IF_ERROR(MoeFfn(c, lw, n, s, exec));
+      } else {
+        // gate, up; silu(gate) * up; down.
+        const int hidden = static_cast<int>(lw.w_gate.rows);
+        OCTO_RETURN_IF_ERROR(cpu::MatMul(lw.w_gate, s.xb.data(), s.hb.data(), n, exec));
+        OCTO_RETURN_IF_ERROR(cpu::MatMul(lw.w_up, s.xb.data(), s.hb2.data(), n, exec));
+        OCTO_RETURN_IF_ERROR(cpu::SiluMul(s.hb.data(), s.hb2.data(), s.hb.data(), static_cast<int64_t>(n) * hidden));
+        OCTO_RETURN_IF_ERROR(cpu::MatMul(lw.w_down, s.hb.data(), s.xb.data(), n, exec));
+      }
+      // Residual.
+      AddRows(s.x.data(), s.xb.data(), static_cast<size_t>(n) * dim);
+      return absl::OkStatus();
+    }();
+    // Done with this layer's weights (a streamed layer's buffer is reused).
+    model.layers->Release(layer);
+    OCTO_RETURN_IF_ERROR(Annotate(step_status, absl::StrCat("layer ", layer)));
+  }
+
+  // Final norm and lm_head, for the rows whose logits were asked for.
+  for (int i = 0; i < n_out; ++i) {
+    std::memcpy(&s.x_out[static_cast<size_t>(i) * dim], &s.x[static_cast<size_t>(s.out_rows[i]) * dim],
+                sizeof(float) * dim);
+  }
+  OCTO_RETURN_IF_ERROR(cpu::RmsNorm(s.x_out.data(), g.final_norm, s.x_out.data(), n_out, dim, c.norm_eps));
+  logits.resize(static_cast<size_t>(n_out) * c.vocab_size);
+  OCTO_RETURN_IF_ERROR(cpu::MatMul(g.lm_head, s.x_out.data(), logits.data(), n_out, exec));
+
+  for (const SequenceStep& step : batch) step.kv->Commit(static_cast<int>(step.tokens.size()));
+  return absl::OkStatus();
+}
+
+}  // namespace octo

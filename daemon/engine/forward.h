@@ -1,0 +1,57 @@
+// The forward pass of the llama family: llama 1/2/3, mistral, qwen2 (q/k/v
+// biases), qwen3 (per-head q/k RMSNorm) and their mixture-of-experts forms
+// (llama/mixtral, qwen2moe with its shared expert, qwen3moe).
+//
+// One pass takes a batch of sequences through every layer at once: a
+// sequence contributes one token (decode) or many (prefill, or a chunk of a
+// long prompt), so one walk over the weights -- one read of each streamed
+// layer -- serves all of them. Each token's logits are the same bits
+// whether it runs alone or in a batch, resident or streamed (the kernels'
+// determinism contract in kernels/ops.h).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "daemon/engine/kv_cache.h"
+#include "daemon/engine/layer_source.h"
+#include "daemon/engine/layer_weights.h"
+#include "daemon/engine/run_state.h"
+#include "kernels/ops.h"
+#include "storage/model_config.h"
+
+namespace octo {
+
+// A model as the forward pass needs it. Not owned.
+struct ModelView {
+  const ModelConfig* config = nullptr;
+  const GlobalWeights* globals = nullptr;
+  LayerSource* layers = nullptr;
+};
+
+// One sequence's share of a batch.
+struct SequenceStep {
+  KvCache* kv = nullptr;              // its cache; the new tokens go at positions kv->size()...
+  std::span<const int32_t> tokens;    // the new tokens, at least one
+  bool all_logits = false;            // logits for every new token (perplexity), else the last only
+};
+
+// Runs `batch` through the model. On success each sequence's cache holds the
+// new positions, and `logits` holds (n_out, vocab_size) rows: for each step
+// in order, one row per new token when all_logits, else one for its last.
+// Errors (nothing is committed to any cache then):
+//   INVALID_ARGUMENT  an empty step, a null cache, a token id out of range;
+//   RESOURCE_EXHAUSTED a sequence past its cache's max_positions;
+//   whatever the LayerSource returns (DATA_LOSS for a damaged layer, ...).
+absl::Status ForwardLlama(const ModelView& model, std::span<const SequenceStep> batch, RunState& s,
+                          const cpu::Exec& exec, std::vector<float>& logits);
+
+// The mixture-of-experts FFN of one layer (forward_moe.cc): for the n rows of
+// s.xb, route, run the chosen experts (and the shared one), and write the
+// weighted sum to s.xb.
+absl::Status MoeFfn(const ModelConfig& c, const LayerWeights& w, int n, RunState& s,
+                    const cpu::Exec& exec);
+
+}  // namespace octo

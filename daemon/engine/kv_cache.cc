@@ -1,0 +1,42 @@
+#include "daemon/engine/kv_cache.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+
+namespace octo {
+
+KvCache::KvCache(const ModelConfig& config, int max_positions)
+    : n_layers_(static_cast<int>(config.n_layers)),
+      row_elements_(static_cast<int>(config.n_kv_heads * config.head_dim)),
+      max_positions_(max_positions) {}
+
+uint64_t KvCache::bytes() const { return data_.size() * sizeof(uint16_t); }
+
+absl::Status KvCache::Reserve(int n) {
+  if (n < 0 || size_ + static_cast<int64_t>(n) > max_positions_) {
+    return absl::ResourceExhaustedError(absl::StrCat("the sequence would hold ", size_ + static_cast<int64_t>(n),
+                                                     " positions; its context limit is ", max_positions_));
+  }
+  if (size_ + n <= capacity_) return absl::OkStatus();
+  int new_capacity = std::max(capacity_, 1);
+  while (new_capacity < size_ + n) new_capacity *= 2;
+  new_capacity = std::min(std::max(new_capacity, kKvGrowPositions), max_positions_);
+  std::vector<uint16_t> grown(static_cast<size_t>(n_layers_) * 2 * new_capacity * row_elements_);
+  const size_t used = static_cast<size_t>(size_) * row_elements_;
+  for (int l = 0; l < n_layers_; ++l) {
+    for (int kind = 0; kind < 2; ++kind) {
+      const uint16_t* from = data_.data() + (static_cast<size_t>(l) * 2 + kind) * capacity_ * row_elements_;
+      uint16_t* to = grown.data() + (static_cast<size_t>(l) * 2 + kind) * new_capacity * row_elements_;
+      if (used > 0) std::memcpy(to, from, used * sizeof(uint16_t));
+    }
+  }
+  data_ = std::move(grown);
+  capacity_ = new_capacity;
+  return absl::OkStatus();
+}
+
+void KvCache::Truncate(int n) { size_ = std::clamp(n, 0, size_); }
+
+}  // namespace octo

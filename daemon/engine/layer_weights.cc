@@ -1,0 +1,115 @@
+#include "daemon/engine/layer_weights.h"
+
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "storage/status_macros.h"
+
+namespace octo {
+namespace {
+
+const ManifestTensor* FindTensor(const ManifestFile& file, absl::string_view name) {
+  for (const ManifestTensor& t : file.tensors) {
+    if (t.name == name) return &t;
+  }
+  return nullptr;
+}
+
+// Binds `name` if the file has it; leaves `out` empty otherwise.
+absl::Status BindOptionalF32(const ManifestFile& file, const uint8_t* bytes, const std::string& name,
+                             const float** out) {
+  if (FindTensor(file, name) == nullptr) return absl::OkStatus();
+  OCTO_ASSIGN_OR_RETURN(*out, BindF32(file, bytes, name));
+  return absl::OkStatus();
+}
+
+absl::Status BindOptionalMatrix(const ManifestFile& file, const uint8_t* bytes, const std::string& name,
+                                WeightMatrix* out) {
+  if (FindTensor(file, name) == nullptr) return absl::OkStatus();
+  OCTO_ASSIGN_OR_RETURN(*out, BindMatrix(file, bytes, name));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+WeightMatrix ExpertSlice(const WeightMatrix& stacked, int n_experts, int expert) {
+  WeightMatrix m = stacked;
+  m.rows = stacked.rows / n_experts;
+  const uint64_t expert_bytes = static_cast<uint64_t>(stacked.rows / n_experts) *
+                                static_cast<uint64_t>(RowBytes(stacked.type, stacked.cols));
+  m.data = static_cast<const uint8_t*>(stacked.data) + expert * expert_bytes;
+  return m;
+}
+
+absl::StatusOr<WeightMatrix> BindMatrix(const ManifestFile& file, const uint8_t* bytes,
+                                        absl::string_view name) {
+  const ManifestTensor* t = FindTensor(file, name);
+  if (t == nullptr) return absl::InvalidArgumentError(absl::StrCat(file.name, ": missing tensor ", name));
+  if (t->shape.empty() || t->shape.size() > 3) {
+    return absl::InvalidArgumentError(absl::StrCat(file.name, ": tensor ", name, " has ",
+                                                   t->shape.size(), " dimensions"));
+  }
+  WeightMatrix m;
+  m.type = t->type.type;
+  m.data = bytes + t->offset;
+  m.cols = static_cast<int64_t>(t->shape[0]);
+  m.rows = 1;
+  for (size_t i = 1; i < t->shape.size(); ++i) m.rows *= static_cast<int64_t>(t->shape[i]);
+  return m;
+}
+
+absl::StatusOr<const float*> BindF32(const ManifestFile& file, const uint8_t* bytes,
+                                     absl::string_view name) {
+  OCTO_ASSIGN_OR_RETURN(WeightMatrix m, BindMatrix(file, bytes, name));
+  if (m.type != GgmlType::kF32) {
+    return absl::InvalidArgumentError(absl::StrCat(file.name, ": tensor ", name, " is ",
+                                                   GgmlTypeName(m.type), "; Octo needs F32 here"));
+  }
+  return static_cast<const float*>(m.data);
+}
+
+absl::StatusOr<LayerWeights> BindLayerWeights(const ModelConfig& config, const ManifestFile& file,
+                                              const uint8_t* bytes) {
+  const std::string b = absl::StrCat("blk.", file.layer, ".");
+  LayerWeights w;
+  OCTO_ASSIGN_OR_RETURN(w.attn_norm, BindF32(file, bytes, b + "attn_norm.weight"));
+  OCTO_ASSIGN_OR_RETURN(w.wq, BindMatrix(file, bytes, b + "attn_q.weight"));
+  OCTO_ASSIGN_OR_RETURN(w.wk, BindMatrix(file, bytes, b + "attn_k.weight"));
+  OCTO_ASSIGN_OR_RETURN(w.wv, BindMatrix(file, bytes, b + "attn_v.weight"));
+  OCTO_ASSIGN_OR_RETURN(w.wo, BindMatrix(file, bytes, b + "attn_output.weight"));
+  OCTO_RETURN_IF_ERROR(BindOptionalF32(file, bytes, b + "attn_q.bias", &w.bq));
+  OCTO_RETURN_IF_ERROR(BindOptionalF32(file, bytes, b + "attn_k.bias", &w.bk));
+  OCTO_RETURN_IF_ERROR(BindOptionalF32(file, bytes, b + "attn_v.bias", &w.bv));
+  OCTO_RETURN_IF_ERROR(BindOptionalF32(file, bytes, b + "attn_q_norm.weight", &w.q_norm));
+  OCTO_RETURN_IF_ERROR(BindOptionalF32(file, bytes, b + "attn_k_norm.weight", &w.k_norm));
+  OCTO_ASSIGN_OR_RETURN(w.ffn_norm, BindF32(file, bytes, b + "ffn_norm.weight"));
+  if (config.n_experts == 0) {
+    OCTO_ASSIGN_OR_RETURN(w.w_gate, BindMatrix(file, bytes, b + "ffn_gate.weight"));
+    OCTO_ASSIGN_OR_RETURN(w.w_up, BindMatrix(file, bytes, b + "ffn_up.weight"));
+    OCTO_ASSIGN_OR_RETURN(w.w_down, BindMatrix(file, bytes, b + "ffn_down.weight"));
+    return w;
+  }
+  OCTO_ASSIGN_OR_RETURN(w.router, BindMatrix(file, bytes, b + "ffn_gate_inp.weight"));
+  OCTO_ASSIGN_OR_RETURN(w.gate_exps, BindMatrix(file, bytes, b + "ffn_gate_exps.weight"));
+  OCTO_ASSIGN_OR_RETURN(w.up_exps, BindMatrix(file, bytes, b + "ffn_up_exps.weight"));
+  OCTO_ASSIGN_OR_RETURN(w.down_exps, BindMatrix(file, bytes, b + "ffn_down_exps.weight"));
+  OCTO_RETURN_IF_ERROR(BindOptionalMatrix(file, bytes, b + "ffn_gate_inp_shexp.weight", &w.shexp_gate_inp));
+  OCTO_RETURN_IF_ERROR(BindOptionalMatrix(file, bytes, b + "ffn_gate_shexp.weight", &w.shexp_gate));
+  OCTO_RETURN_IF_ERROR(BindOptionalMatrix(file, bytes, b + "ffn_up_shexp.weight", &w.shexp_up));
+  OCTO_RETURN_IF_ERROR(BindOptionalMatrix(file, bytes, b + "ffn_down_shexp.weight", &w.shexp_down));
+  const bool any_shexp = w.shexp_gate.data || w.shexp_up.data || w.shexp_down.data;
+  const bool all_shexp = w.shexp_gate.data && w.shexp_up.data && w.shexp_down.data;
+  if (any_shexp && !all_shexp) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(file.name, ": the shared expert needs ffn_gate/up/down_shexp together"));
+  }
+  if (all_shexp && (w.shexp_gate.cols != config.dim || w.shexp_up.rows != w.shexp_gate.rows ||
+                    w.shexp_down.cols != w.shexp_gate.rows || w.shexp_down.rows != config.dim ||
+                    (w.shexp_gate_inp.data && (w.shexp_gate_inp.rows != 1 ||
+                                               w.shexp_gate_inp.cols != config.dim)))) {
+    return absl::InvalidArgumentError(absl::StrCat(file.name, ": shared-expert tensors have inconsistent shapes"));
+  }
+  return w;
+}
+
+}  // namespace octo

@@ -1,0 +1,76 @@
+// The weights of a model as the forward pass sees them: views into the bytes
+// of the layer-directory files, in their GGUF block encoding. Nothing here
+// owns memory; a view is valid while the buffer holding its file is (see
+// weight_store.h for who holds which buffer and for how long).
+//
+// Shapes are written (rows, cols) as the math uses them: a WeightMatrix of
+// (n_out, n_in) maps an n_in vector to an n_out one (ggml's shape [n_in, n_out]).
+#pragma once
+
+#include <cstdint>
+
+#include "absl/status/statusor.h"
+#include "kernels/ops.h"
+#include "storage/manifest.h"
+#include "storage/model_config.h"
+
+namespace octo {
+
+struct LayerWeights {
+  const float* attn_norm = nullptr;  // (dim)
+  WeightMatrix wq;                   // (n_heads * head_dim, dim)
+  WeightMatrix wk;                   // (n_kv_heads * head_dim, dim)
+  WeightMatrix wv;                   // (n_kv_heads * head_dim, dim)
+  WeightMatrix wo;                   // (dim, n_heads * head_dim)
+  const float* bq = nullptr;         // (n_heads * head_dim)     qwen2 biases, else null
+  const float* bk = nullptr;         // (n_kv_heads * head_dim)
+  const float* bv = nullptr;         // (n_kv_heads * head_dim)
+  const float* q_norm = nullptr;     // (head_dim)  qwen3 per-head RMSNorm, else null
+  const float* k_norm = nullptr;     // (head_dim)
+  const float* ffn_norm = nullptr;   // (dim)
+
+  // Dense FFN (n_experts == 0).
+  WeightMatrix w_gate;  // (hidden_dim, dim)
+  WeightMatrix w_up;    // (hidden_dim, dim)
+  WeightMatrix w_down;  // (dim, hidden_dim)
+
+  // Mixture of experts (n_experts > 0). The expert tensors stack the experts:
+  // ExpertSlice(gate_exps, e) is expert e's (expert_hidden_dim, dim) matrix.
+  WeightMatrix router;     // (n_experts, dim)
+  WeightMatrix gate_exps;  // (n_experts * expert_hidden_dim, dim)
+  WeightMatrix up_exps;    // (n_experts * expert_hidden_dim, dim)
+  WeightMatrix down_exps;  // (n_experts * dim, expert_hidden_dim)
+
+  // qwen2moe's shared expert, run for every token beside the routed ones and
+  // scaled by sigmoid(shexp_gate_inp · x). data == nullptr when absent.
+  WeightMatrix shexp_gate_inp;  // (1, dim)
+  WeightMatrix shexp_gate;      // (shexp_hidden_dim, dim)
+  WeightMatrix shexp_up;        // (shexp_hidden_dim, dim)
+  WeightMatrix shexp_down;      // (dim, shexp_hidden_dim)
+};
+
+// Whole-model tensors: always resident.
+struct GlobalWeights {
+  WeightMatrix token_embd;           // (vocab_size, dim)
+  WeightMatrix lm_head;              // (vocab_size, dim); token_embd when tied
+  const float* final_norm = nullptr; // (dim)
+  const float* rope_freqs = nullptr; // (rope_dim / 2) llama-3.1 frequency factors, or null
+};
+
+// Expert e's rows of a stacked expert matrix of `n_experts` experts.
+WeightMatrix ExpertSlice(const WeightMatrix& stacked, int n_experts, int expert);
+
+// Binds the views of layer `file` (its manifest entry) over `bytes`, the
+// whole file as read from disk (header page included). Checks every tensor
+// the config needs is there with a usable type: norms and biases must be F32.
+// INVALID_ARGUMENT naming the tensor otherwise.
+absl::StatusOr<LayerWeights> BindLayerWeights(const ModelConfig& config, const ManifestFile& file,
+                                              const uint8_t* bytes);
+
+// A view of one tensor of a file: the matrix view (any type), or an F32 vector.
+absl::StatusOr<WeightMatrix> BindMatrix(const ManifestFile& file, const uint8_t* bytes,
+                                        absl::string_view name);
+absl::StatusOr<const float*> BindF32(const ManifestFile& file, const uint8_t* bytes,
+                                     absl::string_view name);
+
+}  // namespace octo
