@@ -1,0 +1,117 @@
+// Text <-> token ids for a GGUF model, from its tokenizer.* metadata, with
+// llama.cpp's semantics (the ids must match what llama.cpp feeds the model).
+//
+//  - "llama" (SentencePiece): spaces become U+2581 "▁", a "▁" is put in front
+//    of the text (add_space_prefix, default true), characters are merged by
+//    the best-scoring pair, and a character with no token falls back to its
+//    <0xXX> byte tokens, or to the unknown token.
+//  - "gpt2" (byte-level BPE): the text is cut into words by the pre-tokenizer
+//    that tokenizer.ggml.pre names (pretokenizer.h), each word's bytes are
+//    mapped to GPT-2's printable characters, and pairs are merged in the
+//    rank order of tokenizer.ggml.merges.
+//
+// Keys read (all "tokenizer.ggml.*"): model, pre, tokens, scores, token_type,
+// merges, bos/eos/eot/eom/unknown/seperator/padding/mask _token_id,
+// add_bos_token, add_eos_token, add_space_prefix. tokenizer.chat_template is
+// not read here.
+//
+// A Tokenizer is immutable once built: every method is const and safe to call
+// from any number of threads. Copies are cheap and share the vocabulary.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "storage/manifest.h"
+
+namespace octo {
+
+namespace tokenizer {
+struct Vocab;
+}  // namespace tokenizer
+
+enum class TokenizerKind {
+  kSentencePiece,  // tokenizer.ggml.model "llama"
+  kByteLevelBpe,   // tokenizer.ggml.model "gpt2"
+};
+
+// llama.cpp's token types (tokenizer.ggml.token_type values).
+enum class TokenType : uint8_t {
+  kUndefined = 0,
+  kNormal = 1,
+  kUnknown = 2,
+  kControl = 3,      // <s>, </s>, <|im_start|>, ...: rendered only on request
+  kUserDefined = 4,  // added tokens: always matched in the input, rendered as written
+  kUnused = 5,
+  kByte = 6,  // SentencePiece byte fallback, text "<0xXX>"
+};
+
+// An id that names no token (a special token the model does not have).
+inline constexpr int32_t kNoToken = -1;
+
+class Tokenizer {
+ public:
+  // Builds the tokenizer from a model's metadata (a GgufFile's metadata() or
+  // a Manifest's `tokenizer` list; other keys are ignored). INVALID_ARGUMENT
+  // naming the key on: a missing or mistyped tokens/model key, an unknown
+  // tokenizer model or pre-tokenizer, scores or token_type not one per token,
+  // a NaN score, an unknown token type, a duplicate token, a missing or
+  // unparsable merge (a BPE merge is "left right"), a special token id out of
+  // range (-1 as i32 or u32 means "none"), or add_bos_token/add_eos_token set
+  // without the token to add.
+  static absl::StatusOr<Tokenizer> FromMetadata(const MetadataList& kv);
+
+  // Token ids for `text` (any bytes; ill-formed UTF-8 is tokenized as llama.cpp
+  // does, see unicode.h).
+  //  add_special: put BOS in front / EOS at the end when add_bos_token /
+  //    add_eos_token say so (SentencePiece defaults: BOS yes, EOS no).
+  //  parse_special: text spelling a control token ("<|im_start|>", "<s>")
+  //    becomes that token; otherwise it is tokenized as plain text.
+  //    User-defined tokens are always matched, as in llama.cpp.
+  std::vector<int32_t> Encode(absl::string_view text, bool add_special, bool parse_special) const;
+
+  // The bytes token `id` stands for: SentencePiece "▁" becomes " " and a byte
+  // token its byte; BPE pieces map back through GPT-2's byte table. Control
+  // and unknown tokens are empty unless `render_special`; unused and undefined
+  // ones are always empty, and so is an id outside [0, vocab_size()). A piece
+  // may be part of a UTF-8 character (byte tokens); see StreamingDetokenizer.
+  std::string Piece(int32_t id, bool render_special) const;
+
+  // The pieces of `ids`, concatenated (bytes, possibly not valid UTF-8).
+  std::string Decode(std::span<const int32_t> ids, bool render_special) const;
+
+  // The id whose token text is exactly `text` (raw, e.g. "▁the", "Ġthe",
+  // "<|im_end|>"), or kNoToken.
+  int32_t Find(absl::string_view text) const;
+
+  // The raw token text and type; empty / kUndefined outside the vocabulary.
+  absl::string_view TokenText(int32_t id) const;
+  TokenType Type(int32_t id) const;
+
+  TokenizerKind kind() const;
+  int32_t vocab_size() const;
+  int32_t bos() const;  // kNoToken when the model has none
+  int32_t eos() const;
+  int32_t eot() const;  // end of turn (e.g. <|eot_id|>, <|im_end|>)
+  int32_t unk() const;
+  bool add_bos() const;
+  bool add_eos() const;
+
+  // True for the tokens that end a generation: eos, eot, eom, and tokens
+  // llama.cpp recognizes by name (<|eot_id|>, <|im_end|>, <|endoftext|>,
+  // <end_of_turn>, <|end|>, <|eom_id|>, ...).
+  bool IsEndOfGeneration(int32_t id) const;
+
+ private:
+  explicit Tokenizer(std::shared_ptr<const tokenizer::Vocab> vocab) : vocab_(std::move(vocab)) {}
+
+  std::shared_ptr<const tokenizer::Vocab> vocab_;  // never null
+};
+
+}  // namespace octo

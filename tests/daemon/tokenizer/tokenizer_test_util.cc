@@ -1,0 +1,88 @@
+#include "tests/daemon/tokenizer/tokenizer_test_util.h"
+
+#include <map>
+#include <memory>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_format.h"
+#include "daemon/tokenizer/bpe.h"
+#include "gtest/gtest.h"
+#include "tests/shared_data.h"
+
+namespace octo::testing {
+
+MetadataList SpmMetadata(const SpmVocabSpec& spec) {
+  std::vector<std::string> tokens = {"<unk>", "<s>", "</s>"};
+  std::vector<float> scores = {0, 0, 0};
+  std::vector<int32_t> types = {2, 3, 3};
+  if (spec.byte_tokens) {
+    for (int byte = 0; byte < 256; ++byte) {
+      tokens.push_back(absl::StrFormat("<0x%02X>", byte));
+      scores.push_back(0);
+      types.push_back(6);
+    }
+  }
+  for (size_t i = 0; i < spec.pieces.size(); ++i) {
+    tokens.push_back(spec.pieces[i]);
+    scores.push_back(-static_cast<float>(i + 1));
+    types.push_back(1);
+  }
+  for (const auto& [text, type] : spec.extra) {
+    tokens.push_back(text);
+    scores.push_back(0);
+    types.push_back(type);
+  }
+  MetadataList kv;
+  kv.emplace_back("tokenizer.ggml.model", GgufValue::String("llama"));
+  kv.emplace_back("tokenizer.ggml.tokens", StringArray(tokens));
+  kv.emplace_back("tokenizer.ggml.scores", F32Array(scores));
+  kv.emplace_back("tokenizer.ggml.token_type", I32Array(types));
+  kv.emplace_back("tokenizer.ggml.bos_token_id", U32(1));
+  kv.emplace_back("tokenizer.ggml.eos_token_id", U32(2));
+  kv.emplace_back("tokenizer.ggml.unknown_token_id", U32(0));
+  return kv;
+}
+
+MetadataList BpeMetadata(const BpeVocabSpec& spec) {
+  std::vector<std::string> tokens(tokenizer::ByteToUnicode().begin(), tokenizer::ByteToUnicode().end());
+  std::vector<int32_t> types(tokens.size(), 1);
+  for (const std::string& merge : spec.merges) {
+    const size_t space = merge.find(' ', 1);
+    tokens.push_back(merge.substr(0, space) + merge.substr(space + 1));
+    types.push_back(1);
+  }
+  for (const auto& [text, type] : spec.extra) {
+    tokens.push_back(text);
+    types.push_back(type);
+  }
+  MetadataList kv;
+  kv.emplace_back("tokenizer.ggml.model", GgufValue::String("gpt2"));
+  kv.emplace_back("tokenizer.ggml.pre", GgufValue::String(spec.pre));
+  kv.emplace_back("tokenizer.ggml.tokens", StringArray(tokens));
+  kv.emplace_back("tokenizer.ggml.token_type", I32Array(types));
+  kv.emplace_back("tokenizer.ggml.merges", StringArray(spec.merges));
+  return kv;
+}
+
+MetadataList SharedModelMetadata(const std::string& relative_path) {
+  auto file = GgufFile::Open(SharedPath("models/" + relative_path));
+  EXPECT_TRUE(file.ok()) << file.status();
+  if (!file.ok()) return {};
+  return file->metadata();
+}
+
+const Tokenizer& SharedTokenizer(const std::string& relative_path) {
+  static auto* cache = new std::map<std::string, std::unique_ptr<Tokenizer>>();
+  auto& slot = (*cache)[relative_path];
+  if (slot == nullptr) {
+    auto tokenizer = Tokenizer::FromMetadata(SharedModelMetadata(relative_path));
+    EXPECT_TRUE(tokenizer.ok()) << relative_path << ": " << tokenizer.status();
+    if (!tokenizer.ok()) tokenizer = Tokenizer::FromMetadata(SpmMetadata({}));  // keeps the test running
+    slot = std::make_unique<Tokenizer>(*std::move(tokenizer));
+  }
+  return *slot;
+}
+
+std::string Escaped(const std::string& text) { return absl::CHexEscape(text); }
+
+}  // namespace octo::testing
