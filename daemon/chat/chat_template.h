@@ -1,0 +1,71 @@
+// Chat templates: a conversation (role, content messages) -> prompt text.
+//
+// A GGUF carries its chat format as a Jinja template in
+// `tokenizer.chat_template`. We do not run Jinja. Detect() recognises the
+// family from marker text in the template, as llama.cpp's built-in templates
+// do, and the family's table row (chat_families.cc) renders the prompt.
+// When the template is missing or not recognised, the user names a family
+// (FromName; the names are KnownChatTemplateNames()).
+//
+// BOS: Apply's output includes the BOS token's text wherever the real
+// template renders it (e.g. Llama 3's "<|begin_of_text|>", Llama 2's "<s>"
+// before every user turn, Gemma's "<bos>"). renders_bos() says so; the
+// caller then tokenizes the prompt with special tokens recognised and
+// without adding BOS itself (add_special = false), or the model would see
+// two. When renders_bos() is false, tokenize as for plain text (the
+// tokenizer adds BOS if the model asks for it).
+//
+// ChatTemplate is a small value (a pointer into the static family table):
+// copy it freely and use it from any thread.
+#pragma once
+
+#include <span>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace octo {
+
+struct ChatFamily;
+
+struct ChatMessage {
+  std::string role;  // "system", "user" or "assistant"
+  std::string content;
+};
+
+class ChatTemplate {
+ public:
+  // The family of `jinja_template` (a GGUF's tokenizer.chat_template).
+  // NOT_FOUND when it is empty (the model has no template) or when no family
+  // matches; the message shows how the template starts and lists the names
+  // FromName accepts.
+  static absl::StatusOr<ChatTemplate> Detect(absl::string_view jinja_template);
+
+  // The family called `name` (or an alias such as "mistral").
+  // INVALID_ARGUMENT listing the known names when there is none.
+  static absl::StatusOr<ChatTemplate> FromName(absl::string_view name);
+
+  // The prompt for `messages`, ending with the opening of the assistant's
+  // turn when `add_generation_prompt` (formats whose user turn already opens
+  // it add nothing). INVALID_ARGUMENT naming the message for a role other
+  // than system/user/assistant, and for conversations the family's template
+  // refuses (see TurnStyle: e.g. Gemma needs user/assistant to alternate).
+  // Families without a system role fold a leading system message into a
+  // user message, as their templates or llama.cpp do.
+  absl::StatusOr<std::string> Apply(std::span<const ChatMessage> messages, bool add_generation_prompt) const;
+
+  absl::string_view name() const;
+  // True when Apply's output contains the BOS token text (see above).
+  bool renders_bos() const;
+
+ private:
+  explicit ChatTemplate(const ChatFamily* family) : family_(family) {}
+  const ChatFamily* family_;  // into the static table; never null
+};
+
+// Every name FromName accepts: the families in detection order, then aliases.
+std::vector<std::string> KnownChatTemplateNames();
+
+}  // namespace octo
