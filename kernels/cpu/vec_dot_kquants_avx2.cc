@@ -1,0 +1,273 @@
+// AVX2 dot products of the 256-wide types with Q8_K activations.
+//
+// The integer work per super-block is exact and lands in 8 int32 lanes:
+// maddubs multiplies unsigned weight quants by the signed activation quants
+// into int16 pairs (no saturation: at most 2 * 63 * 127), madd multiplies
+// those by the sub-block scales into int32. The float work is as ggml's AVX2
+// kernels: acc += (d_x * d_w) * lanes (FMA), the mins' term in its own
+// accumulator, lanes summed at the end.
+#if defined(__x86_64__)
+
+#include <immintrin.h>
+
+#include <cstring>
+
+#include "kernels/cpu/quant_blocks.h"
+#include "kernels/cpu/type_kernels.h"
+#include "kernels/half.h"
+
+namespace octo::cpu {
+namespace {
+
+inline __m256i Load256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+inline __m128i Load128(const void* p) { return _mm_loadu_si128(static_cast<const __m128i*>(p)); }
+
+inline float HorizontalSum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+inline float HorizontalSum(__m128 v) {
+  v = _mm_add_ps(v, _mm_movehl_ps(v, v));
+  v = _mm_add_ss(v, _mm_movehdup_ps(v));
+  return _mm_cvtss_f32(v);
+}
+
+// scales16 holds 8 int16 values, the same in both 128-bit lanes. Returns a
+// vector whose low lane is value a everywhere and high lane value b.
+inline __m256i PickScales(__m256i scales16, int a, int b) {
+  const __m256i control = _mm256_set_m128i(_mm_set1_epi16(static_cast<int16_t>(0x0100 + 0x0202 * b)),
+                                           _mm_set1_epi16(static_cast<int16_t>(0x0100 + 0x0202 * a)));
+  return _mm256_shuffle_epi8(scales16, control);
+}
+
+inline __m256i BothLanes(__m128i v) { return _mm256_set_m128i(v, v); }
+
+// 16 sub-block scales, 16 values each, as int16 pairs per 32 quants: the
+// low 128-bit lane of a 32-quant vector is one sub-block, the high lane the
+// next. Returns sum over the 4 vectors of madd(scale pair, p16[k]).
+inline __m256i ScaleQuarter(__m256i scales16, int first_sub, const __m256i p16[4]) {
+  __m256i sum = _mm256_setzero_si256();
+  for (int k = 0; k < 4; ++k) {
+    const int a = first_sub + 2 * k;
+    sum = _mm256_add_epi32(sum, _mm256_madd_epi16(PickScales(scales16, a, a + 1), p16[k]));
+  }
+  return sum;
+}
+
+// Q4_K/Q5_K: the 8 six-bit scales (bytes 0..7) and mins (bytes 8..15) of a
+// packed 12-byte field (the layout UnpackQ4KScaleMin reads, a word at a time).
+inline __m128i UnpackQ4KScalesMins(const uint8_t* packed) {
+  uint32_t w[3];
+  std::memcpy(w, packed, sizeof(w));
+  const uint32_t sc_lo = w[0] & 0x3f3f3f3fu;
+  const uint32_t sc_hi = (w[2] & 0x0f0f0f0fu) | (((w[0] >> 6) & 0x03030303u) << 4);
+  const uint32_t m_lo = w[1] & 0x3f3f3f3fu;
+  const uint32_t m_hi = ((w[2] >> 4) & 0x0f0f0f0fu) | (((w[1] >> 6) & 0x03030303u) << 4);
+  return _mm_set_epi32(static_cast<int>(m_hi), static_cast<int>(m_lo), static_cast<int>(sc_hi),
+                       static_cast<int>(sc_lo));
+}
+
+// Sum of mins[j] * (bsums[2j] + bsums[2j + 1]) in 4 int32 lanes.
+inline __m128i Q4KMinsTimesSums(__m256i scales_mins16, const int16_t* bsums) {
+  const __m256i sums = Load256(bsums);
+  const __m128i pair_sums = _mm_hadd_epi16(_mm256_castsi256_si128(sums), _mm256_extracti128_si256(sums, 1));
+  return _mm_madd_epi16(_mm256_extracti128_si256(scales_mins16, 1), pair_sums);
+}
+
+}  // namespace
+
+float VecDotQ2_KAvx2(const void* w, const void* x, int64_t cols) {
+  const auto* wb = static_cast<const BlockQ2_K*>(w);
+  const auto* xb = static_cast<const BlockQ8_K*>(x);
+  const __m256i m3 = _mm256_set1_epi8(3);
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t b = 0; b < cols / kQKK; ++b) {
+    const BlockQ2_K& blk = wb[b];
+    const float d = xb[b].d * Fp16ToFp32(blk.d);
+    const float neg_dmin = -xb[b].d * Fp16ToFp32(blk.dmin);
+
+    const __m128i packed = Load128(blk.scales);
+    const __m128i scales8 = _mm_and_si128(packed, _mm_set1_epi8(0xF));
+    const __m128i mins8 = _mm_and_si128(_mm_srli_epi16(packed, 4), _mm_set1_epi8(0xF));
+    const __m256i mins_prod = _mm256_madd_epi16(_mm256_cvtepu8_epi16(mins8), Load256(xb[b].bsums));
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(neg_dmin), _mm256_cvtepi32_ps(mins_prod), acc);
+
+    const __m256i scales16 = _mm256_cvtepu8_epi16(scales8);  // sub-blocks 0..7 | 8..15
+    __m256i sumi = _mm256_setzero_si256();
+    for (int half = 0; half < 2; ++half) {
+      const __m256i scales_half = BothLanes(half == 0 ? _mm256_castsi256_si128(scales16)
+                                                      : _mm256_extracti128_si256(scales16, 1));
+      const __m256i bits = Load256(blk.qs + 32 * half);
+      const int8_t* q8 = xb[b].qs + 128 * half;
+      __m256i p16[4];
+      for (int s = 0; s < 4; ++s) {
+        const __m256i q2 = _mm256_and_si256(_mm256_srli_epi16(bits, 2 * s), m3);
+        p16[s] = _mm256_maddubs_epi16(q2, Load256(q8 + 32 * s));
+      }
+      sumi = _mm256_add_epi32(sumi, ScaleQuarter(scales_half, 0, p16));
+    }
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+  }
+  return HorizontalSum(acc);
+}
+
+float VecDotQ3_KAvx2(const void* w, const void* x, int64_t cols) {
+  const auto* wb = static_cast<const BlockQ3_K*>(w);
+  const auto* xb = static_cast<const BlockQ8_K*>(x);
+  const __m256i m3 = _mm256_set1_epi8(3);
+  const __m256i one = _mm256_set1_epi8(1);
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t b = 0; b < cols / kQKK; ++b) {
+    const BlockQ3_K& blk = wb[b];
+    const float d = xb[b].d * Fp16ToFp32(blk.d);
+
+    int8_t scales8[16];
+    for (int j = 0; j < 16; ++j) scales8[j] = static_cast<int8_t>(UnpackQ3KScale(blk.scales, j));
+    const __m256i scales16 = _mm256_cvtepi8_epi16(Load128(scales8));
+
+    // Inverted high bits: hmask bit clear means q - 4.
+    const __m256i not_high = _mm256_xor_si256(Load256(blk.hmask), _mm256_set1_epi8(-1));
+    __m256i sumi = _mm256_setzero_si256();
+    for (int half = 0; half < 2; ++half) {
+      const __m256i scales_half = BothLanes(half == 0 ? _mm256_castsi256_si128(scales16)
+                                                      : _mm256_extracti128_si256(scales16, 1));
+      const __m256i bits = Load256(blk.qs + 32 * half);
+      const int8_t* q8 = xb[b].qs + 128 * half;
+      __m256i p16[4];
+      for (int s = 0; s < 4; ++s) {
+        const int k = 4 * half + s;
+        const __m256i low = _mm256_and_si256(_mm256_srli_epi16(bits, 2 * s), m3);
+        const __m256i minus4 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(not_high, k), one), 2);
+        const __m256i q8v = Load256(q8 + 32 * s);
+        p16[s] = _mm256_sub_epi16(_mm256_maddubs_epi16(low, q8v), _mm256_maddubs_epi16(minus4, q8v));
+      }
+      sumi = _mm256_add_epi32(sumi, ScaleQuarter(scales_half, 0, p16));
+    }
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+  }
+  return HorizontalSum(acc);
+}
+
+namespace {
+
+template <typename Block, bool kFifthBit>
+float DotQ45KAvx2(const void* w, const void* x, int64_t cols) {
+  const auto* wb = static_cast<const Block*>(w);
+  const auto* xb = static_cast<const BlockQ8_K*>(x);
+  const __m256i m4 = _mm256_set1_epi8(0xF);
+  const __m256i one = _mm256_set1_epi8(1);
+  __m256 acc = _mm256_setzero_ps();
+  __m128 acc_mins = _mm_setzero_ps();
+  for (int64_t b = 0; b < cols / kQKK; ++b) {
+    const Block& blk = wb[b];
+    const float d = xb[b].d * Fp16ToFp32(blk.d);
+    const float neg_dmin = -xb[b].d * Fp16ToFp32(blk.dmin);
+
+    const __m256i scales_mins16 = _mm256_cvtepu8_epi16(UnpackQ4KScalesMins(blk.scales));
+    acc_mins = _mm_fmadd_ps(_mm_set1_ps(neg_dmin), _mm_cvtepi32_ps(Q4KMinsTimesSums(scales_mins16, xb[b].bsums)),
+                            acc_mins);
+    const __m256i scales16 = BothLanes(_mm256_castsi256_si128(scales_mins16));
+
+    __m256i high_bits = _mm256_setzero_si256();
+    if constexpr (kFifthBit) high_bits = Load256(blk.qh);
+    const int8_t* q8 = xb[b].qs;
+    __m256i sumi = _mm256_setzero_si256();
+    for (int quarter = 0; quarter < 4; ++quarter) {
+      const __m256i bits = Load256(blk.qs + 32 * quarter);
+      __m256i q_lo = _mm256_and_si256(bits, m4);
+      __m256i q_hi = _mm256_and_si256(_mm256_srli_epi16(bits, 4), m4);
+      if constexpr (kFifthBit) {
+        const int j = 2 * quarter;
+        q_lo = _mm256_or_si256(q_lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(high_bits, j), one), 4));
+        q_hi = _mm256_or_si256(q_hi,
+                               _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(high_bits, j + 1), one), 4));
+      }
+      const __m256i p_lo = _mm256_maddubs_epi16(q_lo, Load256(q8 + 64 * quarter));
+      const __m256i p_hi = _mm256_maddubs_epi16(q_hi, Load256(q8 + 64 * quarter + 32));
+      const int sub = 2 * quarter;
+      sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(PickScales(scales16, sub, sub), p_lo));
+      sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(PickScales(scales16, sub + 1, sub + 1), p_hi));
+    }
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+  }
+  return HorizontalSum(acc) + HorizontalSum(acc_mins);
+}
+
+}  // namespace
+
+float VecDotQ4_KAvx2(const void* w, const void* x, int64_t cols) { return DotQ45KAvx2<BlockQ4_K, false>(w, x, cols); }
+
+float VecDotQ5_KAvx2(const void* w, const void* x, int64_t cols) { return DotQ45KAvx2<BlockQ5_K, true>(w, x, cols); }
+
+float VecDotQ6_KAvx2(const void* w, const void* x, int64_t cols) {
+  const auto* wb = static_cast<const BlockQ6_K*>(w);
+  const auto* xb = static_cast<const BlockQ8_K*>(x);
+  const __m256i m4 = _mm256_set1_epi8(0xF);
+  const __m256i m3 = _mm256_set1_epi8(3);
+  const __m256i m32 = _mm256_set1_epi8(32);
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t b = 0; b < cols / kQKK; ++b) {
+    const BlockQ6_K& blk = wb[b];
+    const float d = xb[b].d * Fp16ToFp32(blk.d);
+    const __m256i scales16 = _mm256_cvtepi8_epi16(Load128(blk.scales));
+    __m256i sumi = _mm256_setzero_si256();
+    for (int half = 0; half < 2; ++half) {
+      const __m256i scales_half = BothLanes(half == 0 ? _mm256_castsi256_si128(scales16)
+                                                      : _mm256_extracti128_si256(scales16, 1));
+      const __m256i ql0 = Load256(blk.ql + 64 * half);
+      const __m256i ql1 = Load256(blk.ql + 64 * half + 32);
+      const __m256i qh = Load256(blk.qh + 32 * half);
+      // Groups of 32 at offsets 0, 32, 64, 96 of the half (quant_blocks.h).
+      const __m256i q6[4] = {
+          _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_slli_epi16(_mm256_and_si256(qh, m3), 4)),
+          _mm256_or_si256(_mm256_and_si256(ql1, m4),
+                          _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), m3), 4)),
+          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4),
+                          _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), m3), 4)),
+          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
+                          _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), m3), 4)),
+      };
+      const int8_t* q8 = xb[b].qs + 128 * half;
+      __m256i p16[4];
+      for (int g = 0; g < 4; ++g) {
+        const __m256i q8v = Load256(q8 + 32 * g);
+        // (q - 32) * q8 as q * q8 - 32 * q8, both within int16.
+        p16[g] = _mm256_sub_epi16(_mm256_maddubs_epi16(q6[g], q8v), _mm256_maddubs_epi16(m32, q8v));
+      }
+      sumi = _mm256_add_epi32(sumi, ScaleQuarter(scales_half, 0, p16));
+    }
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+  }
+  return HorizontalSum(acc);
+}
+
+float VecDotIq4XsAvx2(const void* w, const void* x, int64_t cols) {
+  const auto* wb = static_cast<const BlockIq4Xs*>(w);
+  const auto* xb = static_cast<const BlockQ8_K*>(x);
+  const __m256i table = BothLanes(Load128(kIq4NlValues));
+  const __m256i m4 = _mm256_set1_epi8(0xF);
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t b = 0; b < cols / kQKK; ++b) {
+    const BlockIq4Xs& blk = wb[b];
+    __m256i sumi = _mm256_setzero_si256();
+    for (int j = 0; j < kQKK / 32; ++j) {
+      const __m128i bytes = Load128(blk.qs + 16 * j);
+      const __m256i nibbles = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(bytes, 4), bytes), m4);
+      const __m256i qw = _mm256_shuffle_epi8(table, nibbles);
+      const __m256i q8v = Load256(xb[b].qs + 32 * j);
+      const __m256i p16 = _mm256_maddubs_epi16(_mm256_sign_epi8(qw, qw), _mm256_sign_epi8(q8v, qw));
+      const int16_t ls = static_cast<int16_t>(UnpackIq4XsScale(blk, j) - 32);
+      sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p16, _mm256_set1_epi16(ls)));
+    }
+    const float d = Fp16ToFp32(blk.d) * xb[b].d;
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+  }
+  return HorizontalSum(acc);
+}
+
+}  // namespace octo::cpu
+
+#endif  // defined(__x86_64__)

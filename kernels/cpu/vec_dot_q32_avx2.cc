@@ -1,0 +1,143 @@
+// AVX2 dot products of the 32-wide block types with Q8_0 / Q8_1 activations.
+// One block is one 32-byte vector of weight quants against the 32 activation
+// quants: maddubs + madd give 8 exact int32 partial sums, which are converted
+// to float and accumulated as acc += (d_w * d_x) * partial (FMA), summed
+// across the 8 lanes at the end (as ggml's AVX2 kernels do).
+#if defined(__x86_64__)
+
+#include <immintrin.h>
+
+#include <cstring>
+
+#include "kernels/cpu/quant_blocks.h"
+#include "kernels/cpu/type_kernels.h"
+#include "kernels/half.h"
+
+namespace octo::cpu {
+namespace {
+
+// Bytes 0..15: the low nibbles of qs (elements 0..15); 16..31: the high
+// nibbles (elements 16..31). Each in 0..15.
+inline __m256i UnpackNibbles(const uint8_t* qs) {
+  const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
+  const __m256i both = _mm256_set_m128i(_mm_srli_epi16(bytes, 4), bytes);
+  return _mm256_and_si256(both, _mm256_set1_epi8(0x0F));
+}
+
+// Byte j = 0xFF where bit j of the little-endian 32-bit qh is set, else 0.
+inline __m256i BitsToBytes(const uint8_t* qh) {
+  uint32_t bits;
+  std::memcpy(&bits, qh, sizeof(bits));
+  // Byte j takes byte j / 8 of bits, then tests its bit j % 8.
+  const __m256i spread = _mm256_shuffle_epi8(
+      _mm256_set1_epi32(static_cast<int>(bits)),
+      _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0));
+  const __m256i bit = _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201ull));
+  return _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
+}
+
+// 8 int32 sums of 4 products each of unsigned u (0..255) and signed s bytes,
+// as floats. Exact: |u * s| pairs stay within int16 for the ranges used here
+// (u <= 128 with |s| <= 127).
+inline __m256 MulSumU8I8(__m256i u, __m256i s) {
+  const __m256i pairs = _mm256_maddubs_epi16(u, s);
+  return _mm256_cvtepi32_ps(_mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
+}
+
+// The same for two signed vectors: |a| times b with a's sign moved onto b.
+inline __m256 MulSumI8I8(__m256i a, __m256i b) {
+  return MulSumU8I8(_mm256_sign_epi8(a, a), _mm256_sign_epi8(b, a));
+}
+
+inline float HorizontalSum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+inline __m256 Scale(uint16_t d_w, uint16_t d_x) {
+  return _mm256_set1_ps(Fp16ToFp32(d_w) * Fp16ToFp32(d_x));
+}
+
+inline __m256i LoadQ8(const int8_t* qs) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs)); }
+
+}  // namespace
+
+float VecDotQ4_0Avx2(const void* w, const void* x, int64_t cols) {
+  const auto* wb = static_cast<const BlockQ4_0*>(w);
+  const auto* xb = static_cast<const BlockQ8_0*>(x);
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t b = 0; b < cols / kQK; ++b) {
+    const __m256i qw = _mm256_sub_epi8(UnpackNibbles(wb[b].qs), _mm256_set1_epi8(8));
+    acc = _mm256_fmadd_ps(Scale(wb[b].d, xb[b].d), MulSumI8I8(qw, LoadQ8(xb[b].qs)), acc);
+  }
+  return HorizontalSum(acc);
+}
+
+float VecDotQ4_1Avx2(const void* w, const void* x, int64_t cols) {
+  const auto* wb = static_cast<const BlockQ4_1*>(w);
+  const auto* xb = static_cast<const BlockQ8_1*>(x);
+  __m256 acc = _mm256_setzero_ps();
+  float mins = 0.0f;
+  for (int64_t b = 0; b < cols / kQK; ++b) {
+    mins += Fp16ToFp32(wb[b].m) * Fp16ToFp32(xb[b].s);
+    acc = _mm256_fmadd_ps(Scale(wb[b].d, xb[b].d), MulSumU8I8(UnpackNibbles(wb[b].qs), LoadQ8(xb[b].qs)),
+                          acc);
+  }
+  return HorizontalSum(acc) + mins;
+}
+
+float VecDotQ5_0Avx2(const void* w, const void* x, int64_t cols) {
+  const auto* wb = static_cast<const BlockQ5_0*>(w);
+  const auto* xb = static_cast<const BlockQ8_0*>(x);
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t b = 0; b < cols / kQK; ++b) {
+    // q - 16 as a signed byte: the nibble with 0xF0 set where the 5th bit is
+    // clear (n - 16 == 0xF0 | n in two's complement).
+    const __m256i high = _mm256_andnot_si256(BitsToBytes(wb[b].qh), _mm256_set1_epi8(static_cast<char>(0xF0)));
+    const __m256i qw = _mm256_or_si256(UnpackNibbles(wb[b].qs), high);
+    acc = _mm256_fmadd_ps(Scale(wb[b].d, xb[b].d), MulSumI8I8(qw, LoadQ8(xb[b].qs)), acc);
+  }
+  return HorizontalSum(acc);
+}
+
+float VecDotQ5_1Avx2(const void* w, const void* x, int64_t cols) {
+  const auto* wb = static_cast<const BlockQ5_1*>(w);
+  const auto* xb = static_cast<const BlockQ8_1*>(x);
+  __m256 acc = _mm256_setzero_ps();
+  float mins = 0.0f;
+  for (int64_t b = 0; b < cols / kQK; ++b) {
+    mins += Fp16ToFp32(wb[b].m) * Fp16ToFp32(xb[b].s);
+    const __m256i high = _mm256_and_si256(BitsToBytes(wb[b].qh), _mm256_set1_epi8(0x10));
+    const __m256i qw = _mm256_or_si256(UnpackNibbles(wb[b].qs), high);
+    acc = _mm256_fmadd_ps(Scale(wb[b].d, xb[b].d), MulSumU8I8(qw, LoadQ8(xb[b].qs)), acc);
+  }
+  return HorizontalSum(acc) + mins;
+}
+
+float VecDotQ8_0Avx2(const void* w, const void* x, int64_t cols) {
+  const auto* wb = static_cast<const BlockQ8_0*>(w);
+  const auto* xb = static_cast<const BlockQ8_0*>(x);
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t b = 0; b < cols / kQK; ++b) {
+    acc = _mm256_fmadd_ps(Scale(wb[b].d, xb[b].d), MulSumI8I8(LoadQ8(wb[b].qs), LoadQ8(xb[b].qs)), acc);
+  }
+  return HorizontalSum(acc);
+}
+
+float VecDotIq4NlAvx2(const void* w, const void* x, int64_t cols) {
+  const auto* wb = static_cast<const BlockIq4Nl*>(w);
+  const auto* xb = static_cast<const BlockQ8_0*>(x);
+  const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4NlValues)));
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t b = 0; b < cols / kQK; ++b) {
+    const __m256i qw = _mm256_shuffle_epi8(table, UnpackNibbles(wb[b].qs));
+    acc = _mm256_fmadd_ps(Scale(wb[b].d, xb[b].d), MulSumI8I8(qw, LoadQ8(xb[b].qs)), acc);
+  }
+  return HorizontalSum(acc);
+}
+
+}  // namespace octo::cpu
+
+#endif  // defined(__x86_64__)
