@@ -21,14 +21,23 @@
 namespace octo::cpu {
 namespace {
 
-float PortableDot(const float* q, const uint16_t* k, int n) {
-  float sum = 0.0f;
-  for (int d = 0; d < n; ++d) sum += q[d] * Fp16ToFp32(k[d]);
-  return sum;
+void PortableScores(const float* q, const uint16_t* k, size_t row_stride, int n_ctx,
+                    int head_dim, float scale, float* att) {
+  for (int pos = 0; pos < n_ctx; ++pos) {
+    const uint16_t* k_row = k + pos * row_stride;
+    float dot = 0.0f;
+    for (int d = 0; d < head_dim; ++d) dot += q[d] * Fp16ToFp32(k_row[d]);
+    att[pos] = dot * scale;
+  }
 }
 
-void PortableAccumulate(float a, const uint16_t* v, float* acc, int n) {
-  for (int d = 0; d < n; ++d) acc[d] += a * Fp16ToFp32(v[d]);
+void PortableWeightedSum(const float* att, const uint16_t* v, size_t row_stride, int n_ctx,
+                         int head_dim, float* out) {
+  for (int d = 0; d < head_dim; ++d) out[d] = 0.0f;
+  for (int pos = 0; pos < n_ctx; ++pos) {
+    const uint16_t* v_row = v + pos * row_stride;
+    for (int d = 0; d < head_dim; ++d) out[d] += att[pos] * Fp16ToFp32(v_row[d]);
+  }
 }
 
 AttentionKernels PickKernels(Simd simd) {
@@ -38,40 +47,29 @@ AttentionKernels PickKernels(Simd simd) {
   return PortableAttentionKernels();
 }
 
-// Query t, head h: out_head (head_dim) from q_head (head_dim) and the cache
-// rows 0..n_ctx-1 of kv head kv_h.
+// One query head: out_head (head_dim) from q_head (head_dim) and cache rows
+// 0..n_ctx-1 of kv head kv_h.
 void AttendOneHead(const float* q_head, const uint16_t* k_cache, const uint16_t* v_cache,
                    float* out_head, int kv_h, int n_ctx, const AttentionParams& p,
                    const AttentionKernels& kernels) {
   const int head_dim = p.head_dim;
-  const size_t kv_row_stride = static_cast<size_t>(p.n_kv_heads) * head_dim;
-  const size_t kv_head_offset = static_cast<size_t>(kv_h) * head_dim;
+  const size_t row_stride = static_cast<size_t>(p.n_kv_heads) * head_dim;
+  const size_t kv_offset = static_cast<size_t>(kv_h) * head_dim;
 
-  std::vector<float> scratch(2 * static_cast<size_t>(head_dim) + n_ctx);
-  float* q16 = scratch.data();      // (head_dim) q rounded to fp16, widened back
-  float* acc = q16 + head_dim;      // (head_dim) the weighted sum of values
-  float* att = acc + head_dim;      // (n_ctx) scores, then weights
+  std::vector<float> scratch(static_cast<size_t>(head_dim) + n_ctx);
+  float* q16 = scratch.data();  // (head_dim) q rounded to fp16, widened back
+  float* att = q16 + head_dim;  // (n_ctx) scores, then weights
 
   // q is read in full before out is written: out may be q itself.
   for (int d = 0; d < head_dim; ++d) q16[d] = Fp16ToFp32(Fp32ToFp16(q_head[d]));
-
-  for (int pos = 0; pos < n_ctx; ++pos) {
-    const uint16_t* k = k_cache + pos * kv_row_stride + kv_head_offset;
-    att[pos] = kernels.dot(q16, k, head_dim) * p.scale;
-  }
+  kernels.scores(q16, k_cache + kv_offset, row_stride, n_ctx, head_dim, p.scale, att);
   SoftmaxRow(att, n_ctx);
-
-  for (int d = 0; d < head_dim; ++d) acc[d] = 0.0f;
-  for (int pos = 0; pos < n_ctx; ++pos) {
-    const uint16_t* v = v_cache + pos * kv_row_stride + kv_head_offset;
-    kernels.accumulate(att[pos], v, acc, head_dim);
-  }
-  for (int d = 0; d < head_dim; ++d) out_head[d] = acc[d];
+  kernels.weighted_sum(att, v_cache + kv_offset, row_stride, n_ctx, head_dim, out_head);
 }
 
 }  // namespace
 
-AttentionKernels PortableAttentionKernels() { return {PortableDot, PortableAccumulate}; }
+AttentionKernels PortableAttentionKernels() { return {PortableScores, PortableWeightedSum}; }
 
 absl::Status Attention(const float* q, const uint16_t* k_cache, const uint16_t* v_cache,
                        float* out, const AttentionParams& p, const Exec& exec) {
@@ -82,7 +80,9 @@ absl::Status Attention(const float* q, const uint16_t* k_cache, const uint16_t* 
   const int group = p.n_heads / p.n_kv_heads;  // query heads per kv head
   const size_t q_row_stride = static_cast<size_t>(p.n_heads) * p.head_dim;
   auto task = [&](int64_t i) {
-    const int t = static_cast<int>(i / p.n_heads);
+    // Last token first: in a prefill the later tokens see more rows, and
+    // handing out the long tasks first keeps the threads evenly busy.
+    const int t = p.n_tokens - 1 - static_cast<int>(i / p.n_heads);
     const int h = static_cast<int>(i % p.n_heads);
     const size_t offset = t * q_row_stride + static_cast<size_t>(h) * p.head_dim;
     // Query t sits at position first_pos + t and sees rows 0..first_pos + t.

@@ -1,7 +1,8 @@
-// AVX2 inner loops of cpu::Attention (see attention_kernels.h). This file is
+// AVX2 loops of cpu::Attention (see attention_kernels.h). This file is
 // compiled with -mavx2 -mfma -mf16c; nothing here runs unless the caller
 // asked for Simd::kAvx2.
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 
 #include "kernels/cpu/attention_kernels.h"
@@ -23,9 +24,10 @@ inline float HorizontalSum(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
-// Four independent accumulators over 32-wide steps (to hide the FMA latency),
-// then 8-wide steps, then the scalar tail.
-float DotAvx2(const float* q, const uint16_t* k, int n) {
+// Four accumulators over 32-wide steps (to hide the FMA latency), then 8-wide
+// steps, then the scalar tail. The products are exact, so fusing them changes
+// nothing; the order of the sum is what differs from the portable loop.
+inline float Dot(const float* q, const uint16_t* k, int n) {
   __m256 acc0 = _mm256_setzero_ps();
   __m256 acc1 = _mm256_setzero_ps();
   __m256 acc2 = _mm256_setzero_ps();
@@ -45,18 +47,57 @@ float DotAvx2(const float* q, const uint16_t* k, int n) {
   return sum;
 }
 
-void AccumulateAvx2(float a, const uint16_t* v, float* acc, int n) {
-  const __m256 va = _mm256_set1_ps(a);
+void ScoresAvx2(const float* q, const uint16_t* k, size_t row_stride, int n_ctx, int head_dim,
+                float scale, float* att) {
+  for (int pos = 0; pos < n_ctx; ++pos) att[pos] = Dot(q, k + pos * row_stride, head_dim) * scale;
+}
+
+// Dimension-outer: a slice of 32 output dimensions stays in four registers
+// while the loop runs over every position, so nothing is stored until the
+// end, and each 64-byte piece of a value row is read once. Every element is
+// still summed in position order.
+void WeightedSumAvx2(const float* att, const uint16_t* v, size_t row_stride, int n_ctx,
+                     int head_dim, float* out) {
   int d = 0;
-  for (; d + 8 <= n; d += 8) {
-    _mm256_storeu_ps(acc + d, _mm256_fmadd_ps(va, LoadFp16x8(v + d), _mm256_loadu_ps(acc + d)));
+  for (; d + 32 <= head_dim; d += 32) {
+    __m256 acc0 = _mm256_setzero_ps();
+    __m256 acc1 = _mm256_setzero_ps();
+    __m256 acc2 = _mm256_setzero_ps();
+    __m256 acc3 = _mm256_setzero_ps();
+    const uint16_t* v_d = v + d;
+    for (int pos = 0; pos < n_ctx; ++pos) {
+      const __m256 a = _mm256_broadcast_ss(att + pos);
+      const uint16_t* row = v_d + pos * row_stride;
+      acc0 = _mm256_fmadd_ps(a, LoadFp16x8(row), acc0);
+      acc1 = _mm256_fmadd_ps(a, LoadFp16x8(row + 8), acc1);
+      acc2 = _mm256_fmadd_ps(a, LoadFp16x8(row + 16), acc2);
+      acc3 = _mm256_fmadd_ps(a, LoadFp16x8(row + 24), acc3);
+    }
+    _mm256_storeu_ps(out + d, acc0);
+    _mm256_storeu_ps(out + d + 8, acc1);
+    _mm256_storeu_ps(out + d + 16, acc2);
+    _mm256_storeu_ps(out + d + 24, acc3);
   }
-  for (; d < n; ++d) acc[d] = std::fma(a, _cvtsh_ss(v[d]), acc[d]);
+  for (; d + 8 <= head_dim; d += 8) {
+    __m256 acc = _mm256_setzero_ps();
+    for (int pos = 0; pos < n_ctx; ++pos) {
+      acc = _mm256_fmadd_ps(_mm256_broadcast_ss(att + pos), LoadFp16x8(v + d + pos * row_stride),
+                            acc);
+    }
+    _mm256_storeu_ps(out + d, acc);
+  }
+  for (; d < head_dim; ++d) {
+    float acc = 0.0f;
+    for (int pos = 0; pos < n_ctx; ++pos) {
+      acc = std::fma(att[pos], _cvtsh_ss(v[d + pos * row_stride]), acc);
+    }
+    out[d] = acc;
+  }
 }
 
 }  // namespace
 
-AttentionKernels Avx2AttentionKernels() { return {DotAvx2, AccumulateAvx2}; }
+AttentionKernels Avx2AttentionKernels() { return {ScoresAvx2, WeightedSumAvx2}; }
 
 }  // namespace octo::cpu
 

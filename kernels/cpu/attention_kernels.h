@@ -1,21 +1,28 @@
-// The two inner loops of cpu::Attention, one set per instruction set. Internal
-// to kernels/cpu: attention.cc picks a set from exec.simd.
+// The two loops of one (token, head) of cpu::Attention, one pair per
+// instruction set. Internal to kernels/cpu: attention.cc picks a pair from
+// exec.simd.
 //
-// Both sets sum in float. They differ only in summation order (the dot) and
-// in fusing the multiply-add (the accumulation), so their results agree to the
-// last bits; attention_test.cc checks how closely.
+// Both pairs compute every score and every output element in float, in the
+// same order of positions; they differ only in the summation order of the
+// q·k dot and in fusing the multiply-adds of the value sum, so they agree to
+// the last bits (attention_test.cc checks how closely).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 namespace octo::cpu {
 
 struct AttentionKernels {
-  // sum_d q[d] * fp16(k[d]) over d < n. q holds fp16 values widened to
-  // float, so every product is exact in float; only the sum rounds.
-  float (*dot)(const float* q, const uint16_t* k, int n);
-  // acc[d] += a * fp16(v[d]) for d < n.
-  void (*accumulate)(float a, const uint16_t* v, float* acc, int n);
+  // att[pos] = scale * sum_d q[d] * fp16(k[pos * row_stride + d]), for
+  // pos < n_ctx, d < head_dim. q holds fp16 values widened to float, so each
+  // product is exact in float; only the sum rounds.
+  void (*scores)(const float* q, const uint16_t* k, size_t row_stride, int n_ctx, int head_dim,
+                 float scale, float* att);
+  // out[d] = sum_pos att[pos] * fp16(v[pos * row_stride + d]), summed in
+  // float in position order, for d < head_dim.
+  void (*weighted_sum)(const float* att, const uint16_t* v, size_t row_stride, int n_ctx,
+                       int head_dim, float* out);
 };
 
 // Index order, one float accumulator. Baseline x86-64.

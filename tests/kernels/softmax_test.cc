@@ -52,7 +52,8 @@ TEST(SoftmaxCpuTest, MatchesDoublePrecisionReference) {
     int n_rows, n;
   };
   // n: 1, odd, expert counts (8, 60, 128), a context length, a vocabulary.
-  const Shape shapes[] = {{1, 1}, {3, 7}, {5, 8}, {2, 33}, {4, 60}, {3, 128}, {2, 4097}, {1, 32000}};
+  const Shape shapes[] = {{1, 1},  {3, 7},   {5, 8},    {2, 33},
+                          {4, 60}, {3, 128}, {2, 4097}, {1, 32000}};
   uint32_t seed = 1;
   for (const Shape& s : shapes) {
     std::vector<float> x = RandomVector(static_cast<size_t>(s.n_rows) * s.n, -8, 8, seed++);

@@ -1,0 +1,351 @@
+// Attention: the CPU version against a double-precision reference, and the
+// properties the engine relies on: GQA head mapping, causality, decode after
+// prefill equal to one prefill, independence from the pool size, AVX2 close to
+// portable.
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_format.h"
+#include "kernels/cpu/simd.h"
+#include "kernels/cpu/thread_pool.h"
+#include "kernels/half.h"
+#include "kernels/ops.h"
+
+namespace octo {
+namespace {
+
+// Against the double reference, per element, absolute (values lie in
+// [-1, 1], so outputs do too): 1e-5. The op's float steps are the q·k sum of
+// head_dim exact products, the score's scale, the softmax (7e-7 relative, see
+// softmax_test.cc) and the value sum over up to 4096 positions; float sums of
+// n terms with independent roundings err by about sqrt(n) * 2^-24 of their
+// magnitude. Measured over these shapes (29 seeds): 5.9e-7 portable, 1.9e-7
+// AVX2. 1e-5 leaves room and still catches a q not rounded to fp16 (3.8e-4),
+// a missing or extra cache row, or a wrong kv head.
+constexpr double kRefTol = 1e-5;
+// AVX2 vs portable: only the dot's summation order and fused multiply-adds
+// differ. Measured 6.3e-7 at worst; 4e-6 leaves room.
+constexpr double kSimdTol = 4e-6;
+
+constexpr uint16_t kFp16NaN = 0x7e00;
+
+struct Shape {
+  int n_tokens;
+  int first_pos;
+  int n_heads;
+  int n_kv_heads;
+  int head_dim;
+};
+
+std::string Describe(const Shape& s) {
+  return absl::StrFormat("n_tokens=%d first_pos=%d n_heads=%d n_kv_heads=%d head_dim=%d",
+                         s.n_tokens, s.first_pos, s.n_heads, s.n_kv_heads, s.head_dim);
+}
+
+AttentionParams ParamsFor(const Shape& s) {
+  AttentionParams p;
+  p.n_tokens = s.n_tokens;
+  p.first_pos = s.first_pos;
+  p.n_heads = s.n_heads;
+  p.n_kv_heads = s.n_kv_heads;
+  p.head_dim = s.head_dim;
+  p.scale = 1.0f / std::sqrt(static_cast<float>(s.head_dim));
+  return p;
+}
+
+// q (n_tokens, n_heads * head_dim) in [-3, 3], so the scores spread over a
+// few units and the softmax is not flat; k and v caches (first_pos +
+// n_tokens, n_kv_heads * head_dim) in [-1, 1], as fp16.
+struct Inputs {
+  std::vector<float> q;
+  std::vector<uint16_t> k;
+  std::vector<uint16_t> v;
+};
+
+Inputs RandomInputs(const Shape& s, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> q_dist(-3.0f, 3.0f);
+  std::uniform_real_distribution<float> kv_dist(-1.0f, 1.0f);
+  Inputs in;
+  in.q.resize(static_cast<size_t>(s.n_tokens) * s.n_heads * s.head_dim);
+  for (float& f : in.q) f = q_dist(rng);
+  const size_t cache_size =
+      static_cast<size_t>(s.first_pos + s.n_tokens) * s.n_kv_heads * s.head_dim;
+  in.k.resize(cache_size);
+  in.v.resize(cache_size);
+  for (uint16_t& h : in.k) h = Fp32ToFp16(kv_dist(rng));
+  for (uint16_t& h : in.v) h = Fp32ToFp16(kv_dist(rng));
+  return in;
+}
+
+std::vector<float> RunAttention(const Inputs& in, const Shape& s, const cpu::Exec& exec) {
+  std::vector<float> out(in.q.size(), -7.0f);
+  const absl::Status status =
+      cpu::Attention(in.q.data(), in.k.data(), in.v.data(), out.data(), ParamsFor(s), exec);
+  EXPECT_TRUE(status.ok()) << status;
+  return out;
+}
+
+// The contract of ops.h in double: q rounded to fp16 (part of the contract),
+// everything after that exact up to double rounding.
+std::vector<double> Reference(const Inputs& in, const Shape& s) {
+  const AttentionParams p = ParamsFor(s);
+  const int group = s.n_heads / s.n_kv_heads;
+  std::vector<double> out(in.q.size());
+  for (int t = 0; t < s.n_tokens; ++t) {
+    for (int h = 0; h < s.n_heads; ++h) {
+      const size_t q_at = (static_cast<size_t>(t) * s.n_heads + h) * s.head_dim;
+      const int kv_h = h / group;
+      const int n_ctx = s.first_pos + t + 1;
+      auto kv_at = [&](int pos) {
+        return (static_cast<size_t>(pos) * s.n_kv_heads + kv_h) * s.head_dim;
+      };
+      std::vector<double> att(n_ctx);
+      for (int pos = 0; pos < n_ctx; ++pos) {
+        double dot = 0;
+        for (int d = 0; d < s.head_dim; ++d) {
+          dot += static_cast<double>(Fp16ToFp32(Fp32ToFp16(in.q[q_at + d]))) *
+                 Fp16ToFp32(in.k[kv_at(pos) + d]);
+        }
+        att[pos] = dot * p.scale;
+      }
+      const double max = *std::max_element(att.begin(), att.end());
+      double sum = 0;
+      for (double& a : att) sum += a = std::exp(a - max);
+      for (int d = 0; d < s.head_dim; ++d) {
+        double o = 0;
+        for (int pos = 0; pos < n_ctx; ++pos) {
+          o += att[pos] / sum * Fp16ToFp32(in.v[kv_at(pos) + d]);
+        }
+        out[q_at + d] = o;
+      }
+    }
+  }
+  return out;
+}
+
+template <typename Want>
+void ExpectClose(const std::vector<float>& got, const std::vector<Want>& want, double tol,
+                 const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  size_t misses = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double diff = std::abs(got[i] - static_cast<double>(want[i]));
+    if (!(diff <= tol) && misses++ == 0) {
+      ADD_FAILURE() << what << ": element " << i << ": got " << got[i] << ", want " << want[i];
+    }
+  }
+  EXPECT_EQ(misses, 0u) << what;
+}
+
+std::vector<cpu::Simd> SimdModes() {
+  std::vector<cpu::Simd> modes = {cpu::Simd::kPortable};
+  if (cpu::DetectSimd() == cpu::Simd::kAvx2) modes.push_back(cpu::Simd::kAvx2);
+  return modes;
+}
+
+// head_dim 1, odd (33), 64, 80, 128; GQA ratios 1, 2, 3, 8; prefill from 0
+// and after earlier tokens; long decodes.
+constexpr Shape kShapes[] = {{1, 0, 1, 1, 1},     {1, 0, 4, 4, 64},    {3, 5, 8, 4, 128},
+                             {7, 0, 8, 1, 64},    {5, 3, 6, 2, 33},    {17, 0, 4, 2, 80},
+                             {1, 2000, 8, 2, 128}, {1, 4095, 2, 1, 128}, {40, 0, 2, 1, 16}};
+
+TEST(AttentionCpuTest, MatchesDoublePrecisionReference) {
+  cpu::ThreadPool pool(2);
+  uint32_t seed = 1;
+  for (const Shape& s : kShapes) {
+    const Inputs in = RandomInputs(s, seed++);
+    const std::vector<double> want = Reference(in, s);
+    for (cpu::Simd simd : SimdModes()) {
+      ExpectClose(RunAttention(in, s, {&pool, simd}), want, kRefTol,
+                  Describe(s) + " simd=" + cpu::SimdName(simd));
+    }
+  }
+}
+
+// Every value row of kv head j holds j + 1, so the output of query head h is
+// (h / group + 1) times the sum of its weights, which is 1: the output names
+// the kv head the query head read.
+TEST(AttentionCpuTest, QueryHeadsReadTheirGroupsKvHead) {
+  const int n_heads = 8;
+  for (int n_kv_heads : {8, 4, 1}) {
+    const Shape s = {3, 4, n_heads, n_kv_heads, 16};
+    Inputs in = RandomInputs(s, 40 + n_kv_heads);
+    for (size_t i = 0; i < in.v.size(); ++i) {
+      const int kv_h = static_cast<int>(i / s.head_dim % n_kv_heads);
+      in.v[i] = Fp32ToFp16(static_cast<float>(kv_h + 1));
+    }
+    const std::vector<float> out = RunAttention(in, s, {});
+    const int group = n_heads / n_kv_heads;
+    for (size_t i = 0; i < out.size(); ++i) {
+      const int h = static_cast<int>(i / s.head_dim % n_heads);
+      ASSERT_NEAR(out[i], h / group + 1, 1e-5) << Describe(s) << " head " << h;
+    }
+  }
+}
+
+// q == 0 scores every row 0: the weights are uniform and the output is the
+// mean of the visible value rows.
+TEST(AttentionCpuTest, EqualScoresAverageTheVisibleValues) {
+  const Shape s = {4, 6, 2, 1, 8};
+  Inputs in = RandomInputs(s, 3);
+  std::fill(in.q.begin(), in.q.end(), 0.0f);
+  const std::vector<float> out = RunAttention(in, s, {});
+  for (int t = 0; t < s.n_tokens; ++t) {
+    const int n_ctx = s.first_pos + t + 1;
+    for (int h = 0; h < s.n_heads; ++h) {
+      for (int d = 0; d < s.head_dim; ++d) {
+        double mean = 0;
+        for (int pos = 0; pos < n_ctx; ++pos) mean += Fp16ToFp32(in.v[pos * s.head_dim + d]);
+        mean /= n_ctx;
+        EXPECT_NEAR(out[(t * s.n_heads + h) * s.head_dim + d], mean, 1e-6)
+            << "token " << t << " head " << h << " d " << d;
+      }
+    }
+  }
+}
+
+// Changing cache row r changes the outputs of the queries at positions >= r
+// and leaves those before it bit for bit.
+TEST(AttentionCpuTest, QueriesDoNotSeeLaterRows) {
+  const Shape s = {6, 2, 4, 2, 32};
+  const Inputs in = RandomInputs(s, 5);
+  const std::vector<float> before = RunAttention(in, s, {});
+  const int changed_token = 3;
+  const int row = s.first_pos + changed_token;
+  Inputs changed = in;
+  const size_t row_size = static_cast<size_t>(s.n_kv_heads) * s.head_dim;
+  for (size_t i = row * row_size; i < (row + 1) * row_size; ++i) {
+    changed.k[i] = Fp32ToFp16(0.5f - Fp16ToFp32(in.k[i]));
+    changed.v[i] = Fp32ToFp16(2.0f + Fp16ToFp32(in.v[i]));
+  }
+  const std::vector<float> after = RunAttention(changed, s, {});
+  const size_t token_size = static_cast<size_t>(s.n_heads) * s.head_dim;
+  for (int t = 0; t < s.n_tokens; ++t) {
+    const bool same = std::equal(before.begin() + t * token_size,
+                                 before.begin() + (t + 1) * token_size,
+                                 after.begin() + t * token_size);
+    EXPECT_EQ(same, t < changed_token) << "token " << t << " at position " << s.first_pos + t;
+  }
+}
+
+// Decoding token t alone (n_tokens 1, first_pos + t) over a cache whose rows
+// after it are NaN gives bit for bit the row t of one prefill of all tokens:
+// what the engine does after a prefill must not drift from it.
+TEST(AttentionCpuTest, DecodeAfterPrefillMatchesOnePrefill) {
+  cpu::ThreadPool pool(3);
+  for (int first_pos : {0, 9}) {
+    const Shape prefill = {12, first_pos, 8, 2, 64};
+    const Inputs in = RandomInputs(prefill, 60 + first_pos);
+    for (cpu::Simd simd : SimdModes()) {
+      const cpu::Exec exec = {&pool, simd};
+      const std::vector<float> all = RunAttention(in, prefill, exec);
+      const size_t token_size = static_cast<size_t>(prefill.n_heads) * prefill.head_dim;
+      const size_t row_size = static_cast<size_t>(prefill.n_kv_heads) * prefill.head_dim;
+      for (int t = 0; t < prefill.n_tokens; ++t) {
+        const Shape decode = {1, first_pos + t, prefill.n_heads, prefill.n_kv_heads,
+                              prefill.head_dim};
+        Inputs one = in;
+        one.q.assign(in.q.begin() + t * token_size, in.q.begin() + (t + 1) * token_size);
+        std::fill(one.k.begin() + (first_pos + t + 1) * row_size, one.k.end(), kFp16NaN);
+        std::fill(one.v.begin() + (first_pos + t + 1) * row_size, one.v.end(), kFp16NaN);
+        const std::vector<float> alone = RunAttention(one, decode, exec);
+        EXPECT_TRUE(std::equal(alone.begin(), alone.end(), all.begin() + t * token_size))
+            << Describe(decode) << " simd=" << cpu::SimdName(simd);
+      }
+    }
+  }
+}
+
+TEST(AttentionCpuTest, ResultsDoNotDependOnThePool) {
+  const Shape s = {9, 30, 8, 2, 64};
+  const Inputs in = RandomInputs(s, 77);
+  for (cpu::Simd simd : SimdModes()) {
+    const std::vector<float> alone = RunAttention(in, s, {nullptr, simd});
+    for (int n_threads : {1, 2, 3}) {
+      cpu::ThreadPool pool(n_threads);
+      EXPECT_EQ(RunAttention(in, s, {&pool, simd}), alone)
+          << n_threads << " threads, simd=" << cpu::SimdName(simd);
+    }
+  }
+}
+
+TEST(AttentionCpuTest, Avx2IsCloseToPortable) {
+  if (cpu::DetectSimd() != cpu::Simd::kAvx2) GTEST_SKIP() << "this CPU has no AVX2/FMA/F16C";
+  uint32_t seed = 200;
+  for (const Shape& s : kShapes) {
+    const Inputs in = RandomInputs(s, seed++);
+    ExpectClose(RunAttention(in, s, {nullptr, cpu::Simd::kAvx2}),
+                RunAttention(in, s, {nullptr, cpu::Simd::kPortable}), kSimdTol, Describe(s));
+  }
+}
+
+TEST(AttentionCpuTest, OutMayBeQ) {
+  const Shape s = {5, 3, 4, 2, 24};
+  const Inputs in = RandomInputs(s, 8);
+  const std::vector<float> want = RunAttention(in, s, {});
+  std::vector<float> q = in.q;
+  ASSERT_TRUE(cpu::Attention(q.data(), in.k.data(), in.v.data(), q.data(), ParamsFor(s), {}).ok());
+  EXPECT_EQ(q, want);
+}
+
+TEST(AttentionCpuTest, RejectsBadArguments) {
+  const Shape ok = {2, 1, 4, 2, 8};
+  const Inputs in = RandomInputs(ok, 1);
+  std::vector<float> out(in.q.size(), -7.0f);
+  struct Case {
+    const float* q;
+    const uint16_t* k;
+    const uint16_t* v;
+    float* out;
+    AttentionParams p;
+    const char* names;  // what the message must name
+  };
+  auto with = [&](auto change) {
+    AttentionParams p = ParamsFor(ok);
+    change(p);
+    return p;
+  };
+  const AttentionParams good = ParamsFor(ok);
+  const Case cases[] = {
+      {nullptr, in.k.data(), in.v.data(), out.data(), good, "q is null"},
+      {in.q.data(), nullptr, in.v.data(), out.data(), good, "k_cache is null"},
+      {in.q.data(), in.k.data(), nullptr, out.data(), good, "v_cache is null"},
+      {in.q.data(), in.k.data(), in.v.data(), nullptr, good, "out is null"},
+      {in.q.data(), in.k.data(), in.v.data(), out.data(),
+       with([](AttentionParams& p) { p.n_tokens = 0; }), "n_tokens (0)"},
+      {in.q.data(), in.k.data(), in.v.data(), out.data(),
+       with([](AttentionParams& p) { p.n_heads = -4; }), "n_heads (-4)"},
+      {in.q.data(), in.k.data(), in.v.data(), out.data(),
+       with([](AttentionParams& p) { p.n_kv_heads = 0; }), "n_kv_heads (0)"},
+      {in.q.data(), in.k.data(), in.v.data(), out.data(),
+       with([](AttentionParams& p) { p.n_kv_heads = 3; }),
+       "n_kv_heads (3) must divide n_heads (4)"},
+      {in.q.data(), in.k.data(), in.v.data(), out.data(),
+       with([](AttentionParams& p) { p.head_dim = 0; }), "head_dim (0)"},
+      {in.q.data(), in.k.data(), in.v.data(), out.data(),
+       with([](AttentionParams& p) { p.first_pos = -1; }), "first_pos (-1)"},
+      {in.q.data(), in.k.data(), in.v.data(), out.data(),
+       with([](AttentionParams& p) { p.first_pos = 2147483647; }), "first_pos (2147483647)"},
+      {in.q.data(), in.k.data(), in.v.data(), out.data(),
+       with([](AttentionParams& p) { p.scale = NAN; }), "scale (nan)"},
+  };
+  for (const Case& c : cases) {
+    const absl::Status status = cpu::Attention(c.q, c.k, c.v, c.out, c.p, {});
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << c.names << ": " << status;
+    EXPECT_NE(status.message().find("Attention"), std::string::npos) << status;
+    EXPECT_NE(status.message().find(c.names), std::string::npos) << status;
+  }
+  for (float f : out) ASSERT_EQ(f, -7.0f) << "a rejected call wrote to out";
+}
+
+}  // namespace
+}  // namespace octo
