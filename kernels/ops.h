@@ -120,15 +120,24 @@ absl::Status RmsNorm(const float* x, const float* weight, float* out, int n_rows
 //   Q4_0, Q5_0, Q8_0, IQ4_NL -> Q8_0 (32-wide blocks, fp16 scale)
 //   Q4_1, Q5_1               -> Q8_1 (Q8_0 plus the block sum d * sum(q))
 //   Q2_K..Q6_K, IQ4_XS       -> Q8_K (256-wide, fp32 scale, 16-wide sums)
-// This rounding is what makes our logits track llama.cpp's.
+// This rounding is what makes our logits track llama.cpp's: the encodings
+// are bit for bit those of llama.cpp's x86 build (the exact rules are in
+// kernels/cpu/quantize_activation.h). Within a block the integer products
+// are summed exactly; blocks combine in float as ggml combines them.
+// Simd::kAvx2 changes only the float summation order.
 //
 // Determinism: out[t][r] depends only on x[t] and row r of w: not on
 // n_tokens, the pool size or the scheduling. So a token computed in a batch
 // of sessions gets exactly the logits it gets alone.
 //
-// Preconditions (INVALID_ARGUMENT): non-null pointers, n_tokens > 0,
-// rows > 0, cols > 0 and a multiple of the type's block size. out must not
-// overlap x.
+// Work: the encoded rows of x go to a scratch buffer owned by the calling
+// thread (grown to the largest call, then reused); the rows of w are split
+// into chunks across exec.pool, each chunk computing every token.
+//
+// Preconditions (INVALID_ARGUMENT, naming the argument; out untouched):
+// w.type one of the types above, non-null pointers, n_tokens > 0, rows > 0,
+// cols > 0 and a multiple of the type's block size. out must not overlap x.
+// x should be finite (a NaN or inf gives unspecified, but defined, outputs).
 namespace cpu {
 absl::Status MatMul(const WeightMatrix& w, const float* x, float* out, int n_tokens,
                     const Exec& exec);
@@ -136,8 +145,10 @@ absl::Status MatMul(const WeightMatrix& w, const float* x, float* out, int n_tok
 
 // --- DequantizeRows (kernels/cpu/dequantize.cc) ----------------------------------
 // out (n_rows, w.cols) = rows [first_row, first_row + n_rows) of w as fp32,
-// exactly as ggml dequantizes them (the embedding lookup uses this).
-// Preconditions: the rows exist; pointers non-null.
+// exactly as ggml dequantizes them (same values, bit for bit; the embedding
+// lookup uses this).
+// Preconditions (INVALID_ARGUMENT; out untouched): w valid as for MatMul,
+// out non-null, first_row >= 0, n_rows > 0, first_row + n_rows <= w.rows.
 namespace cpu {
 absl::Status DequantizeRows(const WeightMatrix& w, int64_t first_row, int64_t n_rows, float* out);
 }  // namespace cpu
@@ -225,8 +236,9 @@ absl::Status SiluMul(const float* gate, const float* up, float* out, int64_t n);
 
 // --- Softmax (kernels/cpu/softmax.cc) ------------------------------------------
 // In place over each row of x (n_rows, n), as ggml's soft_max on the CPU:
-// subtract the row max, expf (in float), sum in double, then multiply by the
-// reciprocal of the sum rounded to float (not divide by the sum). A row
+// subtract the row max, expf (in float; ggml's AVX2 path uses an approximate
+// exp, Octo does not), sum in double, then multiply by the reciprocal of the
+// sum rounded to float (not divide by the sum). A row
 // holding NaN or +inf, or only -inf, comes out all NaN.
 // Preconditions (INVALID_ARGUMENT): x non-null, n_rows > 0, n > 0.
 namespace cpu {
