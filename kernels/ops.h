@@ -238,8 +238,8 @@ absl::Status SiluMul(const float* gate, const float* up, float* out, int64_t n);
 // In place over each row of x (n_rows, n), as ggml's soft_max on the CPU:
 // subtract the row max, expf (in float; ggml's AVX2 path uses an approximate
 // exp, Octo does not), sum in double, then multiply by the reciprocal of the
-// sum rounded to float (not divide by the sum). A row
-// holding NaN or +inf, or only -inf, comes out all NaN.
+// sum rounded to float (not divide by the sum). A row holding NaN or +inf, or
+// only -inf, comes out all NaN.
 // Preconditions (INVALID_ARGUMENT): x non-null, n_rows > 0, n > 0.
 namespace cpu {
 absl::Status Softmax(float* x, int n_rows, int n);
