@@ -14,10 +14,12 @@
 
 #include "kernels/cpu/quant_blocks.h"
 #include "kernels/cpu/type_kernels.h"
-#include "kernels/half.h"
 
 namespace octo::cpu {
 namespace {
+
+// fp16 -> fp32 with F16C (exact, as Fp16ToFp32).
+inline float F16(uint16_t h) { return _cvtsh_ss(h); }
 
 inline __m256i Load256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
 inline __m128i Load128(const void* p) { return _mm_loadu_si128(static_cast<const __m128i*>(p)); }
@@ -77,6 +79,21 @@ inline __m128i Q4KMinsTimesSums(__m256i scales_mins16, const int16_t* bsums) {
   return _mm_madd_epi16(_mm256_extracti128_si256(scales_mins16, 1), pair_sums);
 }
 
+// Q3_K: the 16 six-bit scales minus 32, as int8 (the layout UnpackQ3KScale
+// reads, a word at a time: low nibbles of s_0..7 in bytes 0..7, of s_8..15
+// in their high nibbles; top bits 2 * (j / 4) of byte 8 + j % 4).
+inline __m128i UnpackQ3KScales(const uint8_t* packed) {
+  uint32_t w[3];
+  std::memcpy(w, packed, sizeof(w));
+  const uint32_t s0 = (w[0] & 0x0f0f0f0fu) | (((w[2] >> 0) & 0x03030303u) << 4);
+  const uint32_t s1 = (w[1] & 0x0f0f0f0fu) | (((w[2] >> 2) & 0x03030303u) << 4);
+  const uint32_t s2 = ((w[0] >> 4) & 0x0f0f0f0fu) | (((w[2] >> 4) & 0x03030303u) << 4);
+  const uint32_t s3 = ((w[1] >> 4) & 0x0f0f0f0fu) | (((w[2] >> 6) & 0x03030303u) << 4);
+  const __m128i s = _mm_set_epi32(static_cast<int>(s3), static_cast<int>(s2), static_cast<int>(s1),
+                                  static_cast<int>(s0));
+  return _mm_sub_epi8(s, _mm_set1_epi8(32));
+}
+
 }  // namespace
 
 float VecDotQ2_KAvx2(const void* w, const void* x, int64_t cols) {
@@ -86,8 +103,8 @@ float VecDotQ2_KAvx2(const void* w, const void* x, int64_t cols) {
   __m256 acc = _mm256_setzero_ps();
   for (int64_t b = 0; b < cols / kQKK; ++b) {
     const BlockQ2_K& blk = wb[b];
-    const float d = xb[b].d * Fp16ToFp32(blk.d);
-    const float neg_dmin = -xb[b].d * Fp16ToFp32(blk.dmin);
+    const float d = xb[b].d * F16(blk.d);
+    const float neg_dmin = -xb[b].d * F16(blk.dmin);
 
     const __m128i packed = Load128(blk.scales);
     const __m128i scales8 = _mm_and_si128(packed, _mm_set1_epi8(0xF));
@@ -122,11 +139,9 @@ float VecDotQ3_KAvx2(const void* w, const void* x, int64_t cols) {
   __m256 acc = _mm256_setzero_ps();
   for (int64_t b = 0; b < cols / kQKK; ++b) {
     const BlockQ3_K& blk = wb[b];
-    const float d = xb[b].d * Fp16ToFp32(blk.d);
+    const float d = xb[b].d * F16(blk.d);
 
-    int8_t scales8[16];
-    for (int j = 0; j < 16; ++j) scales8[j] = static_cast<int8_t>(UnpackQ3KScale(blk.scales, j));
-    const __m256i scales16 = _mm256_cvtepi8_epi16(Load128(scales8));
+    const __m256i scales16 = _mm256_cvtepi8_epi16(UnpackQ3KScales(blk.scales));
 
     // Inverted high bits: hmask bit clear means q - 4.
     const __m256i not_high = _mm256_xor_si256(Load256(blk.hmask), _mm256_set1_epi8(-1));
@@ -163,8 +178,8 @@ float DotQ45KAvx2(const void* w, const void* x, int64_t cols) {
   __m128 acc_mins = _mm_setzero_ps();
   for (int64_t b = 0; b < cols / kQKK; ++b) {
     const Block& blk = wb[b];
-    const float d = xb[b].d * Fp16ToFp32(blk.d);
-    const float neg_dmin = -xb[b].d * Fp16ToFp32(blk.dmin);
+    const float d = xb[b].d * F16(blk.d);
+    const float neg_dmin = -xb[b].d * F16(blk.dmin);
 
     const __m256i scales_mins16 = _mm256_cvtepu8_epi16(UnpackQ4KScalesMins(blk.scales));
     acc_mins = _mm_fmadd_ps(_mm_set1_ps(neg_dmin), _mm_cvtepi32_ps(Q4KMinsTimesSums(scales_mins16, xb[b].bsums)),
@@ -211,7 +226,7 @@ float VecDotQ6_KAvx2(const void* w, const void* x, int64_t cols) {
   __m256 acc = _mm256_setzero_ps();
   for (int64_t b = 0; b < cols / kQKK; ++b) {
     const BlockQ6_K& blk = wb[b];
-    const float d = xb[b].d * Fp16ToFp32(blk.d);
+    const float d = xb[b].d * F16(blk.d);
     const __m256i scales16 = _mm256_cvtepi8_epi16(Load128(blk.scales));
     __m256i sumi = _mm256_setzero_si256();
     for (int half = 0; half < 2; ++half) {
@@ -262,7 +277,7 @@ float VecDotIq4XsAvx2(const void* w, const void* x, int64_t cols) {
       const int16_t ls = static_cast<int16_t>(UnpackIq4XsScale(blk, j) - 32);
       sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p16, _mm256_set1_epi16(ls)));
     }
-    const float d = Fp16ToFp32(blk.d) * xb[b].d;
+    const float d = F16(blk.d) * xb[b].d;
     acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
   }
   return HorizontalSum(acc);

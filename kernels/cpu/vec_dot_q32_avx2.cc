@@ -2,7 +2,9 @@
 // One block is one 32-byte vector of weight quants against the 32 activation
 // quants: maddubs + madd give 8 exact int32 partial sums, which are converted
 // to float and accumulated as acc += (d_w * d_x) * partial (FMA), summed
-// across the 8 lanes at the end (as ggml's AVX2 kernels do).
+// across the lanes at the end (as ggml's AVX2 kernels do). Even and odd
+// blocks go to two accumulators, so consecutive FMAs do not wait on each
+// other; the two are added before the lane sum.
 #if defined(__x86_64__)
 
 #include <immintrin.h>
@@ -11,7 +13,6 @@
 
 #include "kernels/cpu/quant_blocks.h"
 #include "kernels/cpu/type_kernels.h"
-#include "kernels/half.h"
 
 namespace octo::cpu {
 namespace {
@@ -56,8 +57,27 @@ inline float HorizontalSum(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
-inline __m256 Scale(uint16_t d_w, uint16_t d_x) {
-  return _mm256_set1_ps(Fp16ToFp32(d_w) * Fp16ToFp32(d_x));
+// fp16 -> fp32 with F16C (exact, as Fp16ToFp32).
+inline float F16(uint16_t h) { return _cvtsh_ss(h); }
+
+inline __m256 Scale(uint16_t d_w, uint16_t d_x) { return _mm256_set1_ps(F16(d_w) * F16(d_x)); }
+
+// Runs block(b, &acc, &mins) over every block, alternating two pairs of
+// accumulators; returns the lane sum of the accs plus lane 0 of the mins
+// (which only Q4_1/Q5_1 use, for their m_w * s_x terms).
+template <typename Block>
+inline float TwoAccumulators(int64_t n_blocks, Block block) {
+  __m256 acc0 = _mm256_setzero_ps();
+  __m256 acc1 = _mm256_setzero_ps();
+  __m128 mins0 = _mm_setzero_ps();
+  __m128 mins1 = _mm_setzero_ps();
+  int64_t b = 0;
+  for (; b + 2 <= n_blocks; b += 2) {
+    block(b, &acc0, &mins0);
+    block(b + 1, &acc1, &mins1);
+  }
+  if (b < n_blocks) block(b, &acc0, &mins0);
+  return HorizontalSum(_mm256_add_ps(acc0, acc1)) + _mm_cvtss_f32(_mm_add_ss(mins0, mins1));
 }
 
 inline __m256i LoadQ8(const int8_t* qs) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs)); }
@@ -67,75 +87,60 @@ inline __m256i LoadQ8(const int8_t* qs) { return _mm256_loadu_si256(reinterpret_
 float VecDotQ4_0Avx2(const void* w, const void* x, int64_t cols) {
   const auto* wb = static_cast<const BlockQ4_0*>(w);
   const auto* xb = static_cast<const BlockQ8_0*>(x);
-  __m256 acc = _mm256_setzero_ps();
-  for (int64_t b = 0; b < cols / kQK; ++b) {
+  return TwoAccumulators(cols / kQK, [&](int64_t b, __m256* acc, __m128* mins) {
     const __m256i qw = _mm256_sub_epi8(UnpackNibbles(wb[b].qs), _mm256_set1_epi8(8));
-    acc = _mm256_fmadd_ps(Scale(wb[b].d, xb[b].d), MulSumI8I8(qw, LoadQ8(xb[b].qs)), acc);
-  }
-  return HorizontalSum(acc);
+    *acc = _mm256_fmadd_ps(Scale(wb[b].d, xb[b].d), MulSumI8I8(qw, LoadQ8(xb[b].qs)), *acc);
+  });
 }
 
 float VecDotQ4_1Avx2(const void* w, const void* x, int64_t cols) {
   const auto* wb = static_cast<const BlockQ4_1*>(w);
   const auto* xb = static_cast<const BlockQ8_1*>(x);
-  __m256 acc = _mm256_setzero_ps();
-  float mins = 0.0f;
-  for (int64_t b = 0; b < cols / kQK; ++b) {
-    mins += Fp16ToFp32(wb[b].m) * Fp16ToFp32(xb[b].s);
-    acc = _mm256_fmadd_ps(Scale(wb[b].d, xb[b].d), MulSumU8I8(UnpackNibbles(wb[b].qs), LoadQ8(xb[b].qs)),
-                          acc);
-  }
-  return HorizontalSum(acc) + mins;
+  return TwoAccumulators(cols / kQK, [&](int64_t b, __m256* acc, __m128* mins) {
+    *mins = _mm_fmadd_ss(_mm_set_ss(F16(wb[b].m)), _mm_set_ss(F16(xb[b].s)), *mins);
+    *acc = _mm256_fmadd_ps(Scale(wb[b].d, xb[b].d), MulSumU8I8(UnpackNibbles(wb[b].qs), LoadQ8(xb[b].qs)), *acc);
+  });
 }
 
 float VecDotQ5_0Avx2(const void* w, const void* x, int64_t cols) {
   const auto* wb = static_cast<const BlockQ5_0*>(w);
   const auto* xb = static_cast<const BlockQ8_0*>(x);
-  __m256 acc = _mm256_setzero_ps();
-  for (int64_t b = 0; b < cols / kQK; ++b) {
+  return TwoAccumulators(cols / kQK, [&](int64_t b, __m256* acc, __m128* mins) {
     // q - 16 as a signed byte: the nibble with 0xF0 set where the 5th bit is
     // clear (n - 16 == 0xF0 | n in two's complement).
     const __m256i high = _mm256_andnot_si256(BitsToBytes(wb[b].qh), _mm256_set1_epi8(static_cast<char>(0xF0)));
     const __m256i qw = _mm256_or_si256(UnpackNibbles(wb[b].qs), high);
-    acc = _mm256_fmadd_ps(Scale(wb[b].d, xb[b].d), MulSumI8I8(qw, LoadQ8(xb[b].qs)), acc);
-  }
-  return HorizontalSum(acc);
+    *acc = _mm256_fmadd_ps(Scale(wb[b].d, xb[b].d), MulSumI8I8(qw, LoadQ8(xb[b].qs)), *acc);
+  });
 }
 
 float VecDotQ5_1Avx2(const void* w, const void* x, int64_t cols) {
   const auto* wb = static_cast<const BlockQ5_1*>(w);
   const auto* xb = static_cast<const BlockQ8_1*>(x);
-  __m256 acc = _mm256_setzero_ps();
-  float mins = 0.0f;
-  for (int64_t b = 0; b < cols / kQK; ++b) {
-    mins += Fp16ToFp32(wb[b].m) * Fp16ToFp32(xb[b].s);
+  return TwoAccumulators(cols / kQK, [&](int64_t b, __m256* acc, __m128* mins) {
+    *mins = _mm_fmadd_ss(_mm_set_ss(F16(wb[b].m)), _mm_set_ss(F16(xb[b].s)), *mins);
     const __m256i high = _mm256_and_si256(BitsToBytes(wb[b].qh), _mm256_set1_epi8(0x10));
     const __m256i qw = _mm256_or_si256(UnpackNibbles(wb[b].qs), high);
-    acc = _mm256_fmadd_ps(Scale(wb[b].d, xb[b].d), MulSumU8I8(qw, LoadQ8(xb[b].qs)), acc);
-  }
-  return HorizontalSum(acc) + mins;
+    *acc = _mm256_fmadd_ps(Scale(wb[b].d, xb[b].d), MulSumU8I8(qw, LoadQ8(xb[b].qs)), *acc);
+  });
 }
 
 float VecDotQ8_0Avx2(const void* w, const void* x, int64_t cols) {
   const auto* wb = static_cast<const BlockQ8_0*>(w);
   const auto* xb = static_cast<const BlockQ8_0*>(x);
-  __m256 acc = _mm256_setzero_ps();
-  for (int64_t b = 0; b < cols / kQK; ++b) {
-    acc = _mm256_fmadd_ps(Scale(wb[b].d, xb[b].d), MulSumI8I8(LoadQ8(wb[b].qs), LoadQ8(xb[b].qs)), acc);
-  }
-  return HorizontalSum(acc);
+  return TwoAccumulators(cols / kQK, [&](int64_t b, __m256* acc, __m128* mins) {
+    *acc = _mm256_fmadd_ps(Scale(wb[b].d, xb[b].d), MulSumI8I8(LoadQ8(wb[b].qs), LoadQ8(xb[b].qs)), *acc);
+  });
 }
 
 float VecDotIq4NlAvx2(const void* w, const void* x, int64_t cols) {
   const auto* wb = static_cast<const BlockIq4Nl*>(w);
   const auto* xb = static_cast<const BlockQ8_0*>(x);
   const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4NlValues)));
-  __m256 acc = _mm256_setzero_ps();
-  for (int64_t b = 0; b < cols / kQK; ++b) {
+  return TwoAccumulators(cols / kQK, [&](int64_t b, __m256* acc, __m128* mins) {
     const __m256i qw = _mm256_shuffle_epi8(table, UnpackNibbles(wb[b].qs));
-    acc = _mm256_fmadd_ps(Scale(wb[b].d, xb[b].d), MulSumI8I8(qw, LoadQ8(xb[b].qs)), acc);
-  }
-  return HorizontalSum(acc);
+    *acc = _mm256_fmadd_ps(Scale(wb[b].d, xb[b].d), MulSumI8I8(qw, LoadQ8(xb[b].qs)), *acc);
+  });
 }
 
 }  // namespace octo::cpu
