@@ -9,14 +9,14 @@
 namespace octo::tokenizer {
 namespace {
 
-// One piece of text under a step: code points [begin, end) with their
+// The piece of text a step splits: code points [begin, end) with their
 // classes. Positions past `end` read as "no character", which is how a
 // regex sees the end of its subject.
-class Piece {
+class Chunk {
  public:
   static constexpr uint32_t kNone = 0xFFFFFFFF;
 
-  Piece(const uint32_t* cpts, const uint8_t* classes, size_t begin, size_t end)
+  Chunk(const uint32_t* cpts, const uint8_t* classes, size_t begin, size_t end)
       : cpts_(cpts), classes_(classes), begin_(begin), end_(end) {}
 
   size_t begin() const { return begin_; }
@@ -42,7 +42,7 @@ bool IsNewline(uint32_t cp) { return cp == '\r' || cp == '\n'; }
 uint32_t AsciiLower(uint32_t cp) { return (cp >= 'A' && cp <= 'Z') ? cp + ('a' - 'A') : cp; }
 
 // Length of the contraction ('s 't 'm 'd 're 've 'll) starting at `pos`, or 0.
-size_t ContractionLength(const Piece& p, size_t pos, bool ignore_case) {
+size_t ContractionLength(const Chunk& p, size_t pos, bool ignore_case) {
   if (p.At(pos) != '\'') return 0;
   auto next = [&](size_t at) { return ignore_case ? AsciiLower(p.At(at)) : p.At(at); };
   const uint32_t a = next(pos + 1);
@@ -55,14 +55,14 @@ size_t ContractionLength(const Piece& p, size_t pos, bool ignore_case) {
 // The end of a run of whitespace starting at `pos` that the trailing
 // alternatives take: \s+(?!\S) leaves the last space of a run that is
 // followed by a non-space for the next word; \s+ takes a lone one.
-size_t WhitespaceEnd(const Piece& p, size_t pos) {
+size_t WhitespaceEnd(const Chunk& p, size_t pos) {
   size_t n = 0;
   while (p.Space(pos + n)) ++n;
   if (n > 1 && pos + n < p.end()) return pos + n - 1;
   return pos + (n > 0 ? n : 1);  // n == 0 cannot follow the earlier tests; keep progress anyway
 }
 
-size_t NextGpt2Word(const Piece& p, size_t pos) {
+size_t NextGpt2Word(const Chunk& p, size_t pos) {
   if (size_t n = ContractionLength(p, pos, /*ignore_case=*/false)) return pos + n;
   const size_t at = pos + (p.At(pos) == ' ' ? 1 : 0);  // the optional leading space
   size_t end = at;
@@ -77,7 +77,7 @@ size_t NextGpt2Word(const Piece& p, size_t pos) {
   return WhitespaceEnd(p, pos);
 }
 
-size_t NextLlama3Word(const Piece& p, size_t pos, size_t max_digits) {
+size_t NextLlama3Word(const Chunk& p, size_t pos, size_t max_digits) {
   if (size_t n = ContractionLength(p, pos, /*ignore_case=*/true)) return pos + n;
   const uint32_t c = p.At(pos);
   // [^\r\n\p{L}\p{N}]?\p{L}+
@@ -113,7 +113,7 @@ size_t NextLlama3Word(const Piece& p, size_t pos, size_t max_digits) {
 // returns the end of a match starting at a position, or that position when
 // none starts there) and the text between them all become pieces.
 template <typename MatchEnd>
-void SplitAtMatches(const Piece& p, MatchEnd match_end, std::vector<size_t>* out) {
+void SplitAtMatches(const Chunk& p, MatchEnd match_end, std::vector<size_t>* out) {
   size_t gap_begin = p.begin();
   for (size_t pos = p.begin(); pos < p.end();) {
     const size_t end = match_end(pos);
@@ -128,13 +128,13 @@ void SplitAtMatches(const Piece& p, MatchEnd match_end, std::vector<size_t>* out
   if (p.end() > gap_begin) out->push_back(p.end() - gap_begin);
 }
 
-bool InDefaultPunctuation(const Piece& p, size_t pos, bool with_backtick) {
+bool InDefaultPunctuation(const Chunk& p, size_t pos, bool with_backtick) {
   const uint32_t c = p.At(pos);
   return (p.ClassesAt(pos) & kPunctuation) || c == '$' || c == '+' || c == '<' || c == '=' || c == '>' ||
          c == '^' || c == '~' || c == '|' || (with_backtick && c == '`');
 }
 
-void SplitPiece(SplitStep step, const Piece& p, std::vector<size_t>* out) {
+void SplitChunk(SplitStep step, const Chunk& p, std::vector<size_t>* out) {
   auto run_of = [&](auto in_class) {
     return [&p, in_class](size_t pos) {
       size_t end = pos;
@@ -184,7 +184,7 @@ std::vector<size_t> ApplyStep(SplitStep step, std::span<const uint32_t> cpts, st
   out.reserve(pieces.size());
   size_t begin = 0;
   for (size_t length : pieces) {
-    SplitPiece(step, Piece(cpts.data(), classes.data(), begin, begin + length), &out);
+    SplitChunk(step, Chunk(cpts.data(), classes.data(), begin, begin + length), &out);
     begin += length;
   }
   return out;

@@ -30,8 +30,16 @@ constexpr int64_t kNoTokenU32 = 0xFFFFFFFF;
 // Texts llama.cpp treats as ending a generation (and as control tokens)
 // whatever their type says.
 constexpr absl::string_view kEndOfTurnTexts[] = {
-    "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|end_of_text|>",
-    "<EOT>",      "_<EOT>",     "<end_of_utterance>", "<\xEF\xBD\x9C" "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>",
+    "<|eot_id|>",
+    "<|im_end|>",
+    "<|end|>",
+    "<end_of_turn>",
+    "<|endoftext|>",
+    "<|end_of_text|>",
+    "<EOT>",
+    "_<EOT>",
+    "<end_of_utterance>",
+    "<\xEF\xBD\x9C" "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>",  // DeepSeek's <｜end▁of▁sentence｜>
 };
 constexpr absl::string_view kEndOfMessageText = "<|eom_id|>";
 
@@ -218,6 +226,7 @@ int32_t Vocab::MergeRank(absl::string_view left, absl::string_view right, std::s
 
 absl::StatusOr<Vocab> ParseVocab(const MetadataList& kv) {
   Vocab vocab;
+  vocab.byte_tokens.fill(kNoToken);
   const GgufValue* model = FindKey(kv, kModelKey);
   if (model == nullptr) return KeyError(kModelKey, "missing");
   absl::StatusOr<absl::string_view> model_name = model->AsString();
@@ -227,7 +236,8 @@ absl::StatusOr<Vocab> ParseVocab(const MetadataList& kv) {
   } else if (*model_name == "gpt2") {
     vocab.kind = TokenizerKind::kByteLevelBpe;
   } else {
-    return KeyError(kModelKey, absl::StrCat("unsupported tokenizer ", Quoted(*model_name), " (supported: llama, gpt2)"));
+    return KeyError(kModelKey,
+                    absl::StrCat("unsupported tokenizer ", Quoted(*model_name), " (supported: llama, gpt2)"));
   }
 
   OCTO_RETURN_IF_ERROR(ReadTokens(kv, vocab));
@@ -247,7 +257,6 @@ absl::StatusOr<Vocab> ParseVocab(const MetadataList& kv) {
     }
   } else {
     // BPE: no default special tokens (llama.cpp's 11 is a GPT-NeoX leftover).
-    vocab.byte_tokens.fill(kNoToken);
     OCTO_RETURN_IF_ERROR(ReadMerges(kv, vocab));
     std::string pre_name;
     if (const GgufValue* pre = FindKey(kv, kPreKey)) {
@@ -272,8 +281,12 @@ absl::StatusOr<Vocab> ParseVocab(const MetadataList& kv) {
   if (vocab.kind == TokenizerKind::kSentencePiece) {
     OCTO_RETURN_IF_ERROR(ReadFlag(kv, kAddSpacePrefixKey, &vocab.add_space_prefix));
   }
-  if (vocab.add_bos && vocab.bos == kNoToken) return KeyError(kAddBosKey, absl::StrCat("true, but ", kBosKey, " names no token"));
-  if (vocab.add_eos && vocab.eos == kNoToken) return KeyError(kAddEosKey, absl::StrCat("true, but ", kEosKey, " names no token"));
+  if (vocab.add_bos && vocab.bos == kNoToken) {
+    return KeyError(kAddBosKey, absl::StrCat("true, but ", kBosKey, " names no token"));
+  }
+  if (vocab.add_eos && vocab.eos == kNoToken) {
+    return KeyError(kAddEosKey, absl::StrCat("true, but ", kEosKey, " names no token"));
+  }
 
   MarkEndOfGeneration(vocab);
   CollectSpecialTokens(vocab);

@@ -8,6 +8,7 @@
 
 #include "daemon/tokenizer/tokenizer.h"
 #include "gtest/gtest.h"
+#include "storage/gguf_json.h"
 #include "tests/daemon/tokenizer/tokenizer_test_util.h"
 #include "tests/shared_data.h"
 
@@ -134,6 +135,28 @@ TEST(LlamaCppVectorsTest, SentencePieceSpecialTokensAndPrefix) {
   const std::vector<int32_t> plain = spm.Encode("<s>Hello", false, false);
   EXPECT_EQ(std::count(plain.begin(), plain.end(), 1), 0);
   EXPECT_EQ(spm.Decode(plain, false), " <s>Hello");
+}
+
+// The daemon builds its tokenizer from manifest.json, where decompose wrote
+// the tokenizer.* keys as JSON: that path must give the same tokenizer.
+TEST(LlamaCppVectorsTest, ManifestJsonGivesTheSameTokenizer) {
+  OCTO_REQUIRE_SHARED("models/vocab/ggml-vocab-gpt-2.gguf");
+  for (const std::string vocab : {"ggml-vocab-llama-spm.gguf", "ggml-vocab-gpt-2.gguf"}) {
+    SCOPED_TRACE(vocab);
+    MetadataList from_json;
+    for (const auto& [key, value] : testing::SharedModelMetadata("vocab/" + vocab)) {
+      if (key.rfind("tokenizer.", 0) != 0) continue;
+      absl::StatusOr<GgufValue> round_trip = GgufValueFromJson(nlohmann::json::parse(GgufValueToJson(value).dump()));
+      ASSERT_TRUE(round_trip.ok()) << key << ": " << round_trip.status();
+      from_json.emplace_back(key, *std::move(round_trip));
+    }
+    absl::StatusOr<Tokenizer> tokenizer = Tokenizer::FromMetadata(from_json);
+    ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
+    const Tokenizer& direct = SharedTokenizer("vocab/" + vocab);
+    for (const std::string& input : ReadInputs(SharedPath("models/vocab/" + vocab + ".inp"))) {
+      EXPECT_EQ(tokenizer->Encode(input, true, true), direct.Encode(input, true, true)) << Escaped(input);
+    }
+  }
 }
 
 }  // namespace

@@ -50,7 +50,8 @@ TEST(SpmTest, BestScoringPairMergesFirst) {
 
 TEST(SpmTest, MergedPiecesGrowAcrossSpaces) {
   const std::string space_a = std::string(kSpace) + "a";
-  const Tokenizer tokenizer = Make(SpmMetadata(Spec({space_a + kSpace + "b", space_a + kSpace, space_a, kSpace, "a", "b"})));
+  const Tokenizer tokenizer =
+      Make(SpmMetadata(Spec({space_a + kSpace + "b", space_a + kSpace, space_a, kSpace, "a", "b"})));
   // "a b" -> "▁a▁b" -> one piece, made of "▁a" + "▁" + "b".
   EXPECT_EQ(tokenizer.Encode("a b", false, false), (Ids{kFirstPiece}));
   EXPECT_EQ(tokenizer.Piece(kFirstPiece, false), " a b");
