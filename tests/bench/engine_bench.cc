@@ -1,0 +1,305 @@
+// engine_bench: how fast the CPU engine runs a model directory, next to the
+// limit the machine's memory sets, all measured in the same run.
+//
+//   engine_bench [--threads N] [--reps R] ... MODEL_DIR...
+//
+// For each model directory:
+//   1. memory bandwidth (memory_bandwidth.h): memcpy and a read-only scan,
+//      best of R passes over 512 MiB buffers, on as many threads as the engine;
+//   2. weight bytes one decoded token reads (weight_bytes.h);
+//   3. the decode bound: bandwidth / bytes per token. The bandwidth is the
+//      memcpy traffic counting read + write (2 x the bytes copied): that many
+//      bytes per second did cross the memory bus, and decoding only reads.
+//      The read scan's bound is printed beside it for comparison;
+//   4. decode tokens/s at batch 1 (one sequence, after a short prefill, one
+//      Forward per token) and at batch B (B sequences in each Forward;
+//      aggregate tokens/s), median of R runs of N tokens;
+//   5. prefill tokens/s for one prompt of P tokens in one Forward;
+//   6. batch-1 decode / bound, next to the target;
+// then (unless --no-breakdown) the MatMul share of each pass and the rate
+// of every weight matrix (matmul_breakdown.h), for the kernel owners.
+//
+// Not a test: nothing is asserted; the exit status is 1 only when a model
+// cannot be opened or run.
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <sys/resource.h>
+
+#include "CLI/CLI.hpp"
+#include "absl/strings/str_format.h"
+#include "daemon/engine/model.h"
+#include "kernels/cpu/simd.h"
+#include "storage/status_macros.h"
+#include "tests/bench/matmul_breakdown.h"
+#include "tests/bench/memory_bandwidth.h"
+#include "tests/bench/weight_bytes.h"
+
+namespace octo::bench {
+namespace {
+
+struct Flags {
+  std::vector<std::string> model_dirs;
+  int threads = 0;
+  bool portable = false;
+  int reps = 3;
+  int decode_tokens = 16;
+  int prompt_tokens = 16;
+  int batch = 8;
+  int prefill_tokens = 512;
+  int prefill_reps = 2;
+  int bandwidth_mib = 512;
+  int bandwidth_reps = 5;
+  double target = 0.6;
+  bool breakdown = true;
+};
+
+using Clock = std::chrono::steady_clock;
+double SecondsSince(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// Deterministic token ids spread over the vocabulary (the cost of a pass does
+// not depend on which tokens, only on how many).
+std::vector<int32_t> Tokens(int count, int seed, uint32_t vocab) {
+  std::vector<int32_t> tokens(count);
+  for (int i = 0; i < count; ++i) {
+    tokens[i] = static_cast<int32_t>((static_cast<uint64_t>(seed) * 7919u + static_cast<uint64_t>(i) * 104729u + 1) % vocab);
+  }
+  return tokens;
+}
+
+// `batch` sequences each prefilled with `prompt` tokens (untimed), then
+// `n_tokens` passes of one token per sequence. Returns aggregate tokens/s.
+absl::StatusOr<double> DecodeRate(Model& model, int batch, int prompt, int n_tokens) {
+  const uint32_t vocab = model.config().vocab_size;
+  std::vector<std::unique_ptr<KvCache>> caches;
+  std::vector<std::vector<int32_t>> prompts;
+  std::vector<SequenceStep> steps;
+  for (int b = 0; b < batch; ++b) {
+    caches.push_back(model.NewCache(prompt + n_tokens));
+    prompts.push_back(Tokens(prompt, b, vocab));
+  }
+  for (int b = 0; b < batch; ++b) steps.push_back({.kv = caches[b].get(), .tokens = prompts[b]});
+  std::vector<float> logits;
+  OCTO_RETURN_IF_ERROR(model.Forward(steps, logits));
+
+  std::vector<int32_t> next(batch);
+  const Clock::time_point start = Clock::now();
+  for (int t = 0; t < n_tokens; ++t) {
+    for (int b = 0; b < batch; ++b) {
+      next[b] = Tokens(1, 1000 + t * batch + b, vocab)[0];
+      steps[b].tokens = std::span<const int32_t>(&next[b], 1);
+    }
+    OCTO_RETURN_IF_ERROR(model.Forward(steps, logits));
+  }
+  return batch * n_tokens / SecondsSince(start);
+}
+
+// One Forward over a prompt of `n_tokens`; returns tokens/s.
+absl::StatusOr<double> PrefillRate(Model& model, int n_tokens) {
+  auto kv = model.NewCache(n_tokens);
+  const std::vector<int32_t> prompt = Tokens(n_tokens, 7, model.config().vocab_size);
+  const SequenceStep step{.kv = kv.get(), .tokens = prompt};
+  std::vector<float> logits;
+  const Clock::time_point start = Clock::now();
+  OCTO_RETURN_IF_ERROR(model.Forward(std::span<const SequenceStep>(&step, 1), logits));
+  return n_tokens / SecondsSince(start);
+}
+
+absl::StatusOr<double> MedianOf(int reps, const std::function<absl::StatusOr<double>()>& run) {
+  std::vector<double> rates;
+  for (int r = 0; r < reps; ++r) {
+    OCTO_ASSIGN_OR_RETURN(double rate, run());
+    rates.push_back(rate);
+  }
+  return Median(rates);
+}
+
+double Gb(double bytes) { return bytes / 1e9; }
+
+// The 1-minute load average: anything else running on the cores skews every
+// figure, so the report says how busy the machine was.
+double LoadAverage() {
+  std::ifstream in("/proc/loadavg");
+  double load = -1;
+  in >> load;
+  return load;
+}
+
+// CPU seconds (user + system) this process has used, all threads.
+double ProcessCpuSeconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  auto seconds = [](const timeval& t) { return static_cast<double>(t.tv_sec) + t.tv_usec / 1e6; };
+  return seconds(u.ru_utime) + seconds(u.ru_stime);
+}
+
+struct EngineRates {
+  double decode1 = 0;       // tokens/s, batch 1
+  double decode_batch = 0;  // aggregate tokens/s, batch flags.batch
+  double prefill = 0;       // tokens/s
+};
+
+void PrintBreakdown(const Flags& f, const std::vector<MatMulBreakdown>& parts, const EngineRates& rates) {
+  // parts: decode batch 1, decode batch B, prefill.
+  const double pass_s[3] = {1.0 / rates.decode1, f.batch / rates.decode_batch, f.prefill_tokens / rates.prefill};
+  const int rows[3] = {1, f.batch, f.prefill_tokens};
+  absl::PrintF("\nwhere a pass goes: each matrix multiplied alone (cpu::MatMul, same pool), median of %d (prefill %d)\n",
+               f.reps, f.prefill_reps);
+  absl::PrintF("  %-8s %-10s %8s | %-18s | %-18s | %-20s\n", "matrix", "type", "MB", "decode b1 ms  GB/s",
+               absl::StrFormat("decode b%d ms  GB/s", f.batch), absl::StrFormat("prefill %d ms GFLOP/s", f.prefill_tokens));
+  for (size_t r = 0; r < parts[0].roles.size(); ++r) {
+    const MatMulRole& role = parts[0].roles[r];
+    absl::PrintF("  %-8s %-10s %8.1f |", role.role, role.types, role.bytes / 1e6);
+    for (int p = 0; p < 3; ++p) {
+      const MatMulRole& x = parts[p].roles[r];
+      const bool gflops = p == 2;
+      // The lm_head of a prefill pass multiplies only the last row.
+      const double n = gflops && x.role == "lm_head" ? 1 : rows[p];
+      const double rate = gflops ? 2.0 * x.elements * n / x.seconds / 1e9 : Gb(x.bytes) / x.seconds;
+      absl::PrintF(" %9.2f %7.1f %s", x.seconds * 1e3, rate, p < 2 ? "|" : "\n");
+    }
+  }
+  absl::PrintF("  %-29s |", "all MatMul");
+  for (int p = 0; p < 3; ++p) absl::PrintF(" %9.2f %6.0f%% %s", parts[p].seconds * 1e3, 100 * parts[p].seconds / pass_s[p], p < 2 ? "|" : "\n");
+  absl::PrintF("  %-29s |", "whole pass (measured above)");
+  for (int p = 0; p < 3; ++p) absl::PrintF(" %9.2f %7s %s", pass_s[p] * 1e3, "", p < 2 ? "|" : "\n");
+  absl::PrintF("  %-29s |", "rest: attention, norms, ...");
+  for (int p = 0; p < 3; ++p) {
+    const double rest = pass_s[p] - parts[p].seconds;
+    absl::PrintF(" %9.2f %6.0f%% %s", rest * 1e3, 100 * rest / pass_s[p], p < 2 ? "|" : "\n");
+  }
+}
+
+absl::Status BenchModel(const Flags& f, const std::string& dir) {
+  // Memory first, while the model is not yet holding memory of its own.
+  MemoryBandwidth bw;
+  {
+    cpu::ThreadPool pool(f.threads);
+    bw = MeasureMemoryBandwidth(pool, static_cast<uint64_t>(f.bandwidth_mib) << 20, f.bandwidth_reps);
+  }
+
+  ModelOptions options;
+  options.n_threads = f.threads;
+  options.allow_simd = !f.portable;
+  const Clock::time_point open_start = Clock::now();
+  OCTO_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, Model::Open(dir, options));
+  const double open_s = SecondsSince(open_start);
+  const ModelConfig& c = model->config();
+  const WeightBytes bytes = WeightBytesPerToken(model->manifest());
+  const int threads = model->exec().pool->size();
+
+  absl::PrintF("\n== engine benchmark: %s ==\n", dir);
+  absl::PrintF("model     %s: %s, %u layers, dim %u, hidden %u, heads %u/%u, vocab %u (opened in %.1f s)\n",
+               c.name, c.architecture, c.n_layers, c.dim, c.hidden_dim, c.n_heads, c.n_kv_heads, c.vocab_size, open_s);
+  std::string mix;
+  for (const auto& [type, b] : bytes.matrix_bytes_by_type) absl::StrAppendFormat(&mix, "%s%s %.3f GB", mix.empty() ? "" : ", ", type, Gb(b));
+  absl::PrintF("matrices  %s\n", mix);
+  absl::PrintF("engine    %d threads, SIMD %s\n", threads, cpu::SimdName(model->exec().simd));
+  const double traffic = 2 * bw.copy_bytes_per_s;  // read + write
+  absl::PrintF("memory    memcpy %.2f GB/s copied = %.2f GB/s read+write; read scan %.2f GB/s "
+               "(best of %d, %d MiB buffers, %d threads)\n",
+               Gb(bw.copy_bytes_per_s), Gb(traffic), Gb(bw.read_bytes_per_s), bw.reps, static_cast<int>(bw.buffer_bytes >> 20),
+               bw.threads);
+  absl::PrintF("weights   %.3f GB read per decoded token (layers %.3f + lm_head %.3f + norms/embedding row %.4f)\n",
+               Gb(bytes.total()), Gb(bytes.layers), Gb(bytes.lm_head), Gb(bytes.other));
+  const double bound = traffic / bytes.total();
+  const double read_bound = bw.read_bytes_per_s / bytes.total();
+  absl::PrintF("bound     %.2f GB/s (memcpy read+write) / %.3f GB = %.1f tok/s   [read-scan bound: %.1f tok/s]\n",
+               Gb(traffic), Gb(bytes.total()), bound, read_bound);
+  std::fflush(stdout);
+
+  // Warm-up: the first pass sizes the activations and faults in the pages.
+  OCTO_RETURN_IF_ERROR(DecodeRate(*model, 1, f.prompt_tokens, 1).status());
+  const double load_before = LoadAverage();
+  const double cpu_before = ProcessCpuSeconds();
+  const Clock::time_point runs_start = Clock::now();
+  EngineRates rates;
+  OCTO_ASSIGN_OR_RETURN(rates.decode1, MedianOf(f.reps, [&] { return DecodeRate(*model, 1, f.prompt_tokens, f.decode_tokens); }));
+  OCTO_ASSIGN_OR_RETURN(rates.decode_batch,
+                        MedianOf(f.reps, [&] { return DecodeRate(*model, f.batch, f.prompt_tokens, f.decode_tokens); }));
+  OCTO_ASSIGN_OR_RETURN(rates.prefill, MedianOf(f.prefill_reps, [&] { return PrefillRate(*model, f.prefill_tokens); }));
+
+  const double cpu_share = (ProcessCpuSeconds() - cpu_before) / (SecondsSince(runs_start) * threads);
+  const double load_after = LoadAverage();
+
+  const double ratio = rates.decode1 / bound;
+  absl::PrintF("\n  %-36s %12s %14s %7s %8s\n", "", "measured", "bound", "ratio", "target");
+  absl::PrintF("  %-36s %8.2f tok/s %8.1f tok/s %7.2f  >= %.2f  %s\n",
+               absl::StrFormat("decode batch 1 (%d tok, median of %d)", f.decode_tokens, f.reps), rates.decode1, bound,
+               ratio, f.target, ratio >= f.target ? "OK" : "BELOW");
+  absl::PrintF("  %-36s %8.2f tok/s %8.1f tok/s %7.2f\n", absl::StrFormat("decode batch %d (aggregate)", f.batch),
+               rates.decode_batch, bound * f.batch, rates.decode_batch / (bound * f.batch));
+  absl::PrintF("  %-36s %8.2f tok/s   (%.1f GFLOP/s in the matrices)\n",
+               absl::StrFormat("prefill %d tokens (median of %d)", f.prefill_tokens, f.prefill_reps), rates.prefill,
+               2.0 * bytes.matmul_elements * rates.prefill / 1e9);
+  // With the pool's threads all busy a quiet machine gives close to 100%;
+  // much less means other processes took the cores (or the pass is serial).
+  absl::PrintF("  machine: load average %.2f before, %.2f after (%d cores); the engine used %.0f%% of %d threads' "
+               "wall time%s\n",
+               load_before, load_after, static_cast<int>(std::thread::hardware_concurrency()), 100 * cpu_share, threads,
+               std::max(load_before, load_after) > 1.5 * threads ? "  -- BUSY MACHINE: figures understate the engine" : "");
+  std::fflush(stdout);
+
+  if (!f.breakdown) return absl::OkStatus();
+  if (c.n_experts > 0) {
+    absl::PrintF("\n(no MatMul breakdown: it covers dense models only)\n");
+    return absl::OkStatus();
+  }
+  // A store of its own, the model's freed first: the same weights, resident.
+  const cpu::Simd simd = model->exec().simd;
+  model.reset();
+  OCTO_ASSIGN_OR_RETURN(std::unique_ptr<WeightStore> store, WeightStore::Open(dir, WeightStoreOptions{}));
+  cpu::ThreadPool pool(f.threads);
+  const cpu::Exec exec{.pool = &pool, .simd = simd};
+  std::vector<MatMulBreakdown> parts(3);
+  OCTO_ASSIGN_OR_RETURN(parts[0], TimeMatMuls(*store, 1, 1, exec, f.reps));
+  OCTO_ASSIGN_OR_RETURN(parts[1], TimeMatMuls(*store, f.batch, f.batch, exec, f.reps));
+  OCTO_ASSIGN_OR_RETURN(parts[2], TimeMatMuls(*store, f.prefill_tokens, 1, exec, f.prefill_reps));
+  PrintBreakdown(f, parts, rates);
+  std::fflush(stdout);
+  return absl::OkStatus();
+}
+
+}  // namespace
+}  // namespace octo::bench
+
+int main(int argc, char** argv) {
+  octo::bench::Flags f;
+  CLI::App app{"Measures the CPU engine's decode and prefill rates against the memory-bandwidth bound."};
+  app.add_option("model_dirs", f.model_dirs, "layer directories (made by octo-ctl decompose)")->required()->check(CLI::ExistingDirectory);
+  app.add_option("--threads", f.threads, "engine threads (0: one per core)")->capture_default_str();
+  app.add_flag("--portable", f.portable, "use the portable kernels even where AVX2 is available");
+  app.add_option("--reps", f.reps, "runs per decode figure (median)")->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--decode-tokens", f.decode_tokens, "tokens per decode run")->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--prompt-tokens", f.prompt_tokens, "prompt prefilled before each decode run")->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--batch", f.batch, "sequences per pass for the batched decode")->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--prefill-tokens", f.prefill_tokens, "prompt length for the prefill figure")->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--prefill-reps", f.prefill_reps, "runs for the prefill figure (median)")->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--bandwidth-mib", f.bandwidth_mib, "size of each memcpy buffer")->capture_default_str()->check(CLI::Range(64, 16384));
+  app.add_option("--bandwidth-reps", f.bandwidth_reps, "memcpy / scan passes (best)")->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--target", f.target, "batch-1 decode / bound to call OK")->capture_default_str();
+  app.add_flag("!--no-breakdown", f.breakdown, "skip the per-matrix MatMul timing");
+  CLI11_PARSE(app, argc, argv);
+
+  int failures = 0;
+  for (const std::string& dir : f.model_dirs) {
+    const absl::Status status = octo::bench::BenchModel(f, dir);
+    if (!status.ok()) {
+      std::fprintf(stderr, "engine_bench: %s: %s\n", dir.c_str(), status.ToString().c_str());
+      ++failures;
+    }
+  }
+  return failures == 0 ? 0 : 1;
+}

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Benchmark: the CPU engine on Llama-3.2-1B-shaped models (random weights,
+# real shapes) in Q4_0, Q4_K_M and Q8_0. Generates each model with
+# octo-make-model, decomposes it, and runs engine_bench on it, which prints
+# memcpy bandwidth, weight bytes per token, the decode bound, decode tokens/s
+# at batch 1 and batch 8, prefill tokens/s and the batch-1 / bound ratio next
+# to its target (see engine_bench.cc for how each figure is taken).
+#
+#   [BUILD_DIR=build] [TYPES="Q4_0 Q4_K_M Q8_0"] [PRESET=llama-3.2-1b] \
+#     tests/bench/engine_bench.sh [WORK_DIR] [-- ENGINE_BENCH_FLAGS...]
+#   e.g. tests/bench/engine_bench.sh /data/octo-bench -- --threads 2 --reps 5
+#
+# WORK_DIR (default BUILD_DIR/engine-bench) keeps the model directories, so a
+# second run skips generation; about 3 GB for the three types (the GGUF is
+# deleted once decomposed). Not /tmp by default: it is often a small tmpfs.
+# About 4-5 minutes on 2 cores for the three types.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/../.." && pwd)"
+build="${BUILD_DIR:-$root/build}"
+preset="${PRESET:-llama-3.2-1b}"
+types="${TYPES:-Q4_0 Q4_K_M Q8_0}"
+work="$build/engine-bench"
+if [ $# -gt 0 ] && [ "$1" != "--" ]; then work="$1"; shift; fi
+[ "${1:-}" = "--" ] && shift
+bin="$build/bin"
+for tool in octo-make-model octo-ctl engine_bench; do
+  if [ ! -x "$bin/$tool" ]; then
+    echo "engine_bench.sh: $bin/$tool is missing; build it: ninja -C $build octo-make-model octo-ctl engine_bench" >&2
+    exit 2
+  fi
+done
+
+mkdir -p "$work"
+dirs=()
+for type in $types; do
+  name="$preset-$type"
+  dir="$work/$name"
+  dirs+=("$dir")
+  [ -f "$dir/manifest.json" ] && continue
+  # The GGUF and its directory are on disk together for a moment: ask for
+  # both (plus a margin) before writing anything.
+  need_kib=$(( 2 * 1400 * 1024 + 512 * 1024 ))
+  free_kib=$(df -Pk "$work" | awk 'NR == 2 { print $4 }')
+  if [ "$free_kib" -lt "$need_kib" ]; then
+    echo "engine_bench.sh: $work has $((free_kib / 1024)) MiB free, needs about $((need_kib / 1024)) MiB for $name; pass another WORK_DIR" >&2
+    exit 2
+  fi
+  echo "generating $name in $work ..." >&2
+  "$bin/octo-make-model" --preset "$preset" --type "$type" -o "$work/$name.gguf" >/dev/null
+  "$bin/octo-ctl" decompose -q --force "$work/$name.gguf" "$dir"
+  rm -f "$work/$name.gguf"
+done
+
+"$bin/engine_bench" "$@" "${dirs[@]}"
