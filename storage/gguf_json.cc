@@ -1,4 +1,5 @@
 #include "storage/gguf_json.h"
+#include "storage/utf8.h"
 
 #include <cmath>
 #include <cstring>
@@ -147,32 +148,6 @@ absl::StatusOr<GgufValue> FromJsonAtDepth(const json& j, uint32_t depth) {
 
 }  // namespace
 
-bool IsValidUtf8(absl::string_view s) {
-  size_t i = 0;
-  while (i < s.size()) {
-    const unsigned char c = static_cast<unsigned char>(s[i]);
-    size_t n;
-    uint32_t cp;
-    if (c < 0x80) { ++i; continue; }
-    if ((c & 0xE0) == 0xC0) { n = 1; cp = c & 0x1F; }
-    else if ((c & 0xF0) == 0xE0) { n = 2; cp = c & 0x0F; }
-    else if ((c & 0xF8) == 0xF0) { n = 3; cp = c & 0x07; }
-    else return false;
-    if (n >= s.size() - i) return false;  // sequence runs past the end
-    for (size_t k = 1; k <= n; ++k) {
-      const unsigned char cc = static_cast<unsigned char>(s[i + k]);
-      if ((cc & 0xC0) != 0x80) return false;
-      cp = (cp << 6) | (cc & 0x3F);
-    }
-    // Overlong forms, surrogates and values past U+10FFFF are invalid.
-    if ((n == 1 && cp < 0x80) || (n == 2 && cp < 0x800) || (n == 3 && cp < 0x10000) || cp > 0x10FFFF ||
-        (cp >= 0xD800 && cp <= 0xDFFF)) {
-      return false;
-    }
-    i += n + 1;
-  }
-  return true;
-}
 
 json GgufValueToJson(const GgufValue& v) {
   json j = {{"type", std::string(GgufValueTypeName(v.type))}};

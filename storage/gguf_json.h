@@ -5,6 +5,8 @@
 // UTF-8 (JSON cannot hold it) is written as {"hex": "..."} in its place.
 #pragma once
 
+#include "storage/utf8.h"  // IsValidUtf8, used by callers of these helpers
+
 #include "absl/status/statusor.h"
 #include "nlohmann/json.hpp"
 #include "storage/gguf_value.h"
@@ -15,6 +17,6 @@ nlohmann::json GgufValueToJson(const GgufValue& value);
 // INVALID_ARGUMENT naming what is wrong (type name, range, element).
 absl::StatusOr<GgufValue> GgufValueFromJson(const nlohmann::json& j);
 
-bool IsValidUtf8(absl::string_view s);
+
 
 }  // namespace octo

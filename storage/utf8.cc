@@ -1,4 +1,4 @@
-#include "daemon/sampling/utf8.h"
+#include "storage/utf8.h"
 
 #include <cstdint>
 

@@ -4,7 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "daemon/sampling/utf8.h"
+#include "storage/utf8.h"
 #include "storage/status_macros.h"
 
 namespace octo {

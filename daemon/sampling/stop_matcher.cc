@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <utility>
 
-#include "daemon/sampling/utf8.h"
+#include "storage/utf8.h"
 
 namespace octo {
 

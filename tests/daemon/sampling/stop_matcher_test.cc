@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "daemon/sampling/utf8.h"
+#include "storage/utf8.h"
 
 namespace octo {
 namespace {
