@@ -18,7 +18,7 @@
 // moves every later logit by up to 3.3e-4 of the RMS (with the reference
 // made to round it the engine's way, the engine matches to 4e-5). Over 8
 // seeds x 11 models x 2 kernel sets the worst error was 3.8e-4 (median
-// ~3e-5). Every architectural feature done wrong moves the logits by 4.6e-3
+// 4e-5). Every architectural feature done wrong moves the logits by 4.6e-3
 // or more. ToleranceLiesBetweenRoundingNoiseAndWrongPasses checks both
 // sides for each model. (Dropping the fp16 roundings from the reference
 // moves the logits by only ~1e-3: at this tolerance the logits cannot tell
