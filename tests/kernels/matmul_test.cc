@@ -39,7 +39,7 @@ using testing::RandomWeights;
 // partial sums, then a pairwise reduction. The worst case adds up to about 70
 // such roundings; random ones add like a random walk, and the largest error
 // measured over every type, both paths and all these inputs is 1.7 (F32,
-// portable; 1.35 for the quantized types). 16 leaves ~10x room and still
+// portable; 1.4 for the quantized types). 16 leaves ~10x room and still
 // catches anything real: one element taken wrong moves a result by about
 // S / cols = S / 512, 2^11 times the tolerance.
 constexpr double kTolUlps = 16;
