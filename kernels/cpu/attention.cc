@@ -64,6 +64,9 @@ void AttendOneHead(const float* q_head, const uint16_t* k_cache, const uint16_t*
   for (int d = 0; d < head_dim; ++d) q16[d] = Fp16ToFp32(Fp32ToFp16(q_head[d]));
   kernels.scores(q16, k_cache + kv_offset, row_stride, n_ctx, head_dim, p.scale, att);
   SoftmaxRow(att, n_ctx);
+  // The weights go to fp16 before the product with V, as llama.cpp's
+  // attention without flash attention rounds them (ops.h).
+  for (int pos = 0; pos < n_ctx; ++pos) att[pos] = Fp16ToFp32(Fp32ToFp16(att[pos]));
   kernels.weighted_sum(att, v_cache + kv_offset, row_stride, n_ctx, head_dim, out_head);
 }
 

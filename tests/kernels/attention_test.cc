@@ -94,8 +94,8 @@ std::vector<float> RunAttention(const Inputs& in, const Shape& s, const cpu::Exe
   return out;
 }
 
-// The contract of ops.h in double: q rounded to fp16 (part of the contract),
-// everything after that exact up to double rounding.
+// The contract of ops.h in double: q and the softmax weights rounded to fp16
+// (part of the contract), everything else exact up to double rounding.
 std::vector<double> Reference(const Inputs& in, const Shape& s) {
   const AttentionParams p = ParamsFor(s);
   const int group = s.n_heads / s.n_kv_heads;
@@ -123,7 +123,9 @@ std::vector<double> Reference(const Inputs& in, const Shape& s) {
       for (int d = 0; d < s.head_dim; ++d) {
         double o = 0;
         for (int pos = 0; pos < n_ctx; ++pos) {
-          o += att[pos] / sum * Fp16ToFp32(in.v[kv_at(pos) + d]);
+          // The weight rounded to fp16, as the contract says.
+          const double weight = Fp16ToFp32(Fp32ToFp16(static_cast<float>(att[pos] / sum)));
+          o += weight * Fp16ToFp32(in.v[kv_at(pos) + d]);
         }
         out[q_at + d] = o;
       }
@@ -172,8 +174,9 @@ TEST(AttentionCpuTest, MatchesDoublePrecisionReference) {
 }
 
 // Every value row of kv head j holds j + 1, so the output of query head h is
-// (h / group + 1) times the sum of its weights, which is 1: the output names
-// the kv head the query head read.
+// (h / group + 1) times the sum of its weights, which is 1 to within the fp16
+// rounding of each weight (2^-11 relative): the output names the kv head the
+// query head read (a neighbour's value is off by 1/8 or more).
 TEST(AttentionCpuTest, QueryHeadsReadTheirGroupsKvHead) {
   const int n_heads = 8;
   for (int n_kv_heads : {8, 4, 1}) {
@@ -187,7 +190,7 @@ TEST(AttentionCpuTest, QueryHeadsReadTheirGroupsKvHead) {
     const int group = n_heads / n_kv_heads;
     for (size_t i = 0; i < out.size(); ++i) {
       const int h = static_cast<int>(i / s.head_dim % n_heads);
-      ASSERT_NEAR(out[i], h / group + 1, 1e-5) << Describe(s) << " head " << h;
+      ASSERT_NEAR(out[i], h / group + 1, 2e-3 * (h / group + 1)) << Describe(s) << " head " << h;
     }
   }
 }
@@ -203,9 +206,10 @@ TEST(AttentionCpuTest, EqualScoresAverageTheVisibleValues) {
     const int n_ctx = s.first_pos + t + 1;
     for (int h = 0; h < s.n_heads; ++h) {
       for (int d = 0; d < s.head_dim; ++d) {
+        // Each weight is 1/n_ctx in float, then rounded to fp16.
+        const double weight = Fp16ToFp32(Fp32ToFp16(1.0f / static_cast<float>(n_ctx)));
         double mean = 0;
-        for (int pos = 0; pos < n_ctx; ++pos) mean += Fp16ToFp32(in.v[pos * s.head_dim + d]);
-        mean /= n_ctx;
+        for (int pos = 0; pos < n_ctx; ++pos) mean += weight * Fp16ToFp32(in.v[pos * s.head_dim + d]);
         EXPECT_NEAR(out[(t * s.n_heads + h) * s.head_dim + d], mean, 1e-6)
             << "token " << t << " head " << h << " d " << d;
       }
