@@ -3,11 +3,14 @@
 //   octo-ctl decompose MODEL.gguf OUT_DIR [--force]   GGUF -> layer directory
 //   octo-ctl verify DIR                               sizes, headers, checksums
 //   octo-ctl inspect FILE.gguf|DIR                    metadata and tensor table
+//   octo-ctl run DIR "prompt" [sampling flags]        generate in this process
+//   octo-ctl perplexity DIR TEXT_FILE [--ctx N]        llama.cpp-style perplexity
 #include <csignal>
 
 #include <atomic>
 
 #include "CLI/CLI.hpp"
+#include "client/local_commands.h"
 #include "client/model_commands.h"
 
 namespace {
@@ -28,7 +31,7 @@ void InstallCancelHandler() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"octo-ctl: decompose, verify and inspect Octo models"};
+  CLI::App app{"octo-ctl: decompose, verify, inspect and run Octo models"};
   app.require_subcommand(1);
 
   octo::DecomposeFlags decompose;
@@ -51,6 +54,43 @@ int main(int argc, char** argv) {
   inspect_cmd->add_option("--array-elements", max_elements, "Array elements to show")
       ->check(CLI::Range(0, 1000000));
 
+  auto add_model_flags = [](CLI::App* cmd, octo::LocalModelFlags& m) {
+    cmd->add_option("dir", m.dir, "Model directory (from decompose)")->required()->check(CLI::ExistingDirectory);
+    cmd->add_option("-t,--threads", m.threads, "Threads (0: one per core)")->check(CLI::Range(0, 1024));
+    cmd->add_option("--budget", m.budget,
+                    "Bytes of layer weights to hold in memory (e.g. 2G); the rest are read from disk per pass");
+    cmd->add_flag("--portable", m.portable, "Use the portable kernels, not AVX2");
+  };
+
+  octo::RunFlags run;
+  CLI::App* run_cmd = app.add_subcommand("run", "Generate from a model directory in this process (no daemon)");
+  add_model_flags(run_cmd, run.model);
+  run_cmd->add_option("prompt", run.prompt, "Prompt text")->required();
+  run_cmd->add_flag("--chat", run.chat, "Format the prompt as a user message with the chat template");
+  run_cmd->add_option("--system", run.system, "System message (with --chat)");
+  run_cmd->add_option("--chat-template", run.chat_template, "Template name instead of the model's (chatml, llama3, ...)");
+  run_cmd->add_option("-n,--max-tokens", run.sampling.max_tokens, "Tokens to generate (-1: until the end)");
+  run_cmd->add_option("--temperature,--temp", run.sampling.temperature, "0 = greedy");
+  run_cmd->add_option("--top-k", run.sampling.top_k, "0 = off");
+  run_cmd->add_option("--top-p", run.sampling.top_p, "1 = off");
+  run_cmd->add_option("--min-p", run.sampling.min_p, "0 = off");
+  run_cmd->add_option("--repeat-penalty", run.sampling.repeat_penalty, "1 = off");
+  run_cmd->add_option("--repeat-last-n", run.sampling.repeat_last_n, "Penalty window (-1: all)");
+  run_cmd->add_option("--frequency-penalty", run.sampling.frequency_penalty, "0 = off");
+  run_cmd->add_option("--presence-penalty", run.sampling.presence_penalty, "0 = off");
+  run_cmd->add_option("--seed", run.seed, "Sampler seed (same seed, same tokens)");
+  run_cmd->add_option("--stop", run.sampling.stop, "Stop string (repeatable)");
+  run_cmd->add_option("--logprobs", run.sampling.top_logprobs, "Alternatives per token to report (with --json)");
+  run_cmd->add_flag("--json", run.json, "Print one JSON object: tokens, logprobs, text, timings");
+  run_cmd->add_flag("--tokens", run.raw_tokens, "Print token ids instead of text");
+  run_cmd->add_flag("--stats", run.stats, "Print tokens/s to stderr");
+
+  octo::PerplexityFlags ppl;
+  CLI::App* ppl_cmd = app.add_subcommand("perplexity", "Perplexity of a model over a text file (as llama-perplexity)");
+  add_model_flags(ppl_cmd, ppl.model);
+  ppl_cmd->add_option("text", ppl.text_file, "Text file")->required()->check(CLI::ExistingFile);
+  ppl_cmd->add_option("--ctx", ppl.n_ctx, "Tokens per chunk")->check(CLI::Range(2, 1 << 20));
+
   CLI11_PARSE(app, argc, argv);
 
   if (*decompose_cmd) {
@@ -59,5 +99,10 @@ int main(int argc, char** argv) {
   }
   if (*verify_cmd) return octo::RunVerify(verify_dir, verify_quiet);
   if (*inspect_cmd) return octo::RunInspect(inspect_path, max_elements);
+  if (*run_cmd) {
+    InstallCancelHandler();
+    return octo::RunLocalGenerate(run, g_cancel);
+  }
+  if (*ppl_cmd) return octo::RunPerplexity(ppl);
   return 2;
 }

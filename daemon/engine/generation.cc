@@ -1,0 +1,113 @@
+#include "daemon/engine/generation.h"
+
+#include <chrono>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "storage/status_macros.h"
+
+namespace octo {
+
+const char* FinishReasonName(FinishReason reason) {
+  switch (reason) {
+    case FinishReason::kStop: return "stop";
+    case FinishReason::kLength: return "length";
+    case FinishReason::kContext: return "context";
+    case FinishReason::kNone: break;
+  }
+  return "none";
+}
+
+Generation::Generation(const Tokenizer& tokenizer, Sampler sampler, const SamplingParams& params,
+                       std::vector<int32_t> prompt, int max_positions)
+    : tokenizer_(tokenizer),
+      sampler_(std::move(sampler)),
+      params_(params),
+      detokenizer_(tokenizer),
+      stop_(params.stop),
+      history_(std::move(prompt)),
+      prompt_size_(static_cast<int>(history_.size())),
+      max_positions_(max_positions) {
+  if (params_.max_tokens == 0) finish_ = FinishReason::kLength;
+}
+
+absl::StatusOr<Generation> Generation::Create(const Tokenizer& tokenizer, const SamplingParams& params,
+                                              std::vector<int32_t> prompt, int max_positions) {
+  OCTO_ASSIGN_OR_RETURN(Sampler sampler, Sampler::Create(params));
+  if (prompt.empty()) return absl::InvalidArgumentError("the prompt has no tokens");
+  for (int32_t id : prompt) {
+    if (id < 0 || id >= tokenizer.vocab_size()) {
+      return absl::InvalidArgumentError(absl::StrCat("prompt token ", id, " is outside the vocabulary (",
+                                                     tokenizer.vocab_size(), " tokens)"));
+    }
+  }
+  if (static_cast<int64_t>(prompt.size()) > max_positions) {
+    return absl::ResourceExhaustedError(absl::StrCat("the prompt has ", prompt.size(),
+                                                     " tokens; the context holds ", max_positions));
+  }
+  return Generation(tokenizer, std::move(sampler), params, std::move(prompt), max_positions);
+}
+
+std::span<const int32_t> Generation::NextInput() const {
+  if (finished()) return {};
+  return std::span<const int32_t>(history_).subspan(fed_);
+}
+
+absl::StatusOr<std::optional<GeneratedToken>> Generation::Accept(std::span<const float> logits) {
+  if (finished()) return absl::FailedPreconditionError("the generation has finished");
+  OCTO_ASSIGN_OR_RETURN(const int32_t id, sampler_.Sample(logits, history_));
+  if (tokenizer_.IsEndOfGeneration(id)) {
+    finish_ = FinishReason::kStop;
+    return std::nullopt;
+  }
+  GeneratedToken token;
+  token.id = id;
+  OCTO_ASSIGN_OR_RETURN(token.logprob, Logprob(logits, id));
+  if (params_.top_logprobs > 0) {
+    OCTO_ASSIGN_OR_RETURN(token.top, TopLogprobs(logits, params_.top_logprobs));
+  }
+  history_.push_back(id);
+  StopMatcher::Output out = stop_.Feed(detokenizer_.Push(id));
+  token.text = std::move(out.text);
+  if (out.stopped) {
+    finish_ = FinishReason::kStop;
+  } else if (params_.max_tokens >= 0 && generated_tokens() >= params_.max_tokens) {
+    finish_ = FinishReason::kLength;
+  } else if (static_cast<int>(history_.size()) >= max_positions_) {
+    // The token just drawn would need one more position to be fed.
+    finish_ = FinishReason::kContext;
+  }
+  return token;
+}
+
+std::string Generation::TakeTail() {
+  if (stop_.stopped()) return "";
+  StopMatcher::Output out = stop_.Feed(detokenizer_.Flush());
+  return out.text + stop_.Flush();
+}
+
+absl::StatusOr<GenerateStats> Generate(Model& model, Generation& generation,
+                                       const std::function<bool(const GeneratedToken&)>& on_token) {
+  using Clock = std::chrono::steady_clock;
+  GenerateStats stats;
+  stats.prompt_tokens = generation.prompt_tokens();
+  std::unique_ptr<KvCache> kv = model.NewCache(generation.max_positions());
+  std::vector<float> logits;
+  while (!generation.finished()) {
+    const auto start = Clock::now();
+    const std::span<const int32_t> input = generation.NextInput();
+    const bool prefill = input.size() > 1 || stats.generated_tokens == 0;
+    const SequenceStep step{.kv = kv.get(), .tokens = input};
+    OCTO_RETURN_IF_ERROR(model.Forward(std::span<const SequenceStep>(&step, 1), logits));
+    generation.InputFed();
+    const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    (prefill ? stats.prefill_seconds : stats.decode_seconds) += seconds;
+    OCTO_ASSIGN_OR_RETURN(std::optional<GeneratedToken> token, generation.Accept(logits));
+    if (!token.has_value()) break;
+    ++stats.generated_tokens;
+    if (!on_token(*token)) break;
+  }
+  return stats;
+}
+
+}  // namespace octo

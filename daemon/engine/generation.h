@@ -1,0 +1,106 @@
+// Generation: one sequence's way from prompt to text -- what it feeds the
+// model next, and what it does with each step's logits (sample, detect the
+// end, turn tokens into streamed text, log-probabilities, stop strings).
+//
+// It does not run the model: whoever batches sequences (Generate below for
+// one sequence, the daemon's scheduler for many) calls NextInput() to build
+// the step, runs the pass, and hands the sequence's logits row to Accept().
+//
+// Ends ("finish reasons", as OpenAI names them):
+//   kStop    an end-of-generation token (not emitted as text) or a stop string
+//            (cut from the text);
+//   kLength  max_tokens generated;
+//   kContext the sequence's context (KvCache max_positions) is full.
+//
+// Not thread-safe: one owner at a time.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "daemon/engine/model.h"
+#include "daemon/sampling/logprobs.h"
+#include "daemon/sampling/sampler.h"
+#include "daemon/sampling/stop_matcher.h"
+#include "daemon/tokenizer/streaming_detokenizer.h"
+#include "daemon/tokenizer/tokenizer.h"
+
+namespace octo {
+
+enum class FinishReason { kNone, kStop, kLength, kContext };
+const char* FinishReasonName(FinishReason reason);  // "stop", "length", "context"
+
+struct GeneratedToken {
+  int32_t id = 0;
+  std::string text;                  // text this token completes (may be empty)
+  double logprob = 0;                // of id, raw logits (logprobs.h)
+  std::vector<TokenLogprob> top;     // params.top_logprobs alternatives
+};
+
+class Generation {
+ public:
+  // prompt: the prompt's tokens (BOS included as the caller wants it); at
+  // least one. INVALID_ARGUMENT for bad params or an empty prompt;
+  // RESOURCE_EXHAUSTED when the prompt does not fit max_positions.
+  static absl::StatusOr<Generation> Create(const Tokenizer& tokenizer, const SamplingParams& params,
+                                           std::vector<int32_t> prompt, int max_positions);
+
+  // The tokens the next pass must feed: the whole prompt first, then the
+  // last accepted token. Empty once finished.
+  std::span<const int32_t> NextInput() const;
+  // Marks NextInput() as fed; call after a successful pass.
+  void InputFed() { fed_ = history_.size(); }
+
+  // Takes the logits that followed NextInput() (the row of its last token),
+  // draws the next token and advances. Returns the token, or nullopt when
+  // the draw ended the generation with nothing to emit (end token).
+  absl::StatusOr<std::optional<GeneratedToken>> Accept(std::span<const float> logits);
+
+  bool finished() const { return finish_ != FinishReason::kNone; }
+  FinishReason finish_reason() const { return finish_; }
+  // Text held back at the end (an unfinished stop-string prefix or UTF-8
+  // tail), to append once finished. Empty after a stop string.
+  std::string TakeTail();
+
+  int prompt_tokens() const { return prompt_size_; }
+  int generated_tokens() const { return static_cast<int>(history_.size()) - prompt_size_; }
+  const std::vector<int32_t>& history() const { return history_; }
+  uint64_t seed() const { return sampler_.seed(); }
+  int max_positions() const { return max_positions_; }
+
+ private:
+  Generation(const Tokenizer& tokenizer, Sampler sampler, const SamplingParams& params,
+             std::vector<int32_t> prompt, int max_positions);
+
+  Tokenizer tokenizer_;
+  Sampler sampler_;
+  SamplingParams params_;
+  StreamingDetokenizer detokenizer_;
+  StopMatcher stop_;
+  std::vector<int32_t> history_;  // prompt, then generated tokens
+  size_t fed_ = 0;                // history_[0, fed_) is in the KV cache
+  int prompt_size_ = 0;
+  int max_positions_ = 0;
+  FinishReason finish_ = FinishReason::kNone;
+};
+
+struct GenerateStats {
+  int prompt_tokens = 0;
+  int generated_tokens = 0;
+  double prefill_seconds = 0;
+  double decode_seconds = 0;
+};
+
+// Runs one generation to its end on `model`, alone, in a fresh cache of
+// generation.max_positions(). on_token gets every emitted token (text pieces
+// in order); returning false stops early, leaving finish_reason() kNone.
+// The caller appends generation.TakeTail() to the text at the end.
+absl::StatusOr<GenerateStats> Generate(Model& model, Generation& generation,
+                                       const std::function<bool(const GeneratedToken&)>& on_token);
+
+}  // namespace octo
