@@ -147,6 +147,22 @@ struct BlockIq4Xs {
 };
 static_assert(sizeof(BlockIq4Xs) == 136);
 
+// A Q8_0 activation row as MatMul keeps it: the ggml blocks, then (from byte
+// Q8_0SideOffset(cols)) one Q8_0Side per block, derived from the block: its
+// d as fp32 and the sums of its quants in groups of 4 (elements 4k..4k+3).
+// The AVX2 dot products read it to skip the fp16 conversion of d and, for
+// weights with unsigned quants (Q4_0: q = n - 8), to take sum(n * q_x) -
+// 8 * sum(q_x) exactly per group of 4 rather than sign-flipping every byte.
+struct Q8_0Side {
+  float d;
+  int32_t sums4[kQK / 4];
+};
+static_assert(sizeof(Q8_0Side) == 36);
+
+inline int64_t Q8_0SideOffset(int64_t cols) {
+  return (cols / kQK * static_cast<int64_t>(sizeof(BlockQ8_0)) + 31) / 32 * 32;
+}
+
 // Activations for the K-quants: x = d * q (d fp32), bsums[j] = sum of q over
 // elements 16j..16j+15.
 struct BlockQ8_K {

@@ -36,7 +36,7 @@ int64_t ActRowBytes(ActType type, int64_t cols) {
     case ActType::kF32: return cols * 4;
     case ActType::kF16:
     case ActType::kBF16: return cols * 2;
-    case ActType::kQ8_0: return cols / kQK * static_cast<int64_t>(sizeof(BlockQ8_0));
+    case ActType::kQ8_0: return Q8_0SideOffset(cols) + cols / kQK * static_cast<int64_t>(sizeof(Q8_0Side));
     case ActType::kQ8_1: return cols / kQK * static_cast<int64_t>(sizeof(BlockQ8_1));
     case ActType::kQ8_K: return cols / kQKK * static_cast<int64_t>(sizeof(BlockQ8_K));
   }
@@ -59,9 +59,26 @@ float QuantizeBlock8(const float* x, uint16_t* d_out, int8_t* qs) {
 
 }  // namespace
 
+void FillQ8_0Side(int64_t cols, void* row) {
+  const auto* blocks = static_cast<const BlockQ8_0*>(row);
+  auto* side = reinterpret_cast<Q8_0Side*>(static_cast<uint8_t*>(row) + Q8_0SideOffset(cols));
+  // The padding between the blocks and the table: zeros, so a row's bytes
+  // are fully determined by x.
+  const int64_t blocks_end = cols / kQK * static_cast<int64_t>(sizeof(BlockQ8_0));
+  std::memset(static_cast<uint8_t*>(row) + blocks_end, 0, static_cast<size_t>(Q8_0SideOffset(cols) - blocks_end));
+  for (int64_t b = 0; b < cols / kQK; ++b) {
+    side[b].d = Fp16ToFp32(blocks[b].d);
+    for (int k = 0; k < kQK / 4; ++k) {
+      const int8_t* q = blocks[b].qs + 4 * k;
+      side[b].sums4[k] = q[0] + q[1] + q[2] + q[3];
+    }
+  }
+}
+
 void QuantizeRowQ8_0(const float* x, int64_t cols, void* out) {
   auto* y = static_cast<BlockQ8_0*>(out);
   for (int64_t b = 0; b < cols / kQK; ++b) QuantizeBlock8(x + b * kQK, &y[b].d, y[b].qs);
+  FillQ8_0Side(cols, out);
 }
 
 void QuantizeRowQ8_1(const float* x, int64_t cols, void* out) {

@@ -5,7 +5,9 @@
 //   Q8_0  per 32 values: amax = max |x|; d = amax / 127 stored as fp16;
 //         q = round-half-even(x * (127 / amax)) (0 when amax == 0). Note the
 //         multiplier is 127 / amax, not 1 / fp16(d), and the rounding is to
-//         even (_mm256_round_ps), not roundf's away from zero.
+//         even (_mm256_round_ps), not roundf's away from zero. The row is the
+//         ggml blocks followed by a side table derived from them
+//         (Q8_0Side in quant_blocks.h) that the AVX2 dot products read.
 //   Q8_1  Q8_0 plus s = fp16(d * sum(q)) with d the fp32 amax / 127.
 //   Q8_K  per 256 values (ggml's reference quantizer, which x86 uses): max =
 //         the x of largest |x| (the first one on ties), sign kept;
@@ -33,7 +35,8 @@ const char* ActTypeName(ActType type);  // "Q8_0", ...
 // Values per block of `type` (1 for the float types).
 int ActBlockSize(ActType type);
 
-// Bytes of one encoded row of `cols` values; cols a multiple of ActBlockSize.
+// Bytes of one encoded row of `cols` values (for Q8_0 the blocks and the side
+// table); cols a multiple of ActBlockSize.
 int64_t ActRowBytes(ActType type, int64_t cols);
 
 // Encodes x (cols) into out (ActRowBytes(type, cols) bytes). cols must be a
@@ -48,6 +51,8 @@ void QuantizeRowQ8_0(const float* x, int64_t cols, void* out);
 void QuantizeRowQ8_1(const float* x, int64_t cols, void* out);
 void QuantizeRowQ8_K(const float* x, int64_t cols, void* out);
 void QuantizeRowF16(const float* x, int64_t cols, void* out);
+// Writes the Q8_0 side table of a row whose blocks are already written.
+void FillQ8_0Side(int64_t cols, void* row);
 void QuantizeRowBf16(const float* x, int64_t cols, void* out);
 #if defined(__x86_64__)
 void QuantizeRowQ8_0Avx2(const float* x, int64_t cols, void* out);

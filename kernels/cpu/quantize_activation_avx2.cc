@@ -62,6 +62,7 @@ inline float QuantizeBlock8Avx2(const float* x, uint16_t* d_out, int8_t* qs, int
 void QuantizeRowQ8_0Avx2(const float* x, int64_t cols, void* out) {
   auto* y = static_cast<BlockQ8_0*>(out);
   for (int64_t b = 0; b < cols / kQK; ++b) QuantizeBlock8Avx2(x + b * kQK, &y[b].d, y[b].qs, nullptr);
+  FillQ8_0Side(cols, out);  // derived from the blocks: the same code as portable
 }
 
 void QuantizeRowQ8_1Avx2(const float* x, int64_t cols, void* out) {

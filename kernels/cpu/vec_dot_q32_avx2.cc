@@ -1,6 +1,8 @@
 // AVX2 dot products of the 32-wide block types with Q8_0 / Q8_1 activations.
 // One block is one 32-byte vector of weight quants against the 32 activation
-// quants: maddubs + madd give 8 exact int32 partial sums, which are converted
+// quants: maddubs + madd give 8 exact int32 partial sums (each over 4
+// consecutive elements; for Q4_0/Q5_0 the weights' offset is taken off with
+// the Q8_0 row's side table, quant_blocks.h), which are converted
 // to float and accumulated as acc += (d_w * d_x) * partial (FMA), summed
 // across the lanes at the end (as ggml's AVX2 kernels do). Even and odd
 // blocks go to two accumulators, so consecutive FMAs do not wait on each
@@ -84,12 +86,29 @@ inline __m256i LoadQ8(const int8_t* qs) { return _mm256_loadu_si256(reinterpret_
 
 }  // namespace
 
+// The Q8_0 row's side table (quant_blocks.h).
+inline const Q8_0Side* SideOf(const void* x, int64_t cols) {
+  return reinterpret_cast<const Q8_0Side*>(static_cast<const uint8_t*>(x) + Q8_0SideOffset(cols));
+}
+
+// 8 int32 lanes of sum((n - offset) * q_x) over groups of 4, for unsigned
+// weight quants n: sum(n * q_x) - offset * sum(q_x), the second from the
+// side table (shift = log2(offset)). The same integers MulSumI8I8 gives for
+// the signed n - offset.
+template <int kShift>
+inline __m256 MulSumOffset(__m256i n, __m256i qx, const int32_t* sums4) {
+  const __m256i prod = _mm256_madd_epi16(_mm256_maddubs_epi16(n, qx), _mm256_set1_epi16(1));
+  const __m256i offset = _mm256_slli_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sums4)), kShift);
+  return _mm256_cvtepi32_ps(_mm256_sub_epi32(prod, offset));
+}
+
 float VecDotQ4_0Avx2(const void* w, const void* x, int64_t cols) {
   const auto* wb = static_cast<const BlockQ4_0*>(w);
   const auto* xb = static_cast<const BlockQ8_0*>(x);
+  const Q8_0Side* side = SideOf(x, cols);
   return TwoAccumulators(cols / kQK, [&](int64_t b, __m256* acc, __m128* mins) {
-    const __m256i qw = _mm256_sub_epi8(UnpackNibbles(wb[b].qs), _mm256_set1_epi8(8));
-    *acc = _mm256_fmadd_ps(Scale(wb[b].d, xb[b].d), MulSumI8I8(qw, LoadQ8(xb[b].qs)), *acc);
+    const __m256 scale = _mm256_set1_ps(F16(wb[b].d) * side[b].d);
+    *acc = _mm256_fmadd_ps(scale, MulSumOffset<3>(UnpackNibbles(wb[b].qs), LoadQ8(xb[b].qs), side[b].sums4), *acc);
   });
 }
 
@@ -105,12 +124,12 @@ float VecDotQ4_1Avx2(const void* w, const void* x, int64_t cols) {
 float VecDotQ5_0Avx2(const void* w, const void* x, int64_t cols) {
   const auto* wb = static_cast<const BlockQ5_0*>(w);
   const auto* xb = static_cast<const BlockQ8_0*>(x);
+  const Q8_0Side* side = SideOf(x, cols);
   return TwoAccumulators(cols / kQK, [&](int64_t b, __m256* acc, __m128* mins) {
-    // q - 16 as a signed byte: the nibble with 0xF0 set where the 5th bit is
-    // clear (n - 16 == 0xF0 | n in two's complement).
-    const __m256i high = _mm256_andnot_si256(BitsToBytes(wb[b].qh), _mm256_set1_epi8(static_cast<char>(0xF0)));
-    const __m256i qw = _mm256_or_si256(UnpackNibbles(wb[b].qs), high);
-    *acc = _mm256_fmadd_ps(Scale(wb[b].d, xb[b].d), MulSumI8I8(qw, LoadQ8(xb[b].qs)), *acc);
+    const __m256i high = _mm256_and_si256(BitsToBytes(wb[b].qh), _mm256_set1_epi8(0x10));
+    const __m256i n = _mm256_or_si256(UnpackNibbles(wb[b].qs), high);  // q + 16, in 0..31
+    const __m256 scale = _mm256_set1_ps(F16(wb[b].d) * side[b].d);
+    *acc = _mm256_fmadd_ps(scale, MulSumOffset<4>(n, LoadQ8(xb[b].qs), side[b].sums4), *acc);
   });
 }
 
@@ -128,18 +147,22 @@ float VecDotQ5_1Avx2(const void* w, const void* x, int64_t cols) {
 float VecDotQ8_0Avx2(const void* w, const void* x, int64_t cols) {
   const auto* wb = static_cast<const BlockQ8_0*>(w);
   const auto* xb = static_cast<const BlockQ8_0*>(x);
+  const Q8_0Side* side = SideOf(x, cols);
   return TwoAccumulators(cols / kQK, [&](int64_t b, __m256* acc, __m128* mins) {
-    *acc = _mm256_fmadd_ps(Scale(wb[b].d, xb[b].d), MulSumI8I8(LoadQ8(wb[b].qs), LoadQ8(xb[b].qs)), *acc);
+    const __m256 scale = _mm256_set1_ps(F16(wb[b].d) * side[b].d);
+    *acc = _mm256_fmadd_ps(scale, MulSumI8I8(LoadQ8(wb[b].qs), LoadQ8(xb[b].qs)), *acc);
   });
 }
 
 float VecDotIq4NlAvx2(const void* w, const void* x, int64_t cols) {
   const auto* wb = static_cast<const BlockIq4Nl*>(w);
   const auto* xb = static_cast<const BlockQ8_0*>(x);
+  const Q8_0Side* side = SideOf(x, cols);
   const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4NlValues)));
   return TwoAccumulators(cols / kQK, [&](int64_t b, __m256* acc, __m128* mins) {
     const __m256i qw = _mm256_shuffle_epi8(table, UnpackNibbles(wb[b].qs));
-    *acc = _mm256_fmadd_ps(Scale(wb[b].d, xb[b].d), MulSumI8I8(qw, LoadQ8(xb[b].qs)), *acc);
+    const __m256 scale = _mm256_set1_ps(F16(wb[b].d) * side[b].d);
+    *acc = _mm256_fmadd_ps(scale, MulSumI8I8(qw, LoadQ8(xb[b].qs)), *acc);
   });
 }
 

@@ -14,12 +14,18 @@
 // / time against the memcpy GB/s. Medians over the rounds; memcpy is measured
 // between the types too, and its median over the run is used. --cached uses
 // one copy, which the last-level cache can hold: the kernels' compute speed.
+//
+// On a shared machine other processes take CPU time from the run; the
+// "cores" column (process CPU time / wall time) shows how much it really
+// had, and "GB/s per core" (weight bytes / process CPU time) the kernels'
+// rate independent of that.
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <string>
 #include <vector>
 
@@ -37,6 +43,12 @@ constexpr int64_t kStreamBytes = int64_t{256} << 20;  // 8x a 32 MiB L3
 
 double Seconds(std::chrono::steady_clock::time_point a, std::chrono::steady_clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
+}
+
+double CpuSeconds() {
+  timespec t;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
 }
 
 double Median(std::vector<double> v) {
@@ -59,8 +71,10 @@ double MemcpyGbps(int rounds) {
 }
 
 struct Result {
-  double gbps;
+  double gbps;           // weight bytes / wall time
   double ms_per_matmul;
+  double cores;          // process CPU time / wall time
+  double gbps_per_core;  // weight bytes / process CPU time
   int64_t matrix_bytes;
 };
 
@@ -73,8 +87,9 @@ Result BenchType(GgmlType type, int n_tokens, int rounds, bool cached, const cpu
   const std::vector<float> x = testing::RandomActivations(n_tokens * kCols, 2);
   std::vector<float> out(static_cast<size_t>(n_tokens * kRows));
 
-  std::vector<double> rates, times;
+  std::vector<double> rates, times, cores, per_core;
   for (int r = 0; r < rounds + 1; ++r) {
+    const double cpu0 = CpuSeconds();
     const auto t0 = std::chrono::steady_clock::now();
     for (const std::vector<uint8_t>& m : matrices) {
       const absl::Status status = cpu::MatMul(WeightMatrix{type, m.data(), kRows, kCols}, x.data(), out.data(),
@@ -85,11 +100,15 @@ Result BenchType(GgmlType type, int n_tokens, int rounds, bool cached, const cpu
       }
     }
     const double s = Seconds(t0, std::chrono::steady_clock::now());
+    const double cpu = CpuSeconds() - cpu0;
     if (r == 0) continue;  // warm-up: page faults, scratch growth
-    rates.push_back(static_cast<double>(matrix_bytes) * copies / s / 1e9);
+    const double bytes = static_cast<double>(matrix_bytes) * copies;
+    rates.push_back(bytes / s / 1e9);
     times.push_back(s / copies * 1e3);
+    cores.push_back(cpu / s);
+    per_core.push_back(bytes / cpu / 1e9);
   }
-  return Result{Median(rates), Median(times), matrix_bytes};
+  return Result{Median(rates), Median(times), Median(cores), Median(per_core), matrix_bytes};
 }
 
 int Main(int argc, char** argv) {
@@ -138,10 +157,12 @@ int Main(int argc, char** argv) {
   const double memcpy_gbps = Median(memcpy_rates);
   std::printf("memcpy %.2f GB/s (median; per measurement:", memcpy_gbps);
   for (double r : memcpy_rates) std::printf(" %.2f", r);
-  std::printf(")\n\n%-7s %12s %12s %12s %8s\n", "type", "MB/matrix", "ms/MatMul", "weight GB/s", "ratio");
+  std::printf(")\n\n%-7s %10s %10s %12s %7s %7s %14s\n", "type", "MB/matrix", "ms/MatMul", "weight GB/s", "ratio",
+              "cores", "GB/s per core");
   for (const auto& [type, r] : results) {
-    std::printf("%-7s %12.2f %12.3f %12.2f %8.2f\n", std::string(GgmlTypeName(type)).c_str(),
-                static_cast<double>(r.matrix_bytes) / 1e6, r.ms_per_matmul, r.gbps, r.gbps / memcpy_gbps);
+    std::printf("%-7s %10.2f %10.3f %12.2f %7.2f %7.2f %14.2f\n", std::string(GgmlTypeName(type)).c_str(),
+                static_cast<double>(r.matrix_bytes) / 1e6, r.ms_per_matmul, r.gbps, r.gbps / memcpy_gbps, r.cores,
+                r.gbps_per_core);
   }
   return 0;
 }
