@@ -15,6 +15,16 @@
 // add_bos_token, add_eos_token, add_space_prefix. tokenizer.chat_template is
 // not read here.
 //
+// Where this differs from llama.cpp (all outside what real models exercise):
+//  - a BPE vocabulary without bos/eos ids has none (llama.cpp assumes 11);
+//  - a character with neither a token nor byte tokens becomes <unk> once
+//    (llama.cpp aborts);
+//  - a BPE piece character outside GPT-2's byte table is rendered as it is
+//    (llama.cpp writes "[UNK_BYTE_0x..]");
+//  - the llama.cpp tokenizer models other than llama/gpt2 (bert, t5, rwkv,
+//    ...), pre-tokenizers not listed in pretokenizer.h, and the per-model
+//    lstrip/rstrip token attributes (phi-3) are not supported.
+//
 // A Tokenizer is immutable once built: every method is const and safe to call
 // from any number of threads. Copies are cheap and share the vocabulary.
 #pragma once
@@ -67,8 +77,9 @@ class Tokenizer {
   // without the token to add.
   static absl::StatusOr<Tokenizer> FromMetadata(const MetadataList& kv);
 
-  // Token ids for `text` (any bytes; ill-formed UTF-8 is tokenized as llama.cpp
-  // does, see unicode.h).
+  // Token ids for `text`: any bytes. Ill-formed UTF-8 is handled as llama.cpp
+  // handles it (SentencePiece falls back to byte tokens; byte-level BPE sees
+  // U+FFFD), except for the cases unicode.h lists.
   //  add_special: put BOS in front / EOS at the end when add_bos_token /
   //    add_eos_token say so (SentencePiece defaults: BOS yes, EOS no).
   //  parse_special: text spelling a control token ("<|im_start|>", "<s>")
