@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Sets up a fresh Debian 12 machine and runs Octo's main job so far: take a
-# GGUF model, decompose it into a layer directory, verify it, show it.
+# GGUF model, decompose it into a layer directory, verify it, show it, and
+# generate from it (all layers resident, then streamed under a one-layer
+# budget: the tokens must be the same).
 #
 #   bash deploy/quickstart.sh [MODEL.gguf [OUT_DIR]]
 #
@@ -28,4 +30,13 @@ fi
 ./build/bin/octo-ctl verify "$out"
 # The first lines of the summary (head may close the pipe early: not an error).
 { ./build/bin/octo-ctl inspect "$out" || true; } | head -n 40
+# Greedy generation twice: resident, then with the smallest budget (one
+# layer at a time read from disk). Same tokens, bit for bit.
+largest_layer=$(stat -c %s "$out"/layer_*.bin | sort -n | tail -1)
+resident=$(./build/bin/octo-ctl run "$out" "Once upon a time" -n 24 --temp 0 --tokens)
+streamed=$(./build/bin/octo-ctl run "$out" "Once upon a time" -n 24 --temp 0 --tokens --budget "$largest_layer")
+echo "quickstart: resident tokens: $resident"
+echo "quickstart: streamed tokens: $streamed"
+[ "$resident" = "$streamed" ] || { echo "quickstart: streamed and resident tokens differ" >&2; exit 1; }
+./build/bin/octo-ctl run "$out" "Once upon a time" -n 48 --temp 0 --stats
 echo "quickstart: done; the model directory is $out"
