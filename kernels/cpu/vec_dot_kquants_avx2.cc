@@ -182,8 +182,17 @@ float DotQ45KAvx2(const void* w, const void* x, int64_t cols) {
     const float neg_dmin = -xb[b].d * F16(blk.dmin);
 
     const __m256i scales_mins16 = _mm256_cvtepu8_epi16(UnpackQ4KScalesMins(blk.scales));
-    acc_mins = _mm_fmadd_ps(_mm_set1_ps(neg_dmin), _mm_cvtepi32_ps(Q4KMinsTimesSums(scales_mins16, xb[b].bsums)),
-                            acc_mins);
+    const __m128i mins_prod = Q4KMinsTimesSums(scales_mins16, xb[b].bsums);
+    if constexpr (kFifthBit) {
+      // ggml's Q5_K: the four products summed as integers, then one scalar
+      // multiply-add per super-block.
+      __m128i total = _mm_add_epi32(mins_prod, _mm_unpackhi_epi64(mins_prod, mins_prod));
+      total = _mm_add_epi32(total, _mm_shuffle_epi32(total, _MM_SHUFFLE(2, 3, 0, 1)));
+      acc_mins = _mm_fmadd_ss(_mm_set_ss(neg_dmin), _mm_set_ss(static_cast<float>(_mm_cvtsi128_si32(total))),
+                              acc_mins);
+    } else {
+      acc_mins = _mm_fmadd_ps(_mm_set1_ps(neg_dmin), _mm_cvtepi32_ps(mins_prod), acc_mins);  // ggml's Q4_K
+    }
     const __m256i scales16 = BothLanes(_mm256_castsi256_si128(scales_mins16));
 
     __m256i high_bits = _mm256_setzero_si256();

@@ -4,9 +4,13 @@
 // consecutive elements; for Q4_0/Q5_0 the weights' offset is taken off with
 // the Q8_0 row's side table, quant_blocks.h), which are converted
 // to float and accumulated as acc += (d_w * d_x) * partial (FMA), summed
-// across the lanes at the end (as ggml's AVX2 kernels do). Even and odd
-// blocks go to two accumulators, so consecutive FMAs do not wait on each
-// other; the two are added before the lane sum.
+// across the lanes at the end: ggml's AVX2 order, block by block in one
+// accumulator (IQ4_NL: even and odd blocks in two, an odd last block added
+// in scalar), so a row's result is the one llama.cpp's vec_dot gives.
+// (llama.cpp's AVX2 build repacks Q4_0 weights and runs another kernel,
+// ggml_gemv_q4_0_8x8_q8_0, whose order is one scalar FMA per block of the
+// block's whole integer sum. Emulating it made one more reference prompt
+// bit-exact but cost 37% of this kernel's speed; not done.)
 #if defined(__x86_64__)
 
 #include <immintrin.h>
@@ -64,27 +68,19 @@ inline float F16(uint16_t h) { return _cvtsh_ss(h); }
 
 inline __m256 Scale(uint16_t d_w, uint16_t d_x) { return _mm256_set1_ps(F16(d_w) * F16(d_x)); }
 
-// Runs block(b, &acc, &mins) over every block, alternating two pairs of
-// accumulators; returns the lane sum of the accs plus lane 0 of the mins
-// (which only Q4_1/Q5_1 use, for their m_w * s_x terms).
+// Runs block(b, &acc, &mins) over every block in order, one accumulator
+// (as ggml's AVX2 kernels for these types: the same FMA chain, so the same
+// float result); returns the lane sum of acc plus lane 0 of mins (which
+// only Q4_1/Q5_1 use, for their m_w * s_x terms).
 template <typename Block>
-inline float TwoAccumulators(int64_t n_blocks, Block block) {
-  __m256 acc0 = _mm256_setzero_ps();
-  __m256 acc1 = _mm256_setzero_ps();
-  __m128 mins0 = _mm_setzero_ps();
-  __m128 mins1 = _mm_setzero_ps();
-  int64_t b = 0;
-  for (; b + 2 <= n_blocks; b += 2) {
-    block(b, &acc0, &mins0);
-    block(b + 1, &acc1, &mins1);
-  }
-  if (b < n_blocks) block(b, &acc0, &mins0);
-  return HorizontalSum(_mm256_add_ps(acc0, acc1)) + _mm_cvtss_f32(_mm_add_ss(mins0, mins1));
+inline float Accumulate(int64_t n_blocks, Block block) {
+  __m256 acc = _mm256_setzero_ps();
+  __m128 mins = _mm_setzero_ps();
+  for (int64_t b = 0; b < n_blocks; ++b) block(b, &acc, &mins);
+  return HorizontalSum(acc) + _mm_cvtss_f32(mins);
 }
 
 inline __m256i LoadQ8(const int8_t* qs) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs)); }
-
-}  // namespace
 
 // The Q8_0 row's side table (quant_blocks.h).
 inline const Q8_0Side* SideOf(const void* x, int64_t cols) {
@@ -102,11 +98,13 @@ inline __m256 MulSumOffset(__m256i n, __m256i qx, const int32_t* sums4) {
   return _mm256_cvtepi32_ps(_mm256_sub_epi32(prod, offset));
 }
 
+}  // namespace
+
 float VecDotQ4_0Avx2(const void* w, const void* x, int64_t cols) {
   const auto* wb = static_cast<const BlockQ4_0*>(w);
   const auto* xb = static_cast<const BlockQ8_0*>(x);
   const Q8_0Side* side = SideOf(x, cols);
-  return TwoAccumulators(cols / kQK, [&](int64_t b, __m256* acc, __m128* mins) {
+  return Accumulate(cols / kQK, [&](int64_t b, __m256* acc, __m128* mins) {
     const __m256 scale = _mm256_set1_ps(F16(wb[b].d) * side[b].d);
     *acc = _mm256_fmadd_ps(scale, MulSumOffset<3>(UnpackNibbles(wb[b].qs), LoadQ8(xb[b].qs), side[b].sums4), *acc);
   });
@@ -115,7 +113,7 @@ float VecDotQ4_0Avx2(const void* w, const void* x, int64_t cols) {
 float VecDotQ4_1Avx2(const void* w, const void* x, int64_t cols) {
   const auto* wb = static_cast<const BlockQ4_1*>(w);
   const auto* xb = static_cast<const BlockQ8_1*>(x);
-  return TwoAccumulators(cols / kQK, [&](int64_t b, __m256* acc, __m128* mins) {
+  return Accumulate(cols / kQK, [&](int64_t b, __m256* acc, __m128* mins) {
     *mins = _mm_fmadd_ss(_mm_set_ss(F16(wb[b].m)), _mm_set_ss(F16(xb[b].s)), *mins);
     *acc = _mm256_fmadd_ps(Scale(wb[b].d, xb[b].d), MulSumU8I8(UnpackNibbles(wb[b].qs), LoadQ8(xb[b].qs)), *acc);
   });
@@ -125,7 +123,7 @@ float VecDotQ5_0Avx2(const void* w, const void* x, int64_t cols) {
   const auto* wb = static_cast<const BlockQ5_0*>(w);
   const auto* xb = static_cast<const BlockQ8_0*>(x);
   const Q8_0Side* side = SideOf(x, cols);
-  return TwoAccumulators(cols / kQK, [&](int64_t b, __m256* acc, __m128* mins) {
+  return Accumulate(cols / kQK, [&](int64_t b, __m256* acc, __m128* mins) {
     const __m256i high = _mm256_and_si256(BitsToBytes(wb[b].qh), _mm256_set1_epi8(0x10));
     const __m256i n = _mm256_or_si256(UnpackNibbles(wb[b].qs), high);  // q + 16, in 0..31
     const __m256 scale = _mm256_set1_ps(F16(wb[b].d) * side[b].d);
@@ -136,7 +134,7 @@ float VecDotQ5_0Avx2(const void* w, const void* x, int64_t cols) {
 float VecDotQ5_1Avx2(const void* w, const void* x, int64_t cols) {
   const auto* wb = static_cast<const BlockQ5_1*>(w);
   const auto* xb = static_cast<const BlockQ8_1*>(x);
-  return TwoAccumulators(cols / kQK, [&](int64_t b, __m256* acc, __m128* mins) {
+  return Accumulate(cols / kQK, [&](int64_t b, __m256* acc, __m128* mins) {
     *mins = _mm_fmadd_ss(_mm_set_ss(F16(wb[b].m)), _mm_set_ss(F16(xb[b].s)), *mins);
     const __m256i high = _mm256_and_si256(BitsToBytes(wb[b].qh), _mm256_set1_epi8(0x10));
     const __m256i qw = _mm256_or_si256(UnpackNibbles(wb[b].qs), high);
@@ -148,7 +146,7 @@ float VecDotQ8_0Avx2(const void* w, const void* x, int64_t cols) {
   const auto* wb = static_cast<const BlockQ8_0*>(w);
   const auto* xb = static_cast<const BlockQ8_0*>(x);
   const Q8_0Side* side = SideOf(x, cols);
-  return TwoAccumulators(cols / kQK, [&](int64_t b, __m256* acc, __m128* mins) {
+  return Accumulate(cols / kQK, [&](int64_t b, __m256* acc, __m128* mins) {
     const __m256 scale = _mm256_set1_ps(F16(wb[b].d) * side[b].d);
     *acc = _mm256_fmadd_ps(scale, MulSumI8I8(LoadQ8(wb[b].qs), LoadQ8(xb[b].qs)), *acc);
   });
@@ -159,11 +157,25 @@ float VecDotIq4NlAvx2(const void* w, const void* x, int64_t cols) {
   const auto* xb = static_cast<const BlockQ8_0*>(x);
   const Q8_0Side* side = SideOf(x, cols);
   const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4NlValues)));
-  return TwoAccumulators(cols / kQK, [&](int64_t b, __m256* acc, __m128* mins) {
-    const __m256i qw = _mm256_shuffle_epi8(table, UnpackNibbles(wb[b].qs));
-    const __m256 scale = _mm256_set1_ps(F16(wb[b].d) * side[b].d);
-    *acc = _mm256_fmadd_ps(scale, MulSumI8I8(qw, LoadQ8(xb[b].qs)), *acc);
-  });
+  auto lanes = [&](int64_t b) { return MulSumI8I8(_mm256_shuffle_epi8(table, UnpackNibbles(wb[b].qs)), LoadQ8(xb[b].qs)); };
+  const int64_t n_blocks = cols / kQK;
+  __m256 acc_even = _mm256_setzero_ps();
+  __m256 acc_odd = _mm256_setzero_ps();
+  int64_t b = 0;
+  for (; b + 1 < n_blocks; b += 2) {
+    acc_even = _mm256_fmadd_ps(_mm256_set1_ps(F16(wb[b].d) * side[b].d), lanes(b), acc_even);
+    acc_odd = _mm256_fmadd_ps(_mm256_set1_ps(F16(wb[b + 1].d) * side[b + 1].d), lanes(b + 1), acc_odd);
+  }
+  float sum = HorizontalSum(_mm256_add_ps(acc_even, acc_odd));
+  if (b < n_blocks) {  // the last of an odd count: its integer sum, scaled
+    int isum = 0;
+    for (int j = 0; j < kQK / 2; ++j) {
+      isum += kIq4NlValues[wb[b].qs[j] & 0xF] * xb[b].qs[j] + kIq4NlValues[wb[b].qs[j] >> 4] * xb[b].qs[j + kQK / 2];
+    }
+    sum = _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss(F16(wb[b].d) * side[b].d), _mm_set_ss(static_cast<float>(isum)),
+                                     _mm_set_ss(sum)));
+  }
+  return sum;
 }
 
 }  // namespace octo::cpu
