@@ -45,9 +45,9 @@ absl::StatusOr<MatMulBreakdown> TimeMatMuls(WeightStore& store, int n_tokens, in
   const ModelConfig& c = store.config();
   if (c.n_experts > 0) return absl::InvalidArgumentError("the MatMul breakdown covers dense models only");
   const size_t max_cols = std::max({c.dim, c.hidden_dim, c.n_heads * c.head_dim});
-  const size_t max_rows = std::max({c.dim, c.hidden_dim, c.n_heads * c.head_dim, c.vocab_size});
+  const size_t max_rows = std::max({c.dim, c.hidden_dim, c.n_heads * c.head_dim});
   std::vector<float> x(static_cast<size_t>(n_tokens) * max_cols);
-  std::vector<float> out(static_cast<size_t>(n_tokens) * max_rows);
+  std::vector<float> out(std::max(static_cast<size_t>(n_tokens) * max_rows, static_cast<size_t>(n_out) * c.vocab_size));
   uint32_t state = 12345;
   for (float& v : x) {
     state = state * 1664525u + 1013904223u;
