@@ -20,7 +20,8 @@
 // llama.cpp's SIMD code sums in yet another order, so no engine that does not
 // copy its exact instruction sequence can be held closer to it than this
 // floor. The test measures the floor per record (portable vs AVX2 kernels,
-// teacher-forced) and prints it beside the error.
+// teacher-forced), prints it beside the error, and takes the larger of a
+// model's two records as the model's floor.
 //
 // Every record prints one line of the report (the divergence report the
 // issue asks for) to stdout.
@@ -173,12 +174,16 @@ TEST_P(LlamaCppReference, TokensAndLogprobsMatch) {
   OCTO_REQUIRE_SHARED("models/" + model);
   auto records = RecordsFor(model);
   ASSERT_EQ(records.size(), 2u) << "two prompts per model in the reference";
+  // The model's noise floor: the larger of its two records' (which positions
+  // happen to sit near a rounding boundary is luck; how far a flip carries
+  // is the model's).
+  double noise_floor = 0;
+  for (const auto& [index, r] : records) noise_floor = std::max(noise_floor, RunRecord(r, index).noise_floor);
   for (const auto& [index, r] : records) {
     const RecordResult result = RunRecord(r, index);
     const bool f32 = LogprobTolerance(model) < 0.05;
-    const double tolerance =
-        f32 ? LogprobTolerance(model) : std::max(LogprobTolerance(model), 2 * result.noise_floor);
-    EXPECT_LE(result.max_logprob_error, tolerance) << result.report;
+    const double tolerance = f32 ? LogprobTolerance(model) : std::max(LogprobTolerance(model), 2 * noise_floor);
+    EXPECT_LE(result.max_logprob_error, tolerance) << result.report << " (model noise floor " << noise_floor << ")";
     if (IsExactType(model)) {
       if (result.first_divergence < kGenerated) {
         EXPECT_LE(result.reference_gap, kExactTieNats) << "diverges off a tie: " << result.report;

@@ -361,6 +361,8 @@ absl::StatusOr<std::vector<double>> ReferenceForward::Step(int32_t token) {
         scores[t] = dot / std::sqrt(static_cast<double>(head_dim));
       }
       Softmax(scores);
+      // The engine rounds the attention weights to fp16 before V (ops.h).
+      for (double& w : scores) w = RoundToFp16(w);
       for (int t = 0; t <= pos; ++t) {
         const double* vt = &value_cache_[l][t * kv_dim + kv_off];
         for (size_t i = 0; i < head_dim; ++i) att[h * head_dim + i] += scores[t] * vt[i];
