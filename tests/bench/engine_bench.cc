@@ -21,7 +21,7 @@
 //   5. prefill tokens/s for one prompt of P tokens in one Forward;
 //   6. batch-1 decode / bound, next to the target;
 // then (unless --no-breakdown) the MatMul share of each pass and the rate
-// of every weight matrix (matmul_breakdown.h), for the kernel owners.
+// of every weight matrix (pass_breakdown.h), for the kernel owners.
 //
 // Not a test: nothing is asserted; the exit status is 1 only when a model
 // cannot be opened or run.
@@ -42,7 +42,7 @@
 #include "daemon/engine/model.h"
 #include "kernels/cpu/simd.h"
 #include "storage/status_macros.h"
-#include "tests/bench/matmul_breakdown.h"
+#include "tests/bench/pass_breakdown.h"
 #include "tests/bench/memory_bandwidth.h"
 #include "tests/bench/weight_bytes.h"
 
@@ -155,12 +155,10 @@ struct EngineRates {
   double prefill = 0;       // tokens/s
 };
 
-void PrintBreakdown(const Flags& f, const std::vector<MatMulBreakdown>& parts, const EngineRates& rates) {
-  // parts: decode batch 1, decode batch B, prefill.
-  const double pass_s[3] = {1.0 / rates.decode1, f.batch / rates.decode_batch, f.prefill_tokens / rates.prefill};
-  const int rows[3] = {1, f.batch, f.prefill_tokens};
-  absl::PrintF("\nwhere a pass goes: each matrix multiplied alone (cpu::MatMul, same pool), median of %d (prefill %d)\n",
-               f.reps, f.prefill_reps);
+// parts: decode batch 1, decode batch B, prefill.
+void PrintBreakdown(const Flags& f, const std::vector<PassBreakdown>& parts) {
+  absl::PrintF("\nwhere a pass goes: the pass and each of its matrices alone (cpu::MatMul, same pool), timed in turn,\n"
+               "median of %d (prefill %d)\n", f.reps, f.prefill_reps);
   absl::PrintF("  %-8s %-10s %8s | %-18s | %-18s | %-20s\n", "matrix", "type", "MB", "decode b1 ms  GB/s",
                absl::StrFormat("decode b%d ms  GB/s", f.batch), absl::StrFormat("prefill %d ms GFLOP/s", f.prefill_tokens));
   for (size_t r = 0; r < parts[0].roles.size(); ++r) {
@@ -168,22 +166,29 @@ void PrintBreakdown(const Flags& f, const std::vector<MatMulBreakdown>& parts, c
     absl::PrintF("  %-8s %-10s %8.1f |", role.role, role.types, role.bytes / 1e6);
     for (int p = 0; p < 3; ++p) {
       const MatMulRole& x = parts[p].roles[r];
-      const bool gflops = p == 2;
-      // The lm_head of a prefill pass multiplies only the last row.
-      const double n = gflops && x.role == "lm_head" ? 1 : rows[p];
-      const double rate = gflops ? 2.0 * x.elements * n / x.seconds / 1e9 : Gb(x.bytes) / x.seconds;
+      // Decode: weight bytes streamed per second. Prefill: arithmetic rate.
+      const double rate = p == 2 ? 2.0 * x.elements * x.n_rows / x.seconds / 1e9 : Gb(x.bytes) / x.seconds;
       absl::PrintF(" %9.2f %7.1f %s", x.seconds * 1e3, rate, p < 2 ? "|" : "\n");
     }
   }
-  absl::PrintF("  %-29s |", "all MatMul");
-  for (int p = 0; p < 3; ++p) absl::PrintF(" %9.2f %6.0f%% %s", parts[p].seconds * 1e3, 100 * parts[p].seconds / pass_s[p], p < 2 ? "|" : "\n");
-  absl::PrintF("  %-29s |", "whole pass (measured above)");
-  for (int p = 0; p < 3; ++p) absl::PrintF(" %9.2f %7s %s", pass_s[p] * 1e3, "", p < 2 ? "|" : "\n");
-  absl::PrintF("  %-29s |", "rest: attention, norms, ...");
+  auto row = [&](const char* label, auto value_s) {
+    absl::PrintF("  %-29s |", label);
+    for (int p = 0; p < 3; ++p) {
+      const double v = value_s(parts[p]);
+      absl::PrintF(" %9.2f %6.0f%% %s", v * 1e3, 100 * v / parts[p].pass_seconds, p < 2 ? "|" : "\n");
+    }
+  };
+  row("all MatMul", [](const PassBreakdown& b) { return b.matmul_seconds; });
+  absl::PrintF("  %-29s |", "attention     (ms, GFLOP/s)");
   for (int p = 0; p < 3; ++p) {
-    const double rest = pass_s[p] - parts[p].seconds;
-    absl::PrintF(" %9.2f %6.0f%% %s", rest * 1e3, 100 * rest / pass_s[p], p < 2 ? "|" : "\n");
+    const PassBreakdown& b = parts[p];
+    absl::PrintF(" %9.2f %7.1f %s", b.attention_seconds * 1e3, b.attention_flops / b.attention_seconds / 1e9,
+                 p < 2 ? "|" : "\n");
   }
+  row("attention     (ms, share)", [](const PassBreakdown& b) { return b.attention_seconds; });
+  row("rest: norms, rope, silu, ...",
+      [](const PassBreakdown& b) { return b.pass_seconds - b.matmul_seconds - b.attention_seconds; });
+  row("whole pass", [](const PassBreakdown& b) { return b.pass_seconds; });
 }
 
 // The best of two measurements, one before and one after the engine's runs:
@@ -288,17 +293,18 @@ absl::Status BenchModel(const Flags& f, const std::string& dir) {
     absl::PrintF("\n(no MatMul breakdown: it covers dense models only)\n");
     return absl::OkStatus();
   }
-  // A store of its own, the model's freed first: the same weights, resident.
+  // The engine's pass on a store of its own (the model's freed first: the
+  // same weights, resident), so the MatMuls can be timed on them too.
   const cpu::Simd simd = model->exec().simd;
   model.reset();
   OCTO_ASSIGN_OR_RETURN(std::unique_ptr<WeightStore> store, WeightStore::Open(dir, WeightStoreOptions{}));
   cpu::ThreadPool pool(f.threads);
   const cpu::Exec exec{.pool = &pool, .simd = simd};
-  std::vector<MatMulBreakdown> parts(3);
-  OCTO_ASSIGN_OR_RETURN(parts[0], TimeMatMuls(*store, 1, 1, exec, f.reps));
-  OCTO_ASSIGN_OR_RETURN(parts[1], TimeMatMuls(*store, f.batch, f.batch, exec, f.reps));
-  OCTO_ASSIGN_OR_RETURN(parts[2], TimeMatMuls(*store, f.prefill_tokens, 1, exec, f.prefill_reps));
-  PrintBreakdown(f, parts, rates);
+  std::vector<PassBreakdown> parts(3);
+  OCTO_ASSIGN_OR_RETURN(parts[0], BreakDownPass(*store, exec, 1, 1, f.prompt_tokens, f.reps));
+  OCTO_ASSIGN_OR_RETURN(parts[1], BreakDownPass(*store, exec, f.batch, 1, f.prompt_tokens, f.reps));
+  OCTO_ASSIGN_OR_RETURN(parts[2], BreakDownPass(*store, exec, 1, f.prefill_tokens, 0, f.prefill_reps));
+  PrintBreakdown(f, parts);
   std::fflush(stdout);
   return absl::OkStatus();
 }

@@ -23,12 +23,15 @@ work="$build/engine-bench"
 if [ $# -gt 0 ] && [ "$1" != "--" ]; then work="$1"; shift; fi
 [ "${1:-}" = "--" ] && shift
 bin="$build/bin"
-for tool in octo-make-model octo-ctl engine_bench; do
-  if [ ! -x "$bin/$tool" ]; then
-    echo "engine_bench.sh: $bin/$tool is missing; build it: ninja -C $build octo-make-model octo-ctl engine_bench" >&2
-    exit 2
-  fi
-done
+need() {
+  for tool in "$@"; do
+    if [ ! -x "$bin/$tool" ]; then
+      echo "engine_bench.sh: $bin/$tool is missing; build it: ninja -C $build $tool" >&2
+      exit 2
+    fi
+  done
+}
+need engine_bench
 
 mkdir -p "$work"
 dirs=()
@@ -45,6 +48,7 @@ for type in $types; do
     echo "engine_bench.sh: $work has $((free_kib / 1024)) MiB free, needs about $((need_kib / 1024)) MiB for $name; pass another WORK_DIR" >&2
     exit 2
   fi
+  need octo-make-model octo-ctl
   echo "generating $name in $work ..." >&2
   "$bin/octo-make-model" --preset "$preset" --type "$type" -o "$work/$name.gguf" >/dev/null
   "$bin/octo-ctl" decompose -q --force "$work/$name.gguf" "$dir"
