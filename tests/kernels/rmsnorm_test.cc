@@ -5,7 +5,6 @@
 #include <cstdint>
 #include <functional>
 #include <limits>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -14,6 +13,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
 #include "kernels/ops.h"
+#include "tests/kernels/kernel_test_util.h"
 
 #if defined(OCTO_HAVE_CUDA)
 #include "kernels/cuda/device.h"
@@ -21,6 +21,8 @@
 
 namespace octo {
 namespace {
+
+using testing::RandomVector;
 
 // Tolerance, per element: |got - want| <= abs_tol + rel_tol * |want|.
 //
@@ -56,14 +58,6 @@ struct Shape {
 constexpr Shape kShapes[] = {{1, 1},   {1, 7},    {3, 31},   {4, 32},    {4, 33},
                              {2, 100}, {64, 128}, {5, 1000}, {3, 1025},  {2, 4096},
                              {3, 8192}};
-
-std::vector<float> RandomVector(size_t n, float lo, float hi, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(lo, hi);
-  std::vector<float> v(n);
-  for (float& f : v) f = dist(rng);
-  return v;
-}
 
 // The formula of ops.h in double throughout.
 std::vector<double> ReferenceRmsNorm(const std::vector<float>& x, const std::vector<float>& weight,

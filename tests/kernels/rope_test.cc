@@ -13,17 +13,12 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
 #include "kernels/ops.h"
+#include "tests/kernels/kernel_test_util.h"
 
 namespace octo {
 namespace {
 
-std::vector<float> RandomVector(size_t n, float lo, float hi, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(lo, hi);
-  std::vector<float> v(n);
-  for (float& f : v) f = dist(rng);
-  return v;
-}
+using testing::RandomVector;
 
 RopeParams Params(int n_heads, int head_dim, int rope_dim, bool neox, float freq_base = 10000.f,
                   const float* freq_factors = nullptr) {

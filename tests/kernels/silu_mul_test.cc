@@ -3,7 +3,6 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -11,9 +10,12 @@
 
 #include "absl/status/status.h"
 #include "kernels/ops.h"
+#include "tests/kernels/kernel_test_util.h"
 
 namespace octo {
 namespace {
+
+using testing::RandomVector;
 
 // Per element: |got - want| <= kRelTol * |want| + kAbsTol. The float path
 // rounds four times (expf about 1 ulp, 1 + e, the division, the product),
@@ -27,14 +29,6 @@ constexpr double kAbsTol = 1e-30;
 double ReferenceSiluMul(float gate, float up) {
   const double g = gate;
   return g / (1.0 + std::exp(-g)) * up;
-}
-
-std::vector<float> RandomVector(size_t n, float lo, float hi, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(lo, hi);
-  std::vector<float> v(n);
-  for (float& f : v) f = dist(rng);
-  return v;
 }
 
 void ExpectMatchesReference(const std::vector<float>& gate, const std::vector<float>& up,

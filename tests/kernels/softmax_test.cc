@@ -6,7 +6,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -14,9 +13,12 @@
 
 #include "absl/status/status.h"
 #include "kernels/ops.h"
+#include "tests/kernels/kernel_test_util.h"
 
 namespace octo {
 namespace {
+
+using testing::RandomVector;
 
 // Per element: |got - want| <= kRelTol * want. Inputs lie in [-8, 8], so
 // x - max lies in [-16, 0] and is rounded once (at most 2^-21 = 4.8e-7
@@ -25,14 +27,6 @@ namespace {
 // Measured 6.4e-7 at worst (100 seeds). 2e-6 leaves room and catches a float
 // sum over thousands of elements or a wrong max.
 constexpr double kRelTol = 2e-6;
-
-std::vector<float> RandomVector(size_t n, float lo, float hi, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(lo, hi);
-  std::vector<float> v(n);
-  for (float& f : v) f = dist(rng);
-  return v;
-}
 
 std::vector<double> ReferenceSoftmax(const std::vector<float>& x, int n_rows, int n) {
   std::vector<double> out(x.size());

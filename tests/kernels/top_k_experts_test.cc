@@ -5,7 +5,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <numeric>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -14,6 +13,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
 #include "kernels/ops.h"
+#include "tests/kernels/kernel_test_util.h"
 
 namespace octo {
 namespace {
@@ -24,13 +24,8 @@ namespace {
 // (6e-8 each). 2e-6 leaves room.
 constexpr double kRelTol = 2e-6;
 
-std::vector<float> RandomLogits(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(-8.0f, 8.0f);
-  std::vector<float> v(n);
-  for (float& f : v) f = dist(rng);
-  return v;
-}
+// Router logits in [-8, 8].
+std::vector<float> RandomLogits(size_t n, uint32_t seed) { return testing::RandomVector(n, -8.0f, 8.0f, seed); }
 
 struct Routing {
   std::vector<int32_t> ids;  // (n_tokens, k)
