@@ -1,9 +1,10 @@
 #include "daemon/tokenizer/bpe.h"
 
-#include <algorithm>
-#include <queue>
+#include <functional>
+#include <optional>
 
 #include "daemon/tokenizer/pretokenizer.h"
+#include "daemon/tokenizer/symbol_merge.h"
 #include "daemon/tokenizer/unicode.h"
 
 namespace octo::tokenizer {
@@ -19,69 +20,28 @@ std::array<uint32_t, 256> ByteCodePoints() {
   return table;
 }
 
-// Bytes of the word, in merge order; the same layout as the SentencePiece
-// session (spm.cc), with merge ranks in place of scores.
-struct Symbol {
-  int64_t prev;
-  int64_t next;
-  size_t begin;
-  size_t size;  // 0 once merged into the left neighbour
-};
-
-struct Bigram {
-  int32_t rank;
-  int64_t left;
-  int64_t right;
-  size_t size;  // bytes of the join when queued; stale once either side changed
-};
-
-// Orders the queue: lowest rank first, then the leftmost pair.
-struct BigramLess {
-  bool operator()(const Bigram& a, const Bigram& b) const {
-    return a.rank > b.rank || (a.rank == b.rank && a.left > b.left);
-  }
-};
-
+// Merges one byte-encoded word by merge rank, lowest first; then each
+// symbol becomes its token, or the tokens of its bytes when it is none.
 class BpeSession {
  public:
   explicit BpeSession(const Vocab& vocab) : vocab_(vocab) {}
 
   // Appends the tokens of one byte-encoded word to *out.
   void EncodeWord(absl::string_view word, std::vector<int32_t>* out) {
-    word_ = word;
-    symbols_.clear();
-    queue_ = {};
     if (vocab_.pre.ignore_merges) {
       if (const int32_t id = vocab_.Find(word); id != kNoToken) {
         out->push_back(id);
         return;
       }
     }
-    for (size_t pos = 0; pos < word.size();) {
-      const size_t size = std::min(Utf8LengthFromLead(static_cast<unsigned char>(word[pos])), word.size() - pos);
-      const int64_t index = static_cast<int64_t>(symbols_.size());
-      symbols_.push_back({index - 1, pos + size == word.size() ? -1 : index + 1, pos, size});
-      pos += size;
-    }
-    for (int64_t i = 1; i < static_cast<int64_t>(symbols_.size()); ++i) TryAddBigram(i - 1, i);
-
-    while (!queue_.empty()) {
-      const Bigram bigram = queue_.top();
-      queue_.pop();
-      Symbol& left = symbols_[bigram.left];
-      Symbol& right = symbols_[bigram.right];
-      if (left.size == 0 || right.size == 0 || left.size + right.size != bigram.size) continue;
-      left.size += right.size;
-      right.size = 0;
-      left.next = right.next;
-      if (right.next >= 0) symbols_[right.next].prev = bigram.left;
-      TryAddBigram(left.prev, bigram.left);
-      TryAddBigram(bigram.left, left.next);
-    }
-
-    for (const Symbol& symbol : symbols_) {
+    const auto merge_rank = [this](absl::string_view left, absl::string_view right) -> std::optional<int32_t> {
+      const int32_t rank = vocab_.MergeRank(left, right, &scratch_);
+      if (rank < 0) return std::nullopt;
+      return rank;
+    };
+    for (const MergeSymbol& symbol : merger_.Merge(word, merge_rank)) {
       if (symbol.size == 0) continue;
-      const absl::string_view text = word_.substr(symbol.begin, symbol.size);
+      const absl::string_view text = word.substr(symbol.begin, symbol.size);
       if (const int32_t id = vocab_.Find(text); id != kNoToken) {
         out->push_back(id);
         continue;
@@ -93,19 +53,8 @@ class BpeSession {
   }
 
  private:
-  void TryAddBigram(int64_t left, int64_t right) {
-    if (left < 0 || right < 0) return;
-    const Symbol& l = symbols_[left];
-    const Symbol& r = symbols_[right];
-    const int32_t rank = vocab_.MergeRank(word_.substr(l.begin, l.size), word_.substr(r.begin, r.size), &scratch_);
-    if (rank < 0) return;
-    queue_.push({rank, left, right, l.size + r.size});
-  }
-
   const Vocab& vocab_;
-  absl::string_view word_;
-  std::vector<Symbol> symbols_;
-  std::priority_queue<Bigram, std::vector<Bigram>, BigramLess> queue_;
+  SymbolMerger<int32_t, std::less<int32_t>> merger_;
   std::string scratch_;
 };
 
