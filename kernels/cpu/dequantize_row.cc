@@ -135,28 +135,15 @@ void DequantizeRowQ3_K(const void* w, int64_t cols, float* out) {
   }
 }
 
-void DequantizeRowQ4_K(const void* w, int64_t cols, float* out) {
-  const auto* blocks = static_cast<const BlockQ4_K*>(w);
-  for (int64_t b = 0; b < cols / kQKK; ++b) {
-    const BlockQ4_K& blk = blocks[b];
-    const float d = Fp16ToFp32(blk.d);
-    const float d_min = Fp16ToFp32(blk.dmin);
-    for (int j = 0; j < kQKK / 32; ++j, out += 32) {
-      int sc, m;
-      UnpackQ4KScaleMin(blk.scales, j, &sc, &m);
-      const float dl = d * static_cast<float>(sc);
-      const float ml = d_min * static_cast<float>(m);
-      const uint8_t* q = blk.qs + 32 * (j / 2);
-      const int shift = 4 * (j % 2);
-      for (int l = 0; l < 32; ++l) out[l] = dl * static_cast<float>((q[l] >> shift) & 0xF) - ml;
-    }
-  }
-}
+namespace {
 
-void DequantizeRowQ5_K(const void* w, int64_t cols, float* out) {
-  const auto* blocks = static_cast<const BlockQ5_K*>(w);
+// Q4_K and Q5_K: 8 sub-blocks of 32 with a 6-bit scale and min each; Q5_K
+// adds a fifth bit per quant from qh (bit j for sub-block j).
+template <typename Block, bool kFifthBit>
+void DequantizeRowQ45K(const void* w, int64_t cols, float* out) {
+  const auto* blocks = static_cast<const Block*>(w);
   for (int64_t b = 0; b < cols / kQKK; ++b) {
-    const BlockQ5_K& blk = blocks[b];
+    const Block& blk = blocks[b];
     const float d = Fp16ToFp32(blk.d);
     const float d_min = Fp16ToFp32(blk.dmin);
     for (int j = 0; j < kQKK / 32; ++j, out += 32) {
@@ -167,12 +154,19 @@ void DequantizeRowQ5_K(const void* w, int64_t cols, float* out) {
       const uint8_t* q = blk.qs + 32 * (j / 2);
       const int shift = 4 * (j % 2);
       for (int l = 0; l < 32; ++l) {
-        const int v = ((q[l] >> shift) & 0xF) + (((blk.qh[l] >> j) & 1) << 4);
+        int v = (q[l] >> shift) & 0xF;
+        if constexpr (kFifthBit) v += ((blk.qh[l] >> j) & 1) << 4;
         out[l] = dl * static_cast<float>(v) - ml;
       }
     }
   }
 }
+
+}  // namespace
+
+void DequantizeRowQ4_K(const void* w, int64_t cols, float* out) { DequantizeRowQ45K<BlockQ4_K, false>(w, cols, out); }
+
+void DequantizeRowQ5_K(const void* w, int64_t cols, float* out) { DequantizeRowQ45K<BlockQ5_K, true>(w, cols, out); }
 
 void DequantizeRowQ6_K(const void* w, int64_t cols, float* out) {
   const auto* blocks = static_cast<const BlockQ6_K*>(w);

@@ -47,14 +47,23 @@ inline __m256i PickScales(__m256i scales16, int a, int b) {
 
 inline __m256i BothLanes(__m128i v) { return _mm256_set_m128i(v, v); }
 
-// 16 sub-block scales, 16 values each, as int16 pairs per 32 quants: the
-// low 128-bit lane of a 32-quant vector is one sub-block, the high lane the
-// next. Returns sum over the 4 vectors of madd(scale pair, p16[k]).
-inline __m256i ScaleQuarter(__m256i scales16, int first_sub, const __m256i p16[4]) {
+// Q2_K, Q3_K, Q6_K: a super-block is 16 sub-blocks of 16 values, in two
+// halves of 128 quants. `products(half, p16)` fills p16[k] with the int16 pair
+// products (maddubs) of the half's quants 32k .. 32k + 31, whose low 128-bit
+// lane is one sub-block and whose high lane the next. Returns the sum over
+// both halves of madd(sub-block scale, products); scales16 holds the 16
+// scales as int16 (sub-blocks 0..7 | 8..15). Integer work, exact.
+template <typename Products>
+inline __m256i SumScaledHalves(__m256i scales16, Products products) {
   __m256i sum = _mm256_setzero_si256();
-  for (int k = 0; k < 4; ++k) {
-    const int a = first_sub + 2 * k;
-    sum = _mm256_add_epi32(sum, _mm256_madd_epi16(PickScales(scales16, a, a + 1), p16[k]));
+  for (int half = 0; half < 2; ++half) {
+    const __m256i scales_half = BothLanes(half == 0 ? _mm256_castsi256_si128(scales16)
+                                                    : _mm256_extracti128_si256(scales16, 1));
+    __m256i p16[4];
+    products(half, p16);
+    for (int k = 0; k < 4; ++k) {
+      sum = _mm256_add_epi32(sum, _mm256_madd_epi16(PickScales(scales_half, 2 * k, 2 * k + 1), p16[k]));
+    }
   }
   return sum;
 }
@@ -113,19 +122,14 @@ float VecDotQ2_KAvx2(const void* w, const void* x, int64_t cols) {
     acc = _mm256_fmadd_ps(_mm256_set1_ps(neg_dmin), _mm256_cvtepi32_ps(mins_prod), acc);
 
     const __m256i scales16 = _mm256_cvtepu8_epi16(scales8);  // sub-blocks 0..7 | 8..15
-    __m256i sumi = _mm256_setzero_si256();
-    for (int half = 0; half < 2; ++half) {
-      const __m256i scales_half = BothLanes(half == 0 ? _mm256_castsi256_si128(scales16)
-                                                      : _mm256_extracti128_si256(scales16, 1));
+    const __m256i sumi = SumScaledHalves(scales16, [&](int half, __m256i p16[4]) {
       const __m256i bits = Load256(blk.qs + 32 * half);
       const int8_t* q8 = xb[b].qs + 128 * half;
-      __m256i p16[4];
       for (int s = 0; s < 4; ++s) {
         const __m256i q2 = _mm256_and_si256(_mm256_srli_epi16(bits, 2 * s), m3);
         p16[s] = _mm256_maddubs_epi16(q2, Load256(q8 + 32 * s));
       }
-      sumi = _mm256_add_epi32(sumi, ScaleQuarter(scales_half, 0, p16));
-    }
+    });
     acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
   }
   return HorizontalSum(acc);
@@ -145,13 +149,9 @@ float VecDotQ3_KAvx2(const void* w, const void* x, int64_t cols) {
 
     // Inverted high bits: hmask bit clear means q - 4.
     const __m256i not_high = _mm256_xor_si256(Load256(blk.hmask), _mm256_set1_epi8(-1));
-    __m256i sumi = _mm256_setzero_si256();
-    for (int half = 0; half < 2; ++half) {
-      const __m256i scales_half = BothLanes(half == 0 ? _mm256_castsi256_si128(scales16)
-                                                      : _mm256_extracti128_si256(scales16, 1));
+    const __m256i sumi = SumScaledHalves(scales16, [&](int half, __m256i p16[4]) {
       const __m256i bits = Load256(blk.qs + 32 * half);
       const int8_t* q8 = xb[b].qs + 128 * half;
-      __m256i p16[4];
       for (int s = 0; s < 4; ++s) {
         const int k = 4 * half + s;
         const __m256i low = _mm256_and_si256(_mm256_srli_epi16(bits, 2 * s), m3);
@@ -159,8 +159,7 @@ float VecDotQ3_KAvx2(const void* w, const void* x, int64_t cols) {
         const __m256i q8v = Load256(q8 + 32 * s);
         p16[s] = _mm256_sub_epi16(_mm256_maddubs_epi16(low, q8v), _mm256_maddubs_epi16(minus4, q8v));
       }
-      sumi = _mm256_add_epi32(sumi, ScaleQuarter(scales_half, 0, p16));
-    }
+    });
     acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
   }
   return HorizontalSum(acc);
@@ -237,10 +236,7 @@ float VecDotQ6_KAvx2(const void* w, const void* x, int64_t cols) {
     const BlockQ6_K& blk = wb[b];
     const float d = xb[b].d * F16(blk.d);
     const __m256i scales16 = _mm256_cvtepi8_epi16(Load128(blk.scales));
-    __m256i sumi = _mm256_setzero_si256();
-    for (int half = 0; half < 2; ++half) {
-      const __m256i scales_half = BothLanes(half == 0 ? _mm256_castsi256_si128(scales16)
-                                                      : _mm256_extracti128_si256(scales16, 1));
+    const __m256i sumi = SumScaledHalves(scales16, [&](int half, __m256i p16[4]) {
       const __m256i ql0 = Load256(blk.ql + 64 * half);
       const __m256i ql1 = Load256(blk.ql + 64 * half + 32);
       const __m256i qh = Load256(blk.qh + 32 * half);
@@ -255,14 +251,12 @@ float VecDotQ6_KAvx2(const void* w, const void* x, int64_t cols) {
                           _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), m3), 4)),
       };
       const int8_t* q8 = xb[b].qs + 128 * half;
-      __m256i p16[4];
       for (int g = 0; g < 4; ++g) {
         const __m256i q8v = Load256(q8 + 32 * g);
         // (q - 32) * q8 as q * q8 - 32 * q8, both within int16.
         p16[g] = _mm256_sub_epi16(_mm256_maddubs_epi16(q6[g], q8v), _mm256_maddubs_epi16(m32, q8v));
       }
-      sumi = _mm256_add_epi32(sumi, ScaleQuarter(scales_half, 0, p16));
-    }
+    });
     acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
   }
   return HorizontalSum(acc);
