@@ -17,6 +17,7 @@ namespace {
 using ::octo::testing::BpeMetadata;
 using ::octo::testing::BpeVocabSpec;
 using ::octo::testing::Escaped;
+using ::octo::testing::MakeTokenizer;
 using ::octo::testing::Set;
 using ::octo::testing::U32;
 using Ids = std::vector<int32_t>;
@@ -28,12 +29,6 @@ BpeVocabSpec Spec(std::vector<std::string> merges, std::vector<std::pair<std::st
   spec.merges = std::move(merges);
   spec.extra = std::move(extra);
   return spec;
-}
-
-Tokenizer Make(const MetadataList& kv) {
-  absl::StatusOr<Tokenizer> tokenizer = Tokenizer::FromMetadata(kv);
-  EXPECT_TRUE(tokenizer.ok()) << tokenizer.status();
-  return *std::move(tokenizer);
 }
 
 TEST(ByteLevelTest, TableIsGpt2s) {
@@ -51,18 +46,18 @@ TEST(ByteLevelTest, TableIsGpt2s) {
 }
 
 TEST(BpeTest, LowestRankMergesFirst) {
-  const Tokenizer ab_first = Make(BpeMetadata(Spec({"a b", "b c"})));
+  const Tokenizer ab_first = MakeTokenizer(BpeMetadata(Spec({"a b", "b c"})));
   EXPECT_EQ(ab_first.Encode("abc", false, false), (Ids{kFirstMerged, 'c'}));
-  const Tokenizer bc_first = Make(BpeMetadata(Spec({"b c", "a b"})));
+  const Tokenizer bc_first = MakeTokenizer(BpeMetadata(Spec({"b c", "a b"})));
   EXPECT_EQ(bc_first.Encode("abc", false, false), (Ids{'a', kFirstMerged}));
   // Equal pairs: the leftmost merges first ("aaa" -> "aa" "a").
-  const Tokenizer aa = Make(BpeMetadata(Spec({"a a"})));
+  const Tokenizer aa = MakeTokenizer(BpeMetadata(Spec({"a a"})));
   EXPECT_EQ(aa.Encode("aaa", false, false), (Ids{kFirstMerged, 'a'}));
 }
 
 TEST(BpeTest, MergesChainWithinWordsOnly) {
   // "Ġ t" -> 256 "Ġt", "h e" -> 257 "he", "Ġt he" -> 258 "Ġthe"
-  const Tokenizer tokenizer = Make(BpeMetadata(Spec({"\xC4\xA0 t", "h e", "\xC4\xA0t he"})));
+  const Tokenizer tokenizer = MakeTokenizer(BpeMetadata(Spec({"\xC4\xA0 t", "h e", "\xC4\xA0t he"})));
   EXPECT_EQ(tokenizer.Encode(" the the", false, false), (Ids{258, 258}));
   EXPECT_EQ(tokenizer.Encode("the", false, false), (Ids{'t', 257}));
   // "e t" would need a merge across the words "the" and " the".
@@ -73,12 +68,12 @@ TEST(BpeTest, MergesChainWithinWordsOnly) {
 TEST(BpeTest, Llama3TakesATokenWordWhole) {
   // "abc" is a token no merge reaches. llama-bpe takes it whole; gpt-2 does not.
   BpeVocabSpec spec = Spec({"a b"}, {{"abc", 1}, {"<|begin_of_text|>", 3}});
-  const Tokenizer gpt2 = Make(BpeMetadata(spec));
+  const Tokenizer gpt2 = MakeTokenizer(BpeMetadata(spec));
   EXPECT_EQ(gpt2.Encode("abc", false, false), (Ids{kFirstMerged, 'c'}));
   spec.pre = "llama-bpe";
   MetadataList kv = BpeMetadata(spec);
   Set(kv, "tokenizer.ggml.bos_token_id", U32(258));
-  const Tokenizer llama3 = Make(kv);
+  const Tokenizer llama3 = MakeTokenizer(kv);
   EXPECT_EQ(llama3.Encode("abc", false, false), (Ids{257}));
   // Llama-3 adds BOS by default.
   EXPECT_TRUE(llama3.add_bos());
@@ -86,13 +81,13 @@ TEST(BpeTest, Llama3TakesATokenWordWhole) {
 }
 
 TEST(BpeTest, IllFormedBytesBecomeReplacementCharacters) {
-  const Tokenizer tokenizer = Make(BpeMetadata({}));
+  const Tokenizer tokenizer = MakeTokenizer(BpeMetadata({}));
   const Ids ids = tokenizer.Encode("a\xFF" "b", false, false);
   EXPECT_EQ(tokenizer.Decode(ids, false), "a\xEF\xBF\xBD" "b");
 }
 
 TEST(BpeTest, SpecialTokens) {
-  const Tokenizer tokenizer = Make(BpeMetadata(Spec({}, {{"<x>", 3}, {"<x><y>", 3}, {"<tool>", 4}})));
+  const Tokenizer tokenizer = MakeTokenizer(BpeMetadata(Spec({}, {{"<x>", 3}, {"<x><y>", 3}, {"<tool>", 4}})));
   const int32_t x = 256, xy = 257, tool = 258;
   // The longest special token wins; control tokens only with parse_special.
   EXPECT_EQ(tokenizer.Encode("a<x><y>b<x>", false, true), (Ids{'a', xy, 'b', x}));
@@ -115,9 +110,9 @@ MetadataList GeneratedMetadata(const std::string& pre, uint32_t vocab_size) {
   MetadataList kv;
   kv.emplace_back("tokenizer.ggml.model", GgufValue::String("gpt2"));
   kv.emplace_back("tokenizer.ggml.pre", GgufValue::String(pre));
-  kv.emplace_back("tokenizer.ggml.tokens", testing::StringArray(vocab->tokens));
+  kv.emplace_back("tokenizer.ggml.tokens", testing::StringArrayValue(vocab->tokens));
   kv.emplace_back("tokenizer.ggml.token_type", testing::I32Array(vocab->token_types));
-  kv.emplace_back("tokenizer.ggml.merges", testing::StringArray(vocab->merges));
+  kv.emplace_back("tokenizer.ggml.merges", testing::StringArrayValue(vocab->merges));
   kv.emplace_back("tokenizer.ggml.bos_token_id", U32(vocab->bos_id));
   kv.emplace_back("tokenizer.ggml.eos_token_id", U32(vocab->eos_id));
   kv.emplace_back("tokenizer.ggml.add_bos_token", GgufValue::Bool(vocab->add_bos));
@@ -135,7 +130,7 @@ const char* const kRoundTripTexts[] = {
 TEST(BpeTest, GeneratedVocabulariesRoundTrip) {
   for (const std::string pre : {"qwen2", "llama-bpe"}) {
     SCOPED_TRACE(pre);
-    const Tokenizer tokenizer = Make(GeneratedMetadata(pre, 4000));
+    const Tokenizer tokenizer = MakeTokenizer(GeneratedMetadata(pre, 4000));
     ASSERT_EQ(tokenizer.vocab_size(), 4000);
     for (const char* text : kRoundTripTexts) {
       const Ids ids = tokenizer.Encode(text, false, false);
@@ -150,7 +145,7 @@ TEST(BpeTest, GeneratedVocabulariesRoundTrip) {
 }
 
 TEST(BpeTest, GeneratedQwen2ChatTokens) {
-  const Tokenizer tokenizer = Make(GeneratedMetadata("qwen2", 1000));
+  const Tokenizer tokenizer = MakeTokenizer(GeneratedMetadata("qwen2", 1000));
   const int32_t im_start = tokenizer.Find("<|im_start|>");
   const int32_t im_end = tokenizer.Find("<|im_end|>");
   ASSERT_NE(im_start, kNoToken);

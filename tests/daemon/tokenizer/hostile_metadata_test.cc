@@ -22,7 +22,7 @@ using ::octo::testing::Remove;
 using ::octo::testing::Set;
 using ::octo::testing::SpmMetadata;
 using ::octo::testing::SpmVocabSpec;
-using ::octo::testing::StringArray;
+using ::octo::testing::StringArrayValue;
 using ::octo::testing::U32;
 
 constexpr int32_t kSpmTokens = 3 + 256 + 2;  // SpmBase(): specials, bytes, two pieces
@@ -70,17 +70,17 @@ TEST(HostileMetadataTest, Tokens) {
   ExpectRejected(kv, "tokenizer.ggml.tokens", "array of strings");
   Set(kv, "tokenizer.ggml.tokens", I32Array({1, 2, 3}));
   ExpectRejected(kv, "tokenizer.ggml.tokens", "array of strings");
-  Set(kv, "tokenizer.ggml.tokens", StringArray({}));
+  Set(kv, "tokenizer.ggml.tokens", StringArrayValue({}));
   ExpectRejected(kv, "tokenizer.ggml.tokens", "0 tokens");
   // A count that disagrees with the strings held (a value built by hand).
-  GgufValue lying = StringArray({"a", "b"});
+  GgufValue lying = StringArrayValue({"a", "b"});
   lying.count = 1000;
   Set(kv, "tokenizer.ggml.tokens", lying);
   ExpectRejected(kv, "tokenizer.ggml.tokens", "count");
 
   kv = SpmBase();
   std::vector<std::string> duplicated = {"<unk>", "<s>", "</s>", "x", "y", "x"};
-  Set(kv, "tokenizer.ggml.tokens", StringArray(duplicated));
+  Set(kv, "tokenizer.ggml.tokens", StringArrayValue(duplicated));
   Remove(kv, "tokenizer.ggml.scores");
   Remove(kv, "tokenizer.ggml.token_type");
   ExpectRejected(kv, "tokenizer.ggml.tokens", "duplicate token 'x' at ids 3 and 5");
@@ -94,7 +94,7 @@ TEST(HostileMetadataTest, ScoresAndTypes) {
   scores[7] = std::numeric_limits<float>::quiet_NaN();
   Set(kv, "tokenizer.ggml.scores", F32Array(scores));
   ExpectRejected(kv, "tokenizer.ggml.scores", "NaN");
-  Set(kv, "tokenizer.ggml.scores", StringArray(std::vector<std::string>(kSpmTokens, "0")));
+  Set(kv, "tokenizer.ggml.scores", StringArrayValue(std::vector<std::string>(kSpmTokens, "0")));
   ExpectRejected(kv, "tokenizer.ggml.scores", "array of numbers");
 
   kv = SpmBase();
@@ -116,13 +116,13 @@ TEST(HostileMetadataTest, Merges) {
   Remove(kv, "tokenizer.ggml.merges");
   ExpectRejected(kv, "tokenizer.ggml.merges", "missing");
   for (const std::string bad : {"ab", "a ", " b", "", " "}) {
-    Set(kv, "tokenizer.ggml.merges", StringArray({"a b", bad}));
+    Set(kv, "tokenizer.ggml.merges", StringArrayValue({"a b", bad}));
     ExpectRejected(kv, "tokenizer.ggml.merges", "merge 1");
   }
   Set(kv, "tokenizer.ggml.merges", I32Array({1}));
   ExpectRejected(kv, "tokenizer.ggml.merges", "array of strings");
   // A leading space is part of the left side (split after the first byte).
-  Set(kv, "tokenizer.ggml.merges", StringArray({"  b"}));
+  Set(kv, "tokenizer.ggml.merges", StringArrayValue({"  b"}));
   EXPECT_TRUE(Tokenizer::FromMetadata(kv).ok());
 }
 
@@ -181,8 +181,8 @@ TEST(HostileMetadataTest, FlagsNeedTheirTokens) {
 // the wrong kind: an error or a working tokenizer, never a crash.
 TEST(HostileMetadataTest, EveryKeyRemovedOrMistyped) {
   const GgufValue wrong[] = {U32(0), I32(-1), GgufValue::String(""), GgufValue::Bool(true),
-                             StringArray({}), StringArray({"a b", "<s>"}), I32Array({}), I32Array({99999}),
-                             F32Array({1.0f})};
+                             StringArrayValue({}), StringArrayValue({"a b", "<s>"}), I32Array({}),
+                             I32Array({99999}), F32Array({1.0f})};
   int accepted = 0, rejected = 0;
   for (const MetadataList& base : {SpmBase(), BpeBase()}) {
     for (size_t i = 0; i < base.size(); ++i) {

@@ -13,6 +13,7 @@ namespace octo {
 namespace {
 
 using ::octo::testing::Set;
+using ::octo::testing::MakeTokenizer;
 using ::octo::testing::SpmMetadata;
 using ::octo::testing::SpmVocabSpec;
 using Ids = std::vector<int32_t>;
@@ -27,21 +28,15 @@ SpmVocabSpec Spec(std::vector<std::string> pieces, std::vector<std::pair<std::st
   return spec;
 }
 
-Tokenizer Make(const MetadataList& kv) {
-  absl::StatusOr<Tokenizer> tokenizer = Tokenizer::FromMetadata(kv);
-  EXPECT_TRUE(tokenizer.ok()) << tokenizer.status();
-  return *std::move(tokenizer);
-}
-
 int32_t ByteToken(unsigned char byte) { return 3 + byte; }
 
 TEST(SpmTest, BestScoringPairMergesFirst) {
   // Pieces are scored by position: the first is the best.
-  const Tokenizer ab_better = Make(SpmMetadata(Spec({"ab", "bc", kSpace, "a", "b", "c"})));
+  const Tokenizer ab_better = MakeTokenizer(SpmMetadata(Spec({"ab", "bc", kSpace, "a", "b", "c"})));
   const int32_t space = kFirstPiece + 2, a = kFirstPiece + 3, c = kFirstPiece + 5;
   const int32_t ab = kFirstPiece;  // in ab_better; "bc" in bc_better
   EXPECT_EQ(ab_better.Encode("abc", false, false), (Ids{space, ab, c}));
-  const Tokenizer bc_better = Make(SpmMetadata(Spec({"bc", "ab", kSpace, "a", "b", "c"})));
+  const Tokenizer bc_better = MakeTokenizer(SpmMetadata(Spec({"bc", "ab", kSpace, "a", "b", "c"})));
   const int32_t bc = kFirstPiece;
   EXPECT_EQ(bc_better.Encode("abc", false, false), (Ids{space, a, bc}));
   EXPECT_EQ(ab_better.Piece(ab, false), "ab");
@@ -51,14 +46,14 @@ TEST(SpmTest, BestScoringPairMergesFirst) {
 TEST(SpmTest, MergedPiecesGrowAcrossSpaces) {
   const std::string space_a = std::string(kSpace) + "a";
   const Tokenizer tokenizer =
-      Make(SpmMetadata(Spec({space_a + kSpace + "b", space_a + kSpace, space_a, kSpace, "a", "b"})));
+      MakeTokenizer(SpmMetadata(Spec({space_a + kSpace + "b", space_a + kSpace, space_a, kSpace, "a", "b"})));
   // "a b" -> "▁a▁b" -> one piece, made of "▁a" + "▁" + "b".
   EXPECT_EQ(tokenizer.Encode("a b", false, false), (Ids{kFirstPiece}));
   EXPECT_EQ(tokenizer.Piece(kFirstPiece, false), " a b");
 }
 
 TEST(SpmTest, ByteFallbackAndUnknown) {
-  const Tokenizer with_bytes = Make(SpmMetadata(Spec({kSpace, "a"})));
+  const Tokenizer with_bytes = MakeTokenizer(SpmMetadata(Spec({kSpace, "a"})));
   // é (C3 A9) has no piece: its bytes.
   EXPECT_EQ(with_bytes.Encode("a\xC3\xA9", false, false),
             (Ids{kFirstPiece, kFirstPiece + 1, ByteToken(0xC3), ByteToken(0xA9)}));
@@ -66,7 +61,7 @@ TEST(SpmTest, ByteFallbackAndUnknown) {
 
   SpmVocabSpec spec = Spec({kSpace, "a"});
   spec.byte_tokens = false;
-  const Tokenizer no_bytes = Make(SpmMetadata(spec));
+  const Tokenizer no_bytes = MakeTokenizer(SpmMetadata(spec));
   // No byte tokens: one <unk> per character; <unk> renders as nothing.
   const Ids ids = no_bytes.Encode("a\xC3\xA9" "a", false, false);
   EXPECT_EQ(ids, (Ids{3, 4, 0, 4}));
@@ -76,20 +71,20 @@ TEST(SpmTest, ByteFallbackAndUnknown) {
 
 TEST(SpmTest, SpacePrefixFollowsTheFlag) {
   MetadataList kv = SpmMetadata(Spec({kSpace, "a", "b"}));
-  const Tokenizer with_prefix = Make(kv);
+  const Tokenizer with_prefix = MakeTokenizer(kv);
   const int32_t space = kFirstPiece, a = kFirstPiece + 1, b = kFirstPiece + 2;
   EXPECT_EQ(with_prefix.Encode("a b", false, false), (Ids{space, a, space, b}));
   Set(kv, "tokenizer.ggml.add_space_prefix", GgufValue::Bool(false));
-  const Tokenizer without = Make(kv);
+  const Tokenizer without = MakeTokenizer(kv);
   EXPECT_EQ(without.Encode("a b", false, false), (Ids{a, space, b}));
 }
 
 TEST(SpmTest, AddSpecialFollowsTheFlags) {
   MetadataList kv = SpmMetadata(Spec({kSpace, "a"}));
-  EXPECT_EQ(Make(kv).Encode("a", true, false), (Ids{1, kFirstPiece, kFirstPiece + 1}));
+  EXPECT_EQ(MakeTokenizer(kv).Encode("a", true, false), (Ids{1, kFirstPiece, kFirstPiece + 1}));
   Set(kv, "tokenizer.ggml.add_bos_token", GgufValue::Bool(false));
   Set(kv, "tokenizer.ggml.add_eos_token", GgufValue::Bool(true));
-  const Tokenizer tokenizer = Make(kv);
+  const Tokenizer tokenizer = MakeTokenizer(kv);
   EXPECT_FALSE(tokenizer.add_bos());
   EXPECT_TRUE(tokenizer.add_eos());
   EXPECT_EQ(tokenizer.Encode("a", true, false), (Ids{kFirstPiece, kFirstPiece + 1, 2}));
@@ -98,7 +93,7 @@ TEST(SpmTest, AddSpecialFollowsTheFlags) {
 
 TEST(SpmTest, SpecialAndUserDefinedTokens) {
   const Tokenizer tokenizer =
-      Make(SpmMetadata(Spec({kSpace, "a", "b"}, {{"<|im_end|>", 3}, {"<tool>", 4}, {"<unused0>", 5}})));
+      MakeTokenizer(SpmMetadata(Spec({kSpace, "a", "b"}, {{"<|im_end|>", 3}, {"<tool>", 4}, {"<unused0>", 5}})));
   const int32_t space = kFirstPiece, a = kFirstPiece + 1, b = kFirstPiece + 2;
   const int32_t im_end = kFirstPiece + 3, tool = kFirstPiece + 4, unused = kFirstPiece + 5;
   // Control text is a token only with parse_special; text after a special

@@ -11,6 +11,12 @@
 
 namespace octo::testing {
 
+Tokenizer MakeTokenizer(const MetadataList& kv) {
+  absl::StatusOr<Tokenizer> tokenizer = Tokenizer::FromMetadata(kv);
+  EXPECT_TRUE(tokenizer.ok()) << tokenizer.status();
+  return *std::move(tokenizer);
+}
+
 MetadataList SpmMetadata(const SpmVocabSpec& spec) {
   std::vector<std::string> tokens = {"<unk>", "<s>", "</s>"};
   std::vector<float> scores = {0, 0, 0};
@@ -34,7 +40,7 @@ MetadataList SpmMetadata(const SpmVocabSpec& spec) {
   }
   MetadataList kv;
   kv.emplace_back("tokenizer.ggml.model", GgufValue::String("llama"));
-  kv.emplace_back("tokenizer.ggml.tokens", StringArray(tokens));
+  kv.emplace_back("tokenizer.ggml.tokens", StringArrayValue(tokens));
   kv.emplace_back("tokenizer.ggml.scores", F32Array(scores));
   kv.emplace_back("tokenizer.ggml.token_type", I32Array(types));
   kv.emplace_back("tokenizer.ggml.bos_token_id", U32(1));
@@ -58,9 +64,9 @@ MetadataList BpeMetadata(const BpeVocabSpec& spec) {
   MetadataList kv;
   kv.emplace_back("tokenizer.ggml.model", GgufValue::String("gpt2"));
   kv.emplace_back("tokenizer.ggml.pre", GgufValue::String(spec.pre));
-  kv.emplace_back("tokenizer.ggml.tokens", StringArray(tokens));
+  kv.emplace_back("tokenizer.ggml.tokens", StringArrayValue(tokens));
   kv.emplace_back("tokenizer.ggml.token_type", I32Array(types));
-  kv.emplace_back("tokenizer.ggml.merges", StringArray(spec.merges));
+  kv.emplace_back("tokenizer.ggml.merges", StringArrayValue(spec.merges));
   return kv;
 }
 

@@ -3,7 +3,6 @@
 #pragma once
 
 #include <cstdint>
-#include <cstring>
 #include <string>
 #include <utility>
 #include <vector>
@@ -12,34 +11,17 @@
 #include "storage/gguf.h"
 #include "storage/gguf_value.h"
 #include "storage/manifest.h"
+#include "tests/storage/gguf_bytes.h"
 
 namespace octo::testing {
 
-inline GgufValue StringArray(std::vector<std::string> values) {
-  GgufValue v;
-  v.type = GgufValueType::kArray;
-  v.element_type = GgufValueType::kString;
-  v.count = values.size();
-  v.strings = std::move(values);
-  return v;
-}
-
-template <typename T>
-GgufValue NumericArray(GgufValueType element_type, const std::vector<T>& values) {
-  GgufValue v;
-  v.type = GgufValueType::kArray;
-  v.element_type = element_type;
-  v.count = values.size();
-  v.raw.resize(values.size() * sizeof(T));
-  if (!values.empty()) std::memcpy(v.raw.data(), values.data(), v.raw.size());  // little-endian host
-  return v;
-}
-
+// Metadata values. The array builders StringArrayValue and ArrayValue come
+// from gguf_bytes.h.
 inline GgufValue F32Array(const std::vector<float>& values) {
-  return NumericArray(GgufValueType::kFloat32, values);
+  return ArrayValue(GgufValueType::kFloat32, values);
 }
 inline GgufValue I32Array(const std::vector<int32_t>& values) {
-  return NumericArray(GgufValueType::kInt32, values);
+  return ArrayValue(GgufValueType::kInt32, values);
 }
 inline GgufValue U32(uint32_t v) { return GgufValue::Uint(GgufValueType::kUint32, v); }
 inline GgufValue I32(int32_t v) { return GgufValue::Int(GgufValueType::kInt32, v); }
@@ -77,6 +59,9 @@ struct BpeVocabSpec {
   std::vector<std::pair<std::string, int32_t>> extra;  // text, token type
 };
 MetadataList BpeMetadata(const BpeVocabSpec& spec);
+
+// Tokenizer::FromMetadata(kv); fails the test (and then aborts) on an error.
+Tokenizer MakeTokenizer(const MetadataList& kv);
 
 // The metadata of a GGUF file under ../shared/models (the caller has checked
 // it exists); fails the test on a read error.
