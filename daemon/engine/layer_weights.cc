@@ -15,18 +15,13 @@ const ManifestTensor* FindTensor(const ManifestFile& file, absl::string_view nam
   return nullptr;
 }
 
-// Binds `name` if the file has it; leaves `out` empty otherwise.
-absl::Status BindOptionalF32(const ManifestFile& file, const uint8_t* bytes, const std::string& name,
-                             const float** out) {
+// Binds `name` with `bind` (BindF32 or BindMatrix) if the file has it;
+// leaves `out` as it is otherwise.
+template <typename T>
+absl::Status BindOptional(absl::StatusOr<T> (*bind)(const ManifestFile&, const uint8_t*, absl::string_view),
+                          const ManifestFile& file, const uint8_t* bytes, const std::string& name, T* out) {
   if (FindTensor(file, name) == nullptr) return absl::OkStatus();
-  OCTO_ASSIGN_OR_RETURN(*out, BindF32(file, bytes, name));
-  return absl::OkStatus();
-}
-
-absl::Status BindOptionalMatrix(const ManifestFile& file, const uint8_t* bytes, const std::string& name,
-                                WeightMatrix* out) {
-  if (FindTensor(file, name) == nullptr) return absl::OkStatus();
-  OCTO_ASSIGN_OR_RETURN(*out, BindMatrix(file, bytes, name));
+  OCTO_ASSIGN_OR_RETURN(*out, bind(file, bytes, name));
   return absl::OkStatus();
 }
 
@@ -77,11 +72,11 @@ absl::StatusOr<LayerWeights> BindLayerWeights(const ModelConfig& config, const M
   OCTO_ASSIGN_OR_RETURN(w.wk, BindMatrix(file, bytes, b + "attn_k.weight"));
   OCTO_ASSIGN_OR_RETURN(w.wv, BindMatrix(file, bytes, b + "attn_v.weight"));
   OCTO_ASSIGN_OR_RETURN(w.wo, BindMatrix(file, bytes, b + "attn_output.weight"));
-  OCTO_RETURN_IF_ERROR(BindOptionalF32(file, bytes, b + "attn_q.bias", &w.bq));
-  OCTO_RETURN_IF_ERROR(BindOptionalF32(file, bytes, b + "attn_k.bias", &w.bk));
-  OCTO_RETURN_IF_ERROR(BindOptionalF32(file, bytes, b + "attn_v.bias", &w.bv));
-  OCTO_RETURN_IF_ERROR(BindOptionalF32(file, bytes, b + "attn_q_norm.weight", &w.q_norm));
-  OCTO_RETURN_IF_ERROR(BindOptionalF32(file, bytes, b + "attn_k_norm.weight", &w.k_norm));
+  OCTO_RETURN_IF_ERROR(BindOptional(BindF32, file, bytes, b + "attn_q.bias", &w.bq));
+  OCTO_RETURN_IF_ERROR(BindOptional(BindF32, file, bytes, b + "attn_k.bias", &w.bk));
+  OCTO_RETURN_IF_ERROR(BindOptional(BindF32, file, bytes, b + "attn_v.bias", &w.bv));
+  OCTO_RETURN_IF_ERROR(BindOptional(BindF32, file, bytes, b + "attn_q_norm.weight", &w.q_norm));
+  OCTO_RETURN_IF_ERROR(BindOptional(BindF32, file, bytes, b + "attn_k_norm.weight", &w.k_norm));
   OCTO_ASSIGN_OR_RETURN(w.ffn_norm, BindF32(file, bytes, b + "ffn_norm.weight"));
   if (config.n_experts == 0) {
     OCTO_ASSIGN_OR_RETURN(w.w_gate, BindMatrix(file, bytes, b + "ffn_gate.weight"));
@@ -93,10 +88,10 @@ absl::StatusOr<LayerWeights> BindLayerWeights(const ModelConfig& config, const M
   OCTO_ASSIGN_OR_RETURN(w.gate_exps, BindMatrix(file, bytes, b + "ffn_gate_exps.weight"));
   OCTO_ASSIGN_OR_RETURN(w.up_exps, BindMatrix(file, bytes, b + "ffn_up_exps.weight"));
   OCTO_ASSIGN_OR_RETURN(w.down_exps, BindMatrix(file, bytes, b + "ffn_down_exps.weight"));
-  OCTO_RETURN_IF_ERROR(BindOptionalMatrix(file, bytes, b + "ffn_gate_inp_shexp.weight", &w.shexp_gate_inp));
-  OCTO_RETURN_IF_ERROR(BindOptionalMatrix(file, bytes, b + "ffn_gate_shexp.weight", &w.shexp_gate));
-  OCTO_RETURN_IF_ERROR(BindOptionalMatrix(file, bytes, b + "ffn_up_shexp.weight", &w.shexp_up));
-  OCTO_RETURN_IF_ERROR(BindOptionalMatrix(file, bytes, b + "ffn_down_shexp.weight", &w.shexp_down));
+  OCTO_RETURN_IF_ERROR(BindOptional(BindMatrix, file, bytes, b + "ffn_gate_inp_shexp.weight", &w.shexp_gate_inp));
+  OCTO_RETURN_IF_ERROR(BindOptional(BindMatrix, file, bytes, b + "ffn_gate_shexp.weight", &w.shexp_gate));
+  OCTO_RETURN_IF_ERROR(BindOptional(BindMatrix, file, bytes, b + "ffn_up_shexp.weight", &w.shexp_up));
+  OCTO_RETURN_IF_ERROR(BindOptional(BindMatrix, file, bytes, b + "ffn_down_shexp.weight", &w.shexp_down));
   const bool any_shexp = w.shexp_gate.data || w.shexp_up.data || w.shexp_down.data;
   const bool all_shexp = w.shexp_gate.data && w.shexp_up.data && w.shexp_down.data;
   if (any_shexp && !all_shexp) {
