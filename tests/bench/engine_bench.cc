@@ -189,6 +189,11 @@ void PrintBreakdown(const Flags& f, const std::vector<PassBreakdown>& parts) {
   row("rest: norms, rope, silu, ...",
       [](const PassBreakdown& b) { return b.pass_seconds - b.matmul_seconds - b.attention_seconds; });
   row("whole pass", [](const PassBreakdown& b) { return b.pass_seconds; });
+  absl::PrintF("  %-29s |", "layers: fastest, slowest ms");
+  for (int p = 0; p < 3; ++p) {
+    const auto [fastest, slowest] = std::minmax_element(parts[p].layer_seconds.begin(), parts[p].layer_seconds.end());
+    absl::PrintF(" %9.2f %7.2f %s", *fastest * 1e3, *slowest * 1e3, p < 2 ? "|" : "\n");
+  }
 }
 
 // The best of two measurements, one before and one after the engine's runs:

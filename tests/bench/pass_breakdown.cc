@@ -62,6 +62,26 @@ absl::Status TimeMatMuls(WeightStore& store, const cpu::Exec& exec, int n_rows, 
   return Annotate(timed(store.globals().lm_head, n_out, seconds.back()), "lm_head");
 }
 
+// The store as the pass sees it, timing each layer from Acquire to Release.
+class TimedLayers : public LayerSource {
+ public:
+  explicit TimedLayers(WeightStore& store) : store_(store), seconds_(store.config().n_layers) {}
+  absl::StatusOr<const LayerWeights*> Acquire(uint32_t layer) override {
+    start_ = Clock::now();
+    return store_.Acquire(layer);
+  }
+  void Release(uint32_t layer) override {
+    store_.Release(layer);
+    seconds_[layer] = SecondsSince(start_);
+  }
+  const std::vector<double>& seconds() const { return seconds_; }
+
+ private:
+  WeightStore& store_;
+  std::vector<double> seconds_;
+  Clock::time_point start_;
+};
+
 // cpu::Attention alone for every layer and sequence, the new tokens' queries
 // (any values) over the caches the pass filled. Returns the seconds.
 absl::StatusOr<double> TimeAttention(const ModelConfig& c, const cpu::Exec& exec,
@@ -117,7 +137,8 @@ absl::StatusOr<PassBreakdown> BreakDownPass(WeightStore& store, const cpu::Exec&
   }
 
   // The sequences, with their prompts in the caches.
-  const ModelView view{.config = &c, .globals = &store.globals(), .layers = &store};
+  TimedLayers timed_layers(store);
+  const ModelView view{.config = &c, .globals = &store.globals(), .layers = &timed_layers};
   RunState run_state;
   std::vector<std::unique_ptr<KvCache>> caches;
   std::vector<std::vector<int32_t>> tokens;
@@ -155,6 +176,7 @@ absl::StatusOr<PassBreakdown> BreakDownPass(WeightStore& store, const cpu::Exec&
     attention_samples.push_back(attention_s);
   }
   result.pass_seconds = Median(pass_samples);
+  result.layer_seconds = timed_layers.seconds();
   result.attention_seconds = Median(attention_samples);
   // Token t of a sequence sees prompt_tokens + t + 1 positions; per head and
   // position, q.k and att.v are head_dim multiply-adds each.

@@ -34,6 +34,9 @@ struct PassBreakdown {
   double attention_seconds = 0;  // cpu::Attention alone, every layer and sequence (median)
   double attention_flops = 0;    // its multiply-adds x 2 (q.k and att.v) per pass
   double pass_seconds = 0;       // the whole pass (median of the reps)
+  // Each layer's share of the pass (Acquire to Release, last rep): layers
+  // have the same shapes, so a spread means a value-dependent cost.
+  std::vector<double> layer_seconds;
 };
 
 // A pass of n_seqs sequences with tokens_per_seq new tokens each, after a
