@@ -12,7 +12,7 @@
 //      after the engine's runs). Each copied byte is read once and written
 //      once; the bound counts it once, as decoding only reads. Why not 2x:
 //      on the 2-core EPYC VM this was written on, a read-only stream
-//      reaches 1.1-1.5x memcpy's copied rate, nowhere near 2x, so the
+//      reaches 1.2-1.5x memcpy's copied rate, nowhere near 2x, so the
 //      read + write figure is a bound no decode could reach. The bounds from the read-only scan and from
 //      read + write are printed beside it, with their ratios;
 //   4. decode tokens/s at batch 1 (one sequence, after a short prefill, one
@@ -25,6 +25,8 @@
 //
 // Not a test: nothing is asserted; the exit status is 1 only when a model
 // cannot be opened or run.
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -35,15 +37,13 @@
 #include <thread>
 #include <vector>
 
-#include <sys/resource.h>
-
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_format.h"
 #include "daemon/engine/model.h"
 #include "kernels/cpu/simd.h"
 #include "storage/status_macros.h"
-#include "tests/bench/pass_breakdown.h"
 #include "tests/bench/memory_bandwidth.h"
+#include "tests/bench/pass_breakdown.h"
 #include "tests/bench/weight_bytes.h"
 
 namespace octo::bench {
@@ -78,7 +78,8 @@ double Median(std::vector<double> v) {
 std::vector<int32_t> Tokens(int count, int seed, uint32_t vocab) {
   std::vector<int32_t> tokens(count);
   for (int i = 0; i < count; ++i) {
-    tokens[i] = static_cast<int32_t>((static_cast<uint64_t>(seed) * 7919u + static_cast<uint64_t>(i) * 104729u + 1) % vocab);
+    tokens[i] =
+        static_cast<int32_t>((static_cast<uint64_t>(seed) * 7919u + static_cast<uint64_t>(i) * 104729u + 1) % vocab);
   }
   return tokens;
 }
@@ -157,10 +158,13 @@ struct EngineRates {
 
 // parts: decode batch 1, decode batch B, prefill.
 void PrintBreakdown(const Flags& f, const std::vector<PassBreakdown>& parts) {
-  absl::PrintF("\nwhere a pass goes: the pass and each of its matrices alone (cpu::MatMul, same pool), timed in turn,\n"
-               "median of %d (prefill %d)\n", f.reps, f.prefill_reps);
+  absl::PrintF(
+      "\nwhere a pass goes: the pass and each of its matrices alone (cpu::MatMul, same pool), timed in turn,\n"
+      "median of %d (prefill %d)\n",
+      f.reps, f.prefill_reps);
   absl::PrintF("  %-8s %-10s %8s | %-18s | %-18s | %-20s\n", "matrix", "type", "MB", "decode b1 ms  GB/s",
-               absl::StrFormat("decode b%d ms  GB/s", f.batch), absl::StrFormat("prefill %d ms GFLOP/s", f.prefill_tokens));
+               absl::StrFormat("decode b%d ms  GB/s", f.batch),
+               absl::StrFormat("prefill %d ms GFLOP/s", f.prefill_tokens));
   for (size_t r = 0; r < parts[0].roles.size(); ++r) {
     const MatMulRole& role = parts[0].roles[r];
     absl::PrintF("  %-8s %-10s %8.1f |", role.role, role.types, role.bytes / 1e6);
@@ -226,16 +230,17 @@ absl::Status BenchModel(const Flags& f, const std::string& dir) {
   const int threads = model->exec().pool->size();
 
   absl::PrintF("\n== engine benchmark: %s ==\n", dir);
-  absl::PrintF("model     %s: %s, %u layers, dim %u, hidden %u, heads %u/%u, vocab %u (opened in %.1f s)\n",
-               c.name, c.architecture, c.n_layers, c.dim, c.hidden_dim, c.n_heads, c.n_kv_heads, c.vocab_size, open_s);
+  absl::PrintF("model     %s: %s, %u layers, dim %u, hidden %u, heads %u/%u, vocab %u (opened in %.1f s)\n", c.name,
+               c.architecture, c.n_layers, c.dim, c.hidden_dim, c.n_heads, c.n_kv_heads, c.vocab_size, open_s);
   std::string mix;
   for (const auto& [type, b] : bytes.matrix_bytes_by_type) {
     absl::StrAppendFormat(&mix, "%s%s %.3f GB", mix.empty() ? "" : ", ", type, Gb(b));
   }
   absl::PrintF("matrices  %s\n", mix);
   absl::PrintF("engine    %d threads, SIMD %s\n", threads, cpu::SimdName(model->exec().simd));
-  absl::PrintF("weights   %.3f GB read per decoded token (layers %.3f + lm_head %.3f + norms, one embedding row %.4f)\n",
-               Gb(bytes.total()), Gb(bytes.layers), Gb(bytes.lm_head), Gb(bytes.other));
+  absl::PrintF(
+      "weights   %.3f GB read per decoded token (layers %.3f + lm_head %.3f + norms, one embedding row %.4f)\n",
+      Gb(bytes.total()), Gb(bytes.layers), Gb(bytes.lm_head), Gb(bytes.other));
   std::fflush(stdout);
 
   // Warm-up: the first pass sizes the activations and faults in the pages.
@@ -246,8 +251,9 @@ absl::Status BenchModel(const Flags& f, const std::string& dir) {
   EngineRates rates;
   OCTO_ASSIGN_OR_RETURN(rates.decode1,
                         MedianOf(f.reps, [&] { return DecodeRate(*model, 1, f.prompt_tokens, f.decode_tokens); }));
-  OCTO_ASSIGN_OR_RETURN(rates.decode_batch,
-                        MedianOf(f.reps, [&] { return DecodeRate(*model, f.batch, f.prompt_tokens, f.decode_tokens); }));
+  OCTO_ASSIGN_OR_RETURN(rates.decode_batch, MedianOf(f.reps, [&] {
+                          return DecodeRate(*model, f.batch, f.prompt_tokens, f.decode_tokens);
+                        }));
   OCTO_ASSIGN_OR_RETURN(rates.prefill, MedianOf(f.prefill_reps, [&] { return PrefillRate(*model, f.prefill_tokens); }));
   const double cpu_share = (ProcessCpuSeconds() - cpu_before) / (SecondsSince(runs_start) * threads);
   const double load_after = LoadAverage();
@@ -262,9 +268,10 @@ absl::Status BenchModel(const Flags& f, const std::string& dir) {
   const double bound = bw.copy_bytes_per_s / bytes.total();
   const double read_bound = bw.read_bytes_per_s / bytes.total();
   const double rw_bound = 2 * bw.copy_bytes_per_s / bytes.total();
-  absl::PrintF("memory    memcpy %.2f GB/s copied (before the runs %.2f, after %.2f; best of %d each, %d MiB, %d threads)\n",
-               Gb(bw.copy_bytes_per_s), Gb(bw_before.copy_bytes_per_s), Gb(bw_after.copy_bytes_per_s), bw.reps,
-               static_cast<int>(bw.buffer_bytes >> 20), bw.threads);
+  absl::PrintF(
+      "memory    memcpy %.2f GB/s copied (before the runs %.2f, after %.2f; best of %d each, %d MiB, %d threads)\n",
+      Gb(bw.copy_bytes_per_s), Gb(bw_before.copy_bytes_per_s), Gb(bw_after.copy_bytes_per_s), bw.reps,
+      static_cast<int>(bw.buffer_bytes >> 20), bw.threads);
   absl::PrintF("          read-only scan %.2f GB/s (before %.2f, after %.2f)\n", Gb(bw.read_bytes_per_s),
                Gb(bw_before.read_bytes_per_s), Gb(bw_after.read_bytes_per_s));
   absl::PrintF("bound     %.2f GB/s memcpy (bytes copied) / %.3f GB per token = %.1f tok/s\n", Gb(bw.copy_bytes_per_s),
@@ -287,10 +294,11 @@ absl::Status BenchModel(const Flags& f, const std::string& dir) {
                2.0 * bytes.matmul_elements * rates.prefill / 1e9);
   // With every pool thread busy a quiet machine gives close to 100%; much
   // less means other processes had the cores (or the pass ran serially).
-  absl::PrintF("  machine: load average %.2f before, %.2f after (%u cores); the engine used %.0f%% of %d threads' "
-               "time%s\n",
-               load_before, load_after, std::thread::hardware_concurrency(), 100 * cpu_share, threads,
-               std::max(load_before, load_after) > 1.5 * threads ? "  -- BUSY MACHINE: figures understate the engine" : "");
+  absl::PrintF(
+      "  machine: load average %.2f before, %.2f after (%u cores); the engine used %.0f%% of %d threads' "
+      "time%s\n",
+      load_before, load_after, std::thread::hardware_concurrency(), 100 * cpu_share, threads,
+      std::max(load_before, load_after) > 1.5 * threads ? "  -- BUSY MACHINE: figures understate the engine" : "");
   std::fflush(stdout);
 
   if (!f.breakdown) return absl::OkStatus();
@@ -320,17 +328,35 @@ absl::Status BenchModel(const Flags& f, const std::string& dir) {
 int main(int argc, char** argv) {
   octo::bench::Flags f;
   CLI::App app{"Measures the CPU engine's decode and prefill rates against the memory-bandwidth bound."};
-  app.add_option("model_dirs", f.model_dirs, "layer directories (made by octo-ctl decompose)")->required()->check(CLI::ExistingDirectory);
+  app.add_option("model_dirs", f.model_dirs, "layer directories (made by octo-ctl decompose)")
+      ->required()
+      ->check(CLI::ExistingDirectory);
   app.add_option("--threads", f.threads, "engine threads (0: one per core)")->capture_default_str();
   app.add_flag("--portable", f.portable, "use the portable kernels even where AVX2 is available");
-  app.add_option("--reps", f.reps, "runs per decode figure (median)")->capture_default_str()->check(CLI::PositiveNumber);
-  app.add_option("--decode-tokens", f.decode_tokens, "tokens per decode run")->capture_default_str()->check(CLI::PositiveNumber);
-  app.add_option("--prompt-tokens", f.prompt_tokens, "prompt prefilled before each decode run")->capture_default_str()->check(CLI::PositiveNumber);
-  app.add_option("--batch", f.batch, "sequences per pass for the batched decode")->capture_default_str()->check(CLI::PositiveNumber);
-  app.add_option("--prefill-tokens", f.prefill_tokens, "prompt length for the prefill figure")->capture_default_str()->check(CLI::PositiveNumber);
-  app.add_option("--prefill-reps", f.prefill_reps, "runs for the prefill figure (median)")->capture_default_str()->check(CLI::PositiveNumber);
-  app.add_option("--bandwidth-mib", f.bandwidth_mib, "size of each memcpy buffer")->capture_default_str()->check(CLI::Range(64, 16384));
-  app.add_option("--bandwidth-reps", f.bandwidth_reps, "memcpy / scan passes (best)")->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--reps", f.reps, "runs per decode figure (median)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--decode-tokens", f.decode_tokens, "tokens per decode run")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--prompt-tokens", f.prompt_tokens, "prompt prefilled before each decode run")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--batch", f.batch, "sequences per pass for the batched decode")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--prefill-tokens", f.prefill_tokens, "prompt length for the prefill figure")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--prefill-reps", f.prefill_reps, "runs for the prefill figure (median)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--bandwidth-mib", f.bandwidth_mib, "size of each memcpy buffer")
+      ->capture_default_str()
+      ->check(CLI::Range(64, 16384));
+  app.add_option("--bandwidth-reps", f.bandwidth_reps, "memcpy / scan passes (best)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   app.add_option("--target", f.target, "batch-1 decode / bound to call OK")->capture_default_str();
   app.add_flag("!--no-breakdown", f.breakdown, "skip the per-matrix MatMul timing");
   CLI11_PARSE(app, argc, argv);

@@ -35,7 +35,8 @@ __attribute__((target("avx2"))) uint64_t SumWordsAvx2(const uint8_t* p, uint64_t
     d = _mm256_add_epi64(d, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 96)));
   }
   uint64_t lanes[4];
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(lanes), _mm256_add_epi64(_mm256_add_epi64(a, b), _mm256_add_epi64(c, d)));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(lanes),
+                      _mm256_add_epi64(_mm256_add_epi64(a, b), _mm256_add_epi64(c, d)));
   return lanes[0] + lanes[1] + lanes[2] + lanes[3];
 }
 #endif
@@ -60,7 +61,8 @@ uint64_t SumWords(const uint8_t* p, uint64_t bytes) {
 MemoryBandwidth MeasureMemoryBandwidth(cpu::ThreadPool& pool, uint64_t buffer_bytes, int reps) {
   const int threads = pool.size();
   // One slice per thread, each a whole number of pages.
-  const uint64_t slice = std::max<uint64_t>(kSliceAlignment, buffer_bytes / threads / kSliceAlignment * kSliceAlignment);
+  const uint64_t slice =
+      std::max<uint64_t>(kSliceAlignment, buffer_bytes / threads / kSliceAlignment * kSliceAlignment);
   const uint64_t total = slice * threads;
   std::vector<uint8_t> src(total + kSliceAlignment);
   std::vector<uint8_t> dst(total + kSliceAlignment);
@@ -77,12 +79,10 @@ MemoryBandwidth MeasureMemoryBandwidth(cpu::ThreadPool& pool, uint64_t buffer_by
   // One untimed copy first: the page tables and the TLB are warm for both.
   pool.ParallelFor(threads, [&](int64_t t) { std::memcpy(to + t * slice, from + t * slice, slice); });
   for (int rep = 0; rep < reps; ++rep) {
-    const double copy_s = SecondsOf([&] {
-      pool.ParallelFor(threads, [&](int64_t t) { std::memcpy(to + t * slice, from + t * slice, slice); });
-    });
-    const double read_s = SecondsOf([&] {
-      pool.ParallelFor(threads, [&](int64_t t) { sums[t] = SumWords(from + t * slice, slice); });
-    });
+    const double copy_s = SecondsOf(
+        [&] { pool.ParallelFor(threads, [&](int64_t t) { std::memcpy(to + t * slice, from + t * slice, slice); }); });
+    const double read_s =
+        SecondsOf([&] { pool.ParallelFor(threads, [&](int64_t t) { sums[t] = SumWords(from + t * slice, slice); }); });
     result.copy_bytes_per_s = std::max(result.copy_bytes_per_s, static_cast<double>(total) / copy_s);
     result.read_bytes_per_s = std::max(result.read_bytes_per_s, static_cast<double>(total) / read_s);
   }

@@ -19,8 +19,8 @@ struct Role {
 };
 // In the order ForwardLlama multiplies them.
 constexpr Role kLayerRoles[] = {
-    {"wq", &LayerWeights::wq},         {"wk", &LayerWeights::wk},       {"wv", &LayerWeights::wv},
-    {"wo", &LayerWeights::wo},         {"gate", &LayerWeights::w_gate}, {"up", &LayerWeights::w_up},
+    {"wq", &LayerWeights::wq},       {"wk", &LayerWeights::wk},       {"wv", &LayerWeights::wv},
+    {"wo", &LayerWeights::wo},       {"gate", &LayerWeights::w_gate}, {"up", &LayerWeights::w_up},
     {"down", &LayerWeights::w_down},
 };
 constexpr size_t kNumLayerRoles = sizeof(kLayerRoles) / sizeof(kLayerRoles[0]);
@@ -44,8 +44,8 @@ void Describe(MatMulRole& role, const WeightMatrix& w) {
 
 // Every matrix of one pass multiplied alone: n_rows rows of x through the
 // layers, n_out through the lm_head. Adds each role's time to seconds.
-absl::Status TimeMatMuls(WeightStore& store, const cpu::Exec& exec, int n_rows, int n_out,
-                         const std::vector<float>& x, std::vector<float>& out, std::vector<double>& seconds) {
+absl::Status TimeMatMuls(WeightStore& store, const cpu::Exec& exec, int n_rows, int n_out, const std::vector<float>& x,
+                         std::vector<float>& out, std::vector<double>& seconds) {
   auto timed = [&](const WeightMatrix& w, int rows, double& s) {
     const Clock::time_point start = Clock::now();
     absl::Status status = cpu::MatMul(w, x.data(), out.data(), rows, exec);
@@ -55,7 +55,8 @@ absl::Status TimeMatMuls(WeightStore& store, const cpu::Exec& exec, int n_rows, 
   for (uint32_t layer = 0; layer < store.config().n_layers; ++layer) {
     OCTO_ASSIGN_OR_RETURN(const LayerWeights* w, store.Acquire(layer));
     absl::Status status;
-    for (size_t r = 0; r < kNumLayerRoles && status.ok(); ++r) status = timed(w->*kLayerRoles[r].matrix, n_rows, seconds[r]);
+    for (size_t r = 0; r < kNumLayerRoles && status.ok(); ++r)
+      status = timed(w->*kLayerRoles[r].matrix, n_rows, seconds[r]);
     store.Release(layer);
     OCTO_RETURN_IF_ERROR(Annotate(status, absl::StrCat("layer ", layer)));
   }
@@ -87,8 +88,10 @@ class TimedLayers : public LayerSource {
 absl::StatusOr<double> TimeAttention(const ModelConfig& c, const cpu::Exec& exec,
                                      const std::vector<std::unique_ptr<KvCache>>& caches, int prompt_tokens,
                                      int tokens_per_seq, const std::vector<float>& q, std::vector<float>& out) {
-  const AttentionParams p{.n_tokens = tokens_per_seq, .first_pos = prompt_tokens,
-                          .n_heads = static_cast<int>(c.n_heads), .n_kv_heads = static_cast<int>(c.n_kv_heads),
+  const AttentionParams p{.n_tokens = tokens_per_seq,
+                          .first_pos = prompt_tokens,
+                          .n_heads = static_cast<int>(c.n_heads),
+                          .n_kv_heads = static_cast<int>(c.n_kv_heads),
                           .head_dim = static_cast<int>(c.head_dim),
                           .scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim))};
   const Clock::time_point start = Clock::now();
@@ -103,8 +106,8 @@ absl::StatusOr<double> TimeAttention(const ModelConfig& c, const cpu::Exec& exec
 
 }  // namespace
 
-absl::StatusOr<PassBreakdown> BreakDownPass(WeightStore& store, const cpu::Exec& exec, int n_seqs,
-                                            int tokens_per_seq, int prompt_tokens, int reps) {
+absl::StatusOr<PassBreakdown> BreakDownPass(WeightStore& store, const cpu::Exec& exec, int n_seqs, int tokens_per_seq,
+                                            int prompt_tokens, int reps) {
   const ModelConfig& c = store.config();
   if (c.n_experts > 0) return absl::InvalidArgumentError("the pass breakdown covers dense models only");
   const int n_rows = n_seqs * tokens_per_seq;
@@ -147,7 +150,8 @@ absl::StatusOr<PassBreakdown> BreakDownPass(WeightStore& store, const cpu::Exec&
   for (int b = 0; b < n_seqs; ++b) {
     caches.push_back(std::make_unique<KvCache>(c, prompt_tokens + tokens_per_seq));
     tokens.emplace_back(std::max(prompt_tokens, tokens_per_seq));
-    for (size_t t = 0; t < tokens[b].size(); ++t) tokens[b][t] = static_cast<int32_t>((b * 7919 + t * 104729 + 1) % c.vocab_size);
+    for (size_t t = 0; t < tokens[b].size(); ++t)
+      tokens[b][t] = static_cast<int32_t>((b * 7919 + t * 104729 + 1) % c.vocab_size);
   }
   if (prompt_tokens > 0) {
     for (int b = 0; b < n_seqs; ++b) {

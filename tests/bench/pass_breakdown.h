@@ -43,7 +43,7 @@ struct PassBreakdown {
 // prompt of prompt_tokens (untimed; 0 for none): decode is (1, 1, P) or
 // (8, 1, P), a prefill (1, 512, 0). Dense models only: INVALID_ARGUMENT for
 // a mixture of experts. Errors of the store and the pass pass through.
-absl::StatusOr<PassBreakdown> BreakDownPass(WeightStore& store, const cpu::Exec& exec, int n_seqs,
-                                            int tokens_per_seq, int prompt_tokens, int reps);
+absl::StatusOr<PassBreakdown> BreakDownPass(WeightStore& store, const cpu::Exec& exec, int n_seqs, int tokens_per_seq,
+                                            int prompt_tokens, int reps);
 
 }  // namespace octo::bench

@@ -21,11 +21,13 @@
 namespace octo::bench {
 
 struct WeightBytes {
-  uint64_t layers = 0;     // every layer tensor (experts scaled as above)
-  uint64_t lm_head = 0;    // output.weight, or token_embd when tied
-  uint64_t other = 0;      // final norm, rope factors, one embedding row
-  uint64_t matmul_elements = 0;  // multiply-adds per token in the matrices (for GFLOP/s)
-  std::map<std::string, uint64_t> matrix_bytes_by_type;  // of layers + lm_head, by GGUF type name
+  uint64_t layers = 0;   // every layer tensor (experts scaled as above)
+  uint64_t lm_head = 0;  // output.weight, or token_embd when tied
+  uint64_t other = 0;    // final norm, rope factors, one embedding row
+  // Multiply-adds per token in the matrices (for GFLOP/s).
+  uint64_t matmul_elements = 0;
+  // Bytes of the matrices (layers + lm_head) by GGUF type name.
+  std::map<std::string, uint64_t> matrix_bytes_by_type;
   uint64_t total() const { return layers + lm_head + other; }
 };
 
