@@ -23,7 +23,9 @@
 // nvcc (it then sets the OCTO_HAVE_CUDA compile definition for its users).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <span>
 
 #include "absl/status/status.h"
 #include "storage/ggml_type.h"
@@ -141,6 +143,20 @@ absl::Status RmsNorm(const float* x, const float* weight, float* out, int n_rows
 namespace cpu {
 absl::Status MatMul(const WeightMatrix& w, const float* x, float* out, int n_tokens,
                     const Exec& exec);
+}  // namespace cpu
+
+// --- MatMulGroup (kernels/cpu/matmul.cc) ----------------------------------------
+// outs[i] (n_tokens, ws[i].rows) = x (n_tokens, cols) · ws[i]^T for up to
+// kMaxMatMulGroup matrices with the same cols that read the same x (q, k and
+// v; gate and up). Bit for bit what separate MatMul calls give; x is encoded
+// once per activation type and the rows of all the matrices go to the pool in
+// one hand-off, so the small k and v matrices stop costing a hand-off each
+// and idle threads at their tails. Preconditions as MatMul's, per matrix, plus
+// equal cols and outs.size() == ws.size().
+inline constexpr size_t kMaxMatMulGroup = 4;
+namespace cpu {
+absl::Status MatMulGroup(std::span<const WeightMatrix> ws, const float* x, std::span<float* const> outs,
+                         int n_tokens, const Exec& exec);
 }  // namespace cpu
 
 // --- DequantizeRows (kernels/cpu/dequantize.cc) ----------------------------------

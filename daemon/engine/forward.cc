@@ -87,9 +87,9 @@ absl::Status ForwardLlama(const ModelView& model, std::span<const SequenceStep> 
       // Attention norm.
       OCTO_RETURN_IF_ERROR(cpu::RmsNorm(s.x.data(), lw.attn_norm, s.xb.data(), n, dim, c.norm_eps));
       // q, k, v (+ biases for qwen2).
-      OCTO_RETURN_IF_ERROR(cpu::MatMul(lw.wq, s.xb.data(), s.q.data(), n, exec));
-      OCTO_RETURN_IF_ERROR(cpu::MatMul(lw.wk, s.xb.data(), s.k.data(), n, exec));
-      OCTO_RETURN_IF_ERROR(cpu::MatMul(lw.wv, s.xb.data(), s.v.data(), n, exec));
+      const WeightMatrix qkv[] = {lw.wq, lw.wk, lw.wv};
+      float* const qkv_out[] = {s.q.data(), s.k.data(), s.v.data()};
+      OCTO_RETURN_IF_ERROR(cpu::MatMulGroup(qkv, s.xb.data(), qkv_out, n, exec));
       AddBias(s.q.data(), lw.bq, n, q_dim);
       AddBias(s.k.data(), lw.bk, n, kv_dim);
       AddBias(s.v.data(), lw.bv, n, kv_dim);
@@ -133,8 +133,9 @@ absl::Status ForwardLlama(const ModelView& model, std::span<const SequenceStep> 
       } else {
         // gate, up; silu(gate) * up; down.
         const int hidden = static_cast<int>(lw.w_gate.rows);
-        OCTO_RETURN_IF_ERROR(cpu::MatMul(lw.w_gate, s.xb.data(), s.hb.data(), n, exec));
-        OCTO_RETURN_IF_ERROR(cpu::MatMul(lw.w_up, s.xb.data(), s.hb2.data(), n, exec));
+        const WeightMatrix gate_up[] = {lw.w_gate, lw.w_up};
+        float* const gate_up_out[] = {s.hb.data(), s.hb2.data()};
+        OCTO_RETURN_IF_ERROR(cpu::MatMulGroup(gate_up, s.xb.data(), gate_up_out, n, exec));
         OCTO_RETURN_IF_ERROR(cpu::SiluMul(s.hb.data(), s.hb2.data(), s.hb.data(), static_cast<int64_t>(n) * hidden));
         OCTO_RETURN_IF_ERROR(cpu::MatMul(lw.w_down, s.hb.data(), s.xb.data(), n, exec));
       }

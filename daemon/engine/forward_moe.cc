@@ -24,8 +24,9 @@ absl::Status SwiGlu(const WeightMatrix& gate, const WeightMatrix& up, const Weig
   const size_t width = static_cast<size_t>(gate.rows);
   if (s.hb.size() < n * width) s.hb.resize(n * width);
   if (s.hb2.size() < n * width) s.hb2.resize(n * width);
-  OCTO_RETURN_IF_ERROR(cpu::MatMul(gate, in, s.hb.data(), n, exec));
-  OCTO_RETURN_IF_ERROR(cpu::MatMul(up, in, s.hb2.data(), n, exec));
+  const WeightMatrix gate_up[] = {gate, up};
+  float* const gate_up_out[] = {s.hb.data(), s.hb2.data()};
+  OCTO_RETURN_IF_ERROR(cpu::MatMulGroup(gate_up, in, gate_up_out, n, exec));
   OCTO_RETURN_IF_ERROR(cpu::SiluMul(s.hb.data(), s.hb2.data(), s.hb.data(), static_cast<int64_t>(n) * width));
   return cpu::MatMul(down, s.hb.data(), out, n, exec);
 }

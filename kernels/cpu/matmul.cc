@@ -14,6 +14,8 @@
 // by the same function: it depends on neither n_tokens, nor the chunking,
 // nor the thread that ran it.
 #include <algorithm>
+#include <array>
+#include <span>
 #include <cstdint>
 #include <vector>
 
@@ -50,62 +52,111 @@ int64_t RowsPerChunk(int64_t rows, int64_t row_bytes, int n_tokens, int n_thread
 
 }  // namespace
 
-absl::Status MatMul(const WeightMatrix& w, const float* x, float* out, int n_tokens, const Exec& exec) {
-  OCTO_ASSIGN_OR_RETURN(const CheckedWeights checked, CheckWeightMatrix("MatMul", w));
+absl::Status MatMulGroup(std::span<const WeightMatrix> ws, const float* x, std::span<float* const> outs,
+                         int n_tokens, const Exec& exec) {
+  if (ws.empty() || ws.size() > kMaxMatMulGroup || outs.size() != ws.size()) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "MatMul: %d matrices and %d outputs (1..%d matrices, one output each)", ws.size(), outs.size(),
+        kMaxMatMulGroup));
+  }
   if (x == nullptr) return absl::InvalidArgumentError("MatMul: x is null");
-  if (out == nullptr) return absl::InvalidArgumentError("MatMul: out is null");
   if (n_tokens <= 0) {
     return absl::InvalidArgumentError(absl::StrFormat("MatMul: n_tokens (%d) must be positive", n_tokens));
   }
-  const int64_t rows = w.rows;
-  const int64_t cols = w.cols;
-  if (Overlaps(x, n_tokens * cols * 4, out, n_tokens * rows * 4)) {
-    return absl::InvalidArgumentError("MatMul: out overlaps x");
-  }
-
-  const TypeKernels& kernels = *checked.kernels;
-  const VecDotFn dot = SelectDot(kernels, exec.simd);
+  const int64_t cols = ws[0].cols;
   const int n_threads = exec.pool != nullptr ? exec.pool->size() : 1;
 
-  // 1. Encode the activations (F32 weights read x as it is).
-  const void* x_enc = x;
-  int64_t x_stride = cols * 4;
-  if (kernels.act != ActType::kF32) {
-    thread_local std::vector<uint8_t> scratch;
-    x_stride = ActRowBytes(kernels.act, cols);
-    if (static_cast<int64_t>(scratch.size()) < n_tokens * x_stride) scratch.resize(n_tokens * x_stride);
-    uint8_t* enc = scratch.data();
-    auto encode = [&](int64_t t) {
-      QuantizeActivationRow(kernels.act, x + t * cols, cols, enc + t * x_stride, exec.simd);
-    };
+  // What each matrix needs, checked before anything is written.
+  struct Job {
+    CheckedWeights checked;
+    VecDotFn dot;
+    const uint8_t* w_bytes;
+    int64_t rows;
+    float* out;
+    int slot;                 // which encoding of x it reads
+    int64_t rows_per_chunk;
+    int64_t first_task;       // its chunks are tasks [first_task, first_task + n_chunks)
+  };
+  std::array<Job, kMaxMatMulGroup> jobs;
+  std::array<ActType, kMaxMatMulGroup> slot_types;
+  int n_slots = 0;
+  int64_t n_tasks = 0;
+  for (size_t i = 0; i < ws.size(); ++i) {
+    OCTO_ASSIGN_OR_RETURN(const CheckedWeights checked, CheckWeightMatrix("MatMul", ws[i]));
+    if (ws[i].cols != cols) {
+      return absl::InvalidArgumentError(absl::StrFormat("MatMul: matrix %d has %d columns, matrix 0 has %d", i,
+                                                        ws[i].cols, cols));
+    }
+    if (outs[i] == nullptr) return absl::InvalidArgumentError("MatMul: out is null");
+    if (Overlaps(x, n_tokens * cols * 4, outs[i], n_tokens * ws[i].rows * 4)) {
+      return absl::InvalidArgumentError("MatMul: out overlaps x");
+    }
+    Job& job = jobs[i];
+    job.checked = checked;
+    job.dot = SelectDot(*checked.kernels, exec.simd);
+    job.w_bytes = static_cast<const uint8_t*>(ws[i].data);
+    job.rows = ws[i].rows;
+    job.out = outs[i];
+    job.slot = 0;
+    while (job.slot < n_slots && slot_types[job.slot] != checked.kernels->act) ++job.slot;
+    if (job.slot == n_slots) slot_types[n_slots++] = checked.kernels->act;
+    job.rows_per_chunk = RowsPerChunk(job.rows, checked.row_bytes, n_tokens, n_threads);
+    job.first_task = n_tasks;
+    n_tasks += (job.rows + job.rows_per_chunk - 1) / job.rows_per_chunk;
+  }
+
+  // 1. Encode the activations once per activation type (F32 weights read x
+  //    as it is).
+  std::array<const uint8_t*, kMaxMatMulGroup> x_enc;
+  std::array<int64_t, kMaxMatMulGroup> x_stride;
+  for (int slot = 0; slot < n_slots; ++slot) {
+    const ActType act = slot_types[slot];
+    if (act == ActType::kF32) {
+      x_enc[slot] = reinterpret_cast<const uint8_t*>(x);
+      x_stride[slot] = cols * 4;
+      continue;
+    }
+    thread_local std::array<std::vector<uint8_t>, kMaxMatMulGroup> scratch;
+    x_stride[slot] = ActRowBytes(act, cols);
+    std::vector<uint8_t>& buffer = scratch[slot];
+    if (static_cast<int64_t>(buffer.size()) < n_tokens * x_stride[slot]) buffer.resize(n_tokens * x_stride[slot]);
+    uint8_t* enc = buffer.data();
+    const int64_t stride = x_stride[slot];
+    auto encode = [&](int64_t t) { QuantizeActivationRow(act, x + t * cols, cols, enc + t * stride, exec.simd); };
     if (exec.pool != nullptr && n_tokens > 1) {
       exec.pool->ParallelFor(n_tokens, encode);
     } else {
       for (int t = 0; t < n_tokens; ++t) encode(t);
     }
-    x_enc = enc;
+    x_enc[slot] = enc;
   }
 
-  // 2. Rows in chunks, tokens inside a chunk.
-  const auto* w_bytes = static_cast<const uint8_t*>(w.data);
-  const auto* x_bytes = static_cast<const uint8_t*>(x_enc);
-  const int64_t rows_per_chunk = RowsPerChunk(rows, checked.row_bytes, n_tokens, n_threads);
-  const int64_t n_chunks = (rows + rows_per_chunk - 1) / rows_per_chunk;
-  auto run_chunk = [&](int64_t chunk) {
-    const int64_t r0 = chunk * rows_per_chunk;
-    const int64_t r1 = std::min(rows, r0 + rows_per_chunk);
+  // 2. Every matrix's rows in chunks, all in one hand-off to the pool;
+  //    tokens inside a chunk.
+  const int n_jobs = static_cast<int>(ws.size());
+  auto run_task = [&](int64_t task) {
+    int j = n_jobs - 1;
+    while (jobs[j].first_task > task) --j;
+    const Job& job = jobs[j];
+    const int64_t r0 = (task - job.first_task) * job.rows_per_chunk;
+    const int64_t r1 = std::min(job.rows, r0 + job.rows_per_chunk);
     for (int64_t t = 0; t < n_tokens; ++t) {
-      const uint8_t* x_row = x_bytes + t * x_stride;
-      float* out_row = out + t * rows;
-      for (int64_t r = r0; r < r1; ++r) out_row[r] = dot(w_bytes + r * checked.row_bytes, x_row, cols);
+      const uint8_t* x_row = x_enc[job.slot] + t * x_stride[job.slot];
+      float* out_row = job.out + t * job.rows;
+      for (int64_t r = r0; r < r1; ++r) out_row[r] = job.dot(job.w_bytes + r * job.checked.row_bytes, x_row, cols);
     }
   };
   if (exec.pool != nullptr) {
-    exec.pool->ParallelFor(n_chunks, run_chunk);
+    exec.pool->ParallelFor(n_tasks, run_task);
   } else {
-    for (int64_t c = 0; c < n_chunks; ++c) run_chunk(c);
+    for (int64_t task = 0; task < n_tasks; ++task) run_task(task);
   }
   return absl::OkStatus();
+}
+
+absl::Status MatMul(const WeightMatrix& w, const float* x, float* out, int n_tokens, const Exec& exec) {
+  float* const outs[] = {out};
+  return MatMulGroup(std::span<const WeightMatrix>(&w, 1), x, outs, n_tokens, exec);
 }
 
 }  // namespace octo::cpu
