@@ -1,0 +1,202 @@
+// Runtime: everything octod does, with no gRPC in sight -- the loaded model
+// and its residency, the loader, sessions and their KV caches, and the
+// scheduler that batches every active session into each forward pass.
+//
+// The gRPC service (daemon/server) translates proto <-> these types and
+// absl::Status <-> grpc::Status, nothing more.
+//
+// Threading: every method may be called from any thread. Token events are
+// delivered to a job's TokenSink on the scheduler thread, in order.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "daemon/chat/chat_template.h"
+#include "daemon/engine/generation.h"
+#include "daemon/sampling/sampling_params.h"
+
+namespace octo {
+
+// Named limits on requests (INVALID_ARGUMENT names the one exceeded).
+inline constexpr size_t kMaxPromptBytes = 1 << 20;
+inline constexpr size_t kMaxChatMessages = 256;
+inline constexpr size_t kMaxSessionIdBytes = 64;
+
+struct RuntimeOptions {
+  std::string models_root;          // LoadModel paths are relative to it, confined to it
+  std::string model;                // loaded at start when non-empty (relative to models_root)
+  std::string loader_path;          // the octo-loader executable
+  int n_threads = 0;                // CPU backend threads; < 1: one per core
+  bool allow_simd = true;
+  // Residency (SetResidency changes these at run time).
+  uint32_t pin_first = 1;
+  uint32_t pin_last = 1;
+  uint64_t layer_budget_bytes = 0;  // 0 = auto: fill auto_budget_bytes
+  uint64_t auto_budget_bytes = 0;   // the memory auto mode may fill; 0 = half of MemAvailable
+  uint32_t ring_slots = 2;
+  bool direct_io = true;
+  // Sessions and KV caches.
+  uint64_t kv_budget_bytes = 1ull << 30;  // all sessions' caches together
+  uint32_t session_context = 4096;        // default positions per session (capped by the model)
+  uint32_t max_sessions = 64;
+  bool evict_idle_sessions = false;       // when the KV budget is full: evict the longest-idle
+                                          // session instead of RESOURCE_EXHAUSTED
+  uint32_t prefill_chunk = 512;           // prompt tokens per session per pass
+};
+
+// What a client asks for; see proto/octo.proto GenerateRequest/ChatRequest.
+struct GenerateJob {
+  std::string session_id;                 // empty: one-shot, in a temporary cache
+  // Exactly one of: prompt text, prompt tokens, chat messages.
+  std::string prompt;
+  std::vector<int32_t> prompt_tokens;
+  std::vector<ChatMessage> messages;
+  bool chat = false;                      // messages are a chat (rendered with the template)
+  std::string chat_template;              // family name; empty = the model's
+  bool add_bos = true;
+  bool parse_special = false;
+  SamplingParams sampling;
+};
+
+struct JobStats {
+  int prompt_tokens = 0;
+  int cached_tokens = 0;
+  int generated_tokens = 0;
+  double prefill_seconds = 0;
+  double decode_seconds = 0;
+  double queue_seconds = 0;
+  double load_wait_seconds = 0;
+  double compute_seconds = 0;
+  uint64_t seed = 0;
+  int batch_peak = 0;
+};
+
+// A job's events. Called on the scheduler thread; must not block (queue the
+// event and return). OnDone is the last call, exactly once.
+class TokenSink {
+ public:
+  virtual ~TokenSink() = default;
+  virtual void OnStarted(const std::string& session_id, int prompt_tokens) = 0;
+  virtual void OnToken(const GeneratedToken& token) = 0;
+  // status not OK: the job failed (e.g. DATA_LOSS); finish_reason is
+  // "stop", "length", "context" or "cancelled".
+  virtual void OnDone(const absl::Status& status, const std::string& finish_reason,
+                      const std::string& tail, const JobStats& stats) = 0;
+};
+
+// Lets the caller cancel a submitted job (client gone). Safe from any thread.
+class JobHandle {
+ public:
+  virtual ~JobHandle() = default;
+  virtual void Cancel() = 0;
+};
+
+struct ModelSummary {
+  std::string path;  // relative to models_root
+  std::string architecture;
+  std::string name;
+  uint32_t n_layers = 0, dim = 0, vocab_size = 0, context_length = 0, n_experts = 0;
+  uint64_t total_bytes = 0;
+  bool loaded = false;
+  std::string chat_template;  // family recognised, "" if none
+};
+
+struct ResidencyChange {  // unset: keep
+  std::optional<uint32_t> pin_first, pin_last;
+  std::optional<uint64_t> budget_bytes;
+  std::optional<bool> auto_budget;
+};
+
+struct LayerReport {
+  bool resident = false, pinned = false;
+  uint64_t bytes = 0, loads = 0;
+  double load_seconds = 0, load_wait_seconds = 0, compute_seconds = 0;  // means
+};
+
+struct ResidencyReport {
+  uint32_t pin_first = 0, pin_last = 0;
+  bool auto_budget = false;
+  uint64_t budget_bytes = 0, held_bytes = 0, peak_bytes = 0;
+  uint32_t ring_slots = 0;
+  uint64_t slot_bytes = 0;
+  uint32_t resident_layers = 0, streamed_layers = 0;
+  uint64_t global_bytes = 0;
+};
+
+struct SessionReport {
+  std::string id;
+  uint32_t positions = 0, context_length = 0;
+  uint64_t kv_bytes = 0;
+  bool active = false;
+  double idle_seconds = 0;
+};
+
+struct LoaderReport {
+  bool running = false;
+  int pid = 0;
+  uint32_t restarts = 0, checksum_failures = 0;
+  uint64_t bytes_read = 0;
+  double read_gbps = 0;
+  std::string io_mode;
+};
+
+struct RuntimeReport {
+  std::optional<ModelSummary> model;
+  ResidencyReport residency;
+  LoaderReport loader;
+  std::vector<LayerReport> layers;
+  std::vector<SessionReport> sessions;
+  uint64_t kv_budget_bytes = 0, kv_used_bytes = 0;
+  double tokens_per_second = 0;  // over the last 10 s
+  double overlap = 0;            // fraction of loader time hidden behind compute
+  uint64_t passes = 0, generated_tokens = 0;
+  double uptime_seconds = 0;
+  std::string backend;
+  bool serving = true;
+};
+
+class Runtime {
+ public:
+  virtual ~Runtime() = default;
+
+  // Validates the options (INVALID_ARGUMENT naming the bad one), starts the
+  // scheduler and, when options.model is set, loads it.
+  static absl::StatusOr<std::unique_ptr<Runtime>> Create(const RuntimeOptions& options);
+
+  // Models. LoadModel replaces the loaded model (FAILED_PRECONDITION while a
+  // job is running); NOT_FOUND / INVALID_ARGUMENT for a bad path, which
+  // must stay inside models_root.
+  virtual absl::StatusOr<ModelSummary> LoadModel(const std::string& path) = 0;
+  virtual absl::Status UnloadModel() = 0;
+  virtual absl::StatusOr<std::vector<ModelSummary>> ListModels() = 0;
+
+  // Sessions: a KV cache kept between turns. context_length 0 = default.
+  virtual absl::StatusOr<SessionReport> CreateSession(uint32_t context_length) = 0;
+  virtual absl::Status CloseSession(const std::string& id) = 0;
+
+  // Queues a job; events go to `sink`. Errors found before queueing
+  // (INVALID_ARGUMENT, NOT_FOUND session, FAILED_PRECONDITION no model,
+  // RESOURCE_EXHAUSTED) are returned here and the sink is not called.
+  virtual absl::StatusOr<std::shared_ptr<JobHandle>> Submit(GenerateJob job,
+                                                           std::shared_ptr<TokenSink> sink) = 0;
+
+  virtual absl::StatusOr<std::vector<int32_t>> Tokenize(const std::string& text, bool add_bos,
+                                                        bool parse_special, std::vector<std::string>* pieces) = 0;
+  virtual absl::StatusOr<std::string> Detokenize(const std::vector<int32_t>& tokens) = 0;
+
+  // Applied between forward passes; sessions continue.
+  virtual absl::StatusOr<ResidencyReport> SetResidency(const ResidencyChange& change) = 0;
+
+  virtual RuntimeReport Report() = 0;
+
+  // Graceful stop: refuses new jobs (UNAVAILABLE), cancels running ones
+  // (their sinks get "cancelled"), stops the loader, frees shared memory.
+  virtual void Shutdown() = 0;
+};
+
+}  // namespace octo
