@@ -53,6 +53,11 @@ std::span<const int32_t> Generation::NextInput() const {
   return std::span<const int32_t>(history_).subspan(fed_);
 }
 
+std::span<const int32_t> Generation::NextInput(size_t max_tokens) const {
+  const std::span<const int32_t> input = NextInput();
+  return input.first(std::min(max_tokens, input.size()));
+}
+
 absl::StatusOr<std::optional<GeneratedToken>> Generation::Accept(std::span<const float> logits) {
   if (finished()) return absl::FailedPreconditionError("the generation has finished");
   OCTO_ASSIGN_OR_RETURN(const int32_t id, sampler_.Sample(logits, history_));

@@ -15,6 +15,7 @@
 // Not thread-safe: one owner at a time.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -53,8 +54,17 @@ class Generation {
   // The tokens the next pass must feed: the whole prompt first, then the
   // last accepted token. Empty once finished.
   std::span<const int32_t> NextInput() const;
+  // The first max_tokens of NextInput() (a chunk of a long prompt).
+  std::span<const int32_t> NextInput(size_t max_tokens) const;
   // Marks NextInput() as fed; call after a successful pass.
   void InputFed() { fed_ = history_.size(); }
+  // Marks the first n tokens of NextInput() as fed: a prompt chunk, or a
+  // prefix already in the cache (a session's earlier turns).
+  void InputFed(size_t n) { fed_ = std::min(fed_ + n, history_.size()); }
+  // Tokens of history() in the KV cache.
+  size_t fed() const { return fed_; }
+  // The next pass's logits decide a token: NextInput() is the rest of the input.
+  bool AwaitsLogits(size_t chunk) const { return !finished() && fed_ + chunk >= history_.size(); }
 
   // Takes the logits that followed NextInput() (the row of its last token),
   // draws the next token and advances. Returns the token, or nullopt when

@@ -14,15 +14,25 @@ KvCache::KvCache(const ModelConfig& config, int max_positions)
 
 uint64_t KvCache::bytes() const { return data_.size() * sizeof(uint16_t); }
 
+int KvCache::CapacityFor(int positions) const {
+  if (positions <= capacity_) return capacity_;
+  int capacity = std::max(capacity_, 1);
+  while (capacity < positions) capacity *= 2;
+  return std::min(std::max(capacity, kKvGrowPositions), max_positions_);
+}
+
+uint64_t KvCache::BytesAfterReserve(int n) const {
+  const int capacity = CapacityFor(std::min(size_ + std::max(n, 0), max_positions_));
+  return static_cast<uint64_t>(n_layers_) * 2 * capacity * row_elements_ * sizeof(uint16_t);
+}
+
 absl::Status KvCache::Reserve(int n) {
   if (n < 0 || size_ + static_cast<int64_t>(n) > max_positions_) {
     return absl::ResourceExhaustedError(absl::StrCat("the sequence would hold ", size_ + static_cast<int64_t>(n),
                                                      " positions; its context limit is ", max_positions_));
   }
   if (size_ + n <= capacity_) return absl::OkStatus();
-  int new_capacity = std::max(capacity_, 1);
-  while (new_capacity < size_ + n) new_capacity *= 2;
-  new_capacity = std::min(std::max(new_capacity, kKvGrowPositions), max_positions_);
+  const int new_capacity = CapacityFor(size_ + n);
   std::vector<uint16_t> grown(static_cast<size_t>(n_layers_) * 2 * new_capacity * row_elements_);
   const size_t used = static_cast<size_t>(size_) * row_elements_;
   for (int l = 0; l < n_layers_; ++l) {

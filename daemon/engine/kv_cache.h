@@ -38,6 +38,8 @@ class KvCache {
   // Makes room for `n` more positions. RESOURCE_EXHAUSTED naming the limit
   // when size() + n > max_positions(); nothing changes then.
   absl::Status Reserve(int n);
+  // bytes() after Reserve(n) succeeds (the cache grows in steps).
+  uint64_t BytesAfterReserve(int n) const;
 
   // Rows of layer `layer`: (capacity, row_elements).
   uint16_t* keys(int layer) { return data_.data() + LayerOffset(layer); }
@@ -51,6 +53,7 @@ class KvCache {
   void Truncate(int n);
 
  private:
+  int CapacityFor(int positions) const;  // the capacity Reserve grows to
   size_t LayerOffset(int layer) const { return static_cast<size_t>(layer) * 2 * capacity_ * row_elements_; }
 
   int n_layers_ = 0;

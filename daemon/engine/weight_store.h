@@ -25,6 +25,7 @@
 #include "daemon/engine/aligned_buffer.h"
 #include "daemon/engine/layer_source.h"
 #include "daemon/engine/layer_weights.h"
+#include "daemon/engine/model_files.h"
 #include "storage/manifest.h"
 
 namespace octo {
@@ -54,7 +55,7 @@ class WeightStore : public LayerSource {
 
   const Manifest& manifest() const { return manifest_; }
   const ModelConfig& config() const { return manifest_.config; }
-  const GlobalWeights& globals() const { return globals_; }
+  const GlobalWeights& globals() const { return globals_.weights(); }
   const ResidencyPlan& plan() const { return plan_; }
   bool IsResident(uint32_t layer) const { return plan_.resident[layer]; }
   // Bytes read from layer files by Acquire since Open (streamed layers).
@@ -65,15 +66,11 @@ class WeightStore : public LayerSource {
 
  private:
   WeightStore() = default;
-  // Reads file `name` whole into `buffer` (sized to it) and checks it.
-  absl::Status ReadFile(const ManifestFile& file, AlignedBuffer& buffer) const;
-  absl::Status LoadGlobals();
 
   std::string dir_;
   Manifest manifest_;
   ResidencyPlan plan_;
-  std::vector<AlignedBuffer> global_buffers_;  // embed, lm_head, final_norm, extra
-  GlobalWeights globals_;
+  ResidentGlobals globals_;
   std::vector<AlignedBuffer> resident_buffers_;  // by layer; empty when streamed
   std::vector<LayerWeights> resident_weights_;   // by layer; bound when resident
   AlignedBuffer staging_;                        // the streamed layer's bytes
