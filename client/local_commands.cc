@@ -1,11 +1,9 @@
 #include "client/local_commands.h"
 
-#include <cctype>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "daemon/chat/chat_template.h"
 #include "daemon/engine/generation.h"
@@ -15,6 +13,7 @@
 #include "kernels/cpu/simd.h"
 #include "kernels/cpu/thread_pool.h"
 #include "nlohmann/json.hpp"
+#include "storage/byte_size.h"
 #include "storage/status_macros.h"
 
 namespace octo {
@@ -57,24 +56,6 @@ absl::StatusOr<std::vector<int32_t>> PromptTokens(const RunFlags& flags, const M
 }
 
 }  // namespace
-
-std::optional<uint64_t> ParseByteSize(const std::string& text) {
-  if (text.empty()) return std::nullopt;
-  uint64_t multiplier = 1;
-  std::string digits = text;
-  switch (std::toupper(static_cast<unsigned char>(text.back()))) {
-    case 'K': multiplier = 1ull << 10; break;
-    case 'M': multiplier = 1ull << 20; break;
-    case 'G': multiplier = 1ull << 30; break;
-    case 'T': multiplier = 1ull << 40; break;
-    default: break;
-  }
-  if (multiplier != 1) digits.pop_back();
-  uint64_t value = 0;
-  if (digits.empty() || !absl::SimpleAtoi(digits, &value)) return std::nullopt;
-  if (value > UINT64_MAX / multiplier) return std::nullopt;
-  return value * multiplier;
-}
 
 int RunLocalGenerate(RunFlags flags, const std::atomic<bool>& cancel) {
   if (flags.seed.has_value()) flags.sampling.seed = flags.seed;

@@ -45,7 +45,4 @@ struct PerplexityFlags {
 
 int RunPerplexity(const PerplexityFlags& flags);
 
-// "2G", "512M", "64K", "123" (bytes; K/M/G are powers of 1024) -> bytes.
-std::optional<uint64_t> ParseByteSize(const std::string& text);
-
 }  // namespace octo
