@@ -14,6 +14,17 @@
 //
 // Threading: Acquire/Release/SetOrder from one thread at a time (the
 // forward pass); stats() from any thread.
+//
+// Implementation notes (daemon/loader/layer_stream.cc, protocol in
+// storage/RING.md): no thread of its own. The caller's Acquire/Release do
+// the bookkeeping -- request free slots, read completions, restart a dead
+// loader -- so while the forward pass computes, only the loader works.
+//
+// Changes to the first draft of this contract: slot_bytes is rounded up to
+// a multiple of 4096 (O_DIRECT); the restart limit is per stream
+// (max_restarts, restart_window, defaulting to the constants below);
+// loader_args are appended to the loader's command line (tests use them to
+// inject faults into a test build of the loader).
 #pragma once
 
 #include <cstdint>
@@ -22,8 +33,14 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 
 namespace octo {
+
+// A dead loader is restarted at most this often within the window; then
+// Acquire fails with UNAVAILABLE for good.
+inline constexpr uint32_t kMaxLoaderRestarts = 5;
+inline constexpr absl::Duration kLoaderRestartWindow = absl::Seconds(60);
 
 struct LayerStreamOptions {
   std::string loader_path;   // the octo-loader executable
@@ -32,6 +49,9 @@ struct LayerStreamOptions {
   uint64_t slot_bytes = 0;   // >= the largest streamed layer file
   bool direct_io = true;     // O_DIRECT reads; false reads through the page cache
   uint32_t queue_depth = 8;  // reads in flight per layer file
+  uint32_t max_restarts = kMaxLoaderRestarts;           // loader restarts allowed ...
+  absl::Duration restart_window = kLoaderRestartWindow;  // ... within this long
+  std::vector<std::string> loader_args;  // appended to the loader's command line
 };
 
 // One streamed layer, in a ring slot, valid until Release.
@@ -58,7 +78,9 @@ class LayerStream {
 
   // Creates the ring (owner-only shared memory), spawns octo-loader and
   // waits until it is attached. INVALID_ARGUMENT for bad options,
-  // UNAVAILABLE when the loader cannot start.
+  // UNAVAILABLE when the loader cannot start, RESOURCE_EXHAUSTED when the
+  // shared memory cannot be had. Also removes rings left behind by octod
+  // processes that no longer exist (Ring::RemoveOrphans).
   static absl::StatusOr<std::unique_ptr<LayerStream>> Start(const LayerStreamOptions& options);
 
   // The streamed layers in pass order; drops whatever is loaded or in
@@ -66,9 +88,15 @@ class LayerStream {
   virtual void SetOrder(std::vector<uint32_t> order) = 0;
 
   // Blocks until `layer` is in a slot. If it is not the next layer of the
-  // order, the cycle restarts at `layer` (after a failed pass, say).
+  // order, the cycle restarts at `layer` (after a failed pass, say); slots
+  // already holding the layers after it are kept. Errors: the loader's, for
+  // this layer (DATA_LOSS checksum, NOT_FOUND missing file, INVALID_ARGUMENT
+  // layer not in the model or larger than a slot); INVALID_ARGUMENT when
+  // `layer` is not in the order; FAILED_PRECONDITION with no order or when
+  // every slot is held (Release first); UNAVAILABLE when the loader keeps dying.
   virtual absl::StatusOr<StreamedLayer> Acquire(uint32_t layer) = 0;
-  // The forward pass is done with `layer`'s slot; it is refilled.
+  // The forward pass is done with `layer`'s slot; it is refilled. A layer
+  // not held is ignored.
   virtual void Release(uint32_t layer) = 0;
 
   virtual LoaderStats stats() const = 0;

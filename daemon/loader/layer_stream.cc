@@ -1,0 +1,305 @@
+// LayerStream over the shared-memory ring and an octo-loader child.
+//
+// Tickets: the cyclic order is unrolled into an endless sequence, ticket t
+// being layer order[t % n]. Acquire expects ticket `next_ticket_`; the
+// non-held slots should hold the window [next_ticket_, next_ticket_ + free)
+// where free = slots - held. Reconcile() frees slots outside the window and
+// requests the tickets in it that no slot holds, lowest first, so one
+// function handles refills, cycle restarts, a new order and failed loads.
+#include "daemon/loader/layer_stream.h"
+
+#include <deque>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "daemon/loader/loader_process.h"
+#include "storage/direct_reader.h"
+#include "storage/ring.h"
+#include "storage/status_macros.h"
+
+namespace octo {
+namespace {
+
+using ring::SlotDescriptor;
+
+constexpr uint64_t kNoTicket = ~uint64_t{0};
+// Acquire looks at the ring at least this often, messages or not.
+constexpr absl::Duration kWaitSlice = absl::Seconds(1);
+
+class RingLayerStream final : public LayerStream {
+ public:
+  RingLayerStream(const LayerStreamOptions& options, std::unique_ptr<Ring> ring)
+      : options_(options), ring_(std::move(ring)), slots_(ring_->slot_count()) {}
+
+  ~RingLayerStream() override {
+    loader_.reset();  // stops it: nothing writes into the ring after this
+    ring_.reset();    // unmaps and removes the segment's name
+  }
+
+  // Spawns a loader on the ring and publishes it in the stats.
+  absl::Status StartLoader() {
+    LoaderSpawnOptions spawn;
+    spawn.loader_path = options_.loader_path;
+    spawn.ring_name = ring_->name();
+    spawn.model_dir = options_.model_dir;
+    spawn.direct_io = options_.direct_io;
+    spawn.queue_depth = options_.queue_depth;
+    spawn.extra_args = options_.loader_args;
+    OCTO_ASSIGN_OR_RETURN(loader_, LoaderProcess::Spawn(spawn));
+    absl::MutexLock lock(&stats_mu_);
+    stats_.running = true;
+    stats_.pid = loader_->pid();
+    stats_.io_mode = loader_->io_mode();
+    return absl::OkStatus();
+  }
+
+  void SetOrder(std::vector<uint32_t> order) override {
+    order_ = std::move(order);
+    next_ticket_ = 0;
+    for (uint32_t i = 0; i < slots_.size(); ++i) {
+      if (slots_[i].use != Use::kHeld) slots_[i].ticket = kNoTicket;  // freed by Reconcile or on completion
+    }
+    Reconcile();
+  }
+
+  absl::StatusOr<StreamedLayer> Acquire(uint32_t layer) override {
+    const absl::Time start = absl::Now();
+    OCTO_RETURN_IF_ERROR(broken_);
+    if (order_.empty()) return absl::FailedPreconditionError("no streamed layers: SetOrder first");
+    // The first ticket from next_ticket_ on that is `layer`: skipping ahead
+    // restarts the cycle there and keeps the slots already loaded after it.
+    const uint64_t n = order_.size();
+    uint64_t skip = 0;
+    while (skip < n && order_[(next_ticket_ + skip) % n] != layer) ++skip;
+    if (skip == n) return absl::InvalidArgumentError(absl::StrCat("layer ", layer, " is not streamed"));
+    next_ticket_ += skip;
+    if (HeldCount() == slots_.size()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "all ", slots_.size(), " ring slots are held; Release a layer before acquiring layer ", layer));
+    }
+    while (true) {
+      CollectCompletions();
+      Reconcile();
+      for (uint32_t i = 0; i < slots_.size(); ++i) {
+        Slot& s = slots_[i];
+        if (s.use != Use::kDone || s.ticket != next_ticket_) continue;
+        const SlotDescriptor& d = ring_->slot(i);
+        if (d.state.load(std::memory_order_acquire) == ring::kFailed) {
+          absl::Status failed = LoadError(d);
+          SetFree(i);  // the next Acquire of this layer reads it again
+          return failed;
+        }
+        s.use = Use::kHeld;
+        ++next_ticket_;
+        Reconcile();  // start reading the next layer before the caller computes on this one
+        StreamedLayer out;
+        out.data = ring_->slot_data(i);
+        out.size = d.bytes;
+        out.load_seconds = static_cast<double>(d.load_nanos) * 1e-9;
+        out.wait_seconds = absl::ToDoubleSeconds(absl::Now() - start);
+        return out;
+      }
+      OCTO_RETURN_IF_ERROR(WaitForLoader());
+    }
+  }
+
+  void Release(uint32_t layer) override {
+    int oldest = -1;
+    for (uint32_t i = 0; i < slots_.size(); ++i) {
+      if (slots_[i].use == Use::kHeld && slots_[i].layer == layer &&
+          (oldest < 0 || slots_[i].ticket < slots_[oldest].ticket)) {
+        oldest = static_cast<int>(i);
+      }
+    }
+    if (oldest < 0) return;
+    SetFree(static_cast<uint32_t>(oldest));
+    CollectCompletions();
+    Reconcile();
+  }
+
+  LoaderStats stats() const override {
+    absl::MutexLock lock(&stats_mu_);
+    return stats_;
+  }
+
+ private:
+  // Our view of a slot; the ring's state says the rest.
+  enum class Use {
+    kFree,     // FREE in the ring
+    kLoading,  // REQUESTED or LOADING
+    kDone,     // READY or FAILED, not yet handed out
+    kHeld,     // READY and handed to the caller until Release
+  };
+  struct Slot {
+    Use use = Use::kFree;
+    uint64_t ticket = kNoTicket;  // kNoTicket while loading: stale, freed when it completes
+    uint32_t layer = 0;
+  };
+
+  uint32_t HeldCount() const {
+    uint32_t held = 0;
+    for (const Slot& s : slots_) held += s.use == Use::kHeld;
+    return held;
+  }
+
+  static absl::Status LoadError(const SlotDescriptor& d) {
+    const int code = d.status_code;
+    const auto status_code = code > 0 && code <= static_cast<int>(absl::StatusCode::kUnauthenticated)
+                                 ? static_cast<absl::StatusCode>(code)
+                                 : absl::StatusCode::kUnknown;
+    return absl::Status(status_code, std::string(d.message, strnlen(d.message, sizeof(d.message))));
+  }
+
+  void SetFree(uint32_t i) {
+    ring_->slot(i).state.store(ring::kFree, std::memory_order_release);
+    slots_[i] = Slot{};
+  }
+
+  // kLoading slots the loader has finished become kDone (stale ones free).
+  void CollectCompletions() {
+    if (loader_ != nullptr && !loader_->Drain()) loader_dead_ = true;
+    for (uint32_t i = 0; i < slots_.size(); ++i) {
+      if (slots_[i].use != Use::kLoading) continue;
+      const SlotDescriptor& d = ring_->slot(i);
+      const uint32_t state = d.state.load(std::memory_order_acquire);
+      if (state != ring::kReady && state != ring::kFailed) continue;
+      {
+        absl::MutexLock lock(&stats_mu_);
+        stats_.bytes_read += d.bytes;
+        stats_.read_seconds += static_cast<double>(d.load_nanos) * 1e-9;
+        if (state == ring::kFailed && d.status_code == static_cast<int>(absl::StatusCode::kDataLoss)) {
+          ++stats_.checksum_failures;
+        }
+      }
+      slots_[i].use = Use::kDone;
+      if (slots_[i].ticket == kNoTicket) SetFree(i);
+    }
+  }
+
+  // Frees slots outside the window, requests the window's missing tickets.
+  void Reconcile() {
+    const uint64_t window = slots_.size() - HeldCount();
+    auto wanted = [&](uint64_t t) { return !order_.empty() && t >= next_ticket_ && t < next_ticket_ + window; };
+    for (uint32_t i = 0; i < slots_.size(); ++i) {
+      Slot& s = slots_[i];
+      if (s.use == Use::kHeld || s.use == Use::kFree || wanted(s.ticket)) continue;
+      if (s.use == Use::kDone) {
+        SetFree(i);
+      } else {
+        s.ticket = kNoTicket;  // the loader is on it; freed when it completes
+      }
+    }
+    bool requested = false;
+    for (uint64_t t = next_ticket_; wanted(t); ++t) {
+      bool held_by_a_slot = false;
+      int free_slot = -1;
+      for (uint32_t i = 0; i < slots_.size(); ++i) {
+        if (slots_[i].use != Use::kHeld && slots_[i].ticket == t) held_by_a_slot = true;
+        if (slots_[i].use == Use::kFree && free_slot < 0) free_slot = static_cast<int>(i);
+      }
+      if (held_by_a_slot) continue;
+      if (free_slot < 0) break;
+      Request(static_cast<uint32_t>(free_slot), t);
+      requested = true;
+    }
+    if (requested && loader_ != nullptr && !loader_->Notify()) loader_dead_ = true;
+  }
+
+  void Request(uint32_t i, uint64_t ticket) {
+    SlotDescriptor& d = ring_->slot(i);
+    const uint32_t layer = order_[ticket % order_.size()];
+    d.layer = layer;
+    d.sequence = next_sequence_++;
+    d.state.store(ring::kRequested, std::memory_order_release);  // publishes layer and sequence
+    slots_[i] = Slot{Use::kLoading, ticket, layer};
+  }
+
+  // Waits for the loader to finish something; restarts it if it died.
+  absl::Status WaitForLoader() {
+    if (!loader_dead_ && loader_ != nullptr &&
+        loader_->Wait(kWaitSlice) != LoaderProcess::Event::kDied) {
+      return absl::OkStatus();
+    }
+    return RestartLoader();
+  }
+
+  absl::Status RestartLoader() {
+    std::string how = "could not be started";
+    if (loader_ != nullptr) how = loader_->KillAndReap();
+    loader_.reset();
+    loader_dead_ = false;
+    {
+      absl::MutexLock lock(&stats_mu_);
+      stats_.running = false;
+    }
+    // The dead loader can write no more: what it was loading goes to the next one.
+    for (uint32_t i = 0; i < slots_.size(); ++i) {
+      uint32_t loading = ring::kLoading;
+      ring_->slot(i).state.compare_exchange_strong(loading, ring::kRequested, std::memory_order_acq_rel);
+    }
+    while (true) {
+      const absl::Time now = absl::Now();
+      restart_times_.push_back(now);
+      while (!restart_times_.empty() && restart_times_.front() < now - options_.restart_window) {
+        restart_times_.pop_front();
+      }
+      if (restart_times_.size() > options_.max_restarts) {
+        broken_ = absl::UnavailableError(absl::StrCat("octo-loader ", how, "; it was restarted ",
+                                                      options_.max_restarts, " times within ",
+                                                      absl::FormatDuration(options_.restart_window), ", giving up"));
+        return broken_;
+      }
+      {
+        absl::MutexLock lock(&stats_mu_);
+        ++stats_.restarts;
+      }
+      absl::Status started = StartLoader();
+      if (started.ok()) break;
+      how = std::string(started.message());
+    }
+    if (!loader_->Notify()) loader_dead_ = true;
+    return absl::OkStatus();
+  }
+
+  const LayerStreamOptions options_;
+  std::unique_ptr<Ring> ring_;
+  std::unique_ptr<LoaderProcess> loader_;
+  bool loader_dead_ = false;  // a send or receive found it gone
+  std::vector<Slot> slots_;
+  std::vector<uint32_t> order_;
+  uint64_t next_ticket_ = 0;
+  uint64_t next_sequence_ = 1;
+  std::deque<absl::Time> restart_times_;
+  absl::Status broken_;  // UNAVAILABLE for good once restarts ran out
+
+  mutable absl::Mutex stats_mu_;
+  LoaderStats stats_ ABSL_GUARDED_BY(stats_mu_);
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<LayerStream>> LayerStream::Start(const LayerStreamOptions& options) {
+  if (options.loader_path.empty()) return absl::InvalidArgumentError("loader_path is empty");
+  if (options.model_dir.empty()) return absl::InvalidArgumentError("model_dir is empty");
+  if (options.slots < 1 || options.slots > ring::kMaxRingSlots) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("ring slots ", options.slots, " is outside 1..", ring::kMaxRingSlots));
+  }
+  if (options.slot_bytes == 0 || options.slot_bytes > ring::kMaxSlotBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("slot_bytes ", options.slot_bytes, " is outside 1..", ring::kMaxSlotBytes));
+  }
+  if (options.queue_depth < 1 || options.queue_depth > kMaxReadQueueDepth) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("queue_depth ", options.queue_depth, " is outside 1..", kMaxReadQueueDepth));
+  }
+  Ring::RemoveOrphans();
+  OCTO_ASSIGN_OR_RETURN(std::unique_ptr<Ring> ring,
+                        Ring::Create(Ring::UniqueName(), options.slots, ring::RoundUpToPage(options.slot_bytes)));
+  auto stream = std::make_unique<RingLayerStream>(options, std::move(ring));
+  OCTO_RETURN_IF_ERROR(stream->StartLoader());
+  return std::unique_ptr<LayerStream>(std::move(stream));
+}
+
+}  // namespace octo
