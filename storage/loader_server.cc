@@ -69,9 +69,11 @@ bool Send(int fd, ring::MessageType type, uint32_t slot, int64_t value, absl::st
   std::memcpy(m.text, text.data(), std::min(text.size(), sizeof(m.text) - 1));
   ssize_t n;
   do {
-    n = ::send(fd, &m, sizeof(m), MSG_NOSIGNAL);
+    n = ::send(fd, &m, sizeof(m), MSG_NOSIGNAL | MSG_DONTWAIT);
   } while (n < 0 && errno == EINTR);
-  return n == static_cast<ssize_t>(sizeof(m));
+  // A full socket holds completions octod has not read yet; it looks at the
+  // slots themselves when it reads them, so this one is not needed.
+  return n == static_cast<ssize_t>(sizeof(m)) || (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK));
 }
 
 enum class Inbox { kEmpty, kStop, kGone };
@@ -103,7 +105,7 @@ class Server {
     while (true) {
       for (int slot = NextRequested(); slot >= 0; slot = NextRequested()) {
         Load(static_cast<uint32_t>(slot));
-        if (!Send(config_.control_fd, ring::kCompleted, slot, 0, "")) return Orphaned();
+        if (!Send(config_.control_fd, ring::kCompleted, slot, 0, reader_.io_mode())) return Orphaned();
       }
       pollfd pfd{config_.control_fd, POLLIN, 0};
       const int ready = ::poll(&pfd, 1, kParentCheckMillis);

@@ -107,7 +107,7 @@ enum MessageType : uint32_t {
   kHello = 1,       // loader -> octod: attached; `text` is the io mode, `value` the pid
   kStartFailed = 2,  // loader -> octod: could not start; `text` says why, `value` a StatusCode
   kDoorbell = 3,    // octod -> loader: slots were requested
-  kCompleted = 4,   // loader -> octod: slot `slot` is READY or FAILED
+  kCompleted = 4,   // loader -> octod: slot `slot` is READY or FAILED; `text` the io mode now
   kStop = 5,        // octod -> loader: exit now, leave the segment (octod removes it)
 };
 

@@ -158,7 +158,11 @@ class RingLayerStream final : public LayerStream {
 
   // kLoading slots the loader has finished become kDone (stale ones free).
   void CollectCompletions() {
-    if (loader_ != nullptr && !loader_->Drain()) loader_dead_ = true;
+    if (loader_ != nullptr) {
+      if (!loader_->Drain()) loader_dead_ = true;
+      absl::MutexLock lock(&stats_mu_);
+      stats_.io_mode = loader_->io_mode();
+    }
     for (uint32_t i = 0; i < slots_.size(); ++i) {
       if (slots_[i].use != Use::kLoading) continue;
       const SlotDescriptor& d = ring_->slot(i);

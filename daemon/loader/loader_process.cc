@@ -151,6 +151,8 @@ bool LoaderProcess::Drain() {
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
     if (n <= 0) return false;  // end of file: the loader is gone
+    m.text[sizeof(m.text) - 1] = '\0';
+    if (m.type == ring::kCompleted && m.text[0] != '\0') io_mode_ = m.text;  // e.g. O_DIRECT refused since
   }
   return false;
 }

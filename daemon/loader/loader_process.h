@@ -46,6 +46,8 @@ class LoaderProcess {
   ~LoaderProcess();
 
   int pid() const { return pid_; }
+  // From the hello, then from the latest completion (the loader falls back
+  // to buffered reads when the file system refuses O_DIRECT).
   const std::string& io_mode() const { return io_mode_; }
 
   // Tells the loader there are new requests. False when it is gone.
