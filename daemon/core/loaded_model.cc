@@ -1,0 +1,67 @@
+#include "daemon/core/loaded_model.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "kernels/cpu/simd.h"
+#include "storage/status_macros.h"
+
+namespace octo {
+
+ModelSummary SummarizeManifest(const Manifest& manifest, const std::string& path) {
+  const ModelConfig& c = manifest.config;
+  ModelSummary s;
+  s.path = path;
+  s.architecture = c.architecture;
+  s.name = path;
+  for (const auto& [key, value] : manifest.metadata) {
+    if (key == "general.name" && !value.string_value.empty()) s.name = value.string_value;
+  }
+  s.n_layers = c.n_layers;
+  s.dim = c.dim;
+  s.vocab_size = c.vocab_size;
+  s.context_length = c.context_length;
+  s.n_experts = c.n_experts;
+  for (const ManifestFile& f : manifest.files) s.total_bytes += f.size;
+  const GgufValue* jinja = manifest.FindTokenizerKey("tokenizer.chat_template");
+  if (jinja != nullptr) {
+    absl::StatusOr<ChatTemplate> t = ChatTemplate::Detect(jinja->string_value);
+    if (t.ok()) s.chat_template = std::string(t->name());
+  }
+  return s;
+}
+
+absl::StatusOr<std::unique_ptr<LoadedModel>> LoadedModel::Load(const ModelLoadOptions& options) {
+  std::unique_ptr<LoadedModel> m(new LoadedModel());
+  OCTO_ASSIGN_OR_RETURN(m->manifest_, ReadManifest(options.dir));
+  OCTO_ASSIGN_OR_RETURN(m->tokenizer_, Tokenizer::FromMetadata(m->manifest_.tokenizer));
+  const GgufValue* jinja = m->manifest_.FindTokenizerKey("tokenizer.chat_template");
+  m->chat_template_ = ChatTemplate::Detect(jinja != nullptr ? jinja->string_value : std::string());
+  m->summary_ = SummarizeManifest(m->manifest_, options.path);
+  m->summary_.loaded = true;
+  OCTO_ASSIGN_OR_RETURN(m->globals_, ResidentGlobals::Load(options.dir, m->manifest_));
+  LayerStreamOptions stream = options.stream;
+  stream.model_dir = options.dir;
+  OCTO_ASSIGN_OR_RETURN(m->residency_,
+                        ResidencyManager::Create(m->manifest_, options.residency, stream, options.stream_factory));
+  m->pool_ = std::make_unique<cpu::ThreadPool>(options.n_threads);
+  m->exec_.pool = m->pool_.get();
+  m->exec_.simd = options.allow_simd ? cpu::DetectSimd() : cpu::Simd::kPortable;
+  return m;
+}
+
+std::string LoadedModel::backend() const {
+  return absl::StrCat("cpu (", cpu::SimdName(exec_.simd), ", ", pool_->size(), " threads)");
+}
+
+std::unique_ptr<KvCache> LoadedModel::NewCache(int max_positions) const {
+  const int limit = static_cast<int>(std::min<uint32_t>(config().context_length, 1u << 30));
+  return std::make_unique<KvCache>(config(), std::min(max_positions, limit));
+}
+
+absl::Status LoadedModel::Forward(std::span<const SequenceStep> batch, std::vector<float>& logits) {
+  const ModelView view{.config = &manifest_.config, .globals = &globals_.weights(), .layers = residency_.get()};
+  return ForwardLlama(view, batch, state_, exec_, logits);
+}
+
+}  // namespace octo

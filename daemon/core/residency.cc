@@ -1,0 +1,216 @@
+#include "daemon/core/residency.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "daemon/engine/model_files.h"
+#include "storage/status_macros.h"
+
+namespace octo {
+
+ResidencyManager::ResidencyManager(const Manifest& manifest, const LayerStreamOptions& stream_options,
+                                   LayerStreamFactory factory)
+    : manifest_(manifest), stream_options_(stream_options), factory_(std::move(factory)) {}
+
+ResidencyManager::~ResidencyManager() = default;
+
+absl::StatusOr<std::unique_ptr<ResidencyManager>> ResidencyManager::Create(const Manifest& manifest,
+                                                                           const ResidencySettings& settings,
+                                                                           const LayerStreamOptions& stream_options,
+                                                                           LayerStreamFactory factory) {
+  std::unique_ptr<ResidencyManager> m(new ResidencyManager(manifest, stream_options, std::move(factory)));
+  OCTO_ASSIGN_OR_RETURN(m->layer_bytes_, LayerFileSizes(manifest));
+  const size_t n = m->layer_bytes_.size();
+  m->resident_buffers_.resize(n);
+  m->weights_.resize(n);
+  m->plan_.resident.assign(n, false);
+  m->plan_.pinned.assign(n, false);
+  {
+    std::lock_guard<std::mutex> lock(m->mu_);
+    m->counters_.resize(n);
+  }
+  // Every layer binds now, over placeholder bytes (binding reads only the
+  // manifest), so a malformed layer is reported at load, not mid-generation.
+  static const uint8_t kPlaceholder[1] = {};
+  for (uint32_t l = 0; l < n; ++l) {
+    OCTO_RETURN_IF_ERROR(BindLayerWeights(manifest.config, *manifest.Layer(l), kPlaceholder).status());
+  }
+  OCTO_RETURN_IF_ERROR(m->Apply(settings));
+  return m;
+}
+
+void ResidencyManager::SetHeld(uint64_t held) {
+  report_.held_bytes = held;
+  report_.peak_bytes = std::max(report_.peak_bytes, held);
+}
+
+absl::Status ResidencyManager::Apply(const ResidencySettings& settings) {
+  OCTO_ASSIGN_OR_RETURN(const LayerPlan plan, PlanLayers(layer_bytes_, settings));
+  const LayerPlan old_plan = plan_;
+  absl::Status moved = MoveTo(plan);
+  if (!moved.ok()) {
+    // Back to what worked (its layers read before); the error is the caller's.
+    if (!old_plan.resident.empty()) MoveTo(old_plan).IgnoreError();
+    return moved;
+  }
+  settings_ = settings;
+  std::lock_guard<std::mutex> lock(mu_);
+  report_.pin_first = settings.pin_first;
+  report_.pin_last = settings.pin_last;
+  report_.auto_budget = settings.auto_budget;
+  report_.budget_bytes = settings.budget();
+  report_.ring_slots = plan.ring_slots;
+  report_.slot_bytes = plan.slot_bytes;
+  report_.resident_layers = static_cast<uint32_t>(std::count(plan.resident.begin(), plan.resident.end(), true));
+  report_.streamed_layers = static_cast<uint32_t>(plan.resident.size()) - report_.resident_layers;
+  return absl::OkStatus();
+}
+
+absl::Status ResidencyManager::MoveTo(const LayerPlan& plan) {
+  const size_t n = layer_bytes_.size();
+  uint64_t held = 0;
+  // 1. Free the layers the new plan streams.
+  for (size_t l = 0; l < n; ++l) {
+    if (!plan.resident[l] && resident_buffers_[l].size() > 0) resident_buffers_[l] = AlignedBuffer();
+    held += resident_buffers_[l].size();
+  }
+  // 2. Drop the ring when its shape changes (slots, slot size, or none needed).
+  const bool same_ring = stream_ != nullptr && plan.ring_slots == plan_.ring_slots &&
+                         plan.slot_bytes == plan_.slot_bytes;
+  if (stream_ != nullptr && !same_ring) {
+    std::lock_guard<std::mutex> lock(mu_);
+    const LoaderStats stats = stream_->stats();
+    retired_.restarts += stats.restarts;
+    retired_.bytes_read += stats.bytes_read;
+    retired_.read_seconds += stats.read_seconds;
+    retired_.checksum_failures += stats.checksum_failures;
+    retired_.io_mode = stats.io_mode;
+    stream_.reset();
+  }
+  if (same_ring) held += plan_.ring_bytes();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    SetHeld(held);
+    for (size_t l = 0; l < n; ++l) plan_.resident[l] = resident_buffers_[l].size() > 0;
+  }
+  // 3. Read the layers the new plan adds (the budget leaves room: step 1 freed).
+  for (uint32_t l = 0; l < n; ++l) {
+    if (!plan.resident[l] || resident_buffers_[l].size() > 0) continue;
+    const ManifestFile& file = *manifest_.Layer(l);
+    AlignedBuffer buffer;
+    OCTO_RETURN_IF_ERROR(ReadModelFile(stream_options_.model_dir, file, buffer));
+    OCTO_ASSIGN_OR_RETURN(weights_[l], BindLayerWeights(manifest_.config, file, buffer.data()));
+    held += buffer.size();
+    resident_buffers_[l] = std::move(buffer);
+    std::lock_guard<std::mutex> lock(mu_);
+    plan_.resident[l] = true;
+    SetHeld(held);
+  }
+  // 4. The ring for the rest.
+  if (plan.ring_slots > 0 && !same_ring) {
+    LayerStreamOptions options = stream_options_;
+    options.slots = plan.ring_slots;
+    options.slot_bytes = plan.slot_bytes;
+    OCTO_ASSIGN_OR_RETURN(std::unique_ptr<LayerStream> stream, factory_(options));
+    std::lock_guard<std::mutex> lock(mu_);
+    stream_ = std::move(stream);
+    held += plan.ring_bytes();
+    SetHeld(held);
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    plan_ = plan;
+  }
+  if (stream_ != nullptr) stream_->SetOrder(plan.StreamedOrder());
+  return absl::OkStatus();
+}
+
+absl::StatusOr<const LayerWeights*> ResidencyManager::Acquire(uint32_t layer) {
+  if (layer >= layer_bytes_.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("layer ", layer, " of ", layer_bytes_.size()));
+  }
+  if (acquired_ != kNoLayer) {
+    return absl::FailedPreconditionError(absl::StrCat("layer ", layer, " acquired before layer ", acquired_,
+                                                      " was released"));
+  }
+  if (!plan_.resident[layer]) {
+    if (stream_ == nullptr) return absl::InternalError(absl::StrCat("layer ", layer, " is streamed but no ring exists"));
+    absl::StatusOr<StreamedLayer> streamed = stream_->Acquire(layer);
+    if (!streamed.ok()) return Annotate(streamed.status(), absl::StrCat("layer ", layer));
+    const ManifestFile& file = *manifest_.Layer(layer);
+    absl::StatusOr<LayerWeights> bound = BindLayerWeights(manifest_.config, file, streamed->data);
+    if (!bound.ok()) {
+      stream_->Release(layer);
+      return bound.status();
+    }
+    weights_[layer] = *bound;
+    pass_timing_.load_wait_seconds += streamed->wait_seconds;
+    std::lock_guard<std::mutex> lock(mu_);
+    LayerCounters& c = counters_[layer];
+    ++c.loads;
+    c.load_seconds += streamed->load_seconds;
+    c.wait_seconds += streamed->wait_seconds;
+    total_wait_seconds_ += streamed->wait_seconds;
+    total_load_seconds_ += streamed->load_seconds;
+  }
+  acquired_ = layer;
+  acquired_at_ = Clock::now();
+  return &weights_[layer];
+}
+
+void ResidencyManager::Release(uint32_t layer) {
+  if (layer != acquired_) return;
+  const double seconds = std::chrono::duration<double>(Clock::now() - acquired_at_).count();
+  pass_timing_.compute_seconds += seconds;
+  acquired_ = kNoLayer;
+  if (!plan_.resident[layer] && stream_ != nullptr) stream_->Release(layer);
+  std::lock_guard<std::mutex> lock(mu_);
+  ++counters_[layer].passes;
+  counters_[layer].compute_seconds += seconds;
+}
+
+PassTiming ResidencyManager::TakePassTiming() { return std::exchange(pass_timing_, PassTiming{}); }
+
+ResidencyReport ResidencyManager::Report() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return report_;
+}
+
+std::vector<LayerReport> ResidencyManager::LayerReports() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<LayerReport> out(layer_bytes_.size());
+  for (size_t l = 0; l < out.size(); ++l) {
+    const LayerCounters& c = counters_[l];
+    LayerReport& r = out[l];
+    r.resident = plan_.resident[l];
+    r.pinned = plan_.pinned[l];
+    r.bytes = layer_bytes_[l];
+    r.loads = c.loads;
+    if (c.loads > 0) {
+      r.load_seconds = c.load_seconds / c.loads;
+      r.load_wait_seconds = c.wait_seconds / c.loads;
+    }
+    if (c.passes > 0) r.compute_seconds = c.compute_seconds / c.passes;
+  }
+  return out;
+}
+
+LoaderStats ResidencyManager::loader_stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (stream_ == nullptr) return retired_;
+  LoaderStats stats = stream_->stats();
+  stats.restarts += retired_.restarts;
+  stats.bytes_read += retired_.bytes_read;
+  stats.read_seconds += retired_.read_seconds;
+  stats.checksum_failures += retired_.checksum_failures;
+  return stats;
+}
+
+double ResidencyManager::overlap() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (total_load_seconds_ <= 0) return 0;
+  return std::clamp(1.0 - total_wait_seconds_ / total_load_seconds_, 0.0, 1.0);
+}
+
+}  // namespace octo

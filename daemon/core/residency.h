@@ -1,0 +1,103 @@
+// ResidencyManager: the forward pass's LayerSource in octod. Resident
+// layers live in this process's memory for as long as the plan keeps them;
+// streamed ones come through the loader's ring (LayerStream), in the order
+// the pass uses them, so the next layer loads while this one computes.
+//
+// It also keeps the numbers `octo-ctl status` shows: per-layer loads, load
+// time, time the pass waited, compute time; bytes held and their peak.
+//
+// The budget is never exceeded: Apply frees what the new plan drops before
+// it allocates what the new plan adds.
+//
+// Threading: Acquire/Release/Apply from the scheduler thread (between
+// passes for Apply); Report/LayerReports/loader stats from any thread.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "daemon/core/residency_plan.h"
+#include "daemon/core/runtime.h"
+#include "daemon/engine/aligned_buffer.h"
+#include "daemon/engine/layer_source.h"
+#include "daemon/loader/layer_stream.h"
+#include "storage/manifest.h"
+
+namespace octo {
+
+// Makes the stream for a plan (LayerStream::Start in octod; an in-process
+// reader in tests).
+using LayerStreamFactory = std::function<absl::StatusOr<std::unique_ptr<LayerStream>>(const LayerStreamOptions&)>;
+
+// Waiting and computing time of the passes since the last TakePassTiming.
+struct PassTiming {
+  double load_wait_seconds = 0;
+  double compute_seconds = 0;
+};
+
+class ResidencyManager : public LayerSource {
+ public:
+  // stream_options: loader path, model dir, direct I/O; slots and slot
+  // bytes are the plan's. Errors as Apply.
+  static absl::StatusOr<std::unique_ptr<ResidencyManager>> Create(const Manifest& manifest,
+                                                                  const ResidencySettings& settings,
+                                                                  const LayerStreamOptions& stream_options,
+                                                                  LayerStreamFactory factory);
+  ~ResidencyManager() override;
+
+  // Re-plans under `settings` and moves layers accordingly. On an error
+  // (bad settings, a budget too small, a layer that fails to read) the
+  // previous plan stays in force.
+  absl::Status Apply(const ResidencySettings& settings);
+
+  absl::StatusOr<const LayerWeights*> Acquire(uint32_t layer) override;
+  void Release(uint32_t layer) override;
+
+  PassTiming TakePassTiming();
+  ResidencyReport Report() const;
+  std::vector<LayerReport> LayerReports() const;
+  LoaderStats loader_stats() const;
+  // Fraction of the loader's time hidden behind compute, [0, 1].
+  double overlap() const;
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  struct LayerCounters {
+    uint64_t loads = 0, passes = 0;
+    double load_seconds = 0, wait_seconds = 0, compute_seconds = 0;
+  };
+
+  ResidencyManager(const Manifest& manifest, const LayerStreamOptions& stream_options, LayerStreamFactory factory);
+  absl::Status MoveTo(const LayerPlan& plan);
+  void SetHeld(uint64_t held) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const Manifest& manifest_;
+  LayerStreamOptions stream_options_;
+  LayerStreamFactory factory_;
+  std::vector<uint64_t> layer_bytes_;
+
+  ResidencySettings settings_;
+  LayerPlan plan_;  // written under mu_ (reports read it), read freely on the scheduler thread
+  std::vector<AlignedBuffer> resident_buffers_;  // by layer; empty when streamed
+  std::vector<LayerWeights> weights_;            // by layer: bound resident or acquired streamed
+  std::unique_ptr<LayerStream> stream_;
+  uint32_t acquired_ = kNoLayer;
+  Clock::time_point acquired_at_;
+  PassTiming pass_timing_;
+
+  mutable std::mutex mu_;
+  std::vector<LayerCounters> counters_ ABSL_GUARDED_BY(mu_);
+  ResidencyReport report_ ABSL_GUARDED_BY(mu_);
+  LoaderStats retired_ ABSL_GUARDED_BY(mu_);  // summed over streams since replaced
+  double total_wait_seconds_ ABSL_GUARDED_BY(mu_) = 0;
+  double total_load_seconds_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace octo

@@ -1,0 +1,304 @@
+#include "daemon/core/runtime_impl.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <fstream>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "daemon/core/model_paths.h"
+#include "storage/status_macros.h"
+
+namespace octo {
+namespace {
+
+// Half of MemAvailable: what auto mode fills when the config names no size.
+uint64_t DefaultAutoBudget() {
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  uint64_t kib = 0;
+  std::string unit;
+  while (in >> key >> kib >> unit) {
+    if (key == "MemAvailable:") return kib * 1024 / 2;
+  }
+  return 4ull << 30;
+}
+
+absl::Status ValidateOptions(const RuntimeOptions& o) {
+  if (o.models_root.empty()) return absl::InvalidArgumentError("models_root is not set");
+  if (o.ring_slots < 1 || o.ring_slots > kMaxRingSlots) {
+    return absl::InvalidArgumentError(absl::StrCat("ring_slots is ", o.ring_slots, "; it must be 1..", kMaxRingSlots));
+  }
+  if (o.session_context < 1) return absl::InvalidArgumentError("session_context must be at least 1");
+  if (o.max_sessions < 1) return absl::InvalidArgumentError("max_sessions must be at least 1");
+  if (o.prefill_chunk < 1) return absl::InvalidArgumentError("prefill_chunk must be at least 1");
+  if (o.kv_budget_bytes == 0) return absl::InvalidArgumentError("kv_budget must be more than 0 bytes");
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+RuntimeImpl::RuntimeImpl(const RuntimeOptions& options, LayerStreamFactory factory)
+    : options_(options), factory_(std::move(factory)) {
+  residency_.pin_first = options.pin_first;
+  residency_.pin_last = options.pin_last;
+  residency_.auto_budget = options.layer_budget_bytes == 0;
+  residency_.budget_bytes = options.layer_budget_bytes;
+  residency_.auto_budget_bytes = options.auto_budget_bytes > 0 ? options.auto_budget_bytes : DefaultAutoBudget();
+  residency_.ring_slots = options.ring_slots;
+}
+
+absl::StatusOr<std::unique_ptr<RuntimeImpl>> RuntimeImpl::Create(const RuntimeOptions& options,
+                                                                 LayerStreamFactory factory) {
+  OCTO_RETURN_IF_ERROR(ValidateOptions(options));
+  std::unique_ptr<RuntimeImpl> r(new RuntimeImpl(options, std::move(factory)));
+  if (!options.model.empty()) OCTO_RETURN_IF_ERROR(r->LoadModel(options.model).status());
+  r->scheduler_ = std::thread([p = r.get()] { p->SchedulerLoop(); });
+  return r;
+}
+
+RuntimeImpl::~RuntimeImpl() { Shutdown(); }
+
+std::shared_ptr<LoadedModel> RuntimeImpl::model() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return model_;
+}
+
+absl::StatusOr<ModelSummary> RuntimeImpl::LoadModel(const std::string& path) {
+  OCTO_ASSIGN_OR_RETURN(const std::string dir, ResolveModelPath(options_.models_root, path));
+  ControlScope control(*this);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) return absl::UnavailableError("octod is shutting down");
+    if (!jobs_.empty()) {
+      return absl::FailedPreconditionError(absl::StrCat(jobs_.size(), " generations are running; a model is "
+                                                        "loaded once they end"));
+    }
+    // The old model's sessions cannot continue on another model. Drop it
+    // first: two models need not fit in memory at once.
+    sessions_.clear();
+    model_.reset();
+  }
+  ModelLoadOptions load;
+  load.dir = dir;
+  load.path = path;
+  load.residency = residency_;
+  load.stream.loader_path = options_.loader_path;
+  load.stream.direct_io = options_.direct_io;
+  load.stream_factory = factory_;
+  load.n_threads = options_.n_threads;
+  load.allow_simd = options_.allow_simd;
+  absl::StatusOr<std::unique_ptr<LoadedModel>> loaded = LoadedModel::Load(load);
+  if (!loaded.ok()) return Annotate(loaded.status(), absl::StrCat("loading ", path));
+  std::lock_guard<std::mutex> lock(mu_);
+  model_ = std::move(*loaded);
+  return model_->summary();
+}
+
+absl::Status RuntimeImpl::UnloadModel() {
+  ControlScope control(*this);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (model_ == nullptr) return absl::FailedPreconditionError("no model is loaded");
+  if (!jobs_.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(jobs_.size(), " generations are running"));
+  }
+  sessions_.clear();
+  model_.reset();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<ModelSummary>> RuntimeImpl::ListModels() {
+  OCTO_ASSIGN_OR_RETURN(std::vector<ModelSummary> models, ScanModels(options_.models_root));
+  std::shared_ptr<LoadedModel> loaded = model();
+  for (ModelSummary& m : models) m.loaded = loaded != nullptr && loaded->summary().path == m.path;
+  return models;
+}
+
+int RuntimeImpl::SessionContext(uint32_t asked, const LoadedModel& model) const {
+  const uint32_t want = asked > 0 ? asked : options_.session_context;
+  return static_cast<int>(std::min({want, model.config().context_length, 1u << 30}));
+}
+
+std::string RuntimeImpl::NewSessionId() { return absl::StrCat("s", next_session_++); }
+
+absl::StatusOr<SessionReport> RuntimeImpl::CreateSession(uint32_t context_length) {
+  std::shared_ptr<LoadedModel> m = model();
+  if (m == nullptr) return absl::FailedPreconditionError("no model is loaded");
+  std::lock_guard<std::mutex> lock(mu_);
+  if (stopping_) return absl::UnavailableError("octod is shutting down");
+  if (sessions_.size() >= options_.max_sessions) {
+    return absl::ResourceExhaustedError(absl::StrCat("the daemon holds ", sessions_.size(),
+                                                     " sessions, its max_sessions; close one first"));
+  }
+  auto session = std::make_shared<Session>();
+  session->id = NewSessionId();
+  session->kv = m->NewCache(SessionContext(context_length, *m));
+  sessions_[session->id] = session;
+  SessionReport report;
+  report.id = session->id;
+  report.context_length = static_cast<uint32_t>(session->kv->max_positions());
+  return report;
+}
+
+absl::Status RuntimeImpl::CloseSession(const std::string& id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = sessions_.find(id);
+  if (it == sessions_.end() || it->second->temporary) {
+    return absl::NotFoundError(absl::StrCat("no session '", id.substr(0, kMaxSessionIdBytes), "'"));
+  }
+  // A job running in it is cancelled; the job holds the session until it ends.
+  for (const std::shared_ptr<Job>& job : jobs_) {
+    if (&job->session() == it->second.get()) job->Cancel();
+  }
+  sessions_.erase(it);
+  work_cv_.notify_all();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::shared_ptr<JobHandle>> RuntimeImpl::Submit(GenerateJob request, std::shared_ptr<TokenSink> sink) {
+  OCTO_RETURN_IF_ERROR(ValidateJob(request));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) return absl::UnavailableError("octod is shutting down");
+  }
+  std::shared_ptr<LoadedModel> m = model();
+  if (m == nullptr) return absl::FailedPreconditionError("no model is loaded (octo-ctl load PATH)");
+  std::shared_ptr<Session> session;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) return absl::UnavailableError("octod is shutting down");
+    if (!request.session_id.empty()) {
+      auto it = sessions_.find(request.session_id);
+      if (it == sessions_.end() || it->second->temporary) {
+        return absl::NotFoundError(absl::StrCat("no session '", request.session_id, "'"));
+      }
+      session = it->second;
+      if (session->busy) {
+        return absl::FailedPreconditionError(absl::StrCat("session '", request.session_id,
+                                                          "' is already generating"));
+      }
+      session->busy = true;
+    } else {
+      if (sessions_.size() >= options_.max_sessions) {
+        return absl::ResourceExhaustedError(absl::StrCat("the daemon holds ", sessions_.size(),
+                                                         " sessions, its max_sessions"));
+      }
+      session = std::make_shared<Session>();
+      session->id = NewSessionId();
+      session->temporary = true;
+      session->busy = true;
+      session->kv = m->NewCache(SessionContext(0, *m));
+    }
+  }
+  // Tokenizing happens here, on the caller's thread, not the scheduler's.
+  auto release = [&](const absl::Status& status) {
+    std::lock_guard<std::mutex> lock(mu_);
+    session->busy = false;
+    return status;
+  };
+  std::vector<ChatMessage> new_messages;
+  absl::StatusOr<std::vector<int32_t>> prompt = JobPromptTokens(request, *session, *m, &new_messages);
+  if (!prompt.ok()) return release(prompt.status());
+  // Reuse the longest prefix the cache already holds; feed at least one token.
+  const std::vector<int32_t>& held = session->tokens;
+  size_t cached = 0;
+  const size_t limit = std::min<size_t>(session->kv->size(), prompt->size() - 1);
+  while (cached < limit && cached < held.size() && held[cached] == (*prompt)[cached]) ++cached;
+  absl::StatusOr<Generation> generation =
+      Generation::Create(m->tokenizer(), request.sampling, std::move(*prompt), session->kv->max_positions());
+  if (!generation.ok()) return release(generation.status());
+  generation->InputFed(cached);
+  session->kv->Truncate(static_cast<int>(cached));
+  auto job = std::make_shared<Job>(session, std::move(*generation), std::move(sink), std::move(new_messages),
+                                   static_cast<int>(cached));
+  std::lock_guard<std::mutex> lock(mu_);
+  if (stopping_) {
+    session->busy = false;
+    return absl::UnavailableError("octod is shutting down");
+  }
+  if (session->temporary) sessions_[session->id] = session;
+  jobs_.push_back(job);
+  work_cv_.notify_all();
+  return std::static_pointer_cast<JobHandle>(job);
+}
+
+absl::StatusOr<std::vector<int32_t>> RuntimeImpl::Tokenize(const std::string& text, bool add_bos, bool parse_special,
+                                                           std::vector<std::string>* pieces) {
+  if (text.size() > kMaxPromptBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("text is ", text.size(), " bytes; the limit is ", kMaxPromptBytes));
+  }
+  std::shared_ptr<LoadedModel> m = model();
+  if (m == nullptr) return absl::FailedPreconditionError("no model is loaded");
+  std::vector<int32_t> tokens = m->tokenizer().Encode(text, add_bos, parse_special);
+  if (pieces != nullptr) {
+    for (int32_t t : tokens) pieces->push_back(m->tokenizer().Piece(t, /*render_special=*/true));
+  }
+  return tokens;
+}
+
+absl::StatusOr<std::string> RuntimeImpl::Detokenize(const std::vector<int32_t>& tokens) {
+  std::shared_ptr<LoadedModel> m = model();
+  if (m == nullptr) return absl::FailedPreconditionError("no model is loaded");
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    if (tokens[i] < 0 || tokens[i] >= m->tokenizer().vocab_size()) {
+      return absl::InvalidArgumentError(absl::StrCat("token ", i, " (", tokens[i], ") is outside the vocabulary (",
+                                                     m->tokenizer().vocab_size(), " tokens)"));
+    }
+  }
+  return m->tokenizer().Decode(tokens, /*render_special=*/false);
+}
+
+absl::StatusOr<ResidencyReport> RuntimeImpl::SetResidency(const ResidencyChange& change) {
+  ControlScope control(*this);
+  ResidencySettings next = residency_;
+  if (change.pin_first.has_value()) next.pin_first = *change.pin_first;
+  if (change.pin_last.has_value()) next.pin_last = *change.pin_last;
+  if (change.budget_bytes.has_value()) {
+    next.budget_bytes = *change.budget_bytes;
+    next.auto_budget = false;
+  }
+  if (change.auto_budget.has_value()) next.auto_budget = *change.auto_budget;
+  if (!next.auto_budget && next.budget_bytes == 0) {
+    return absl::InvalidArgumentError("budget_bytes must be set (more than 0) when auto_budget is off");
+  }
+  std::shared_ptr<LoadedModel> m = model();
+  if (m != nullptr) OCTO_RETURN_IF_ERROR(m->residency().Apply(next));
+  residency_ = next;
+  if (m == nullptr) {
+    ResidencyReport report;
+    report.pin_first = next.pin_first;
+    report.pin_last = next.pin_last;
+    report.auto_budget = next.auto_budget;
+    report.budget_bytes = next.budget();
+    return report;
+  }
+  ResidencyReport report = m->residency().Report();
+  report.global_bytes = m->global_bytes();
+  return report;
+}
+
+void RuntimeImpl::Shutdown() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_ && !scheduler_.joinable()) return;
+    stopping_ = true;
+    for (const std::shared_ptr<Job>& job : jobs_) job->Cancel();
+  }
+  work_cv_.notify_all();
+  if (scheduler_.joinable()) scheduler_.join();
+  std::deque<std::shared_ptr<Job>> left;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    left.swap(jobs_);
+  }
+  for (const std::shared_ptr<Job>& job : left) {
+    EndJob(job, absl::UnavailableError("octod is shutting down"), "cancelled");
+  }
+  std::lock_guard<std::mutex> pass(pass_mu_);
+  std::lock_guard<std::mutex> lock(mu_);
+  sessions_.clear();
+  model_.reset();  // stops the loader and removes the ring's shared memory
+}
+
+}  // namespace octo

@@ -1,0 +1,118 @@
+// RuntimeImpl: the Runtime (runtime.h) of octod. This header is for the
+// core's own files and tests; everyone else uses Runtime.
+//
+// Locks: mu_ guards the session table, the job queue and the model pointer;
+// pass_mu_ is held by the scheduler for one forward pass and by control
+// operations (load, unload, residency), so those run between passes. Order:
+// pass_mu_ before mu_. Sinks are called without mu_.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "daemon/core/job.h"
+#include "daemon/core/loaded_model.h"
+#include "daemon/core/runtime.h"
+#include "daemon/core/throughput.h"
+
+namespace octo {
+
+// Tokens one pass may carry: decode steps first, prompt chunks fill the rest.
+inline constexpr int kMinPassTokens = 64;
+
+class RuntimeImpl : public Runtime {
+ public:
+  // `factory` makes the loader streams (LayerStream::Start in octod).
+  static absl::StatusOr<std::unique_ptr<RuntimeImpl>> Create(const RuntimeOptions& options,
+                                                             LayerStreamFactory factory);
+  ~RuntimeImpl() override;
+
+  absl::StatusOr<ModelSummary> LoadModel(const std::string& path) override;
+  absl::Status UnloadModel() override;
+  absl::StatusOr<std::vector<ModelSummary>> ListModels() override;
+  absl::StatusOr<SessionReport> CreateSession(uint32_t context_length) override;
+  absl::Status CloseSession(const std::string& id) override;
+  absl::StatusOr<std::shared_ptr<JobHandle>> Submit(GenerateJob job, std::shared_ptr<TokenSink> sink) override;
+  absl::StatusOr<std::vector<int32_t>> Tokenize(const std::string& text, bool add_bos, bool parse_special,
+                                                std::vector<std::string>* pieces) override;
+  absl::StatusOr<std::string> Detokenize(const std::vector<int32_t>& tokens) override;
+  absl::StatusOr<ResidencyReport> SetResidency(const ResidencyChange& change) override;
+  RuntimeReport Report() override;
+  void Shutdown() override;
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  struct Step {
+    std::shared_ptr<Job> job;
+    size_t tokens = 0;   // fed this pass
+    bool decides = false;  // the pass's logits draw the job's next token
+  };
+
+  // Holds pass_mu_ for a control operation: the scheduler lets it in before
+  // its next pass, and is woken again when it ends.
+  class ControlScope {
+   public:
+    explicit ControlScope(RuntimeImpl& r) : r_(r) {
+      ++r_.control_waiting_;
+      r_.pass_mu_.lock();
+      --r_.control_waiting_;
+    }
+    ~ControlScope() {
+      r_.pass_mu_.unlock();
+      r_.work_cv_.notify_all();
+    }
+
+   private:
+    RuntimeImpl& r_;
+  };
+
+  RuntimeImpl(const RuntimeOptions& options, LayerStreamFactory factory);
+  std::shared_ptr<LoadedModel> model() const;
+  int SessionContext(uint32_t asked, const LoadedModel& model) const;
+  std::string NewSessionId() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // scheduler.cc
+  void SchedulerLoop();
+  // The next pass's steps; finishes cancelled jobs and jobs the KV budget
+  // refuses (into `ended`, to finish outside mu_).
+  std::vector<Step> BuildBatch(std::vector<std::pair<std::shared_ptr<Job>, absl::Status>>& ended)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Room in the KV budget for `extra` more bytes, evicting idle sessions when configured.
+  bool MakeKvRoom(uint64_t extra) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  uint64_t KvUsed() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void RunPass(LoadedModel& model, std::vector<Step>& steps);
+  void EndJob(const std::shared_ptr<Job>& job, const absl::Status& status, const std::string& finish);
+
+  const RuntimeOptions options_;
+  const LayerStreamFactory factory_;
+  const Clock::time_point started_ = Clock::now();
+  ResidencySettings residency_;  // guarded by pass_mu_
+
+  std::mutex pass_mu_;
+  std::atomic<int> control_waiting_{0};
+
+  mutable std::mutex mu_;
+  std::condition_variable work_cv_;
+  std::shared_ptr<LoadedModel> model_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::shared_ptr<Session>> sessions_ ABSL_GUARDED_BY(mu_);
+  std::deque<std::shared_ptr<Job>> jobs_ ABSL_GUARDED_BY(mu_);  // in arrival order
+  uint64_t next_session_ ABSL_GUARDED_BY(mu_) = 1;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  uint64_t passes_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t generated_ ABSL_GUARDED_BY(mu_) = 0;
+  Throughput throughput_ ABSL_GUARDED_BY(mu_);
+
+  std::vector<float> logits_;  // scheduler thread only
+  std::thread scheduler_;
+};
+
+}  // namespace octo

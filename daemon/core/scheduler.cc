@@ -1,0 +1,201 @@
+// The scheduler: one thread that batches the next step of every running job
+// into each forward pass, so one walk over the weights (one read of each
+// streamed layer) serves every session at once.
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "daemon/core/runtime_impl.h"
+
+namespace octo {
+
+void RuntimeImpl::SchedulerLoop() {
+  while (true) {
+    std::vector<Step> steps;
+    std::vector<std::pair<std::shared_ptr<Job>, absl::Status>> ended;
+    std::shared_ptr<LoadedModel> m;
+    std::unique_lock<std::mutex> pass(pass_mu_, std::defer_lock);
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      // Control operations (load, residency) go first: they wait on pass_mu_.
+      work_cv_.wait(lock, [&] { return stopping_ || (!jobs_.empty() && control_waiting_.load() == 0); });
+      if (stopping_) return;
+      lock.unlock();
+      pass.lock();
+      lock.lock();
+      if (stopping_) return;
+      m = model_;
+      steps = BuildBatch(ended);
+    }
+    for (auto& [job, status] : ended) {
+      EndJob(job, status, status.ok() ? "cancelled" : "error");
+    }
+    if (!steps.empty() && m != nullptr) RunPass(*m, steps);
+  }
+}
+
+uint64_t RuntimeImpl::KvUsed() const {
+  uint64_t used = 0;
+  for (const auto& [id, s] : sessions_) used += s->kv->bytes();
+  return used;
+}
+
+bool RuntimeImpl::MakeKvRoom(uint64_t extra) {
+  while (KvUsed() + extra > options_.kv_budget_bytes) {
+    if (!options_.evict_idle_sessions) return false;
+    auto oldest = sessions_.end();
+    for (auto it = sessions_.begin(); it != sessions_.end(); ++it) {
+      if (it->second->busy) continue;
+      if (oldest == sessions_.end() || it->second->last_used < oldest->second->last_used) oldest = it;
+    }
+    if (oldest == sessions_.end()) return false;
+    sessions_.erase(oldest);
+  }
+  return true;
+}
+
+std::vector<RuntimeImpl::Step> RuntimeImpl::BuildBatch(
+    std::vector<std::pair<std::shared_ptr<Job>, absl::Status>>& ended) {
+  const int pass_tokens = std::max<int>(kMinPassTokens, static_cast<int>(options_.prefill_chunk));
+  std::vector<Step> steps;
+  int tokens = 0;
+  // Decode steps (one token) first so running sessions never wait behind a
+  // long prompt; then prompt chunks in arrival order fill the rest.
+  for (int pass_kind = 0; pass_kind < 2; ++pass_kind) {
+    for (auto it = jobs_.begin(); it != jobs_.end();) {
+      const std::shared_ptr<Job>& job = *it;
+      if (job->cancelled()) {
+        ended.emplace_back(job, absl::OkStatus());
+        it = jobs_.erase(it);
+        continue;
+      }
+      Generation& g = job->generation();
+      const size_t pending = g.NextInput().size();
+      const bool decode = pending == 1;
+      if (decode != (pass_kind == 0) || tokens >= pass_tokens) {
+        ++it;
+        continue;
+      }
+      const size_t chunk = std::min<size_t>({pending, options_.prefill_chunk, static_cast<size_t>(pass_tokens - tokens)});
+      KvCache& kv = *job->session().kv;
+      const uint64_t extra = kv.BytesAfterReserve(static_cast<int>(chunk)) - kv.bytes();
+      if (extra > 0 && !MakeKvRoom(extra)) {
+        ended.emplace_back(job, absl::ResourceExhaustedError(absl::StrCat(
+                                    "the KV cache budget (", options_.kv_budget_bytes, " bytes) is full: ",
+                                    sessions_.size(), " sessions hold ", KvUsed(),
+                                    " bytes; close sessions or raise kv_budget")));
+        it = jobs_.erase(it);
+        continue;
+      }
+      steps.push_back(Step{.job = job, .tokens = chunk, .decides = g.AwaitsLogits(chunk)});
+      tokens += static_cast<int>(chunk);
+      ++it;
+    }
+  }
+  return steps;
+}
+
+void RuntimeImpl::RunPass(LoadedModel& model, std::vector<Step>& steps) {
+  std::vector<SequenceStep> batch;
+  batch.reserve(steps.size());
+  for (Step& step : steps) {
+    step.job->MarkStarted();
+    batch.push_back(SequenceStep{.kv = step.job->session().kv.get(),
+                                 .tokens = step.job->generation().NextInput(step.tokens)});
+  }
+  const auto start = Clock::now();
+  const absl::Status status = model.Forward(batch, logits_);
+  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  const PassTiming timing = model.residency().TakePassTiming();
+  const int n = static_cast<int>(steps.size());
+  const size_t vocab = model.config().vocab_size;
+  int emitted = 0;
+  std::vector<std::pair<std::shared_ptr<Job>, absl::Status>> ended;
+  for (int b = 0; b < n; ++b) {
+    Job& job = *steps[b].job;
+    Generation& g = job.generation();
+    const bool prefill = steps[b].tokens > 1 || g.generated_tokens() == 0;
+    job.AddPass(seconds, timing.load_wait_seconds, timing.compute_seconds, n, prefill);
+    if (!status.ok()) {
+      ended.emplace_back(steps[b].job, status);  // nothing was committed to its cache
+      continue;
+    }
+    g.InputFed(steps[b].tokens);
+    if (!steps[b].decides) continue;
+    absl::StatusOr<std::optional<GeneratedToken>> token =
+        g.Accept(std::span<const float>(logits_).subspan(static_cast<size_t>(b) * vocab, vocab));
+    if (!token.ok()) {
+      ended.emplace_back(steps[b].job, token.status());
+      continue;
+    }
+    if (token->has_value()) {
+      ++emitted;
+      job.RecordText((*token)->text);
+      job.sink().OnToken(**token);
+    }
+    if (g.finished()) ended.emplace_back(steps[b].job, absl::OkStatus());
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++passes_;
+    generated_ += emitted;
+    throughput_.Add(emitted);
+    for (auto& [job, s] : ended) jobs_.erase(std::find(jobs_.begin(), jobs_.end(), job));
+  }
+  for (auto& [job, s] : ended) {
+    EndJob(job, s, s.ok() ? FinishReasonName(job->generation().finish_reason()) : "error");
+  }
+}
+
+void RuntimeImpl::EndJob(const std::shared_ptr<Job>& job, const absl::Status& status, const std::string& finish) {
+  {
+    // Its cache is freed before the client hears the job ended.
+    std::lock_guard<std::mutex> lock(mu_);
+    if (job->session().temporary) sessions_.erase(job->session().id);
+  }
+  job->Finish(status, finish);
+}
+
+RuntimeReport RuntimeImpl::Report() {
+  RuntimeReport r;
+  std::shared_ptr<LoadedModel> m;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    m = model_;
+    const auto now = Clock::now();
+    for (const auto& [id, s] : sessions_) {
+      if (s->temporary) continue;
+      SessionReport sr;
+      sr.id = id;
+      sr.positions = static_cast<uint32_t>(s->kv->size());
+      sr.context_length = static_cast<uint32_t>(s->kv->max_positions());
+      sr.kv_bytes = s->kv->bytes();
+      sr.active = s->busy;
+      sr.idle_seconds = s->busy ? 0 : std::chrono::duration<double>(now - s->last_used).count();
+      r.sessions.push_back(sr);
+    }
+    r.kv_used_bytes = KvUsed();
+    r.passes = passes_;
+    r.generated_tokens = generated_;
+    r.tokens_per_second = throughput_.Rate(now);
+    r.serving = !stopping_;
+    r.uptime_seconds = std::chrono::duration<double>(now - started_).count();
+  }
+  r.kv_budget_bytes = options_.kv_budget_bytes;
+  if (m == nullptr) return r;
+  r.model = m->summary();
+  r.backend = m->backend();
+  const ResidencyManager& res = m->residency();
+  r.residency = res.Report();
+  r.residency.global_bytes = m->global_bytes();
+  r.layers = res.LayerReports();
+  r.overlap = res.overlap();
+  const LoaderStats ls = res.loader_stats();
+  r.loader = LoaderReport{.running = ls.running, .pid = ls.pid, .restarts = ls.restarts,
+                          .checksum_failures = ls.checksum_failures, .bytes_read = ls.bytes_read,
+                          .read_gbps = ls.read_seconds > 0 ? ls.bytes_read / ls.read_seconds / 1e9 : 0,
+                          .io_mode = ls.io_mode};
+  return r;
+}
+
+}  // namespace octo

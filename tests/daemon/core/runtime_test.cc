@@ -1,0 +1,338 @@
+// The runtime as a client sees it (without gRPC): tokens equal the engine's,
+// streamed equals resident, concurrent jobs get their solo tokens, sessions
+// keep their cache, and bad requests, full budgets and damaged files get
+// the errors they should while the runtime keeps serving.
+#include <fstream>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "daemon/engine/generation.h"
+#include "daemon/engine/model.h"
+#include "daemon/tokenizer/tokenizer.h"
+#include "tests/daemon/core/core_test_util.h"
+#include "tests/temp_dir.h"
+
+namespace octo::testing {
+namespace {
+
+constexpr uint32_t kLayers = 6;
+
+class RuntimeTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new TempDir();
+    MakeModelDir(dir_->path().string(), "m", "tiny", "Q4_K_M", kLayers);
+  }
+  static void TearDownTestSuite() { delete dir_; }
+
+  std::unique_ptr<RuntimeImpl> Start(RuntimeOptions options) {
+    options.model = "m";
+    auto runtime = RuntimeImpl::Create(options, FileLayerStream::Factory());
+    EXPECT_TRUE(runtime.ok()) << runtime.status();
+    return runtime.ok() ? std::move(*runtime) : nullptr;
+  }
+  std::unique_ptr<RuntimeImpl> Start() { return Start(TestRuntimeOptions(dir_->path().string())); }
+
+  // The engine alone (octo-ctl run's path): greedy tokens for `prompt`.
+  static std::vector<int32_t> EngineTokens(const std::string& prompt, int n) {
+    auto model = Model::Open(dir_->Path("m"), ModelOptions{.weights = {}, .n_threads = 2});
+    EXPECT_TRUE(model.ok()) << model.status();
+    auto tokenizer = Tokenizer::FromMetadata((*model)->manifest().tokenizer);
+    SamplingParams params;
+    params.temperature = 0;
+    params.max_tokens = n;
+    auto generation = Generation::Create(*tokenizer, params, tokenizer->Encode(prompt, true, false), 512);
+    std::vector<int32_t> tokens;
+    EXPECT_TRUE(Generate(**model, *generation, [&](const GeneratedToken& t) {
+                  tokens.push_back(t.id);
+                  return true;
+                }).ok());
+    return tokens;
+  }
+
+  // The largest layer: a budget of one layer (nothing pinned) streams everything.
+  static uint64_t LayerBytes() {
+    auto manifest = ReadManifest(dir_->Path("m"));
+    uint64_t largest = 0;
+    for (uint32_t l = 0; l < kLayers; ++l) largest = std::max(largest, manifest->Layer(l)->size);
+    return largest;
+  }
+
+  static TempDir* dir_;
+};
+TempDir* RuntimeTest::dir_ = nullptr;
+
+TEST_F(RuntimeTest, GreedyTokensEqualTheEngine) {
+  auto runtime = Start();
+  auto sink = RunGreedy(*runtime, "Once upon a time", 24);
+  EXPECT_TRUE(sink->status.ok()) << sink->status;
+  EXPECT_EQ(sink->tokens, EngineTokens("Once upon a time", 24));
+  EXPECT_EQ(sink->finish_reason, "length");
+  EXPECT_EQ(sink->stats.generated_tokens, 24);
+  EXPECT_EQ(sink->started, 1);
+  EXPECT_TRUE(sink->session_id.empty());
+}
+
+TEST_F(RuntimeTest, StreamedThroughAOneLayerBudgetEqualsResident) {
+  RuntimeOptions options = TestRuntimeOptions(dir_->path().string());
+  options.pin_first = 0;
+  options.pin_last = 0;
+  options.layer_budget_bytes = LayerBytes();
+  auto runtime = Start(options);
+  const RuntimeReport report = runtime->Report();
+  EXPECT_EQ(report.residency.resident_layers, 0u);
+  EXPECT_EQ(report.residency.ring_slots, 1u);
+  EXPECT_LE(report.residency.peak_bytes, LayerBytes());
+  auto sink = RunGreedy(*runtime, "The little dog", 20);
+  EXPECT_EQ(sink->tokens, EngineTokens("The little dog", 20));
+  const RuntimeReport after = runtime->Report();
+  EXPECT_GT(after.loader.bytes_read, 0u);
+  EXPECT_GE(after.layers[3].loads, 20u);
+  EXPECT_LE(after.residency.peak_bytes, LayerBytes());
+}
+
+TEST_F(RuntimeTest, ConcurrentJobsGetTheirSoloTokens) {
+  auto runtime = Start();
+  const std::vector<std::string> prompts = {"Once", "The cat", "A big red", "Tom and", "She saw", "In the",
+                                            "Lily", "One day, a"};
+  std::vector<std::shared_ptr<CollectingSink>> sinks;
+  for (const std::string& p : prompts) {
+    GenerateJob job;
+    job.prompt = p;
+    job.sampling.temperature = 0;
+    job.sampling.max_tokens = 16;
+    sinks.push_back(std::make_shared<CollectingSink>());
+    ASSERT_TRUE(runtime->Submit(job, sinks.back()).ok());
+  }
+  int peak = 0;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    ASSERT_TRUE(sinks[i]->Wait());
+    EXPECT_TRUE(sinks[i]->status.ok()) << sinks[i]->status;
+    EXPECT_EQ(sinks[i]->tokens, EngineTokens(prompts[i], 16)) << prompts[i];
+    peak = std::max(peak, sinks[i]->stats.batch_peak);
+  }
+  EXPECT_GT(peak, 1) << "the jobs never shared a pass";
+}
+
+TEST_F(RuntimeTest, SessionKeepsItsCacheBetweenTurns) {
+  auto runtime = Start();
+  auto session = runtime->CreateSession(0);
+  ASSERT_TRUE(session.ok()) << session.status();
+  auto first = RunGreedy(*runtime, "Once upon a time", 8, session->id);
+  EXPECT_EQ(first->session_id, session->id);
+  auto second = RunGreedy(*runtime, " there was", 8, session->id);
+  ASSERT_TRUE(second->status.ok()) << second->status;
+  EXPECT_GT(second->stats.cached_tokens, 0);
+
+  // The same conversation as one prompt of token ids, in a fresh cache.
+  std::vector<std::string> pieces;
+  auto prompt = runtime->Tokenize("Once upon a time", true, false, &pieces);
+  std::vector<int32_t> all = *prompt;
+  all.insert(all.end(), first->tokens.begin(), first->tokens.end());
+  auto more = runtime->Tokenize(" there was", false, false, &pieces);
+  all.insert(all.end(), more->begin(), more->end());
+  GenerateJob job;
+  job.prompt_tokens = all;
+  job.sampling.temperature = 0;
+  job.sampling.max_tokens = 8;
+  auto sink = std::make_shared<CollectingSink>();
+  ASSERT_TRUE(runtime->Submit(job, sink).ok());
+  ASSERT_TRUE(sink->Wait());
+  EXPECT_EQ(sink->tokens, second->tokens);
+
+  const RuntimeReport report = runtime->Report();
+  ASSERT_EQ(report.sessions.size(), 1u);
+  EXPECT_GT(report.sessions[0].positions, 16u);
+  EXPECT_TRUE(runtime->CloseSession(session->id).ok());
+  EXPECT_EQ(runtime->CloseSession(session->id).code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(runtime->Report().kv_used_bytes, 0u);
+}
+
+TEST_F(RuntimeTest, ChatSessionReusesTheEarlierTurns) {
+  auto runtime = Start();
+  auto session = runtime->CreateSession(0);
+  GenerateJob job;
+  job.session_id = session->id;
+  job.messages = {{"user", "Hello there"}};
+  job.sampling.temperature = 0;
+  job.sampling.max_tokens = 6;
+  auto first = std::make_shared<CollectingSink>();
+  ASSERT_TRUE(runtime->Submit(job, first).ok());
+  ASSERT_TRUE(first->Wait());
+  ASSERT_TRUE(first->status.ok()) << first->status;
+  job.messages = {{"user", "And then?"}};
+  auto second = std::make_shared<CollectingSink>();
+  ASSERT_TRUE(runtime->Submit(job, second).ok());
+  ASSERT_TRUE(second->Wait());
+  ASSERT_TRUE(second->status.ok()) << second->status;
+  EXPECT_GT(second->stats.cached_tokens, 5);
+}
+
+TEST_F(RuntimeTest, CancelEndsTheJobAndFreesItsCache) {
+  auto runtime = Start();
+  GenerateJob job;
+  job.prompt = "Once upon a time";
+  job.sampling.temperature = 0;
+  job.sampling.max_tokens = 400;
+  auto sink = std::make_shared<CollectingSink>();
+  auto handle = runtime->Submit(job, sink);
+  ASSERT_TRUE(handle.ok());
+  ASSERT_TRUE(sink->WaitTokens(2));
+  (*handle)->Cancel();
+  ASSERT_TRUE(sink->Wait(10));
+  EXPECT_EQ(sink->finish_reason, "cancelled");
+  EXPECT_LT(sink->tokens.size(), 400u);
+  EXPECT_EQ(runtime->Report().kv_used_bytes, 0u);
+}
+
+TEST_F(RuntimeTest, FullKvBudgetIsResourceExhaustedOrEvictsIdleSessions) {
+  RuntimeOptions options = TestRuntimeOptions(dir_->path().string());
+  auto manifest = ReadManifest(dir_->Path("m"));
+  const ModelConfig& c = manifest->config;
+  const uint64_t one_step = uint64_t{c.n_layers} * 2 * kKvGrowPositions * c.n_kv_heads * c.head_dim * 2;
+  options.kv_budget_bytes = one_step + one_step / 2;  // one session's first step, not two
+  auto runtime = Start(options);
+  auto a = runtime->CreateSession(0);
+  auto b = runtime->CreateSession(0);
+  EXPECT_TRUE(RunGreedy(*runtime, "One", 2, a->id)->status.ok());
+  auto refused = RunGreedy(*runtime, "Two", 2, b->id);
+  EXPECT_EQ(refused->status.code(), absl::StatusCode::kResourceExhausted) << refused->status;
+  EXPECT_NE(refused->status.message().find("kv_budget"), std::string::npos);
+
+  options.evict_idle_sessions = true;
+  runtime = Start(options);
+  a = runtime->CreateSession(0);
+  b = runtime->CreateSession(0);
+  EXPECT_TRUE(RunGreedy(*runtime, "One", 2, a->id)->status.ok());
+  EXPECT_TRUE(RunGreedy(*runtime, "Two", 2, b->id)->status.ok());
+  GenerateJob job;
+  job.session_id = a->id;
+  job.prompt = "again";
+  EXPECT_EQ(runtime->Submit(job, std::make_shared<CollectingSink>()).status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(RuntimeTest, SetResidencyDuringAGenerationKeepsItsTokens) {
+  RuntimeOptions options = TestRuntimeOptions(dir_->path().string());
+  options.layer_budget_bytes = LayerBytes() * 3;  // pinned 0 and 5, one slot
+  auto runtime = Start(options);
+  GenerateJob job;
+  job.prompt = "Once upon a time";
+  job.sampling.temperature = 0;
+  job.sampling.max_tokens = 40;
+  auto sink = std::make_shared<CollectingSink>();
+  ASSERT_TRUE(runtime->Submit(job, sink).ok());
+  ASSERT_TRUE(sink->WaitTokens(5));
+  ResidencyChange to_auto;
+  to_auto.auto_budget = true;
+  auto all = runtime->SetResidency(to_auto);
+  ASSERT_TRUE(all.ok()) << all.status();
+  EXPECT_EQ(all->streamed_layers, 0u);
+  ASSERT_TRUE(sink->WaitTokens(15));
+  ResidencyChange to_budget;
+  to_budget.budget_bytes = LayerBytes() * 4;
+  auto back = runtime->SetResidency(to_budget);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->ring_slots, 2u);
+  EXPECT_LE(back->held_bytes, LayerBytes() * 4);
+  ASSERT_TRUE(sink->Wait());
+  EXPECT_EQ(sink->tokens, EngineTokens("Once upon a time", 40));
+
+  // A budget that cannot hold the pinned layers is refused; the plan stays.
+  ResidencyChange too_small;
+  too_small.pin_first = 3;
+  too_small.budget_bytes = LayerBytes() * 2;
+  auto refused = runtime->SetResidency(too_small);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(runtime->Report().residency.ring_slots, 2u);
+}
+
+TEST_F(RuntimeTest, DamagedStreamedLayerIsDataLossAndTheRuntimeServesOn) {
+  TempDir tmp;
+  MakeModelDir(tmp.path().string(), "m", "tiny", "Q8_0", 4);
+  RuntimeOptions options = TestRuntimeOptions(tmp.path().string());
+  options.pin_first = 0;
+  options.pin_last = 0;
+  options.layer_budget_bytes = ReadManifest(tmp.Path("m"))->Layer(0)->size;
+  options.model = "m";
+  auto runtime = RuntimeImpl::Create(options, FileLayerStream::Factory());
+  ASSERT_TRUE(runtime.ok()) << runtime.status();
+  const std::string file = tmp.Path("m/layer_002.bin");
+  std::string original;
+  {
+    std::ifstream in(file, std::ios::binary);
+    original.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  std::string damaged = original;
+  damaged[damaged.size() / 2] ^= 0x40;
+  std::ofstream(file, std::ios::binary | std::ios::trunc) << damaged;
+  auto sink = RunGreedy(**runtime, "Once", 4);
+  EXPECT_EQ(sink->status.code(), absl::StatusCode::kDataLoss) << sink->status;
+  EXPECT_NE(sink->status.message().find("layer_002.bin"), std::string::npos) << sink->status;
+  std::ofstream(file, std::ios::binary | std::ios::trunc) << original;
+  EXPECT_TRUE(RunGreedy(**runtime, "Once", 4)->status.ok());
+}
+
+TEST_F(RuntimeTest, BadRequestsAreRefusedWithTheFieldNamed) {
+  auto runtime = Start();
+  auto submit = [&](GenerateJob job) { return runtime->Submit(job, std::make_shared<CollectingSink>()).status(); };
+  GenerateJob empty;
+  EXPECT_EQ(submit(empty).code(), absl::StatusCode::kInvalidArgument);
+  GenerateJob hot;
+  hot.prompt = "x";
+  hot.sampling.temperature = -1;
+  const absl::Status bad = submit(hot);
+  EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.message().find("temperature"), std::string::npos) << bad;
+  GenerateJob huge;
+  huge.prompt = std::string(kMaxPromptBytes + 1, 'a');
+  EXPECT_EQ(submit(huge).code(), absl::StatusCode::kInvalidArgument);
+  GenerateJob out_of_vocab;
+  out_of_vocab.prompt_tokens = {1, 1 << 30};
+  EXPECT_EQ(submit(out_of_vocab).code(), absl::StatusCode::kInvalidArgument);
+  GenerateJob unknown;
+  unknown.prompt = "x";
+  unknown.session_id = "nope";
+  EXPECT_EQ(submit(unknown).code(), absl::StatusCode::kNotFound);
+  GenerateJob bad_template;
+  bad_template.messages = {{"user", "hi"}};
+  bad_template.chat_template = "no-such-template";
+  EXPECT_EQ(submit(bad_template).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(runtime->LoadModel("../m").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(runtime->LoadModel("/etc").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(runtime->LoadModel("absent").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(runtime->Detokenize({-1}).status().code(), absl::StatusCode::kInvalidArgument);
+  // Still serving.
+  EXPECT_TRUE(RunGreedy(*runtime, "Once", 2)->status.ok());
+  ASSERT_TRUE(runtime->UnloadModel().ok());
+  GenerateJob fine;
+  fine.prompt = "x";
+  EXPECT_EQ(submit(fine).code(), absl::StatusCode::kFailedPrecondition);
+  auto models = runtime->ListModels();
+  ASSERT_TRUE(models.ok());
+  ASSERT_EQ(models->size(), 1u);
+  EXPECT_EQ((*models)[0].path, "m");
+  EXPECT_FALSE((*models)[0].loaded);
+}
+
+TEST_F(RuntimeTest, ShutdownEndsRunningJobsAndRefusesNewOnes) {
+  auto runtime = Start();
+  GenerateJob job;
+  job.prompt = "Once";
+  job.sampling.temperature = 0;
+  job.sampling.max_tokens = 400;
+  auto sink = std::make_shared<CollectingSink>();
+  ASSERT_TRUE(runtime->Submit(job, sink).ok());
+  ASSERT_TRUE(sink->WaitTokens(1));
+  runtime->Shutdown();
+  ASSERT_TRUE(sink->Wait(10));
+  EXPECT_EQ(sink->finish_reason, "cancelled");
+  EXPECT_EQ(runtime->Submit(job, std::make_shared<CollectingSink>()).status().code(),
+            absl::StatusCode::kUnavailable);
+}
+
+}  // namespace
+}  // namespace octo::testing
