@@ -1,0 +1,76 @@
+#include "daemon/server/auth.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "grpcpp/server_context.h"
+
+namespace octo {
+
+bool ConstantTimeEquals(absl::string_view a, absl::string_view b) {
+  // Every byte of the longer string is visited whatever the contents.
+  const size_t n = std::max(a.size(), b.size());
+  volatile unsigned char diff = a.size() == b.size() ? 0 : 1;
+  for (size_t i = 0; i < n; ++i) {
+    const unsigned char x = i < a.size() ? static_cast<unsigned char>(a[i]) : 0;
+    const unsigned char y = i < b.size() ? static_cast<unsigned char>(b[i]) : 0;
+    diff = diff | (x ^ y);
+  }
+  return diff == 0;
+}
+
+absl::StatusOr<std::string> ReadTokenFile(const std::string& path) {
+  struct stat info = {};
+  if (::stat(path.c_str(), &info) != 0) return absl::NotFoundError(absl::StrCat("cannot read ", path));
+  if (!S_ISREG(info.st_mode)) return absl::InvalidArgumentError(absl::StrCat(path, " is not a regular file"));
+  if ((info.st_mode & S_IROTH) != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, " is readable by every user; make it private (chmod 600 ", path, ")"));
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
+  std::stringstream contents;
+  contents << in.rdbuf();
+  const std::string token(absl::StripAsciiWhitespace(contents.str()));
+  if (token.size() < kMinTokenBytes || token.size() > kMaxTokenBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("the token in ", path, " has ", token.size(),
+                                                   " bytes; use ", kMinTokenBytes, "..", kMaxTokenBytes,
+                                                   " (e.g. openssl rand -hex 32)"));
+  }
+  for (char c : token) {
+    if (static_cast<unsigned char>(c) <= ' ' || c == 0x7f) {
+      return absl::InvalidArgumentError(absl::StrCat("the token in ", path, " contains whitespace or control bytes"));
+    }
+  }
+  return token;
+}
+
+absl::Status Authorizer::Check(const grpc::CallbackServerContext& context) const {
+  const auto& metadata = context.client_metadata();
+  std::optional<absl::string_view> authorization;
+  if (auto it = metadata.find("authorization"); it != metadata.end()) {
+    authorization = absl::string_view(it->second.data(), it->second.size());
+  }
+  return Check(context.peer(), authorization);
+}
+
+absl::Status Authorizer::Check(absl::string_view peer, const std::optional<absl::string_view>& authorization) const {
+  if (absl::StartsWith(peer, "unix:")) return absl::OkStatus();
+  if (!token_.has_value()) return absl::UnauthenticatedError("octod accepts no TCP calls without a configured token");
+  constexpr absl::string_view kBearer = "Bearer ";
+  if (!authorization.has_value() || !absl::StartsWith(*authorization, kBearer)) {
+    return absl::UnauthenticatedError("missing 'authorization: Bearer <token>' metadata");
+  }
+  if (!ConstantTimeEquals(authorization->substr(kBearer.size()), *token_)) {
+    return absl::UnauthenticatedError("wrong token");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace octo

@@ -1,0 +1,179 @@
+#include "daemon/server/config.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+
+#include "CLI/CLI.hpp"
+#include "absl/strings/str_cat.h"
+#include "daemon/server/auth.h"
+#include "daemon/server/endpoint.h"
+#include "storage/byte_size.h"
+#include "storage/status_macros.h"
+
+namespace octo {
+namespace {
+
+namespace fs = std::filesystem;
+
+absl::Status KeyError(absl::string_view key, absl::string_view problem) {
+  return absl::InvalidArgumentError(absl::StrCat(key, ": ", problem));
+}
+
+template <typename T>
+absl::Status CheckRange(absl::string_view key, int64_t value, int64_t low, int64_t high, T* out) {
+  if (value < low || value > high) {
+    return KeyError(key, absl::StrCat(value, " is out of range [", low, ", ", high, "]"));
+  }
+  *out = static_cast<T>(value);
+  return absl::OkStatus();
+}
+
+// "auto" -> 0 (the core's "auto"), else a positive size.
+absl::Status ParseSize(absl::string_view key, const std::string& text, bool allow_auto, uint64_t* out) {
+  if (allow_auto && text == "auto") {
+    *out = 0;
+    return absl::OkStatus();
+  }
+  const std::optional<uint64_t> bytes = ParseByteSize(text);
+  if (!bytes.has_value() || *bytes == 0) {
+    return KeyError(key, absl::StrCat("'", text, "' is not a size such as 4GiB or 512M",
+                                      allow_auto ? ", or auto" : "", " (and above 0)"));
+  }
+  *out = *bytes;
+  return absl::OkStatus();
+}
+
+// A model directory path relative to the models root that stays inside it.
+absl::Status CheckRelativeModelPath(const std::string& model) {
+  const fs::path path(model);
+  if (path.is_absolute()) return KeyError("model", absl::StrCat("'", model, "' must be relative to models-root"));
+  for (const fs::path& part : path) {
+    if (part == "..") return KeyError("model", absl::StrCat("'", model, "' leaves models-root (..)"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ResolveModel(const OctodFlags& flags, RuntimeOptions& runtime) {
+  std::error_code ec;
+  if (flags.models_root.empty()) {
+    // `--model DIR` alone: serve DIR's parent as the models root.
+    if (flags.model.empty()) {
+      return KeyError("models-root", "required (the directory that holds model directories), or give --model DIR");
+    }
+    const fs::path dir = fs::weakly_canonical(flags.model, ec);
+    if (ec || !fs::is_directory(dir, ec)) {
+      return absl::NotFoundError(absl::StrCat("model: no directory ", flags.model, " (and no models-root given)"));
+    }
+    runtime.models_root = dir.parent_path().string();
+    runtime.model = dir.filename().string();
+    return absl::OkStatus();
+  }
+  const fs::path root = fs::weakly_canonical(flags.models_root, ec);
+  if (ec || !fs::is_directory(root, ec)) {
+    return absl::NotFoundError(absl::StrCat("models-root: no directory ", flags.models_root));
+  }
+  runtime.models_root = root.string();
+  if (!flags.model.empty()) OCTO_RETURN_IF_ERROR(CheckRelativeModelPath(flags.model));
+  runtime.model = flags.model;
+  return absl::OkStatus();
+}
+
+absl::Status ResolveLoader(const std::string& loader, std::string* out) {
+  std::error_code ec;
+  if (loader.empty()) {
+    // The octo-loader installed beside this executable; the Runtime reports
+    // it if it is missing when it needs it.
+    const fs::path self = fs::read_symlink("/proc/self/exe", ec);
+    *out = ec ? std::string("octo-loader") : (self.parent_path() / "octo-loader").string();
+    return absl::OkStatus();
+  }
+  if (!fs::is_regular_file(loader, ec)) return absl::NotFoundError(absl::StrCat("loader: no file ", loader));
+  if (::access(loader.c_str(), X_OK) != 0) return KeyError("loader", absl::StrCat(loader, " is not executable"));
+  *out = fs::absolute(loader, ec).string();
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+void AddOctodFlags(CLI::App& app, OctodFlags& flags) {
+  app.set_config("--config", "", "Config file (TOML/INI: key = value, keys are the long flag names)");
+  app.allow_config_extras(CLI::config_extras_mode::error);
+  app.add_option("--models-root", flags.models_root, "Directory holding model directories (LoadModel paths are inside it)");
+  app.add_option("--model", flags.model, "Model to load at start (relative to models-root; or a directory alone)");
+  app.add_option("--loader", flags.loader, "The octo-loader executable (default: beside octod)");
+  app.add_option("-t,--threads", flags.threads, "CPU backend threads (0: one per core)");
+  app.add_flag("--portable", flags.portable, "Portable CPU kernels, no AVX2");
+  app.add_option("--pin-first", flags.pin_first, "First layers always resident");
+  app.add_option("--pin-last", flags.pin_last, "Last layers always resident");
+  app.add_option("--layer-budget", flags.layer_budget, "Layer memory (resident layers + ring), SIZE or auto");
+  app.add_option("--memory-limit", flags.memory_limit, "Memory the auto budget may fill, SIZE or auto (half of MemAvailable)");
+  app.add_option("--ring-slots", flags.ring_slots, "Ring slots for streamed layers (2: double buffering)");
+  app.add_flag("--direct-io,!--no-direct-io", flags.direct_io, "Read layer files with O_DIRECT (default on)");
+  app.add_option("--kv-budget", flags.kv_budget, "KV cache memory for all sessions together, SIZE");
+  app.add_option("--session-context", flags.session_context, "Default positions per session (capped by the model)");
+  app.add_option("--max-sessions", flags.max_sessions, "Most sessions open at once");
+  app.add_flag("--evict-idle-sessions", flags.evict_idle_sessions,
+               "When the KV budget is full, evict the longest-idle session instead of refusing");
+  app.add_option("--prefill-chunk", flags.prefill_chunk, "Prompt tokens per session per forward pass");
+  app.add_option("--socket", flags.socket, "Unix socket path (default: $XDG_RUNTIME_DIR/octo/octod.sock, /run/octo as root)");
+  app.add_option("--listen", flags.listen, "Also listen on TCP host:port (needs --token-file)");
+  app.add_option("--token-file", flags.token_file, "File holding the bearer token TCP clients must send (not world-readable)");
+}
+
+absl::StatusOr<OctodConfig> ValidateOctodFlags(const OctodFlags& flags) {
+  OctodConfig config;
+  RuntimeOptions& runtime = config.runtime;
+  OCTO_RETURN_IF_ERROR(ResolveModel(flags, runtime));
+  OCTO_RETURN_IF_ERROR(ResolveLoader(flags.loader, &runtime.loader_path));
+  OCTO_RETURN_IF_ERROR(CheckRange("threads", flags.threads, 0, kMaxThreads, &runtime.n_threads));
+  runtime.allow_simd = !flags.portable;
+  OCTO_RETURN_IF_ERROR(CheckRange("pin-first", flags.pin_first, 0, kMaxPinnedLayers, &runtime.pin_first));
+  OCTO_RETURN_IF_ERROR(CheckRange("pin-last", flags.pin_last, 0, kMaxPinnedLayers, &runtime.pin_last));
+  OCTO_RETURN_IF_ERROR(ParseSize("layer-budget", flags.layer_budget, /*allow_auto=*/true, &runtime.layer_budget_bytes));
+  OCTO_RETURN_IF_ERROR(ParseSize("memory-limit", flags.memory_limit, /*allow_auto=*/true, &runtime.auto_budget_bytes));
+  OCTO_RETURN_IF_ERROR(CheckRange("ring-slots", flags.ring_slots, kMinRingSlots, kMaxRingSlots, &runtime.ring_slots));
+  runtime.direct_io = flags.direct_io;
+  OCTO_RETURN_IF_ERROR(ParseSize("kv-budget", flags.kv_budget, /*allow_auto=*/false, &runtime.kv_budget_bytes));
+  OCTO_RETURN_IF_ERROR(
+      CheckRange("session-context", flags.session_context, 1, kMaxSessionContext, &runtime.session_context));
+  OCTO_RETURN_IF_ERROR(CheckRange("max-sessions", flags.max_sessions, 1, kMaxSessions, &runtime.max_sessions));
+  OCTO_RETURN_IF_ERROR(CheckRange("prefill-chunk", flags.prefill_chunk, 1, kMaxPrefillChunk, &runtime.prefill_chunk));
+  runtime.evict_idle_sessions = flags.evict_idle_sessions;
+
+  config.socket_path = flags.socket.empty() ? DefaultSocketPath() : flags.socket;
+  std::error_code ec;
+  config.socket_path = fs::absolute(config.socket_path, ec).lexically_normal().string();
+  if (absl::Status length = CheckUnixSocketPathLength(config.socket_path); !length.ok()) {
+    return KeyError("socket", length.message());
+  }
+  if (!flags.listen.empty()) {
+    if (absl::Status address = CheckListenAddress(flags.listen); !address.ok()) {
+      return KeyError("listen", address.message());
+    }
+    if (flags.token_file.empty()) return KeyError("token-file", "required with listen (TCP callers need a token)");
+    config.listen = flags.listen;
+  }
+  if (!flags.token_file.empty()) {
+    absl::StatusOr<std::string> token = ReadTokenFile(flags.token_file);
+    if (!token.ok()) return Annotate(token.status(), "token-file");
+    config.token = *std::move(token);
+  }
+  return config;
+}
+
+absl::StatusOr<OctodConfig> ParseOctodConfig(const std::vector<std::string>& args) {
+  CLI::App app{"octod"};
+  OctodFlags flags;
+  AddOctodFlags(app, flags);
+  std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 takes them last first
+  try {
+    app.parse(reversed);
+  } catch (const CLI::ParseError& e) {
+    return absl::InvalidArgumentError(e.what());
+  }
+  return ValidateOctodFlags(flags);
+}
+
+}  // namespace octo

@@ -1,0 +1,84 @@
+// octod's configuration: every RuntimeOptions field plus where to listen,
+// from a config file and command-line flags (a flag wins over the file).
+//
+// The file (--config FILE) is TOML or INI, one `key = value` per line, with
+// the long flag names as keys and no sections:
+//
+//   models-root = "/var/lib/octo/models"
+//   model = "llama-3.2-1b"
+//   layer-budget = "4GiB"     # or "auto"
+//   ring-slots = 3
+//   direct-io = false
+//
+// An unknown key is an error, as is every out-of-range value: the message
+// starts with the key ("ring-slots: 1 is out of range [2, 64]"). Sizes are
+// written as storage/byte_size.h reads them ("4GiB", "512M", "1.5G").
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "daemon/core/runtime.h"
+
+namespace CLI {
+class App;
+}
+
+namespace octo {
+
+// Ranges of the numeric settings (inclusive).
+inline constexpr int64_t kMaxThreads = 1024;
+inline constexpr int64_t kMaxPinnedLayers = 1 << 16;
+inline constexpr int64_t kMinRingSlots = 2, kMaxRingSlots = 64;
+inline constexpr int64_t kMaxSessionContext = 1 << 24;
+inline constexpr int64_t kMaxSessions = 1 << 16;
+inline constexpr int64_t kMaxPrefillChunk = 1 << 16;
+
+// The settings as written, before validation.
+struct OctodFlags {
+  std::string models_root;
+  std::string model;
+  std::string loader;
+  int64_t threads = 0;
+  bool portable = false;
+  int64_t pin_first = 1;
+  int64_t pin_last = 1;
+  std::string layer_budget = "auto";
+  std::string memory_limit = "auto";
+  int64_t ring_slots = 2;
+  bool direct_io = true;
+  std::string kv_budget = "1GiB";
+  int64_t session_context = 4096;
+  int64_t max_sessions = 64;
+  bool evict_idle_sessions = false;
+  int64_t prefill_chunk = 512;
+  std::string socket;
+  std::string listen;
+  std::string token_file;
+};
+
+struct OctodConfig {
+  RuntimeOptions runtime;
+  std::string socket_path;           // absolute
+  std::string listen;                // "host:port"; empty: no TCP
+  std::optional<std::string> token;  // from token_file; set whenever listen is
+};
+
+// Registers every setting on `app` as a flag (and so a config-file key),
+// plus --config FILE. `flags` must outlive the parse.
+void AddOctodFlags(CLI::App& app, OctodFlags& flags);
+
+// Checks every value (INVALID_ARGUMENT starting with the key; NOT_FOUND for
+// a path that does not exist) and fills defaults: the socket path
+// (endpoint.h), the loader next to this executable.
+absl::StatusOr<OctodConfig> ValidateOctodFlags(const OctodFlags& flags);
+
+// Parses `args` (without the program name) as octod would, then validates.
+// A parse error (unknown flag or key, unreadable config file, a number that
+// is not one) is INVALID_ARGUMENT with CLI11's message.
+absl::StatusOr<OctodConfig> ParseOctodConfig(const std::vector<std::string>& args);
+
+}  // namespace octo

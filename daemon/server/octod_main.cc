@@ -1,0 +1,139 @@
+// octod: the Octo daemon. Serves octo.v1.Octo (proto/octo.proto) over a
+// unix socket, and over TCP with a bearer token when --listen is given.
+//
+//   octod --models-root DIR [--model NAME] [--config FILE] [--socket PATH]
+//         [--listen HOST:PORT --token-file FILE] [runtime settings...]
+//
+// Every setting is a flag and a config-file key (config.h; `octod --help`).
+// SIGTERM or SIGINT: stop taking calls, cancel running generations (their
+// clients get finish_reason "cancelled"), wait up to kShutdownGrace for
+// calls to end, remove the socket, exit 0. A second signal ends it at once.
+// Exit codes: 0 after a clean stop, 1 when it could not start, 2 for bad
+// settings.
+#include <pthread.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <csignal>
+#include <cstring>
+#include <cstdio>
+#include <ctime>
+#include <memory>
+
+#include "CLI/CLI.hpp"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "daemon/core/runtime.h"
+#include "daemon/server/config.h"
+#include "daemon/server/endpoint.h"
+#include "daemon/server/service.h"
+#include "daemon/server/socket_file.h"
+#include "grpcpp/security/server_credentials.h"
+#include "grpcpp/server.h"
+#include "grpcpp/server_builder.h"
+#include "storage/byte_size.h"
+
+namespace octo {
+namespace {
+
+constexpr char kVersion[] = "0.1.0";
+constexpr std::chrono::seconds kShutdownGrace{10};
+
+// One line per event on stderr, with the local time.
+void Log(absl::string_view line) {
+  char stamp[32];
+  const std::time_t now = std::time(nullptr);
+  std::tm local = {};
+  localtime_r(&now, &local);
+  std::strftime(stamp, sizeof(stamp), "%Y-%m-%d %H:%M:%S", &local);
+  std::fprintf(stderr, "%s octod: %.*s\n", stamp, static_cast<int>(line.size()), line.data());
+}
+
+void LogModel(Runtime& runtime) {
+  const RuntimeReport report = runtime.Report();
+  if (!report.model.has_value()) {
+    Log("no model loaded (octo-ctl load NAME loads one)");
+    return;
+  }
+  const ModelSummary& model = *report.model;
+  Log(absl::StrFormat("model loaded: %s (%s, %u layers, %s); %u layers resident, %u streamed; backend %s",
+                      model.path, model.architecture, model.n_layers, FormatByteSize(model.total_bytes),
+                      report.residency.resident_layers, report.residency.streamed_layers, report.backend));
+}
+
+int Serve(const OctodConfig& config, const sigset_t& stop_signals) {
+  bool removed_stale = false;
+  if (absl::Status ready = PrepareSocketPath(config.socket_path, &removed_stale); !ready.ok()) {
+    Log(ready.message());
+    return 1;
+  }
+  if (removed_stale) Log(absl::StrCat("removed a stale socket at ", config.socket_path));
+
+  absl::StatusOr<std::unique_ptr<Runtime>> runtime = Runtime::Create(config.runtime);
+  if (!runtime.ok()) {
+    Log(absl::StrCat("cannot start: ", runtime.status().ToString()));
+    return 1;
+  }
+  LogModel(**runtime);
+
+  OctoService service(**runtime, ServiceOptions{.version = kVersion, .token = config.token, .log = Log});
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(UnixTarget(config.socket_path), grpc::InsecureServerCredentials());
+  int tcp_port = 0;
+  if (!config.listen.empty()) builder.AddListeningPort(config.listen, grpc::InsecureServerCredentials(), &tcp_port);
+  builder.RegisterService(&service);
+  // The socket file is created owner-only from the start (no window in
+  // which another user could connect), and chmod'ed again to be sure.
+  const mode_t old_umask = ::umask(077);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  ::umask(old_umask);
+  if (server == nullptr || (!config.listen.empty() && tcp_port == 0)) {
+    Log(absl::StrCat("cannot listen on ", UnixTarget(config.socket_path),
+                     config.listen.empty() ? "" : absl::StrCat(" and ", config.listen)));
+    if (server != nullptr) server->Shutdown();
+    (*runtime)->Shutdown();
+    return 1;
+  }
+  ::chmod(config.socket_path.c_str(), 0600);
+  Log(absl::StrCat("listening on ", UnixTarget(config.socket_path)));
+  if (!config.listen.empty()) Log(absl::StrCat("listening on ", config.listen, " (TCP, bearer token required)"));
+
+  int signal_number = 0;
+  sigwait(&stop_signals, &signal_number);
+  Log(absl::StrCat("received ", strsignal(signal_number), ": shutting down"));
+  // A second signal takes its default action: the process ends at once.
+  pthread_sigmask(SIG_UNBLOCK, &stop_signals, nullptr);
+
+  (*runtime)->Shutdown();  // refuses new jobs, cancels running ones: streams finish
+  server->Shutdown(std::chrono::system_clock::now() + kShutdownGrace);
+  server.reset();
+  ::unlink(config.socket_path.c_str());
+  Log("stopped");
+  return 0;
+}
+
+}  // namespace
+}  // namespace octo
+
+int main(int argc, char** argv) {
+  // Stop signals are taken by sigwait in Serve; blocked here, before any
+  // thread exists, so every thread gRPC and the runtime start inherits it.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  std::signal(SIGPIPE, SIG_IGN);
+
+  CLI::App app{"octod: the Octo daemon (serves octo-gen and octo-ctl)"};
+  octo::OctodFlags flags;
+  octo::AddOctodFlags(app, flags);
+  CLI11_PARSE(app, argc, argv);
+  absl::StatusOr<octo::OctodConfig> config = octo::ValidateOctodFlags(flags);
+  if (!config.ok()) {
+    std::fprintf(stderr, "octod: %s\n", std::string(config.status().message()).c_str());
+    return 2;
+  }
+  return octo::Serve(*config, stop_signals);
+}

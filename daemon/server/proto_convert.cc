@@ -1,0 +1,192 @@
+#include "daemon/server/proto_convert.h"
+
+#include "absl/strings/str_cat.h"
+#include "storage/status_macros.h"
+
+namespace octo {
+namespace {
+
+absl::Status CheckSessionId(const std::string& id) {
+  if (id.size() > kMaxSessionIdBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("session_id has ", id.size(), " bytes; at most ", kMaxSessionIdBytes));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckStopCount(const v1::SamplingParams& sampling) {
+  if (static_cast<size_t>(sampling.stop_size()) > kMaxStopStrings) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("sampling.stop has ", sampling.stop_size(), " strings; at most ", kMaxStopStrings));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+SamplingParams SamplingFromProto(const v1::SamplingParams& proto) {
+  SamplingParams params;
+  if (proto.has_temperature()) params.temperature = proto.temperature();
+  if (proto.has_top_k()) params.top_k = proto.top_k();
+  if (proto.has_top_p()) params.top_p = proto.top_p();
+  if (proto.has_min_p()) params.min_p = proto.min_p();
+  if (proto.has_repeat_last_n()) params.repeat_last_n = proto.repeat_last_n();
+  if (proto.has_repeat_penalty()) params.repeat_penalty = proto.repeat_penalty();
+  if (proto.has_frequency_penalty()) params.frequency_penalty = proto.frequency_penalty();
+  if (proto.has_presence_penalty()) params.presence_penalty = proto.presence_penalty();
+  if (proto.has_seed()) params.seed = proto.seed();
+  if (proto.has_max_tokens()) params.max_tokens = proto.max_tokens();
+  params.stop.assign(proto.stop().begin(), proto.stop().end());
+  params.top_logprobs = proto.top_logprobs();
+  return params;
+}
+
+absl::StatusOr<GenerateJob> JobFromProto(const v1::GenerateRequest& request) {
+  OCTO_RETURN_IF_ERROR(CheckSessionId(request.session_id()));
+  OCTO_RETURN_IF_ERROR(CheckStopCount(request.sampling()));
+  if (request.prompt().size() > kMaxPromptBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("prompt has ", request.prompt().size(), " bytes; at most ", kMaxPromptBytes));
+  }
+  GenerateJob job;
+  job.session_id = request.session_id();
+  job.prompt = request.prompt();
+  job.prompt_tokens.assign(request.prompt_tokens().begin(), request.prompt_tokens().end());
+  job.add_bos = request.has_add_bos() ? request.add_bos() : true;
+  job.parse_special = request.parse_special();
+  job.sampling = SamplingFromProto(request.sampling());
+  return job;
+}
+
+absl::StatusOr<GenerateJob> JobFromProto(const v1::ChatRequest& request) {
+  OCTO_RETURN_IF_ERROR(CheckSessionId(request.session_id()));
+  OCTO_RETURN_IF_ERROR(CheckStopCount(request.sampling()));
+  if (static_cast<size_t>(request.messages_size()) > kMaxChatMessages) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("messages has ", request.messages_size(), " entries; at most ", kMaxChatMessages));
+  }
+  GenerateJob job;
+  job.session_id = request.session_id();
+  job.chat = true;
+  job.chat_template = request.chat_template();
+  job.messages.reserve(request.messages_size());
+  for (int i = 0; i < request.messages_size(); ++i) {
+    const v1::ChatMessage& message = request.messages(i);
+    if (message.content().size() > kMaxPromptBytes) {
+      return absl::InvalidArgumentError(absl::StrCat("messages[", i, "].content has ", message.content().size(),
+                                                     " bytes; at most ", kMaxPromptBytes));
+    }
+    job.messages.push_back({message.role(), message.content()});
+  }
+  job.sampling = SamplingFromProto(request.sampling());
+  return job;
+}
+
+ResidencyChange ResidencyChangeFromProto(const v1::SetResidencyRequest& request) {
+  ResidencyChange change;
+  if (request.has_pin_first()) change.pin_first = request.pin_first();
+  if (request.has_pin_last()) change.pin_last = request.pin_last();
+  if (request.has_budget_bytes()) change.budget_bytes = request.budget_bytes();
+  if (request.has_auto_budget()) change.auto_budget = request.auto_budget();
+  return change;
+}
+
+void ToProto(const GeneratedToken& token, bool with_logprobs, v1::GeneratedToken* proto) {
+  proto->set_id(token.id);
+  proto->set_text(token.text);
+  if (!with_logprobs) return;
+  proto->set_logprob(token.logprob);
+  for (const TokenLogprob& alternative : token.top) {
+    v1::TokenLogprob* top = proto->add_top();
+    top->set_id(alternative.id);
+    top->set_logprob(alternative.logprob);
+    // top->text stays empty: the core reports ids and logprobs only.
+  }
+}
+
+void ToProto(const JobStats& stats, v1::GenerateStats* proto) {
+  proto->set_prompt_tokens(stats.prompt_tokens);
+  proto->set_cached_tokens(stats.cached_tokens);
+  proto->set_generated_tokens(stats.generated_tokens);
+  proto->set_prefill_seconds(stats.prefill_seconds);
+  proto->set_decode_seconds(stats.decode_seconds);
+  proto->set_queue_seconds(stats.queue_seconds);
+  proto->set_load_wait_seconds(stats.load_wait_seconds);
+  proto->set_compute_seconds(stats.compute_seconds);
+  proto->set_tokens_per_second(stats.decode_seconds > 0 ? stats.generated_tokens / stats.decode_seconds : 0);
+  proto->set_seed(stats.seed);
+  proto->set_batch_peak(stats.batch_peak);
+}
+
+void ToProto(const ModelSummary& model, v1::ModelInfo* proto) {
+  proto->set_path(model.path);
+  proto->set_architecture(model.architecture);
+  proto->set_name(model.name);
+  proto->set_n_layers(model.n_layers);
+  proto->set_dim(model.dim);
+  proto->set_vocab_size(model.vocab_size);
+  proto->set_context_length(model.context_length);
+  proto->set_n_experts(model.n_experts);
+  proto->set_total_bytes(model.total_bytes);
+  proto->set_loaded(model.loaded);
+  proto->set_chat_template(model.chat_template);
+}
+
+void ToProto(const ResidencyReport& residency, v1::ResidencyStatus* proto) {
+  proto->set_pin_first(residency.pin_first);
+  proto->set_pin_last(residency.pin_last);
+  proto->set_auto_budget(residency.auto_budget);
+  proto->set_budget_bytes(residency.budget_bytes);
+  proto->set_held_bytes(residency.held_bytes);
+  proto->set_peak_bytes(residency.peak_bytes);
+  proto->set_ring_slots(residency.ring_slots);
+  proto->set_slot_bytes(residency.slot_bytes);
+  proto->set_resident_layers(residency.resident_layers);
+  proto->set_streamed_layers(residency.streamed_layers);
+  proto->set_global_bytes(residency.global_bytes);
+}
+
+void ToProto(const SessionReport& session, v1::SessionStatus* proto) {
+  proto->set_session_id(session.id);
+  proto->set_positions(session.positions);
+  proto->set_context_length(session.context_length);
+  proto->set_kv_bytes(session.kv_bytes);
+  proto->set_active(session.active);
+  proto->set_idle_seconds(session.idle_seconds);
+}
+
+void ToProto(const RuntimeReport& report, v1::GetStatusResponse* proto) {
+  if (report.model.has_value()) ToProto(*report.model, proto->mutable_model());
+  ToProto(report.residency, proto->mutable_residency());
+  v1::LoaderStatus* loader = proto->mutable_loader();
+  loader->set_running(report.loader.running);
+  loader->set_pid(report.loader.pid);
+  loader->set_restarts(report.loader.restarts);
+  loader->set_bytes_read(report.loader.bytes_read);
+  loader->set_read_gbps(report.loader.read_gbps);
+  loader->set_io_mode(report.loader.io_mode);
+  loader->set_checksum_failures(report.loader.checksum_failures);
+  for (size_t i = 0; i < report.layers.size(); ++i) {
+    const LayerReport& layer = report.layers[i];
+    v1::LayerStatus* status = proto->add_layers();
+    status->set_layer(static_cast<uint32_t>(i));
+    status->set_resident(layer.resident);
+    status->set_pinned(layer.pinned);
+    status->set_bytes(layer.bytes);
+    status->set_loads(layer.loads);
+    status->set_load_seconds(layer.load_seconds);
+    status->set_load_wait_seconds(layer.load_wait_seconds);
+    status->set_compute_seconds(layer.compute_seconds);
+  }
+  for (const SessionReport& session : report.sessions) ToProto(session, proto->add_sessions());
+  proto->set_kv_budget_bytes(report.kv_budget_bytes);
+  proto->set_kv_used_bytes(report.kv_used_bytes);
+  proto->set_tokens_per_second(report.tokens_per_second);
+  proto->set_overlap(report.overlap);
+  proto->set_passes(report.passes);
+  proto->set_uptime_seconds(report.uptime_seconds);
+  proto->set_backend(report.backend);
+  proto->set_generated_tokens(report.generated_tokens);
+}
+
+}  // namespace octo

@@ -1,0 +1,179 @@
+#include "daemon/server/service.h"
+
+#include <thread>
+
+#include "absl/strings/str_format.h"
+#include "daemon/server/proto_convert.h"
+#include "daemon/server/status_map.h"
+#include "daemon/server/token_stream.h"
+#include "storage/byte_size.h"
+#include "storage/status_macros.h"
+
+namespace octo {
+
+OctoService::OctoService(Runtime& runtime, ServiceOptions options)
+    : runtime_(runtime), options_(std::move(options)), authorizer_(options_.token) {}
+
+OctoService::~OctoService() {
+  CallCount& calls = *blocking_calls_;
+  absl::MutexLock lock(&calls.mu);
+  calls.mu.Await(absl::Condition(+[](int* running) { return *running == 0; }, &calls.running));
+}
+
+void OctoService::Log(absl::string_view line) const {
+  if (options_.log) options_.log(line);
+}
+
+grpc::ServerUnaryReactor* OctoService::Unary(grpc::CallbackServerContext* context,
+                                             const std::function<absl::Status()>& call) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  absl::Status status = authorizer_.Check(*context);
+  if (status.ok()) status = call();
+  reactor->Finish(ToGrpcStatus(status));
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* OctoService::Blocking(grpc::CallbackServerContext* context,
+                                                std::function<absl::Status()> call) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  if (absl::Status allowed = authorizer_.Check(*context); !allowed.ok()) {
+    reactor->Finish(ToGrpcStatus(allowed));
+    return reactor;
+  }
+  {
+    absl::MutexLock lock(&blocking_calls_->mu);
+    ++blocking_calls_->running;
+  }
+  // The server's Shutdown waits for this call's Finish and the destructor for
+  // the count, so `this` and the Runtime outlive `call`; after Finish the
+  // thread touches only the shared count.
+  std::thread([reactor, calls = blocking_calls_, call = std::move(call)] {
+    reactor->Finish(ToGrpcStatus(call()));
+    absl::MutexLock lock(&calls->mu);
+    --calls->running;
+  }).detach();
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* OctoService::Health(grpc::CallbackServerContext* context, const v1::HealthRequest*,
+                                              v1::HealthResponse* response) {
+  return Unary(context, [&] {
+    const RuntimeReport report = runtime_.Report();
+    response->set_serving(report.serving);
+    response->set_model_loaded(report.model.has_value());
+    response->set_loader_running(report.loader.running);
+    return absl::OkStatus();
+  });
+}
+
+grpc::ServerUnaryReactor* OctoService::GetStatus(grpc::CallbackServerContext* context, const v1::GetStatusRequest*,
+                                                 v1::GetStatusResponse* response) {
+  return Unary(context, [&] {
+    ToProto(runtime_.Report(), response);
+    response->set_version(options_.version);
+    return absl::OkStatus();
+  });
+}
+
+grpc::ServerWriteReactor<v1::GenerateResponse>* OctoService::Generate(grpc::CallbackServerContext* context,
+                                                                      const v1::GenerateRequest* request) {
+  if (absl::Status allowed = authorizer_.Check(*context); !allowed.ok()) return TokenStream::Start(runtime_, allowed);
+  return TokenStream::Start(runtime_, JobFromProto(*request));
+}
+
+grpc::ServerWriteReactor<v1::GenerateResponse>* OctoService::Chat(grpc::CallbackServerContext* context,
+                                                                  const v1::ChatRequest* request) {
+  if (absl::Status allowed = authorizer_.Check(*context); !allowed.ok()) return TokenStream::Start(runtime_, allowed);
+  return TokenStream::Start(runtime_, JobFromProto(*request));
+}
+
+grpc::ServerUnaryReactor* OctoService::CreateSession(grpc::CallbackServerContext* context,
+                                                     const v1::CreateSessionRequest* request,
+                                                     v1::CreateSessionResponse* response) {
+  return Unary(context, [&]() -> absl::Status {
+    OCTO_ASSIGN_OR_RETURN(const SessionReport session, runtime_.CreateSession(request->context_length()));
+    response->set_session_id(session.id);
+    response->set_context_length(session.context_length);
+    return absl::OkStatus();
+  });
+}
+
+grpc::ServerUnaryReactor* OctoService::CloseSession(grpc::CallbackServerContext* context,
+                                                    const v1::CloseSessionRequest* request,
+                                                    v1::CloseSessionResponse*) {
+  return Unary(context, [&] { return runtime_.CloseSession(request->session_id()); });
+}
+
+grpc::ServerUnaryReactor* OctoService::Tokenize(grpc::CallbackServerContext* context,
+                                                const v1::TokenizeRequest* request, v1::TokenizeResponse* response) {
+  return Unary(context, [&]() -> absl::Status {
+    if (request->text().size() > kMaxPromptBytes) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("text has %u bytes; at most %u", request->text().size(), kMaxPromptBytes));
+    }
+    std::vector<std::string> pieces;
+    OCTO_ASSIGN_OR_RETURN(const std::vector<int32_t> tokens,
+                          runtime_.Tokenize(request->text(), request->add_bos(), request->parse_special(), &pieces));
+    response->mutable_tokens()->Add(tokens.begin(), tokens.end());
+    for (std::string& piece : pieces) response->add_pieces(std::move(piece));
+    return absl::OkStatus();
+  });
+}
+
+grpc::ServerUnaryReactor* OctoService::Detokenize(grpc::CallbackServerContext* context,
+                                                  const v1::DetokenizeRequest* request,
+                                                  v1::DetokenizeResponse* response) {
+  return Unary(context, [&]() -> absl::Status {
+    const std::vector<int32_t> tokens(request->tokens().begin(), request->tokens().end());
+    OCTO_ASSIGN_OR_RETURN(std::string text, runtime_.Detokenize(tokens));
+    response->set_text(std::move(text));
+    return absl::OkStatus();
+  });
+}
+
+grpc::ServerUnaryReactor* OctoService::SetResidency(grpc::CallbackServerContext* context,
+                                                    const v1::SetResidencyRequest* request,
+                                                    v1::SetResidencyResponse* response) {
+  return Blocking(context, [this, request, response]() -> absl::Status {
+    OCTO_ASSIGN_OR_RETURN(const ResidencyReport residency,
+                          runtime_.SetResidency(ResidencyChangeFromProto(*request)));
+    ToProto(residency, response->mutable_residency());
+    Log(absl::StrFormat("residency: pin first %u, last %u; budget %s%s; %u layers resident, %u streamed",
+                        residency.pin_first, residency.pin_last, FormatByteSize(residency.budget_bytes),
+                        residency.auto_budget ? " (auto)" : "", residency.resident_layers,
+                        residency.streamed_layers));
+    return absl::OkStatus();
+  });
+}
+
+grpc::ServerUnaryReactor* OctoService::LoadModel(grpc::CallbackServerContext* context,
+                                                 const v1::LoadModelRequest* request,
+                                                 v1::LoadModelResponse* response) {
+  return Blocking(context, [this, request, response]() -> absl::Status {
+    OCTO_ASSIGN_OR_RETURN(const ModelSummary model, runtime_.LoadModel(request->path()));
+    ToProto(model, response->mutable_model());
+    Log(absl::StrFormat("model loaded: %s (%s, %u layers, %s)", model.path, model.architecture, model.n_layers,
+                        FormatByteSize(model.total_bytes)));
+    return absl::OkStatus();
+  });
+}
+
+grpc::ServerUnaryReactor* OctoService::UnloadModel(grpc::CallbackServerContext* context,
+                                                   const v1::UnloadModelRequest*, v1::UnloadModelResponse*) {
+  return Blocking(context, [this]() -> absl::Status {
+    OCTO_RETURN_IF_ERROR(runtime_.UnloadModel());
+    Log("model unloaded");
+    return absl::OkStatus();
+  });
+}
+
+grpc::ServerUnaryReactor* OctoService::ListModels(grpc::CallbackServerContext* context,
+                                                  const v1::ListModelsRequest*, v1::ListModelsResponse* response) {
+  return Blocking(context, [this, response]() -> absl::Status {
+    OCTO_ASSIGN_OR_RETURN(const std::vector<ModelSummary> models, runtime_.ListModels());
+    for (const ModelSummary& model : models) ToProto(model, response->add_models());
+    return absl::OkStatus();
+  });
+}
+
+}  // namespace octo

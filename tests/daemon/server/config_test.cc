@@ -1,0 +1,195 @@
+#include "daemon/server/config.h"
+
+#include <sys/stat.h>
+
+#include <fstream>
+
+#include "gtest/gtest.h"
+#include "tests/temp_dir.h"
+
+namespace octo {
+namespace {
+
+class ConfigTest : public ::testing::Test {
+ protected:
+  ConfigTest() {
+    std::filesystem::create_directories(dir_.Path("models/tiny"));
+    WriteFile("token", "0123456789abcdef0123", 0600);
+  }
+
+  std::string WriteFile(const std::string& name, const std::string& text, mode_t mode = 0644) {
+    const std::string path = dir_.Path(name);
+    std::ofstream(path) << text;
+    ::chmod(path.c_str(), mode);
+    return path;
+  }
+
+  // The arguments every test needs, then `more`.
+  std::vector<std::string> Args(std::vector<std::string> more) {
+    std::vector<std::string> args = {"--models-root", dir_.Path("models"), "--socket", dir_.Path("octod.sock")};
+    args.insert(args.end(), more.begin(), more.end());
+    return args;
+  }
+
+  void ExpectError(const std::vector<std::string>& more, absl::string_view key) {
+    const absl::StatusOr<OctodConfig> config = ParseOctodConfig(Args(more));
+    ASSERT_FALSE(config.ok()) << "accepted: " << ::testing::PrintToString(more);
+    EXPECT_NE(config.status().message().find(key), absl::string_view::npos)
+        << "the message should name '" << key << "': " << config.status();
+  }
+
+  testing::TempDir dir_;
+};
+
+TEST_F(ConfigTest, DefaultsAreTheRuntimeDefaults) {
+  const absl::StatusOr<OctodConfig> config = ParseOctodConfig(Args({}));
+  ASSERT_TRUE(config.ok()) << config.status();
+  const RuntimeOptions defaults;
+  const RuntimeOptions& runtime = config->runtime;
+  EXPECT_EQ(runtime.models_root, std::filesystem::canonical(dir_.Path("models")).string());
+  EXPECT_EQ(runtime.model, "");
+  EXPECT_EQ(runtime.n_threads, defaults.n_threads);
+  EXPECT_EQ(runtime.allow_simd, defaults.allow_simd);
+  EXPECT_EQ(runtime.pin_first, defaults.pin_first);
+  EXPECT_EQ(runtime.pin_last, defaults.pin_last);
+  EXPECT_EQ(runtime.layer_budget_bytes, defaults.layer_budget_bytes);
+  EXPECT_EQ(runtime.auto_budget_bytes, defaults.auto_budget_bytes);
+  EXPECT_EQ(runtime.ring_slots, defaults.ring_slots);
+  EXPECT_EQ(runtime.direct_io, defaults.direct_io);
+  EXPECT_EQ(runtime.kv_budget_bytes, defaults.kv_budget_bytes);
+  EXPECT_EQ(runtime.session_context, defaults.session_context);
+  EXPECT_EQ(runtime.max_sessions, defaults.max_sessions);
+  EXPECT_EQ(runtime.evict_idle_sessions, defaults.evict_idle_sessions);
+  EXPECT_EQ(runtime.prefill_chunk, defaults.prefill_chunk);
+  EXPECT_EQ(std::filesystem::path(runtime.loader_path).filename(), "octo-loader");
+  EXPECT_EQ(config->socket_path, dir_.Path("octod.sock"));
+  EXPECT_TRUE(config->listen.empty());
+  EXPECT_FALSE(config->token.has_value());
+}
+
+TEST_F(ConfigTest, EveryFlagReachesItsField) {
+  const absl::StatusOr<OctodConfig> config = ParseOctodConfig(Args(
+      {"--model", "tiny", "--threads", "3", "--portable", "--pin-first", "2", "--pin-last", "0", "--layer-budget",
+       "4GiB", "--memory-limit", "12G", "--ring-slots", "4", "--no-direct-io", "--kv-budget", "512M",
+       "--session-context", "8192", "--max-sessions", "5", "--evict-idle-sessions", "--prefill-chunk", "128",
+       "--listen", "127.0.0.1:7070", "--token-file", dir_.Path("token")}));
+  ASSERT_TRUE(config.ok()) << config.status();
+  const RuntimeOptions& runtime = config->runtime;
+  EXPECT_EQ(runtime.model, "tiny");
+  EXPECT_EQ(runtime.n_threads, 3);
+  EXPECT_FALSE(runtime.allow_simd);
+  EXPECT_EQ(runtime.pin_first, 2u);
+  EXPECT_EQ(runtime.pin_last, 0u);
+  EXPECT_EQ(runtime.layer_budget_bytes, 4ull << 30);
+  EXPECT_EQ(runtime.auto_budget_bytes, 12ull << 30);
+  EXPECT_EQ(runtime.ring_slots, 4u);
+  EXPECT_FALSE(runtime.direct_io);
+  EXPECT_EQ(runtime.kv_budget_bytes, 512ull << 20);
+  EXPECT_EQ(runtime.session_context, 8192u);
+  EXPECT_EQ(runtime.max_sessions, 5u);
+  EXPECT_TRUE(runtime.evict_idle_sessions);
+  EXPECT_EQ(runtime.prefill_chunk, 128u);
+  EXPECT_EQ(config->listen, "127.0.0.1:7070");
+  EXPECT_EQ(config->token, "0123456789abcdef0123");
+}
+
+TEST_F(ConfigTest, FileSetsValuesAndFlagsWin) {
+  const std::string file = WriteFile("octod.toml",
+                                     "# octod settings\n"
+                                     "model = \"tiny\"\n"
+                                     "ring-slots = 5\n"
+                                     "layer-budget = \"2GiB\"\n"
+                                     "direct-io = false\n"
+                                     "max-sessions = 9\n");
+  const absl::StatusOr<OctodConfig> from_file = ParseOctodConfig(Args({"--config", file}));
+  ASSERT_TRUE(from_file.ok()) << from_file.status();
+  EXPECT_EQ(from_file->runtime.model, "tiny");
+  EXPECT_EQ(from_file->runtime.ring_slots, 5u);
+  EXPECT_EQ(from_file->runtime.layer_budget_bytes, 2ull << 30);
+  EXPECT_FALSE(from_file->runtime.direct_io);
+  EXPECT_EQ(from_file->runtime.max_sessions, 9u);
+
+  const absl::StatusOr<OctodConfig> flags_win =
+      ParseOctodConfig(Args({"--ring-slots", "3", "--config", file, "--layer-budget", "auto", "--direct-io"}));
+  ASSERT_TRUE(flags_win.ok()) << flags_win.status();
+  EXPECT_EQ(flags_win->runtime.ring_slots, 3u);
+  EXPECT_EQ(flags_win->runtime.layer_budget_bytes, 0u) << "auto";
+  EXPECT_TRUE(flags_win->runtime.direct_io);
+  EXPECT_EQ(flags_win->runtime.max_sessions, 9u) << "not given as a flag: the file's";
+}
+
+TEST_F(ConfigTest, BadFileContentsAreNamed) {
+  ExpectError({"--config", WriteFile("typo.toml", "ring-slot = 3\n")}, "ring-slot");
+  ExpectError({"--config", WriteFile("range.toml", "ring-slots = 1\n")}, "ring-slots: 1 is out of range [2, 64]");
+  ExpectError({"--config", WriteFile("size.toml", "kv-budget = \"lots\"\n")}, "kv-budget: 'lots'");
+  ExpectError({"--config", dir_.Path("missing.toml")}, "missing.toml");
+}
+
+TEST_F(ConfigTest, EveryBadValueIsNamed) {
+  ExpectError({"--threads", "-1"}, "threads: -1 is out of range");
+  ExpectError({"--threads", "5000"}, "threads: 5000");
+  ExpectError({"--threads", "many"}, "--threads");
+  ExpectError({"--pin-first", "-2"}, "pin-first");
+  ExpectError({"--pin-last", "100000"}, "pin-last");
+  ExpectError({"--layer-budget", "0"}, "layer-budget");
+  ExpectError({"--layer-budget", "4 gigs"}, "layer-budget: '4 gigs' is not a size");
+  ExpectError({"--memory-limit", "-5G"}, "memory-limit");
+  ExpectError({"--ring-slots", "1"}, "ring-slots: 1 is out of range [2, 64]");
+  ExpectError({"--ring-slots", "65"}, "ring-slots");
+  ExpectError({"--kv-budget", "auto"}, "kv-budget") ;
+  ExpectError({"--kv-budget", "0"}, "kv-budget");
+  ExpectError({"--session-context", "0"}, "session-context");
+  ExpectError({"--max-sessions", "0"}, "max-sessions");
+  ExpectError({"--prefill-chunk", "0"}, "prefill-chunk");
+  ExpectError({"--model", "../escape"}, "model: '../escape' leaves models-root");
+  ExpectError({"--model", "/abs/tiny"}, "model: '/abs/tiny' must be relative");
+  ExpectError({"--loader", dir_.Path("no-loader")}, "loader: no file");
+  ExpectError({"--loader", WriteFile("not-exec", "#!/bin/sh\n", 0644)}, "loader: ");
+  ExpectError({"--listen", "localhost"}, "listen: 'localhost' is not host:port");
+  ExpectError({"--listen", "localhost:0"}, "listen: 'localhost:0': the port");
+  ExpectError({"--listen", "::1:80"}, "listen:");
+  ExpectError({"--listen", "127.0.0.1:7070"}, "token-file: required with listen");
+  ExpectError({"--no-such-flag"}, "--no-such-flag");
+}
+
+TEST_F(ConfigTest, SocketPathMustFitASocketAddress) {
+  const absl::StatusOr<OctodConfig> config =
+      ParseOctodConfig({"--models-root", dir_.Path("models"), "--socket", "/tmp/" + std::string(120, 's')});
+  ASSERT_FALSE(config.ok());
+  EXPECT_NE(config.status().message().find("socket: the socket path is 125 bytes; a unix socket path holds at most 107"),
+            absl::string_view::npos)
+      << config.status();
+  const absl::StatusOr<OctodConfig> relative =
+      ParseOctodConfig({"--models-root", dir_.Path("models"), "--socket", "octod.sock"});
+  ASSERT_TRUE(relative.ok()) << relative.status();
+  EXPECT_EQ(relative->socket_path, (std::filesystem::current_path() / "octod.sock").string());
+}
+
+TEST_F(ConfigTest, ModelsRootMustExistOrBeImpliedByModel) {
+  EXPECT_EQ(ParseOctodConfig({"--models-root", dir_.Path("nowhere")}).status().code(), absl::StatusCode::kNotFound);
+  const absl::StatusOr<OctodConfig> none = ParseOctodConfig({"--socket", dir_.Path("s")});
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.status().message().find("models-root: required"), absl::string_view::npos) << none.status();
+  // A model directory alone: its parent is the models root.
+  const absl::StatusOr<OctodConfig> implied = ParseOctodConfig({"--model", dir_.Path("models/tiny")});
+  ASSERT_TRUE(implied.ok()) << implied.status();
+  EXPECT_EQ(implied->runtime.models_root, std::filesystem::canonical(dir_.Path("models")).string());
+  EXPECT_EQ(implied->runtime.model, "tiny");
+}
+
+TEST_F(ConfigTest, TokenFileMustBePrivateAndLongEnough) {
+  const std::string listen = "[::1]:7070";
+  ExpectError({"--listen", listen, "--token-file", WriteFile("open", "0123456789abcdef0123", 0644)},
+              "token-file: ");
+  ExpectError({"--listen", listen, "--token-file", WriteFile("short", "abc\n", 0600)}, "token-file: the token in");
+  ExpectError({"--listen", listen, "--token-file", WriteFile("spaces", "0123456789 abcdef0123", 0600)},
+              "whitespace");
+  ExpectError({"--listen", listen, "--token-file", dir_.Path("absent")}, "token-file: cannot read");
+  const absl::StatusOr<OctodConfig> ok =
+      ParseOctodConfig(Args({"--listen", listen, "--token-file", WriteFile("good", "\n0123456789abcdef0123\n", 0640)}));
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_EQ(ok->token, "0123456789abcdef0123") << "surrounding whitespace is not part of the token";
+}
+
+}  // namespace
+}  // namespace octo

@@ -1,0 +1,222 @@
+#include "daemon/server/proto_convert.h"
+
+#include "gtest/gtest.h"
+
+namespace octo {
+namespace {
+
+TEST(ProtoConvertTest, UnsetSamplingFieldsTakeOctoDefaults) {
+  const SamplingParams params = SamplingFromProto(v1::SamplingParams());
+  const SamplingParams defaults;
+  EXPECT_EQ(params.temperature, defaults.temperature);
+  EXPECT_EQ(params.top_k, defaults.top_k);
+  EXPECT_EQ(params.top_p, defaults.top_p);
+  EXPECT_EQ(params.min_p, defaults.min_p);
+  EXPECT_EQ(params.repeat_last_n, defaults.repeat_last_n);
+  EXPECT_EQ(params.repeat_penalty, defaults.repeat_penalty);
+  EXPECT_EQ(params.frequency_penalty, defaults.frequency_penalty);
+  EXPECT_EQ(params.presence_penalty, defaults.presence_penalty);
+  EXPECT_FALSE(params.seed.has_value());
+  EXPECT_EQ(params.max_tokens, defaults.max_tokens);
+  EXPECT_TRUE(params.stop.empty());
+  EXPECT_EQ(params.top_logprobs, 0);
+}
+
+// A set field wins even when it is the proto's zero (temperature 0 = greedy,
+// top_k 0 = off, seed 0): the presence bit decides, not the value.
+TEST(ProtoConvertTest, SetFieldsAreCopiedIncludingZeros) {
+  v1::SamplingParams proto;
+  proto.set_temperature(0);
+  proto.set_top_k(0);
+  proto.set_top_p(0.5);
+  proto.set_min_p(0);
+  proto.set_repeat_last_n(0);
+  proto.set_repeat_penalty(1.1);
+  proto.set_frequency_penalty(-0.5);
+  proto.set_presence_penalty(0.25);
+  proto.set_seed(0);
+  proto.set_max_tokens(0);
+  proto.add_stop("\n\n");
+  proto.set_top_logprobs(3);
+  const SamplingParams params = SamplingFromProto(proto);
+  EXPECT_EQ(params.temperature, 0);
+  EXPECT_EQ(params.top_k, 0);
+  EXPECT_EQ(params.top_p, 0.5);
+  EXPECT_EQ(params.min_p, 0);
+  EXPECT_EQ(params.repeat_last_n, 0);
+  EXPECT_EQ(params.repeat_penalty, 1.1);
+  EXPECT_EQ(params.frequency_penalty, -0.5);
+  EXPECT_EQ(params.presence_penalty, 0.25);
+  EXPECT_EQ(params.seed, std::optional<uint64_t>(0));
+  EXPECT_EQ(params.max_tokens, 0);
+  EXPECT_EQ(params.stop, std::vector<std::string>{"\n\n"});
+  EXPECT_EQ(params.top_logprobs, 3);
+}
+
+// Ranges are the core's to check: the skin passes bad values through so
+// ValidateSamplingParams names them.
+TEST(ProtoConvertTest, OutOfRangeValuesPassThroughForTheCoreToReject) {
+  v1::GenerateRequest request;
+  request.set_prompt("hi");
+  request.mutable_sampling()->set_temperature(-1);
+  request.mutable_sampling()->set_top_logprobs(500);
+  absl::StatusOr<GenerateJob> job = JobFromProto(request);
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->sampling.temperature, -1);
+  EXPECT_EQ(job->sampling.top_logprobs, 500);
+  const absl::Status valid = ValidateSamplingParams(job->sampling);
+  EXPECT_EQ(valid.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(valid.message().find("temperature"), absl::string_view::npos) << valid;
+}
+
+TEST(ProtoConvertTest, GenerateRequestFields) {
+  v1::GenerateRequest request;
+  request.set_session_id("s1");
+  request.add_prompt_tokens(5);
+  request.add_prompt_tokens(6);
+  request.set_parse_special(true);
+  absl::StatusOr<GenerateJob> job = JobFromProto(request);
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->session_id, "s1");
+  EXPECT_EQ(job->prompt_tokens, (std::vector<int32_t>{5, 6}));
+  EXPECT_TRUE(job->add_bos) << "unset add_bos defaults to true";
+  EXPECT_TRUE(job->parse_special);
+  EXPECT_FALSE(job->chat);
+  request.set_add_bos(false);
+  EXPECT_FALSE(JobFromProto(request)->add_bos);
+}
+
+TEST(ProtoConvertTest, ChatRequestFields) {
+  v1::ChatRequest request;
+  request.set_chat_template("chatml");
+  v1::ChatMessage* system = request.add_messages();
+  system->set_role("system");
+  system->set_content("Be brief.");
+  v1::ChatMessage* user = request.add_messages();
+  user->set_role("user");
+  user->set_content("Hi");
+  absl::StatusOr<GenerateJob> job = JobFromProto(request);
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_TRUE(job->chat);
+  EXPECT_EQ(job->chat_template, "chatml");
+  ASSERT_EQ(job->messages.size(), 2u);
+  EXPECT_EQ(job->messages[0].role, "system");
+  EXPECT_EQ(job->messages[1].content, "Hi");
+}
+
+void ExpectRefused(const absl::StatusOr<GenerateJob>& job, absl::string_view field) {
+  ASSERT_FALSE(job.ok());
+  EXPECT_EQ(job.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(job.status().message().find(field), absl::string_view::npos) << job.status();
+}
+
+TEST(ProtoConvertTest, OversizeFieldsAreRefusedNamingTheLimit) {
+  v1::ChatRequest chat;
+  for (size_t i = 0; i <= kMaxChatMessages; ++i) chat.add_messages()->set_role("user");
+  ExpectRefused(JobFromProto(chat), "messages has 257 entries; at most 256");
+
+  chat.Clear();
+  chat.add_messages()->set_content(std::string(kMaxPromptBytes + 1, 'x'));
+  ExpectRefused(JobFromProto(chat), "messages[0].content");
+
+  v1::GenerateRequest generate;
+  generate.set_prompt(std::string(kMaxPromptBytes + 1, 'x'));
+  ExpectRefused(JobFromProto(generate), "prompt has 1048577 bytes");
+
+  generate.Clear();
+  generate.set_session_id(std::string(kMaxSessionIdBytes + 1, 's'));
+  ExpectRefused(JobFromProto(generate), "session_id");
+
+  generate.Clear();
+  for (size_t i = 0; i <= kMaxStopStrings; ++i) generate.mutable_sampling()->add_stop("x");
+  ExpectRefused(JobFromProto(generate), "sampling.stop has 17 strings");
+}
+
+TEST(ProtoConvertTest, ExactLimitsAreAccepted) {
+  v1::ChatRequest chat;
+  for (size_t i = 0; i < kMaxChatMessages; ++i) chat.add_messages()->set_role("user");
+  EXPECT_TRUE(JobFromProto(chat).ok());
+  v1::GenerateRequest generate;
+  generate.set_prompt(std::string(kMaxPromptBytes, 'x'));
+  generate.set_session_id(std::string(kMaxSessionIdBytes, 's'));
+  EXPECT_TRUE(JobFromProto(generate).ok());
+}
+
+TEST(ProtoConvertTest, ResidencyChangeKeepsUnsetFields) {
+  v1::SetResidencyRequest request;
+  request.set_pin_last(0);
+  request.set_auto_budget(true);
+  const ResidencyChange change = ResidencyChangeFromProto(request);
+  EXPECT_FALSE(change.pin_first.has_value());
+  EXPECT_EQ(change.pin_last, std::optional<uint32_t>(0));
+  EXPECT_FALSE(change.budget_bytes.has_value());
+  EXPECT_EQ(change.auto_budget, std::optional<bool>(true));
+}
+
+TEST(ProtoConvertTest, TokenLogprobsOnlyWhenAskedFor) {
+  GeneratedToken token;
+  token.id = 42;
+  token.text = " cat";
+  token.logprob = -0.5;
+  token.top = {{42, -0.5}, {7, -1.5}};
+  v1::GeneratedToken plain;
+  ToProto(token, /*with_logprobs=*/false, &plain);
+  EXPECT_EQ(plain.id(), 42);
+  EXPECT_EQ(plain.text(), " cat");
+  EXPECT_EQ(plain.logprob(), 0);
+  EXPECT_EQ(plain.top_size(), 0);
+  v1::GeneratedToken with;
+  ToProto(token, /*with_logprobs=*/true, &with);
+  EXPECT_EQ(with.logprob(), -0.5);
+  ASSERT_EQ(with.top_size(), 2);
+  EXPECT_EQ(with.top(1).id(), 7);
+  EXPECT_EQ(with.top(1).logprob(), -1.5);
+}
+
+TEST(ProtoConvertTest, StatsRateIsGeneratedOverDecodeTime) {
+  JobStats stats;
+  stats.generated_tokens = 30;
+  stats.decode_seconds = 1.5;
+  stats.load_wait_seconds = 0.25;
+  stats.seed = 1234567890123ull;
+  v1::GenerateStats proto;
+  ToProto(stats, &proto);
+  EXPECT_DOUBLE_EQ(proto.tokens_per_second(), 20);
+  EXPECT_EQ(proto.load_wait_seconds(), 0.25);
+  EXPECT_EQ(proto.seed(), 1234567890123ull);
+  ToProto(JobStats(), &proto);
+  EXPECT_EQ(proto.tokens_per_second(), 0) << "no decode time: no rate, not a division by zero";
+}
+
+TEST(ProtoConvertTest, ReportNumbersLayersAndLeavesModelUnsetWhenNone) {
+  RuntimeReport report;
+  report.layers.resize(3);
+  report.layers[2].resident = true;
+  report.layers[2].compute_seconds = 0.004;
+  report.sessions.emplace_back();
+  report.sessions.back().id = "s1";
+  report.loader.io_mode = "threads+direct";
+  report.overlap = 0.75;
+  v1::GetStatusResponse proto;
+  ToProto(report, &proto);
+  EXPECT_FALSE(proto.has_model());
+  ASSERT_EQ(proto.layers_size(), 3);
+  EXPECT_EQ(proto.layers(2).layer(), 2u);
+  EXPECT_TRUE(proto.layers(2).resident());
+  EXPECT_EQ(proto.layers(2).compute_seconds(), 0.004);
+  EXPECT_EQ(proto.sessions(0).session_id(), "s1");
+  EXPECT_EQ(proto.loader().io_mode(), "threads+direct");
+  EXPECT_EQ(proto.overlap(), 0.75);
+
+  report.model.emplace();
+  report.model->path = "tiny";
+  report.model->n_layers = 3;
+  proto.Clear();
+  ToProto(report, &proto);
+  ASSERT_TRUE(proto.has_model());
+  EXPECT_EQ(proto.model().path(), "tiny");
+  EXPECT_EQ(proto.model().n_layers(), 3u);
+}
+
+}  // namespace
+}  // namespace octo
