@@ -66,7 +66,7 @@ bool Send(int fd, ring::MessageType type, uint32_t slot, int64_t value, absl::st
   m.type = type;
   m.slot = slot;
   m.value = value;
-  std::memcpy(m.text, text.data(), std::min(text.size(), sizeof(m.text) - 1));
+  if (!text.empty()) std::memcpy(m.text, text.data(), std::min(text.size(), sizeof(m.text) - 1));
   ssize_t n;
   do {
     n = ::send(fd, &m, sizeof(m), MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -106,6 +106,13 @@ class Server {
       for (int slot = NextRequested(); slot >= 0; slot = NextRequested()) {
         Load(static_cast<uint32_t>(slot));
         if (!Send(config_.control_fd, ring::kCompleted, slot, 0, reader_.io_mode())) return Orphaned();
+        // Between files, so a stop or octod's death is not kept waiting
+        // behind every request still queued.
+        switch (DrainMessages(config_.control_fd)) {
+          case Inbox::kEmpty: break;
+          case Inbox::kStop: return 0;
+          case Inbox::kGone: return Orphaned();
+        }
       }
       pollfd pfd{config_.control_fd, POLLIN, 0};
       const int ready = ::poll(&pfd, 1, kParentCheckMillis);
@@ -155,7 +162,7 @@ class Server {
     d.status_code = static_cast<int32_t>(bytes.status().code());
     std::memset(d.message, 0, sizeof(d.message));
     const absl::string_view message = bytes.status().message();
-    std::memcpy(d.message, message.data(), std::min(message.size(), sizeof(d.message) - 1));
+    if (!message.empty()) std::memcpy(d.message, message.data(), std::min(message.size(), sizeof(d.message) - 1));
     // Publishes every field above (and the data area) to octod.
     d.state.store(bytes.ok() ? ring::kReady : ring::kFailed, std::memory_order_release);
   }
