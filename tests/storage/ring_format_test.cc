@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstring>
 
 #include "gtest/gtest.h"
@@ -160,30 +161,34 @@ TEST_F(RingTest, AttachRefusesATruncatedSegment) {
 }
 
 TEST_F(RingTest, RemoveOrphansRemovesRingsOfDeadProcessesOnly) {
-  int pipe_fds[2];
-  ASSERT_EQ(::pipe(pipe_fds), 0);
+  int to_parent[2], to_child[2];
+  ASSERT_EQ(::pipe(to_parent), 0);
+  ASSERT_EQ(::pipe(to_child), 0);
   const pid_t child = ::fork();
   ASSERT_GE(child, 0);
   if (child == 0) {
-    // Creates a ring and dies without its destructors, as under kill -9.
+    // Creates a ring, and when told, dies without its destructors (as under kill -9).
     auto ring = Ring::Create(Ring::UniqueName(), 1, 4096);
-    const char ok = ring.ok() ? 1 : 0;
-    (void)::write(pipe_fds[1], &ok, 1);
+    char name[64] = {};
+    if (ring.ok()) std::snprintf(name, sizeof(name), "%s", (*ring)->name().c_str());
+    (void)::write(to_parent[1], name, sizeof(name));
+    char go;
+    (void)::read(to_child[0], &go, 1);
     ::_exit(0);
   }
-  char ok = 0;
-  ASSERT_EQ(::read(pipe_fds[0], &ok, 1), 1);
-  ::close(pipe_fds[0]);
-  ::close(pipe_fds[1]);
-  ASSERT_EQ(ok, 1);
-  int status;
-  ASSERT_EQ(::waitpid(child, &status, 0), child);
-  ASSERT_EQ(RingsOf(child).size(), 1u);
+  char name[64] = {};
+  ASSERT_EQ(::read(to_parent[0], name, sizeof(name)), static_cast<ssize_t>(sizeof(name)));
+  ASSERT_NE(name[0], '\0') << "the child could not create its ring";
+  Ring::RemoveOrphans();  // while its creator lives, a sweep leaves it alone
+  EXPECT_TRUE(SegmentExists(name));
+  ASSERT_EQ(::write(to_child[1], "x", 1), 1);
+  for (int fd : {to_parent[0], to_parent[1], to_child[0], to_child[1]}) ::close(fd);
+  ASSERT_EQ(::waitpid(child, nullptr, 0), child);  // its ring is left behind
 
   auto mine = Ring::Create(Ring::UniqueName(), 1, 4096);
   ASSERT_TRUE(mine.ok());
-  EXPECT_GE(Ring::RemoveOrphans(), 1);
-  EXPECT_TRUE(RingsOf(child).empty());
+  Ring::RemoveOrphans();
+  EXPECT_FALSE(SegmentExists(name));
   EXPECT_TRUE(SegmentExists((*mine)->name()));  // a live process's ring stays
 }
 
