@@ -5,13 +5,16 @@
 //   octo-ctl inspect FILE.gguf|DIR                    metadata and tensor table
 //   octo-ctl run DIR "prompt" [sampling flags]        generate in this process
 //   octo-ctl perplexity DIR TEXT_FILE [--ctx N]        llama.cpp-style perplexity
+//   octo-ctl status|residency|load|unload|models|health  ask octod (daemon_commands.h)
 #include <csignal>
 
 #include <atomic>
 
 #include "CLI/CLI.hpp"
+#include "client/daemon_commands.h"
 #include "client/local_commands.h"
 #include "client/model_commands.h"
+#include "client/sampling_flags.h"
 
 namespace {
 
@@ -31,7 +34,7 @@ void InstallCancelHandler() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"octo-ctl: decompose, verify, inspect and run Octo models"};
+  CLI::App app{"octo-ctl: decompose, verify, inspect and run Octo models; control octod"};
   app.require_subcommand(1);
 
   octo::DecomposeFlags decompose;
@@ -69,18 +72,8 @@ int main(int argc, char** argv) {
   run_cmd->add_flag("--chat", run.chat, "Format the prompt as a user message with the chat template");
   run_cmd->add_option("--system", run.system, "System message (with --chat)");
   run_cmd->add_option("--chat-template", run.chat_template, "Template name instead of the model's (chatml, llama3, ...)");
-  run_cmd->add_option("-n,--max-tokens", run.sampling.max_tokens, "Tokens to generate (-1: until the end)");
-  run_cmd->add_option("--temperature,--temp", run.sampling.temperature, "0 = greedy");
-  run_cmd->add_option("--top-k", run.sampling.top_k, "0 = off");
-  run_cmd->add_option("--top-p", run.sampling.top_p, "1 = off");
-  run_cmd->add_option("--min-p", run.sampling.min_p, "0 = off");
-  run_cmd->add_option("--repeat-penalty", run.sampling.repeat_penalty, "1 = off");
-  run_cmd->add_option("--repeat-last-n", run.sampling.repeat_last_n, "Penalty window (-1: all)");
-  run_cmd->add_option("--frequency-penalty", run.sampling.frequency_penalty, "0 = off");
-  run_cmd->add_option("--presence-penalty", run.sampling.presence_penalty, "0 = off");
-  run_cmd->add_option("--seed", run.seed, "Sampler seed (same seed, same tokens)");
-  run_cmd->add_option("--stop", run.sampling.stop, "Stop string (repeatable)");
-  run_cmd->add_option("--logprobs", run.sampling.top_logprobs, "Alternatives per token to report (with --json)");
+  octo::SamplingFlags run_sampling;
+  octo::AddSamplingFlags(run_cmd, &run_sampling);
   run_cmd->add_flag("--json", run.json, "Print one JSON object: tokens, logprobs, text, timings");
   run_cmd->add_flag("--tokens", run.raw_tokens, "Print token ids instead of text");
   run_cmd->add_flag("--stats", run.stats, "Print tokens/s to stderr");
@@ -90,6 +83,8 @@ int main(int argc, char** argv) {
   add_model_flags(ppl_cmd, ppl.model);
   ppl_cmd->add_option("text", ppl.text_file, "Text file")->required()->check(CLI::ExistingFile);
   ppl_cmd->add_option("--ctx", ppl.n_ctx, "Tokens per chunk")->check(CLI::Range(2, 1 << 20));
+
+  octo::DaemonCommands daemon_commands(app);
 
   CLI11_PARSE(app, argc, argv);
 
@@ -101,8 +96,11 @@ int main(int argc, char** argv) {
   if (*inspect_cmd) return octo::RunInspect(inspect_path, max_elements);
   if (*run_cmd) {
     InstallCancelHandler();
+    run.sampling = run_sampling.params;
+    run.seed = run_sampling.seed;
     return octo::RunLocalGenerate(run, g_cancel);
   }
   if (*ppl_cmd) return octo::RunPerplexity(ppl);
-  return 2;
+  InstallCancelHandler();  // ends status --watch
+  return daemon_commands.Run(g_cancel).value_or(2);
 }

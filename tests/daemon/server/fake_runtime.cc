@@ -214,7 +214,14 @@ void FakeRuntime::Run(std::shared_ptr<Job> job, std::shared_ptr<TokenSink> sink,
   }
   JobStats stats = script.stats;
   stats.generated_tokens = static_cast<int>(script.tokens.size());
-  if (cancelled()) {
+  bool stopping;
+  {
+    absl::MutexLock lock(&mu_);
+    stopping = !serving_;
+  }
+  if (stopping) {
+    sink->OnDone(absl::UnavailableError("octod is shutting down"), "cancelled", "", stats);  // as the core does
+  } else if (cancelled()) {
     sink->OnDone(absl::OkStatus(), "cancelled", "", stats);
   } else {
     sink->OnDone(script.failure, script.finish_reason, script.tail, stats);

@@ -20,7 +20,9 @@
 
 namespace octo::testing {
 
-// What each submitted job does.
+// What each submitted job does. A job cancelled through its JobHandle ends
+// OK with finish_reason "cancelled"; one ended by Shutdown() ends
+// UNAVAILABLE "octod is shutting down", as the core's jobs do.
 struct FakeScript {
   std::vector<GeneratedToken> tokens;
   std::string finish_reason = "stop";

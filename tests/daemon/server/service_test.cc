@@ -264,8 +264,9 @@ TEST_F(ServiceTest, DeadlineCancelsTheJob) {
   EXPECT_TRUE(runtime().WaitFor([&] { return runtime().jobs_cancelled() == 1 && runtime().jobs_running() == 0; }));
 }
 
-// Shutdown cancels running jobs; their clients get a done "cancelled", OK.
-TEST_F(ServiceTest, RuntimeShutdownEndsStreamsWithCancelled) {
+// Shutdown cancels running jobs: their clients get the tokens so far, then
+// UNAVAILABLE (the core's status for jobs ended by shutdown).
+TEST_F(ServiceTest, RuntimeShutdownEndsStreamsUnavailable) {
   FakeScript script;
   script.tokens = ScriptTokens({"a"});
   script.hold = true;
@@ -275,12 +276,12 @@ TEST_F(ServiceTest, RuntimeShutdownEndsStreamsWithCancelled) {
   v1::GenerateResponse response;
   ASSERT_TRUE(reader->Read(&response));
   ASSERT_TRUE(reader->Read(&response));
+  EXPECT_EQ(response.token().text(), "a");
   runtime().Shutdown();
-  ASSERT_TRUE(reader->Read(&response));
-  ASSERT_TRUE(response.has_done());
-  EXPECT_EQ(response.done().finish_reason(), "cancelled");
   EXPECT_FALSE(reader->Read(&response));
-  EXPECT_TRUE(reader->Finish().ok());
+  const grpc::Status status = reader->Finish();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_EQ(status.error_message(), "octod is shutting down");
   EXPECT_EQ(Generate(Prompt("y")).status.error_code(), grpc::StatusCode::UNAVAILABLE);
   grpc::ClientContext health_context;
   v1::HealthResponse health;

@@ -1,0 +1,234 @@
+#include "client/gen_command.h"
+
+#include <iterator>
+#include <sstream>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_format.h"
+#include "nlohmann/json.hpp"
+
+namespace octo {
+namespace {
+
+using Json = nlohmann::ordered_json;  // keys in the order written: "event" first
+
+std::string Dump(const Json& json) {
+  return json.dump(-1, ' ', false, Json::error_handler_t::replace);
+}
+
+Json StatsJson(const v1::GenerateStats& stats) {
+  return {{"prompt_tokens", stats.prompt_tokens()},
+          {"cached_tokens", stats.cached_tokens()},
+          {"generated_tokens", stats.generated_tokens()},
+          {"prefill_seconds", stats.prefill_seconds()},
+          {"decode_seconds", stats.decode_seconds()},
+          {"queue_seconds", stats.queue_seconds()},
+          {"load_wait_seconds", stats.load_wait_seconds()},
+          {"compute_seconds", stats.compute_seconds()},
+          {"tokens_per_second", stats.tokens_per_second()},
+          {"seed", stats.seed()},
+          {"batch_peak", stats.batch_peak()}};
+}
+
+// Prints one reply's events as they come (text or JSON Lines) and keeps
+// what the end of the reply needs.
+class ReplyPrinter {
+ public:
+  ReplyPrinter(const GenFlags& flags, std::FILE* out) : flags_(flags), out_(out) {}
+
+  void operator()(const v1::GenerateResponse& message) {
+    if (message.has_token()) {
+      const v1::GeneratedToken& token = message.token();
+      text_ += token.text();
+      if (flags_.json) {
+        Json line = {{"event", "token"}, {"id", token.id()}, {"text", token.text()}};
+        if (flags_.sampling.params.top_logprobs > 0) {
+          line["logprob"] = token.logprob();
+          line["top"] = Json::array();
+          for (const v1::TokenLogprob& top : token.top()) {
+            line["top"].push_back({{"id", top.id()}, {"logprob", top.logprob()}});
+          }
+        }
+        Print(line);
+      } else {
+        std::fputs(token.text().c_str(), out_);
+        std::fflush(out_);
+        printed_ = true;
+      }
+    } else if (message.has_started()) {
+      if (flags_.json) {
+        Print({{"event", "started"},
+               {"session_id", message.started().session_id()},
+               {"prompt_tokens", message.started().prompt_tokens()}});
+      }
+    } else if (message.has_done()) {
+      done_ = message.done();
+      text_ += done_->tail();
+      if (flags_.json) {
+        Print({{"event", "done"},
+               {"finish_reason", done_->finish_reason()},
+               {"tail", done_->tail()},
+               {"text", text_},
+               {"stats", StatsJson(done_->stats())}});
+      } else {
+        std::fputs(done_->tail().c_str(), out_);
+        printed_ = true;
+      }
+    }
+  }
+
+  // Ends the reply's text with a newline (text mode; not when the reply
+  // failed before any text, so an error shows on its own).
+  void EndReply() {
+    if (!flags_.json && (printed_ || done_.has_value())) std::fputs("\n", out_);
+    std::fflush(out_);
+  }
+
+  const std::optional<v1::GenerateResponse::Done>& done() const { return done_; }
+
+ private:
+  void Print(const Json& line) {
+    std::fprintf(out_, "%s\n", Dump(line).c_str());
+    std::fflush(out_);
+  }
+
+  const GenFlags& flags_;
+  std::FILE* out_;
+  std::string text_;
+  bool printed_ = false;
+  std::optional<v1::GenerateResponse::Done> done_;
+};
+
+void PrintStats(const v1::GenerateResponse::Done& done, std::FILE* err) {
+  const v1::GenerateStats& s = done.stats();
+  absl::FPrintF(err,
+                "prompt %d tokens (%d cached) in %.3f s; generated %d tokens in %.3f s, %.1f tokens/s; "
+                "waiting on the loader %.3f s, computing %.3f s, queued %.3f s; batch peak %d; seed %u; finish %s\n",
+                s.prompt_tokens(), s.cached_tokens(), s.prefill_seconds(), s.generated_tokens(), s.decode_seconds(),
+                s.tokens_per_second(), s.load_wait_seconds(), s.compute_seconds(), s.queue_seconds(),
+                s.batch_peak(), s.seed(), done.finish_reason());
+}
+
+// Runs one streamed reply; prints it and, with --stats, its timings.
+absl::Status Reply(const GenFlags& flags, std::FILE* out, std::FILE* err,
+                   const std::function<absl::Status(const OctoClient::MessageCallback&)>& call) {
+  ReplyPrinter printer(flags, out);
+  const absl::Status status = call([&](const v1::GenerateResponse& message) { printer(message); });
+  printer.EndReply();
+  if (status.ok() && flags.stats && printer.done().has_value()) PrintStats(*printer.done(), err);
+  return status;
+}
+
+v1::ChatRequest ChatTurn(const GenFlags& flags, const std::string& session, bool with_system,
+                         const std::string& user) {
+  v1::ChatRequest request;
+  request.set_session_id(session);
+  request.set_chat_template(flags.chat_template);
+  if (with_system && !flags.system.empty()) {
+    v1::ChatMessage* system = request.add_messages();
+    system->set_role("system");
+    system->set_content(flags.system);
+  }
+  v1::ChatMessage* message = request.add_messages();
+  message->set_role("user");
+  message->set_content(user);
+  SamplingToProto(flags.sampling, request.mutable_sampling());
+  return request;
+}
+
+int Fail(const absl::Status& status, OctoClient& client, std::FILE* err) {
+  if (client.cancelled()) return 130;
+  absl::FPrintF(err, "octo-gen: %s\n", status.ToString());
+  return 1;
+}
+
+// --chat without a prompt: one turn per input line, in one session.
+int Conversation(const GenFlags& flags, OctoClient& client, std::istream& in, std::FILE* out, std::FILE* err) {
+  std::string session = flags.session;
+  const bool own_session = session.empty();
+  if (own_session) {
+    absl::StatusOr<v1::CreateSessionResponse> created = client.CreateSession(flags.context);
+    if (!created.ok()) return Fail(created.status(), client, err);
+    session = created->session_id();
+  }
+  int exit_code = 0;
+  bool first_turn = own_session;  // a continued session already has its system message
+  std::string line;
+  while (true) {
+    if (flags.interactive) {
+      std::fputs("> ", err);
+      std::fflush(err);
+    }
+    if (!std::getline(in, line)) break;
+    const std::string user(absl::StripTrailingAsciiWhitespace(line));
+    if (user == "/exit") break;
+    if (absl::StripAsciiWhitespace(user).empty()) continue;
+    const v1::ChatRequest request = ChatTurn(flags, session, first_turn, user);
+    first_turn = false;
+    const absl::Status status = Reply(flags, out, err, [&](const auto& on_message) {
+      return client.Chat(request, on_message);
+    });
+    if (!status.ok()) {
+      exit_code = Fail(status, client, err);
+      break;
+    }
+  }
+  if (own_session) {
+    if (absl::Status closed = client.CloseSession(session); !closed.ok() && exit_code == 0) {
+      exit_code = Fail(closed, client, err);
+    }
+  }
+  if (exit_code == 0 && client.cancelled()) exit_code = 130;  // input ended by Ctrl-C
+  return exit_code;
+}
+
+}  // namespace
+
+void SamplingToProto(const SamplingFlags& flags, v1::SamplingParams* proto) {
+  const SamplingParams& p = flags.params;
+  const SamplingFlags::Given& given = flags.given;
+  if (WasGiven(given.max_tokens)) proto->set_max_tokens(p.max_tokens);
+  if (WasGiven(given.temperature)) proto->set_temperature(p.temperature);
+  if (WasGiven(given.top_k)) proto->set_top_k(p.top_k);
+  if (WasGiven(given.top_p)) proto->set_top_p(p.top_p);
+  if (WasGiven(given.min_p)) proto->set_min_p(p.min_p);
+  if (WasGiven(given.repeat_penalty)) proto->set_repeat_penalty(p.repeat_penalty);
+  if (WasGiven(given.repeat_last_n)) proto->set_repeat_last_n(p.repeat_last_n);
+  if (WasGiven(given.frequency_penalty)) proto->set_frequency_penalty(p.frequency_penalty);
+  if (WasGiven(given.presence_penalty)) proto->set_presence_penalty(p.presence_penalty);
+  if (flags.seed.has_value()) proto->set_seed(*flags.seed);
+  for (const std::string& stop : p.stop) proto->add_stop(stop);
+  proto->set_top_logprobs(p.top_logprobs);
+}
+
+absl::Status CheckGenFlags(const GenFlags& flags) {
+  if (!flags.chat && flags.prompt.empty()) {
+    return absl::InvalidArgumentError("give a prompt, or --chat for a conversation");
+  }
+  if (!flags.chat && !flags.system.empty()) return absl::InvalidArgumentError("--system needs --chat");
+  if (!flags.chat && !flags.chat_template.empty()) return absl::InvalidArgumentError("--chat-template needs --chat");
+  if (flags.context != 0 && !(flags.chat && flags.prompt.empty() && flags.session.empty())) {
+    return absl::InvalidArgumentError("--context sizes the session --chat opens for a conversation");
+  }
+  return absl::OkStatus();
+}
+
+int RunGen(const GenFlags& flags, OctoClient& client, std::istream& in, std::FILE* out, std::FILE* err) {
+  if (flags.chat && flags.prompt.empty()) return Conversation(flags, client, in, out, err);
+  std::string prompt = flags.prompt;
+  if (prompt == "-") prompt.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  absl::Status status;
+  if (flags.chat) {
+    const v1::ChatRequest request = ChatTurn(flags, flags.session, /*with_system=*/true, prompt);
+    status = Reply(flags, out, err, [&](const auto& on_message) { return client.Chat(request, on_message); });
+  } else {
+    v1::GenerateRequest request;
+    request.set_session_id(flags.session);
+    request.set_prompt(prompt);
+    SamplingToProto(flags.sampling, request.mutable_sampling());
+    status = Reply(flags, out, err, [&](const auto& on_message) { return client.Generate(request, on_message); });
+  }
+  return status.ok() ? 0 : Fail(status, client, err);
+}
+
+}  // namespace octo

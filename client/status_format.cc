@@ -1,0 +1,127 @@
+#include "client/status_format.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "google/protobuf/util/json_util.h"
+#include "storage/byte_size.h"
+
+namespace octo {
+namespace {
+
+// Layers per line of the residency map.
+constexpr size_t kMapWidth = 64;
+
+std::string Duration(double seconds) {
+  const uint64_t total = static_cast<uint64_t>(seconds);
+  if (total < 60) return absl::StrFormat("%.0fs", seconds);
+  if (total < 3600) return absl::StrFormat("%um %02us", total / 60, total % 60);
+  return absl::StrFormat("%uh %02um", total / 3600, (total / 60) % 60);
+}
+
+// Milliseconds, or "-" when never measured.
+std::string Millis(double seconds) { return seconds > 0 ? absl::StrFormat("%.2f", seconds * 1e3) : "-"; }
+
+std::string ModelLine(const v1::ModelInfo& model) {
+  return absl::StrFormat("%s (%s): %s, %u layers, dim %u, vocab %u, context %u%s, %s%s", model.name(), model.path(),
+                         model.architecture(), model.n_layers(), model.dim(), model.vocab_size(),
+                         model.context_length(),
+                         model.n_experts() > 0 ? absl::StrFormat(", %u experts", model.n_experts()) : "",
+                         FormatByteSize(model.total_bytes()),
+                         model.chat_template().empty() ? "" : absl::StrCat(", chat ", model.chat_template()));
+}
+
+void AppendLayerTable(const v1::GetStatusResponse& status, std::string& out) {
+  absl::StrAppend(&out, "layers\n");
+  absl::StrAppendFormat(&out, "  %5s  %-5s  %10s  %7s  %8s  %8s  %10s\n", "LAYER", "STATE", "BYTES", "LOADS",
+                        "LOAD ms", "WAIT ms", "COMPUTE ms");
+  for (const v1::LayerStatus& layer : status.layers()) {
+    const char* state = layer.pinned() ? "P" : layer.resident() ? "R" : "S";
+    absl::StrAppendFormat(&out, "  %5u  %-5s  %10s  %7u  %8s  %8s  %10s\n", layer.layer(), state,
+                          FormatByteSize(layer.bytes()), layer.loads(), Millis(layer.load_seconds()),
+                          Millis(layer.load_wait_seconds()), Millis(layer.compute_seconds()));
+  }
+}
+
+void AppendSessions(const v1::GetStatusResponse& status, std::string& out) {
+  absl::StrAppendFormat(&out, "sessions    %d\n", status.sessions_size());
+  if (status.sessions_size() == 0) return;
+  absl::StrAppendFormat(&out, "  %-24s  %17s  %10s  %-6s  %8s\n", "ID", "POSITIONS", "KV", "STATE", "IDLE");
+  for (const v1::SessionStatus& session : status.sessions()) {
+    absl::StrAppendFormat(&out, "  %-24s  %17s  %10s  %-6s  %8s\n", session.session_id(),
+                          absl::StrCat(session.positions(), "/", session.context_length()),
+                          FormatByteSize(session.kv_bytes()), session.active() ? "active" : "idle",
+                          Duration(session.idle_seconds()));
+  }
+}
+
+}  // namespace
+
+std::string ResidencyMap(const v1::GetStatusResponse& status) {
+  std::string map;
+  map.reserve(status.layers_size());
+  for (const v1::LayerStatus& layer : status.layers()) map += layer.pinned() ? 'P' : layer.resident() ? 'R' : 'S';
+  return map;
+}
+
+std::string FormatResidency(const v1::ResidencyStatus& r) {
+  return absl::StrFormat(
+      "residency   %u resident, %u streamed; pinned first %u, last %u\n"
+      "memory      layers %s held, peak %s, budget %s%s; ring %u x %s; globals %s\n",
+      r.resident_layers(), r.streamed_layers(), r.pin_first(), r.pin_last(), FormatByteSize(r.held_bytes()),
+      FormatByteSize(r.peak_bytes()), FormatByteSize(r.budget_bytes()), r.auto_budget() ? " (auto)" : "",
+      r.ring_slots(), FormatByteSize(r.slot_bytes()), FormatByteSize(r.global_bytes()));
+}
+
+std::string FormatStatus(const v1::GetStatusResponse& status) {
+  std::string out = absl::StrFormat("octod %s, up %s, backend %s\n", status.version(),
+                                    Duration(status.uptime_seconds()), status.backend());
+  if (!status.has_model()) {
+    absl::StrAppend(&out, "model       none loaded (octo-ctl load NAME)\n");
+  } else {
+    absl::StrAppend(&out, "model       ", ModelLine(status.model()), "\n");
+    absl::StrAppend(&out, FormatResidency(status.residency()));
+    const std::string map = ResidencyMap(status);
+    for (size_t start = 0; start < map.size(); start += kMapWidth) {
+      absl::StrAppend(&out, start == 0 ? "layer map   " : "            ", map.substr(start, kMapWidth),
+                      start + kMapWidth >= map.size() ? "   (P pinned, R resident, S streamed)" : "", "\n");
+    }
+  }
+  absl::StrAppendFormat(&out, "kv cache    %s used of %s\n", FormatByteSize(status.kv_used_bytes()),
+                        FormatByteSize(status.kv_budget_bytes()));
+  const v1::LoaderStatus& loader = status.loader();
+  if (loader.running()) {
+    absl::StrAppendFormat(&out, "loader      pid %d, %u restarts, %s read at %.2f GB/s, %s, %u checksum failures\n",
+                          loader.pid(), loader.restarts(), FormatByteSize(loader.bytes_read()), loader.read_gbps(),
+                          loader.io_mode().empty() ? "-" : loader.io_mode(), loader.checksum_failures());
+  } else {
+    absl::StrAppendFormat(&out, "loader      not running (%u restarts)\n", loader.restarts());
+  }
+  absl::StrAppendFormat(&out, "throughput  %.1f tokens/s (last 10 s), %u tokens, %u passes, overlap %.0f%%\n",
+                        status.tokens_per_second(), status.generated_tokens(), status.passes(),
+                        status.overlap() * 100);
+  AppendSessions(status, out);
+  if (status.layers_size() > 0) AppendLayerTable(status, out);
+  return out;
+}
+
+std::string FormatModels(const v1::ListModelsResponse& models) {
+  if (models.models_size() == 0) return "no model directories under the models root\n";
+  std::string out = absl::StrFormat("  %-32s  %-10s  %6s  %10s  %s\n", "PATH", "ARCH", "LAYERS", "SIZE", "NAME");
+  for (const v1::ModelInfo& model : models.models()) {
+    absl::StrAppendFormat(&out, "%s %-32s  %-10s  %6u  %10s  %s\n", model.loaded() ? "*" : " ", model.path(),
+                          model.architecture(), model.n_layers(), FormatByteSize(model.total_bytes()), model.name());
+  }
+  return out;
+}
+
+std::string ToJson(const google::protobuf::Message& message) {
+  google::protobuf::util::JsonPrintOptions options;
+  options.preserve_proto_field_names = true;
+  options.always_print_primitive_fields = true;
+  std::string json;
+  // Only fails for messages with Any fields whose type is unknown: none here.
+  (void)google::protobuf::util::MessageToJsonString(message, &json, options);
+  return json;
+}
+
+}  // namespace octo

@@ -1,0 +1,31 @@
+// octo-ctl's views of octod's replies: text for people, JSON for scripts.
+#pragma once
+
+#include <string>
+
+#include "google/protobuf/message.h"
+#include "octo.pb.h"
+
+namespace octo {
+
+// One character per layer, in order: P pinned (always resident), R resident,
+// S streamed through the ring.
+std::string ResidencyMap(const v1::GetStatusResponse& status);
+
+// The whole status: model, residency map, memory against budgets, loader,
+// throughput and overlap, sessions, and a per-layer timing table.
+std::string FormatStatus(const v1::GetStatusResponse& status);
+
+// The residency plan in two lines, "residency ..." and "memory ..."
+// (octo-ctl residency prints it after a change).
+std::string FormatResidency(const v1::ResidencyStatus& residency);
+
+// One row per model directory, the loaded one marked.
+std::string FormatModels(const v1::ListModelsResponse& models);
+
+// `message` as proto3 JSON on one line, field names as in octo.proto, every
+// scalar field present (zeros included); an unset message field (no model
+// loaded) is absent. 64-bit integers are strings, as proto3 JSON has them.
+std::string ToJson(const google::protobuf::Message& message);
+
+}  // namespace octo

@@ -1,0 +1,101 @@
+#include "client/status_format.h"
+
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+
+namespace octo {
+namespace {
+
+v1::GetStatusResponse Status(const std::string& states) {
+  v1::GetStatusResponse status;
+  status.set_version("1.2.3");
+  status.set_backend("cpu (avx2, 2 threads)");
+  v1::ModelInfo* model = status.mutable_model();
+  model->set_name("Tiny");
+  model->set_path("tiny");
+  model->set_architecture("llama");
+  model->set_n_layers(static_cast<uint32_t>(states.size()));
+  for (size_t i = 0; i < states.size(); ++i) {
+    v1::LayerStatus* layer = status.add_layers();
+    layer->set_layer(static_cast<uint32_t>(i));
+    layer->set_pinned(states[i] == 'P');
+    layer->set_resident(states[i] != 'S');
+    layer->set_bytes(1 << 20);
+    if (states[i] == 'S') {
+      layer->set_loads(7);
+      layer->set_load_wait_seconds(0.0025);
+    }
+    layer->set_compute_seconds(0.001);
+  }
+  v1::ResidencyStatus* residency = status.mutable_residency();
+  residency->set_budget_bytes(3ull << 30);
+  residency->set_held_bytes(1ull << 30);
+  residency->set_auto_budget(true);
+  status.set_kv_used_bytes(12ull << 20);
+  status.set_kv_budget_bytes(1ull << 30);
+  status.set_overlap(0.875);
+  v1::SessionStatus* session = status.add_sessions();
+  session->set_session_id("session-1");
+  session->set_positions(120);
+  session->set_context_length(4096);
+  session->set_active(true);
+  return status;
+}
+
+TEST(StatusFormatTest, ResidencyMapHasOneCharacterPerLayer) {
+  EXPECT_EQ(ResidencyMap(Status("PRRSSP")), "PRRSSP");
+  EXPECT_EQ(ResidencyMap(v1::GetStatusResponse()), "");
+}
+
+TEST(StatusFormatTest, TextShowsMapBudgetsLoaderSessionsAndLayerTimes) {
+  const std::string text = FormatStatus(Status("PRSSP"));
+  for (const char* expected : {"octod 1.2.3", "backend cpu (avx2, 2 threads)", "Tiny (tiny): llama, 5 layers",
+                               "layer map   PRSSP", "held, peak", "budget 3.00 GiB (auto)",
+                               "kv cache    12.0 MiB used of 1.00 GiB", "overlap 88%", "session-1", "120/4096",
+                               "active", "LOAD ms", "WAIT ms"}) {
+    EXPECT_NE(text.find(expected), std::string::npos) << "missing '" << expected << "' in\n" << text;
+  }
+  // The streamed layer's row: its load count and wait time in ms.
+  EXPECT_NE(text.find("      2  S        1.00 MiB        7         -      2.50        1.00"), std::string::npos)
+      << text;
+}
+
+TEST(StatusFormatTest, LongMapsWrap) {
+  const std::string text = FormatStatus(Status(std::string(100, 'S')));
+  EXPECT_NE(text.find("layer map   " + std::string(64, 'S') + "\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("            " + std::string(36, 'S') + "   (P pinned"), std::string::npos) << text;
+}
+
+TEST(StatusFormatTest, NoModel) {
+  const std::string text = FormatStatus(v1::GetStatusResponse());
+  EXPECT_NE(text.find("none loaded"), std::string::npos) << text;
+  EXPECT_EQ(text.find("layers\n"), std::string::npos) << "no layer table without layers";
+}
+
+TEST(StatusFormatTest, JsonUsesProtoFieldNamesAndKeepsZeros) {
+  const std::string text = ToJson(Status("PS"));
+  SCOPED_TRACE(text);
+  const nlohmann::json json = nlohmann::json::parse(text);
+  EXPECT_EQ(json["version"], "1.2.3");
+  EXPECT_EQ(json["layers"][1]["loads"], "7") << "uint64 is a string in proto3 JSON";
+  EXPECT_EQ(json["layers"][0]["pinned"], true);
+  EXPECT_EQ(json["residency"]["pin_first"], 0) << "zeros and false are present";
+  EXPECT_EQ(json["residency"]["auto_budget"], true);
+  EXPECT_FALSE(json.contains("loader")) << "an unset message is absent";
+  EXPECT_EQ(json["model"]["n_layers"], 2);
+}
+
+TEST(StatusFormatTest, ModelsMarkTheLoadedOne) {
+  v1::ListModelsResponse models;
+  v1::ModelInfo* a = models.add_models();
+  a->set_path("a");
+  a->set_loaded(true);
+  models.add_models()->set_path("b");
+  const std::string text = FormatModels(models);
+  EXPECT_NE(text.find("* a "), std::string::npos) << text;
+  EXPECT_NE(text.find("  b "), std::string::npos) << text;
+  EXPECT_NE(FormatModels(v1::ListModelsResponse()).find("no model"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace octo
