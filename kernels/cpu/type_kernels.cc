@@ -17,21 +17,36 @@ namespace {
 
 // Activation types follow llama.cpp's CPU backend (vec_dot_type), see ops.h.
 constexpr TypeKernels kTypeKernels[] = {
-    {GgmlType::kF32, ActType::kF32, DequantizeRowF32, VecDotF32, OCTO_AVX2(VecDotF32Avx2)},
-    {GgmlType::kF16, ActType::kF16, DequantizeRowF16, VecDotF16, OCTO_AVX2(VecDotF16Avx2)},
-    {GgmlType::kBF16, ActType::kBF16, DequantizeRowBf16, VecDotBf16, OCTO_AVX2(VecDotBf16Avx2)},
-    {GgmlType::kQ4_0, ActType::kQ8_0, DequantizeRowQ4_0, VecDotQ4_0, OCTO_AVX2(VecDotQ4_0Avx2)},
-    {GgmlType::kQ4_1, ActType::kQ8_1, DequantizeRowQ4_1, VecDotQ4_1, OCTO_AVX2(VecDotQ4_1Avx2)},
-    {GgmlType::kQ5_0, ActType::kQ8_0, DequantizeRowQ5_0, VecDotQ5_0, OCTO_AVX2(VecDotQ5_0Avx2)},
-    {GgmlType::kQ5_1, ActType::kQ8_1, DequantizeRowQ5_1, VecDotQ5_1, OCTO_AVX2(VecDotQ5_1Avx2)},
-    {GgmlType::kQ8_0, ActType::kQ8_0, DequantizeRowQ8_0, VecDotQ8_0, OCTO_AVX2(VecDotQ8_0Avx2)},
-    {GgmlType::kQ2_K, ActType::kQ8_K, DequantizeRowQ2_K, VecDotQ2_K, OCTO_AVX2(VecDotQ2_KAvx2)},
-    {GgmlType::kQ3_K, ActType::kQ8_K, DequantizeRowQ3_K, VecDotQ3_K, OCTO_AVX2(VecDotQ3_KAvx2)},
-    {GgmlType::kQ4_K, ActType::kQ8_K, DequantizeRowQ4_K, VecDotQ4_K, OCTO_AVX2(VecDotQ4_KAvx2)},
-    {GgmlType::kQ5_K, ActType::kQ8_K, DequantizeRowQ5_K, VecDotQ5_K, OCTO_AVX2(VecDotQ5_KAvx2)},
-    {GgmlType::kQ6_K, ActType::kQ8_K, DequantizeRowQ6_K, VecDotQ6_K, OCTO_AVX2(VecDotQ6_KAvx2)},
-    {GgmlType::kIQ4_NL, ActType::kQ8_0, DequantizeRowIq4Nl, VecDotIq4Nl, OCTO_AVX2(VecDotIq4NlAvx2)},
-    {GgmlType::kIQ4_XS, ActType::kQ8_K, DequantizeRowIq4Xs, VecDotIq4Xs, OCTO_AVX2(VecDotIq4XsAvx2)},
+    {GgmlType::kF32, ActType::kF32, DequantizeRowF32, VecDotF32, OCTO_AVX2(VecDotF32Avx2),
+     OCTO_AVX2(VecDotTileF32Avx2)},
+    {GgmlType::kF16, ActType::kF16, DequantizeRowF16, VecDotF16, OCTO_AVX2(VecDotF16Avx2),
+     OCTO_AVX2(VecDotTileF16Avx2)},
+    {GgmlType::kBF16, ActType::kBF16, DequantizeRowBf16, VecDotBf16, OCTO_AVX2(VecDotBf16Avx2),
+     OCTO_AVX2(VecDotTileBf16Avx2)},
+    {GgmlType::kQ4_0, ActType::kQ8_0, DequantizeRowQ4_0, VecDotQ4_0, OCTO_AVX2(VecDotQ4_0Avx2),
+     OCTO_AVX2(VecDotTileQ4_0Avx2)},
+    {GgmlType::kQ4_1, ActType::kQ8_1, DequantizeRowQ4_1, VecDotQ4_1, OCTO_AVX2(VecDotQ4_1Avx2),
+     nullptr},
+    {GgmlType::kQ5_0, ActType::kQ8_0, DequantizeRowQ5_0, VecDotQ5_0, OCTO_AVX2(VecDotQ5_0Avx2),
+     OCTO_AVX2(VecDotTileQ5_0Avx2)},
+    {GgmlType::kQ5_1, ActType::kQ8_1, DequantizeRowQ5_1, VecDotQ5_1, OCTO_AVX2(VecDotQ5_1Avx2),
+     nullptr},
+    {GgmlType::kQ8_0, ActType::kQ8_0, DequantizeRowQ8_0, VecDotQ8_0, OCTO_AVX2(VecDotQ8_0Avx2),
+     OCTO_AVX2(VecDotTileQ8_0Avx2)},
+    {GgmlType::kQ2_K, ActType::kQ8_K, DequantizeRowQ2_K, VecDotQ2_K, OCTO_AVX2(VecDotQ2_KAvx2),
+     OCTO_AVX2(VecDotTileQ2_KAvx2)},
+    {GgmlType::kQ3_K, ActType::kQ8_K, DequantizeRowQ3_K, VecDotQ3_K, OCTO_AVX2(VecDotQ3_KAvx2),
+     OCTO_AVX2(VecDotTileQ3_KAvx2)},
+    {GgmlType::kQ4_K, ActType::kQ8_K, DequantizeRowQ4_K, VecDotQ4_K, OCTO_AVX2(VecDotQ4_KAvx2),
+     OCTO_AVX2(VecDotTileQ4_KAvx2)},
+    {GgmlType::kQ5_K, ActType::kQ8_K, DequantizeRowQ5_K, VecDotQ5_K, OCTO_AVX2(VecDotQ5_KAvx2),
+     OCTO_AVX2(VecDotTileQ5_KAvx2)},
+    {GgmlType::kQ6_K, ActType::kQ8_K, DequantizeRowQ6_K, VecDotQ6_K, OCTO_AVX2(VecDotQ6_KAvx2),
+     OCTO_AVX2(VecDotTileQ6_KAvx2)},
+    {GgmlType::kIQ4_NL, ActType::kQ8_0, DequantizeRowIq4Nl, VecDotIq4Nl, OCTO_AVX2(VecDotIq4NlAvx2),
+     OCTO_AVX2(VecDotTileIq4NlAvx2)},
+    {GgmlType::kIQ4_XS, ActType::kQ8_K, DequantizeRowIq4Xs, VecDotIq4Xs, OCTO_AVX2(VecDotIq4XsAvx2),
+     OCTO_AVX2(VecDotTileIq4XsAvx2)},
 };
 
 #undef OCTO_AVX2
@@ -48,6 +63,10 @@ const TypeKernels* FindTypeKernels(GgmlType type) {
 VecDotFn SelectDot(const TypeKernels& kernels, Simd simd) {
   if (simd == Simd::kAvx2 && kernels.dot_avx2 != nullptr) return kernels.dot_avx2;
   return kernels.dot;
+}
+
+VecDotTileFn SelectDotTile(const TypeKernels& kernels, Simd simd) {
+  return simd == Simd::kAvx2 ? kernels.dot_tile_avx2 : nullptr;
 }
 
 absl::StatusOr<CheckedWeights> CheckWeightMatrix(absl::string_view op, const WeightMatrix& w) {

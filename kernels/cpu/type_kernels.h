@@ -9,6 +9,13 @@
 // K-quants with their sub-block scales and the bsums for the mins). The
 // portable and AVX2 versions differ only in float summation order.
 //
+// A tile dot takes one weight row and a token tile of n_x (1..kMaxTileTokens)
+// activation rows (act_tile.h) and writes the n_x dot products to
+// out[t * out_stride]. Each is bit for bit what the type's AVX2 dot gives for
+// that token alone (MatMul's determinism rests on it; tested for every tile
+// size): the tokens share the loading and unpacking of the weights; every
+// float operation is each token's own, in its one-token order.
+//
 // Every function here is pure and thread-safe; none checks its arguments
 // (MatMul and DequantizeRows do).
 #pragma once
@@ -25,13 +32,16 @@ namespace octo::cpu {
 
 using VecDotFn = float (*)(const void* w_row, const void* x_row, int64_t cols);
 using DequantizeRowFn = void (*)(const void* w_row, int64_t cols, float* out);
+using VecDotTileFn = void (*)(const void* w_row, const void* x_tile, int n_x, int64_t cols, float* out,
+                              int64_t out_stride);
 
 struct TypeKernels {
   GgmlType type;
   ActType act;
   DequantizeRowFn dequantize;
-  VecDotFn dot;       // portable C++
-  VecDotFn dot_avx2;  // nullptr where there is none (the portable one is used)
+  VecDotFn dot;                // portable C++
+  VecDotFn dot_avx2;           // nullptr where there is none (the portable one is used)
+  VecDotTileFn dot_tile_avx2;  // nullptr where there is none (one token at a time)
 };
 
 // The row for `type`; nullptr when Octo has no kernels for it.
@@ -39,6 +49,10 @@ const TypeKernels* FindTypeKernels(GgmlType type);
 
 // The dot product `simd` selects (the portable one when there is no AVX2 one).
 VecDotFn SelectDot(const TypeKernels& kernels, Simd simd);
+
+// The tile dot `simd` selects: the AVX2 one, nullptr for kPortable or where
+// the type has none.
+VecDotTileFn SelectDotTile(const TypeKernels& kernels, Simd simd);
 
 // A weight matrix that passed CheckWeightMatrix: its kernels and row stride.
 struct CheckedWeights {
@@ -102,6 +116,21 @@ float VecDotQ4_KAvx2(const void* w, const void* x, int64_t cols);
 float VecDotQ5_KAvx2(const void* w, const void* x, int64_t cols);
 float VecDotQ6_KAvx2(const void* w, const void* x, int64_t cols);
 float VecDotIq4XsAvx2(const void* w, const void* x, int64_t cols);
+
+// --- AVX2 tile dots (vec_dot_tile_*_avx2.cc) --------------------------------------
+void VecDotTileF32Avx2(const void* w, const void* x_tile, int n_x, int64_t cols, float* out, int64_t out_stride);
+void VecDotTileF16Avx2(const void* w, const void* x_tile, int n_x, int64_t cols, float* out, int64_t out_stride);
+void VecDotTileBf16Avx2(const void* w, const void* x_tile, int n_x, int64_t cols, float* out, int64_t out_stride);
+void VecDotTileQ4_0Avx2(const void* w, const void* x_tile, int n_x, int64_t cols, float* out, int64_t out_stride);
+void VecDotTileQ5_0Avx2(const void* w, const void* x_tile, int n_x, int64_t cols, float* out, int64_t out_stride);
+void VecDotTileQ8_0Avx2(const void* w, const void* x_tile, int n_x, int64_t cols, float* out, int64_t out_stride);
+void VecDotTileIq4NlAvx2(const void* w, const void* x_tile, int n_x, int64_t cols, float* out, int64_t out_stride);
+void VecDotTileQ4_KAvx2(const void* w, const void* x_tile, int n_x, int64_t cols, float* out, int64_t out_stride);
+void VecDotTileQ5_KAvx2(const void* w, const void* x_tile, int n_x, int64_t cols, float* out, int64_t out_stride);
+void VecDotTileQ6_KAvx2(const void* w, const void* x_tile, int n_x, int64_t cols, float* out, int64_t out_stride);
+void VecDotTileQ2_KAvx2(const void* w, const void* x_tile, int n_x, int64_t cols, float* out, int64_t out_stride);
+void VecDotTileQ3_KAvx2(const void* w, const void* x_tile, int n_x, int64_t cols, float* out, int64_t out_stride);
+void VecDotTileIq4XsAvx2(const void* w, const void* x_tile, int n_x, int64_t cols, float* out, int64_t out_stride);
 #endif
 
 }  // namespace octo::cpu
