@@ -3,8 +3,9 @@
 # real shapes) in Q4_0, Q4_K_M and Q8_0. Generates each model with
 # octo-make-model, decomposes it, and runs engine_bench on it, which prints
 # memcpy bandwidth, weight bytes per token, the decode bound, decode tokens/s
-# at batch 1 and batch 8, prefill tokens/s and the batch-1 / bound ratio next
-# to its target (see engine_bench.cc for how each figure is taken).
+# at batch 1, 4, 8 and 16 (aggregate), prefill tokens/s (also by the CPU time
+# the engine got) and the batch-1 / bound ratio next to its target (see
+# engine_bench.cc for how each figure is taken).
 #
 #   [BUILD_DIR=build] [TYPES="Q4_0 Q4_K_M Q8_0"] [PRESET=llama-3.2-1b] \
 #     tests/bench/engine_bench.sh [WORK_DIR] [-- ENGINE_BENCH_FLAGS...]
