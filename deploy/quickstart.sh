@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Sets up a fresh Debian 12 machine and runs Octo's main job so far: take a
-# GGUF model, decompose it into a layer directory, verify it, show it, and
-# generate from it (all layers resident, then streamed under a one-layer
-# budget: the tokens must be the same).
+# Sets up a fresh Debian 12 machine and runs Octo's main job: take a GGUF
+# model, decompose it into a layer directory, verify it, show it, start the
+# daemon (octod, with octo-loader as its child) on it and generate through
+# it with octo-gen -- first with every layer resident, then with only the
+# first and last layers resident and the rest streamed from disk through
+# the loader's ring. The tokens must equal the in-process engine's.
 #
 #   bash deploy/quickstart.sh [MODEL.gguf [OUT_DIR]]
 #
@@ -20,7 +22,7 @@ if [ -z "$model" ]; then
   mkdir -p models
   model=models/tiny-llama-Q4_K_M.gguf
   echo "quickstart: no model given; generating $model"
-  ./build/bin/octo-make-model --preset tiny --type Q4_K_M -o "$model"
+  ./build/bin/octo-make-model --preset tiny --layers 8 --type Q4_K_M -o "$model"
 fi
 if [ -z "$out" ]; then
   out="models/$(basename "$model" .gguf)"
@@ -30,13 +32,56 @@ fi
 ./build/bin/octo-ctl verify "$out"
 # The first lines of the summary (head may close the pipe early: not an error).
 { ./build/bin/octo-ctl inspect "$out" || true; } | head -n 40
-# Greedy generation twice: resident, then with the smallest budget (one
-# layer at a time read from disk). Same tokens, bit for bit.
+# The daemon on a private socket, with the model's parent as models root.
+run_dir="$(mktemp -d /tmp/octo-quickstart.XXXXXX)"
+socket="$run_dir/octod.sock"
+models_root="$(cd "$(dirname "$out")" && pwd)"
+octod_pid=""
+stop_octod() {
+  if [ -n "$octod_pid" ] && kill -0 "$octod_pid" 2>/dev/null; then
+    kill -TERM "$octod_pid"
+    wait "$octod_pid" || true
+  fi
+  octod_pid=""
+}
+trap 'stop_octod; rm -rf "$run_dir"' EXIT
+start_octod() {
+  ./build/bin/octod --models-root "$models_root" --model "$(basename "$out")" --socket "$socket" "$@" \
+    2>>"$run_dir/octod.log" &
+  octod_pid=$!
+  for _ in $(seq 1 100); do
+    ./build/bin/octo-ctl health --socket "$socket" >/dev/null 2>&1 && return 0
+    kill -0 "$octod_pid" 2>/dev/null || break
+    sleep 0.2
+  done
+  echo "quickstart: octod did not start; its log:" >&2
+  cat "$run_dir/octod.log" >&2
+  exit 1
+}
+gen() { ./build/bin/octo-gen --socket "$socket" "$@"; }
+# The token ids of octo-gen --json's lines, space-separated.
+token_ids() { sed -n 's/.*"event":"token","id":\([0-9]*\).*/\1/p' | tr '\n' ' ' | sed 's/ *$//'; }
+
+prompt="Once upon a time"
+engine=$(./build/bin/octo-ctl run "$out" "$prompt" -n 24 --temp 0 --tokens | tr -s ' ' | sed 's/ *$//')
+
+# 1. Everything resident.
+start_octod
+resident=$(gen "$prompt" -n 24 --temp 0 --json | token_ids)
+stop_octod
+
+# 2. Only the first and last layer resident; the rest streamed by octo-loader.
 largest_layer=$(stat -c %s "$out"/layer_*.bin | sort -n | tail -1)
-resident=$(./build/bin/octo-ctl run "$out" "Once upon a time" -n 24 --temp 0 --tokens)
-streamed=$(./build/bin/octo-ctl run "$out" "Once upon a time" -n 24 --temp 0 --tokens --budget "$largest_layer")
+start_octod --pin-first 1 --pin-last 1 --layer-budget "$((4 * largest_layer))"
+streamed=$(gen "$prompt" -n 24 --temp 0 --json | token_ids)
+echo "quickstart: engine tokens:   $engine"
 echo "quickstart: resident tokens: $resident"
 echo "quickstart: streamed tokens: $streamed"
+[ "$engine" = "$resident" ] || { echo "quickstart: octod's tokens differ from the engine's" >&2; exit 1; }
 [ "$resident" = "$streamed" ] || { echo "quickstart: streamed and resident tokens differ" >&2; exit 1; }
-./build/bin/octo-ctl run "$out" "Once upon a time" -n 48 --temp 0 --stats
+gen "$prompt" -n 48 --temp 0 --stats
+./build/bin/octo-ctl status --socket "$socket"
+stop_octod
 echo "quickstart: done; the model directory is $out"
+echo "quickstart: serve it: ./build/bin/octod --models-root $models_root --model $(basename "$out")"
+echo "quickstart: then:     ./build/bin/octo-gen \"$prompt\""
