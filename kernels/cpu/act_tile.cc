@@ -3,8 +3,6 @@
 
 #include <cstring>
 
-#include "kernels/half.h"
-
 namespace octo::cpu {
 
 bool HasActTile(ActType type) { return type != ActType::kQ8_1; }
@@ -15,7 +13,7 @@ int64_t ActTileBytes(ActType type, int64_t cols, int n) {
     case ActType::kQ8_K: return cols / kQKK * static_cast<int64_t>(sizeof(BlockQ8_K)) * n;
     case ActType::kF32:
     case ActType::kF16:
-    case ActType::kBF16: return cols * static_cast<int64_t>(sizeof(float)) * n;
+    case ActType::kBF16: return ActRowBytes(type, cols) * n;
     case ActType::kQ8_1: return 0;
   }
   return 0;
@@ -46,17 +44,10 @@ void PackActTile(ActType type, const uint8_t* rows, int64_t row_stride, int n, i
       return;
     }
     case ActType::kF32:
-      for (int t = 0; t < n; ++t) std::memcpy(out + t * cols * 4, rows + t * row_stride, cols * 4);
-      return;
     case ActType::kF16:
     case ActType::kBF16: {
-      auto* tile = reinterpret_cast<float*>(out);
-      for (int t = 0; t < n; ++t) {
-        const auto* row = reinterpret_cast<const uint16_t*>(rows + t * row_stride);
-        for (int64_t i = 0; i < cols; ++i) {
-          tile[t * cols + i] = type == ActType::kF16 ? Fp16ToFp32(row[i]) : Bf16ToFp32(row[i]);
-        }
-      }
+      const int64_t row_bytes = ActRowBytes(type, cols);
+      for (int t = 0; t < n; ++t) std::memcpy(out + t * row_bytes, rows + t * row_stride, row_bytes);
       return;
     }
     case ActType::kQ8_1: return;

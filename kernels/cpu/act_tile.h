@@ -11,9 +11,9 @@
 //          table's d), in kMaxTileTokens slots (the unused ones zero), then
 //          their block-b quants, 32 bytes a token (TileQ8_0RecordBytes).
 //   Q8_K   record b = BlockQ8_K b of token 0, ..., token n-1 (as encoded).
-//   F16,   n rows of cols fp32 values, token after token: the encoded values
-//   BF16   widened (exactly), so the dot reads floats straight from memory.
-//   F32    the same layout; x itself is one (MatMul packs nothing).
+//   F32,   the n encoded rows one after the other (x itself is an F32
+//   F16,   tile: MatMul packs nothing for it).
+//   BF16
 // Q8_1 has no tile layout (its types keep the one-token dots).
 //
 // A tile of n tokens takes ActTileBytes(type, cols, n) bytes.

@@ -13,6 +13,10 @@
 
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
+
+#include "kernels/cpu/quant_blocks.h"
+#include "kernels/half.h"
 
 namespace octo::cpu::avx2 {
 
@@ -50,6 +54,27 @@ inline __m256i MulSumU8I8Int(__m256i u, __m256i s) {
 inline __m256i MulSumI8I8Int(__m256i a, __m256i b) {
   return MulSumU8I8Int(_mm256_sign_epi8(a, a), _mm256_sign_epi8(b, a));
 }
+
+// --- Float rows ----------------------------------------------------------------
+
+// How the float dots read an element type: 8 values as fp32 (exact), one
+// value as fp32. Types, not function pointers, so the loads inline.
+struct LoadF32 {
+  static __m256 Vector(const float* p) { return _mm256_loadu_ps(p); }
+  static float Scalar(float v) { return v; }
+};
+
+struct LoadF16 {
+  static __m256 Vector(const uint16_t* p) { return _mm256_cvtph_ps(Load128(p)); }
+  static float Scalar(uint16_t v) { return Fp16ToFp32(v); }
+};
+
+struct LoadBf16 {
+  static __m256 Vector(const uint16_t* p) {
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(Load128(p)), 16));
+  }
+  static float Scalar(uint16_t v) { return Bf16ToFp32(v); }
+};
 
 // --- 32-wide blocks ------------------------------------------------------------
 
@@ -117,17 +142,19 @@ inline int SumLanes(__m128i v) {
   return _mm_cvtsi128_si32(v);
 }
 
-// Q4_K/Q5_K quarter `quarter` (64 quants) of a super-block: elements 0..31
-// in *lo, 32..63 in *hi, each in 0..15 (Q4_K) or 0..31 (Q5_K: the 5th bits
-// from qh, which is 32 bytes; nullptr for Q4_K).
-inline void UnpackQ45KQuarter(const uint8_t* qs, const uint8_t* qh, int quarter, __m256i* lo, __m256i* hi) {
+// Quarter `quarter` (64 quants) of a Q4_K or Q5_K super-block: elements
+// 0..31 in *lo, 32..63 in *hi, each in 0..15 (Q4_K) or 0..31 (Q5_K, with
+// the 5th bits from qh).
+template <typename Block>
+inline void UnpackQ45KQuarter(const Block& blk, int quarter, __m256i* lo, __m256i* hi) {
+  static_assert(std::is_same_v<Block, BlockQ4_K> || std::is_same_v<Block, BlockQ5_K>);
   const __m256i m4 = _mm256_set1_epi8(0xF);
-  const __m256i bits = Load256(qs + 32 * quarter);
+  const __m256i bits = Load256(blk.qs + 32 * quarter);
   *lo = _mm256_and_si256(bits, m4);
   *hi = _mm256_and_si256(_mm256_srli_epi16(bits, 4), m4);
-  if (qh != nullptr) {
+  if constexpr (std::is_same_v<Block, BlockQ5_K>) {
     const __m256i one = _mm256_set1_epi8(1);
-    const __m256i high_bits = Load256(qh);
+    const __m256i high_bits = Load256(blk.qh);
     const int j = 2 * quarter;
     *lo = _mm256_or_si256(*lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(high_bits, j), one), 4));
     *hi = _mm256_or_si256(*hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(high_bits, j + 1), one), 4));

@@ -10,42 +10,19 @@
 
 #include <immintrin.h>
 
-#include <cstring>
-
+#include "kernels/cpu/avx2_blocks.h"
 #include "kernels/cpu/quant_blocks.h"
 #include "kernels/cpu/type_kernels.h"
 
 namespace octo::cpu {
 namespace {
 
-// fp16 -> fp32 with F16C (exact, as Fp16ToFp32).
-inline float F16(uint16_t h) { return _cvtsh_ss(h); }
-
-inline __m256i Load256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
-inline __m128i Load128(const void* p) { return _mm_loadu_si128(static_cast<const __m128i*>(p)); }
-
-inline float HorizontalSum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-
-inline float HorizontalSum(__m128 v) {
-  v = _mm_add_ps(v, _mm_movehl_ps(v, v));
-  v = _mm_add_ss(v, _mm_movehdup_ps(v));
-  return _mm_cvtss_f32(v);
-}
-
-// scales16 holds 8 int16 values, the same in both 128-bit lanes. Returns a
-// vector whose low lane is value a everywhere and high lane value b.
-inline __m256i PickScales(__m256i scales16, int a, int b) {
-  const __m256i control = _mm256_set_m128i(_mm_set1_epi16(static_cast<int16_t>(0x0100 + 0x0202 * b)),
-                                           _mm_set1_epi16(static_cast<int16_t>(0x0100 + 0x0202 * a)));
-  return _mm256_shuffle_epi8(scales16, control);
-}
-
-inline __m256i BothLanes(__m128i v) { return _mm256_set_m128i(v, v); }
+using avx2::BothLanes;
+using avx2::F16;
+using avx2::HorizontalSum;
+using avx2::Load128;
+using avx2::Load256;
+using avx2::PickScales;
 
 // Q2_K, Q3_K, Q6_K: a super-block is 16 sub-blocks of 16 values, in two
 // halves of 128 quants. `products(half, p16)` fills p16[k] with the int16 pair
@@ -66,41 +43,6 @@ inline __m256i SumScaledHalves(__m256i scales16, Products products) {
     }
   }
   return sum;
-}
-
-// Q4_K/Q5_K: the 8 six-bit scales (bytes 0..7) and mins (bytes 8..15) of a
-// packed 12-byte field (the layout UnpackQ4KScaleMin reads, a word at a time).
-inline __m128i UnpackQ4KScalesMins(const uint8_t* packed) {
-  uint32_t w[3];
-  std::memcpy(w, packed, sizeof(w));
-  const uint32_t sc_lo = w[0] & 0x3f3f3f3fu;
-  const uint32_t sc_hi = (w[2] & 0x0f0f0f0fu) | (((w[0] >> 6) & 0x03030303u) << 4);
-  const uint32_t m_lo = w[1] & 0x3f3f3f3fu;
-  const uint32_t m_hi = ((w[2] >> 4) & 0x0f0f0f0fu) | (((w[1] >> 6) & 0x03030303u) << 4);
-  return _mm_set_epi32(static_cast<int>(m_hi), static_cast<int>(m_lo), static_cast<int>(sc_hi),
-                       static_cast<int>(sc_lo));
-}
-
-// Sum of mins[j] * (bsums[2j] + bsums[2j + 1]) in 4 int32 lanes.
-inline __m128i Q4KMinsTimesSums(__m256i scales_mins16, const int16_t* bsums) {
-  const __m256i sums = Load256(bsums);
-  const __m128i pair_sums = _mm_hadd_epi16(_mm256_castsi256_si128(sums), _mm256_extracti128_si256(sums, 1));
-  return _mm_madd_epi16(_mm256_extracti128_si256(scales_mins16, 1), pair_sums);
-}
-
-// Q3_K: the 16 six-bit scales minus 32, as int8 (the layout UnpackQ3KScale
-// reads, a word at a time: low nibbles of s_0..7 in bytes 0..7, of s_8..15
-// in their high nibbles; top bits 2 * (j / 4) of byte 8 + j % 4).
-inline __m128i UnpackQ3KScales(const uint8_t* packed) {
-  uint32_t w[3];
-  std::memcpy(w, packed, sizeof(w));
-  const uint32_t s0 = (w[0] & 0x0f0f0f0fu) | (((w[2] >> 0) & 0x03030303u) << 4);
-  const uint32_t s1 = (w[1] & 0x0f0f0f0fu) | (((w[2] >> 2) & 0x03030303u) << 4);
-  const uint32_t s2 = ((w[0] >> 4) & 0x0f0f0f0fu) | (((w[2] >> 4) & 0x03030303u) << 4);
-  const uint32_t s3 = ((w[1] >> 4) & 0x0f0f0f0fu) | (((w[2] >> 6) & 0x03030303u) << 4);
-  const __m128i s = _mm_set_epi32(static_cast<int>(s3), static_cast<int>(s2), static_cast<int>(s1),
-                                  static_cast<int>(s0));
-  return _mm_sub_epi8(s, _mm_set1_epi8(32));
 }
 
 }  // namespace
@@ -145,7 +87,7 @@ float VecDotQ3_KAvx2(const void* w, const void* x, int64_t cols) {
     const BlockQ3_K& blk = wb[b];
     const float d = xb[b].d * F16(blk.d);
 
-    const __m256i scales16 = _mm256_cvtepi8_epi16(UnpackQ3KScales(blk.scales));
+    const __m256i scales16 = _mm256_cvtepi8_epi16(avx2::UnpackQ3KScales(blk.scales));
 
     // Inverted high bits: hmask bit clear means q - 4.
     const __m256i not_high = _mm256_xor_si256(Load256(blk.hmask), _mm256_set1_epi8(-1));
@@ -171,8 +113,6 @@ template <typename Block, bool kFifthBit>
 float DotQ45KAvx2(const void* w, const void* x, int64_t cols) {
   const auto* wb = static_cast<const Block*>(w);
   const auto* xb = static_cast<const BlockQ8_K*>(x);
-  const __m256i m4 = _mm256_set1_epi8(0xF);
-  const __m256i one = _mm256_set1_epi8(1);
   __m256 acc = _mm256_setzero_ps();
   __m128 acc_mins = _mm_setzero_ps();
   for (int64_t b = 0; b < cols / kQKK; ++b) {
@@ -180,34 +120,23 @@ float DotQ45KAvx2(const void* w, const void* x, int64_t cols) {
     const float d = xb[b].d * F16(blk.d);
     const float neg_dmin = -xb[b].d * F16(blk.dmin);
 
-    const __m256i scales_mins16 = _mm256_cvtepu8_epi16(UnpackQ4KScalesMins(blk.scales));
-    const __m128i mins_prod = Q4KMinsTimesSums(scales_mins16, xb[b].bsums);
+    const __m256i scales_mins16 = _mm256_cvtepu8_epi16(avx2::UnpackQ4KScalesMins(blk.scales));
+    const __m128i mins_prod = avx2::Q4KMinsTimesSums(scales_mins16, xb[b].bsums);
     if constexpr (kFifthBit) {
       // ggml's Q5_K: the four products summed as integers, then one scalar
       // multiply-add per super-block.
-      __m128i total = _mm_add_epi32(mins_prod, _mm_unpackhi_epi64(mins_prod, mins_prod));
-      total = _mm_add_epi32(total, _mm_shuffle_epi32(total, _MM_SHUFFLE(2, 3, 0, 1)));
-      acc_mins = _mm_fmadd_ss(_mm_set_ss(neg_dmin), _mm_set_ss(static_cast<float>(_mm_cvtsi128_si32(total))),
+      acc_mins = _mm_fmadd_ss(_mm_set_ss(neg_dmin), _mm_set_ss(static_cast<float>(avx2::SumLanes(mins_prod))),
                               acc_mins);
     } else {
       acc_mins = _mm_fmadd_ps(_mm_set1_ps(neg_dmin), _mm_cvtepi32_ps(mins_prod), acc_mins);  // ggml's Q4_K
     }
     const __m256i scales16 = BothLanes(_mm256_castsi256_si128(scales_mins16));
 
-    __m256i high_bits = _mm256_setzero_si256();
-    if constexpr (kFifthBit) high_bits = Load256(blk.qh);
     const int8_t* q8 = xb[b].qs;
     __m256i sumi = _mm256_setzero_si256();
     for (int quarter = 0; quarter < 4; ++quarter) {
-      const __m256i bits = Load256(blk.qs + 32 * quarter);
-      __m256i q_lo = _mm256_and_si256(bits, m4);
-      __m256i q_hi = _mm256_and_si256(_mm256_srli_epi16(bits, 4), m4);
-      if constexpr (kFifthBit) {
-        const int j = 2 * quarter;
-        q_lo = _mm256_or_si256(q_lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(high_bits, j), one), 4));
-        q_hi = _mm256_or_si256(q_hi,
-                               _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(high_bits, j + 1), one), 4));
-      }
+      __m256i q_lo, q_hi;
+      avx2::UnpackQ45KQuarter(blk, quarter, &q_lo, &q_hi);
       const __m256i p_lo = _mm256_maddubs_epi16(q_lo, Load256(q8 + 64 * quarter));
       const __m256i p_hi = _mm256_maddubs_epi16(q_hi, Load256(q8 + 64 * quarter + 32));
       const int sub = 2 * quarter;
@@ -228,8 +157,6 @@ float VecDotQ5_KAvx2(const void* w, const void* x, int64_t cols) { return DotQ45
 float VecDotQ6_KAvx2(const void* w, const void* x, int64_t cols) {
   const auto* wb = static_cast<const BlockQ6_K*>(w);
   const auto* xb = static_cast<const BlockQ8_K*>(x);
-  const __m256i m4 = _mm256_set1_epi8(0xF);
-  const __m256i m3 = _mm256_set1_epi8(3);
   const __m256i m32 = _mm256_set1_epi8(32);
   __m256 acc = _mm256_setzero_ps();
   for (int64_t b = 0; b < cols / kQKK; ++b) {
@@ -237,24 +164,12 @@ float VecDotQ6_KAvx2(const void* w, const void* x, int64_t cols) {
     const float d = xb[b].d * F16(blk.d);
     const __m256i scales16 = _mm256_cvtepi8_epi16(Load128(blk.scales));
     const __m256i sumi = SumScaledHalves(scales16, [&](int half, __m256i p16[4]) {
-      const __m256i ql0 = Load256(blk.ql + 64 * half);
-      const __m256i ql1 = Load256(blk.ql + 64 * half + 32);
-      const __m256i qh = Load256(blk.qh + 32 * half);
-      // Groups of 32 at offsets 0, 32, 64, 96 of the half (quant_blocks.h).
-      const __m256i q6[4] = {
-          _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_slli_epi16(_mm256_and_si256(qh, m3), 4)),
-          _mm256_or_si256(_mm256_and_si256(ql1, m4),
-                          _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), m3), 4)),
-          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4),
-                          _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), m3), 4)),
-          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
-                          _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), m3), 4)),
-      };
       const int8_t* q8 = xb[b].qs + 128 * half;
       for (int g = 0; g < 4; ++g) {
+        const __m256i q6 = avx2::UnpackQ6KGroup(blk.ql, blk.qh, half, g);
         const __m256i q8v = Load256(q8 + 32 * g);
         // (q - 32) * q8 as q * q8 - 32 * q8, both within int16.
-        p16[g] = _mm256_sub_epi16(_mm256_maddubs_epi16(q6[g], q8v), _mm256_maddubs_epi16(m32, q8v));
+        p16[g] = _mm256_sub_epi16(_mm256_maddubs_epi16(q6, q8v), _mm256_maddubs_epi16(m32, q8v));
       }
     });
     acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
@@ -266,15 +181,12 @@ float VecDotIq4XsAvx2(const void* w, const void* x, int64_t cols) {
   const auto* wb = static_cast<const BlockIq4Xs*>(w);
   const auto* xb = static_cast<const BlockQ8_K*>(x);
   const __m256i table = BothLanes(Load128(kIq4NlValues));
-  const __m256i m4 = _mm256_set1_epi8(0xF);
   __m256 acc = _mm256_setzero_ps();
   for (int64_t b = 0; b < cols / kQKK; ++b) {
     const BlockIq4Xs& blk = wb[b];
     __m256i sumi = _mm256_setzero_si256();
     for (int j = 0; j < kQKK / 32; ++j) {
-      const __m128i bytes = Load128(blk.qs + 16 * j);
-      const __m256i nibbles = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(bytes, 4), bytes), m4);
-      const __m256i qw = _mm256_shuffle_epi8(table, nibbles);
+      const __m256i qw = _mm256_shuffle_epi8(table, avx2::UnpackNibbles(blk.qs + 16 * j));
       const __m256i q8v = Load256(xb[b].qs + 32 * j);
       const __m256i p16 = _mm256_maddubs_epi16(_mm256_sign_epi8(qw, qw), _mm256_sign_epi8(q8v, qw));
       const int16_t ls = static_cast<int16_t>(UnpackIq4XsScale(blk, j) - 32);

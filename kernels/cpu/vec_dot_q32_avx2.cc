@@ -15,56 +15,20 @@
 
 #include <immintrin.h>
 
-#include <cstring>
-
+#include "kernels/cpu/avx2_blocks.h"
 #include "kernels/cpu/quant_blocks.h"
 #include "kernels/cpu/type_kernels.h"
 
 namespace octo::cpu {
 namespace {
 
-// Bytes 0..15: the low nibbles of qs (elements 0..15); 16..31: the high
-// nibbles (elements 16..31). Each in 0..15.
-inline __m256i UnpackNibbles(const uint8_t* qs) {
-  const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
-  const __m256i both = _mm256_set_m128i(_mm_srli_epi16(bytes, 4), bytes);
-  return _mm256_and_si256(both, _mm256_set1_epi8(0x0F));
-}
+using avx2::F16;
+using avx2::HorizontalSum;
+using avx2::UnpackNibbles;
 
-// Byte j = 0xFF where bit j of the little-endian 32-bit qh is set, else 0.
-inline __m256i BitsToBytes(const uint8_t* qh) {
-  uint32_t bits;
-  std::memcpy(&bits, qh, sizeof(bits));
-  // Byte j takes byte j / 8 of bits, then tests its bit j % 8.
-  const __m256i spread = _mm256_shuffle_epi8(
-      _mm256_set1_epi32(static_cast<int>(bits)),
-      _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0));
-  const __m256i bit = _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201ull));
-  return _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
-}
-
-// 8 int32 sums of 4 products each of unsigned u (0..255) and signed s bytes,
-// as floats. Exact: |u * s| pairs stay within int16 for the ranges used here
-// (u <= 128 with |s| <= 127).
-inline __m256 MulSumU8I8(__m256i u, __m256i s) {
-  const __m256i pairs = _mm256_maddubs_epi16(u, s);
-  return _mm256_cvtepi32_ps(_mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
-}
-
-// The same for two signed vectors: |a| times b with a's sign moved onto b.
-inline __m256 MulSumI8I8(__m256i a, __m256i b) {
-  return MulSumU8I8(_mm256_sign_epi8(a, a), _mm256_sign_epi8(b, a));
-}
-
-inline float HorizontalSum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-
-// fp16 -> fp32 with F16C (exact, as Fp16ToFp32).
-inline float F16(uint16_t h) { return _cvtsh_ss(h); }
+// avx2::MulSumU8I8Int / MulSumI8I8Int's 8 int32 sums, as floats.
+inline __m256 MulSumU8I8(__m256i u, __m256i s) { return _mm256_cvtepi32_ps(avx2::MulSumU8I8Int(u, s)); }
+inline __m256 MulSumI8I8(__m256i a, __m256i b) { return _mm256_cvtepi32_ps(avx2::MulSumI8I8Int(a, b)); }
 
 inline __m256 Scale(uint16_t d_w, uint16_t d_x) { return _mm256_set1_ps(F16(d_w) * F16(d_x)); }
 
@@ -124,8 +88,7 @@ float VecDotQ5_0Avx2(const void* w, const void* x, int64_t cols) {
   const auto* xb = static_cast<const BlockQ8_0*>(x);
   const Q8_0Side* side = SideOf(x, cols);
   return Accumulate(cols / kQK, [&](int64_t b, __m256* acc, __m128* mins) {
-    const __m256i high = _mm256_and_si256(BitsToBytes(wb[b].qh), _mm256_set1_epi8(0x10));
-    const __m256i n = _mm256_or_si256(UnpackNibbles(wb[b].qs), high);  // q + 16, in 0..31
+    const __m256i n = avx2::UnpackQ5(wb[b].qs, wb[b].qh);  // q + 16, in 0..31
     const __m256 scale = _mm256_set1_ps(F16(wb[b].d) * side[b].d);
     *acc = _mm256_fmadd_ps(scale, MulSumOffset<4>(n, LoadQ8(xb[b].qs), side[b].sums4), *acc);
   });
@@ -136,8 +99,7 @@ float VecDotQ5_1Avx2(const void* w, const void* x, int64_t cols) {
   const auto* xb = static_cast<const BlockQ8_1*>(x);
   return Accumulate(cols / kQK, [&](int64_t b, __m256* acc, __m128* mins) {
     *mins = _mm_fmadd_ss(_mm_set_ss(F16(wb[b].m)), _mm_set_ss(F16(xb[b].s)), *mins);
-    const __m256i high = _mm256_and_si256(BitsToBytes(wb[b].qh), _mm256_set1_epi8(0x10));
-    const __m256i qw = _mm256_or_si256(UnpackNibbles(wb[b].qs), high);
+    const __m256i qw = avx2::UnpackQ5(wb[b].qs, wb[b].qh);
     *acc = _mm256_fmadd_ps(Scale(wb[b].d, xb[b].d), MulSumU8I8(qw, LoadQ8(xb[b].qs)), *acc);
   });
 }

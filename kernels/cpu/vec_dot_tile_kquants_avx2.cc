@@ -14,8 +14,6 @@
 
 #include <immintrin.h>
 
-#include <type_traits>
-
 #include "kernels/cpu/act_tile.h"
 #include "kernels/cpu/avx2_blocks.h"
 #include "kernels/cpu/quant_blocks.h"
@@ -28,16 +26,6 @@ using avx2::F16;
 using avx2::HorizontalSum;
 using avx2::Load256;
 using avx2::PickScales;
-
-// Q5_K's 5th bits; Q4_K has none.
-template <typename Block>
-inline const uint8_t* FifthBits(const Block& blk) {
-  if constexpr (std::is_same_v<Block, BlockQ5_K>) {
-    return blk.qh;
-  } else {
-    return nullptr;
-  }
-}
 
 template <typename Block, bool kFifthBit, int N>
 void DotTileQ45K(const Block* wb, const BlockQ8_K* x, int64_t n_blocks, float* out, int64_t out_stride) {
@@ -59,7 +47,7 @@ void DotTileQ45K(const Block* wb, const BlockQ8_K* x, int64_t n_blocks, float* o
     for (int t = 0; t < N; ++t) sumi[t] = _mm256_setzero_si256();
     for (int quarter = 0; quarter < 4; ++quarter) {
       __m256i q_lo, q_hi;
-      avx2::UnpackQ45KQuarter(blk.qs, FifthBits(blk), quarter, &q_lo, &q_hi);
+      avx2::UnpackQ45KQuarter(blk, quarter, &q_lo, &q_hi);
       const __m256i sc_lo = PickScales(scales16, 2 * quarter, 2 * quarter);
       const __m256i sc_hi = PickScales(scales16, 2 * quarter + 1, 2 * quarter + 1);
       #pragma GCC unroll 8
