@@ -42,7 +42,7 @@ class ReplyPrinter {
       text_ += token.text();
       if (flags_.json) {
         Json line = {{"event", "token"}, {"id", token.id()}, {"text", token.text()}};
-        if (flags_.sampling.params.top_logprobs > 0) {
+        if (flags_.sampling.logprobs > 0) {
           line["logprob"] = token.logprob();
           line["top"] = Json::array();
           for (const v1::TokenLogprob& top : token.top()) {
@@ -185,20 +185,18 @@ int Conversation(const GenFlags& flags, OctoClient& client, std::istream& in, st
 }  // namespace
 
 void SamplingToProto(const SamplingFlags& flags, v1::SamplingParams* proto) {
-  const SamplingParams& p = flags.params;
-  const SamplingFlags::Given& given = flags.given;
-  if (WasGiven(given.max_tokens)) proto->set_max_tokens(p.max_tokens);
-  if (WasGiven(given.temperature)) proto->set_temperature(p.temperature);
-  if (WasGiven(given.top_k)) proto->set_top_k(p.top_k);
-  if (WasGiven(given.top_p)) proto->set_top_p(p.top_p);
-  if (WasGiven(given.min_p)) proto->set_min_p(p.min_p);
-  if (WasGiven(given.repeat_penalty)) proto->set_repeat_penalty(p.repeat_penalty);
-  if (WasGiven(given.repeat_last_n)) proto->set_repeat_last_n(p.repeat_last_n);
-  if (WasGiven(given.frequency_penalty)) proto->set_frequency_penalty(p.frequency_penalty);
-  if (WasGiven(given.presence_penalty)) proto->set_presence_penalty(p.presence_penalty);
-  if (flags.seed.has_value()) proto->set_seed(*flags.seed);
-  for (const std::string& stop : p.stop) proto->add_stop(stop);
-  proto->set_top_logprobs(p.top_logprobs);
+  if (flags.max_tokens) proto->set_max_tokens(*flags.max_tokens);
+  if (flags.temperature) proto->set_temperature(*flags.temperature);
+  if (flags.top_k) proto->set_top_k(*flags.top_k);
+  if (flags.top_p) proto->set_top_p(*flags.top_p);
+  if (flags.min_p) proto->set_min_p(*flags.min_p);
+  if (flags.repeat_penalty) proto->set_repeat_penalty(*flags.repeat_penalty);
+  if (flags.repeat_last_n) proto->set_repeat_last_n(*flags.repeat_last_n);
+  if (flags.frequency_penalty) proto->set_frequency_penalty(*flags.frequency_penalty);
+  if (flags.presence_penalty) proto->set_presence_penalty(*flags.presence_penalty);
+  if (flags.seed) proto->set_seed(*flags.seed);
+  for (const std::string& stop : flags.stop) proto->add_stop(stop);
+  proto->set_top_logprobs(flags.logprobs);
 }
 
 absl::Status CheckGenFlags(const GenFlags& flags) {

@@ -96,7 +96,7 @@ int main(int argc, char** argv) {
   if (*inspect_cmd) return octo::RunInspect(inspect_path, max_elements);
   if (*run_cmd) {
     InstallCancelHandler();
-    run.sampling = run_sampling.params;
+    run.sampling = run_sampling.Params();
     run.seed = run_sampling.seed;
     return octo::RunLocalGenerate(run, g_cancel);
   }

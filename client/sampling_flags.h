@@ -8,45 +8,38 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "daemon/sampling/sampling_params.h"
 
 namespace CLI {
 class App;
-class Option;
-}  // namespace CLI
+}
 
 namespace octo {
 
+// What the user gave; an unset field was not on the command line (and so
+// takes the defaults: SamplingParams' here, octod's over RPC).
 struct SamplingFlags {
-  SamplingParams params;          // octo's defaults, then what the flags set
-  std::optional<uint64_t> seed;   // --seed
+  std::optional<int32_t> max_tokens;
+  std::optional<double> temperature;
+  std::optional<int32_t> top_k;
+  std::optional<double> top_p;
+  std::optional<double> min_p;
+  std::optional<double> repeat_penalty;
+  std::optional<int32_t> repeat_last_n;
+  std::optional<double> frequency_penalty;
+  std::optional<double> presence_penalty;
+  std::optional<uint64_t> seed;
+  std::vector<std::string> stop;
+  int32_t logprobs = 0;
 
-  // Each flag's option, to tell which were given (Option::count() > 0);
-  // set by AddSamplingFlags.
-  struct Given {
-    CLI::Option* max_tokens = nullptr;
-    CLI::Option* temperature = nullptr;
-    CLI::Option* top_k = nullptr;
-    CLI::Option* top_p = nullptr;
-    CLI::Option* min_p = nullptr;
-    CLI::Option* repeat_penalty = nullptr;
-    CLI::Option* repeat_last_n = nullptr;
-    CLI::Option* frequency_penalty = nullptr;
-    CLI::Option* presence_penalty = nullptr;
-    CLI::Option* seed = nullptr;
-    CLI::Option* stop = nullptr;
-    CLI::Option* logprobs = nullptr;
-  } given;
-
-  // params with the seed, for running in this process.
-  SamplingParams Resolved() const;
+  // SamplingParams' defaults with the given flags applied.
+  SamplingParams Params() const;
 };
 
 // Adds the flags to `command`; `flags` must outlive the parse.
 void AddSamplingFlags(CLI::App* command, SamplingFlags* flags);
-
-// True when the flag behind `option` appeared on the command line.
-bool WasGiven(const CLI::Option* option);
 
 }  // namespace octo

@@ -107,6 +107,12 @@ TEST_F(GenCommandTest, OnlyGivenSamplingFlagsAreSent) {
   EXPECT_EQ(sent.top_k, SamplingParams().top_k);
 }
 
+TEST_F(GenCommandTest, StopTakesOneStringPerFlag) {
+  const GenFlags flags = Flags({"--stop", "END", "the prompt", "--stop", "\n"});
+  EXPECT_EQ(flags.prompt, "the prompt");
+  EXPECT_EQ(flags.sampling.stop, (std::vector<std::string>{"END", "\n"}));
+}
+
 TEST_F(GenCommandTest, JsonLinesStartTokensDone) {
   FakeScript script;
   script.tokens = ScriptTokens({"a", "b"});

@@ -173,7 +173,14 @@ TEST_F(OctodProcessTest, SigtermDuringAGenerationStopsCleanly) {
   StartOctod();
   RunResult gen;
   std::thread client([&] { gen = Gen({"Once upon a time", "-n", "-1", "--temp", "1", "--seed", "3"}); });
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  // Stop once tokens are flowing (octo-gen may take a while to start on a busy machine).
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (std::chrono::steady_clock::now() < deadline) {
+    const RunResult status = RunCommand({kOctoCtl, "status", "--socket", socket(), "--json"});
+    const nlohmann::json json = nlohmann::json::parse(status.out, nullptr, false);
+    if (json.is_object() && json["generated_tokens"] != "0") break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
   StopOctod();
   client.join();
   EXPECT_EQ(gen.exit_code, 1) << gen.out;
