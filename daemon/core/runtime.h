@@ -194,8 +194,9 @@ class Runtime {
 
   virtual RuntimeReport Report() = 0;
 
-  // Graceful stop: refuses new jobs (UNAVAILABLE), cancels running ones
-  // (their sinks get "cancelled"), stops the loader, frees shared memory.
+  // Graceful stop: refuses new jobs (UNAVAILABLE), ends running ones (their
+  // sinks get UNAVAILABLE "octod is shutting down", finish "cancelled"),
+  // stops the loader, frees shared memory.
   virtual void Shutdown() = 0;
 };
 

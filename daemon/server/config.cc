@@ -133,7 +133,7 @@ absl::StatusOr<OctodConfig> ValidateOctodFlags(const OctodFlags& flags) {
   OCTO_RETURN_IF_ERROR(CheckRange("pin-last", flags.pin_last, 0, kMaxPinnedLayers, &runtime.pin_last));
   OCTO_RETURN_IF_ERROR(ParseSize("layer-budget", flags.layer_budget, /*allow_auto=*/true, &runtime.layer_budget_bytes));
   OCTO_RETURN_IF_ERROR(ParseSize("memory-limit", flags.memory_limit, /*allow_auto=*/true, &runtime.auto_budget_bytes));
-  OCTO_RETURN_IF_ERROR(CheckRange("ring-slots", flags.ring_slots, kMinRingSlots, kMaxRingSlots, &runtime.ring_slots));
+  OCTO_RETURN_IF_ERROR(CheckRange("ring-slots", flags.ring_slots, 1, kMaxRingSlots, &runtime.ring_slots));
   runtime.direct_io = flags.direct_io;
   OCTO_RETURN_IF_ERROR(ParseSize("kv-budget", flags.kv_budget, /*allow_auto=*/false, &runtime.kv_budget_bytes));
   OCTO_RETURN_IF_ERROR(

@@ -11,7 +11,7 @@
 //   direct-io = false
 //
 // An unknown key is an error, as is every out-of-range value: the message
-// starts with the key ("ring-slots: 1 is out of range [2, 64]"). Sizes are
+// starts with the key ("ring-slots: 0 is out of range [1, 16]"). Sizes are
 // written as storage/byte_size.h reads them ("4GiB", "512M", "1.5G").
 #pragma once
 
@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "daemon/core/residency_plan.h"  // kMaxRingSlots
 #include "daemon/core/runtime.h"
 
 namespace CLI {
@@ -32,7 +33,6 @@ namespace octo {
 // Ranges of the numeric settings (inclusive).
 inline constexpr int64_t kMaxThreads = 1024;
 inline constexpr int64_t kMaxPinnedLayers = 1 << 16;
-inline constexpr int64_t kMinRingSlots = 2, kMaxRingSlots = 64;
 inline constexpr int64_t kMaxSessionContext = 1 << 24;
 inline constexpr int64_t kMaxSessions = 1 << 16;
 inline constexpr int64_t kMaxPrefillChunk = 1 << 16;

@@ -120,7 +120,7 @@ TEST_F(ConfigTest, FileSetsValuesAndFlagsWin) {
 
 TEST_F(ConfigTest, BadFileContentsAreNamed) {
   ExpectError({"--config", WriteFile("typo.toml", "ring-slot = 3\n")}, "ring-slot");
-  ExpectError({"--config", WriteFile("range.toml", "ring-slots = 1\n")}, "ring-slots: 1 is out of range [2, 64]");
+  ExpectError({"--config", WriteFile("range.toml", "ring-slots = 0\n")}, "ring-slots: 0 is out of range [1, 16]");
   ExpectError({"--config", WriteFile("size.toml", "kv-budget = \"lots\"\n")}, "kv-budget: 'lots'");
   ExpectError({"--config", dir_.Path("missing.toml")}, "missing.toml");
 }
@@ -134,8 +134,8 @@ TEST_F(ConfigTest, EveryBadValueIsNamed) {
   ExpectError({"--layer-budget", "0"}, "layer-budget");
   ExpectError({"--layer-budget", "4 gigs"}, "layer-budget: '4 gigs' is not a size");
   ExpectError({"--memory-limit", "-5G"}, "memory-limit");
-  ExpectError({"--ring-slots", "1"}, "ring-slots: 1 is out of range [2, 64]");
-  ExpectError({"--ring-slots", "65"}, "ring-slots");
+  ExpectError({"--ring-slots", "0"}, "ring-slots: 0 is out of range [1, 16]");
+  ExpectError({"--ring-slots", "17"}, "ring-slots");
   ExpectError({"--kv-budget", "auto"}, "kv-budget") ;
   ExpectError({"--kv-budget", "0"}, "kv-budget");
   ExpectError({"--session-context", "0"}, "session-context");
