@@ -9,8 +9,8 @@ bool HasActTile(ActType type) { return type != ActType::kQ8_1; }
 
 int64_t ActTileBytes(ActType type, int64_t cols, int n) {
   switch (type) {
-    case ActType::kQ8_0: return cols / kQK * TileQ8_0RecordBytes(n);
-    case ActType::kQ8_K: return cols / kQKK * static_cast<int64_t>(sizeof(BlockQ8_K)) * n;
+    case ActType::kQ8_0: return cols / kQK * TileQ8_0::Bytes(n);
+    case ActType::kQ8_K: return cols / kQKK * TileQ8_K::Bytes(n);
     case ActType::kF32:
     case ActType::kF16:
     case ActType::kBF16: return ActRowBytes(type, cols) * n;
@@ -22,24 +22,34 @@ int64_t ActTileBytes(ActType type, int64_t cols, int n) {
 void PackActTile(ActType type, const uint8_t* rows, int64_t row_stride, int n, int64_t cols, uint8_t* out) {
   switch (type) {
     case ActType::kQ8_0: {
-      const int64_t record_bytes = TileQ8_0RecordBytes(n);
       for (int64_t b = 0; b < cols / kQK; ++b) {
-        uint8_t* record = out + b * record_bytes;
+        uint8_t* record = out + b * TileQ8_0::Bytes(n);
         float d[kMaxTileTokens] = {};
         for (int t = 0; t < n; ++t) {
           const uint8_t* row = rows + t * row_stride;
           d[t] = reinterpret_cast<const Q8_0Side*>(row + Q8_0SideOffset(cols))[b].d;
-          std::memcpy(record + sizeof(d) + kQK * t, reinterpret_cast<const BlockQ8_0*>(row)[b].qs, kQK);
+          std::memcpy(record + TileQ8_0::Quants(t), reinterpret_cast<const BlockQ8_0*>(row)[b].qs, kQK);
         }
-        std::memcpy(record, d, sizeof(d));
+        std::memcpy(record + TileQ8_0::Scales(), d, sizeof(d));
       }
       return;
     }
     case ActType::kQ8_K: {
-      auto* tile = reinterpret_cast<BlockQ8_K*>(out);
-      for (int t = 0; t < n; ++t) {
-        const auto* blocks = reinterpret_cast<const BlockQ8_K*>(rows + t * row_stride);
-        for (int64_t b = 0; b < cols / kQKK; ++b) tile[b * n + t] = blocks[b];
+      for (int64_t b = 0; b < cols / kQKK; ++b) {
+        uint8_t* record = out + b * TileQ8_K::Bytes(n);
+        float d[kMaxTileTokens] = {};
+        for (int t = 0; t < n; ++t) {
+          const BlockQ8_K& block = reinterpret_cast<const BlockQ8_K*>(rows + t * row_stride)[b];
+          d[t] = block.d;
+          int16_t pair_sums[kQKK / 32];
+          for (int j = 0; j < kQKK / 32; ++j) {
+            pair_sums[j] = static_cast<int16_t>(block.bsums[2 * j] + block.bsums[2 * j + 1]);
+          }
+          std::memcpy(record + TileQ8_K::Bsums(t), block.bsums, sizeof(block.bsums));
+          std::memcpy(record + TileQ8_K::PairSums(n, t), pair_sums, sizeof(pair_sums));
+          std::memcpy(record + TileQ8_K::Quants(n, t), block.qs, sizeof(block.qs));
+        }
+        std::memcpy(record + TileQ8_K::Scales(), d, sizeof(d));
       }
       return;
     }

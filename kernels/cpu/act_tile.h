@@ -5,12 +5,14 @@
 // weight row once and multiplies it with that block of up to kMaxTileTokens
 // tokens before moving on. It reads the tokens' encoded rows (the bytes
 // QuantizeActivationRow writes) repacked block-major, so the tokens' blocks
-// for one weight block sit side by side:
+// for one weight block sit side by side, one record per block:
 //
-//   Q8_0   record b = the n tokens' block-b scales as fp32 (the side
-//          table's d), in kMaxTileTokens slots (the unused ones zero), then
-//          their block-b quants, 32 bytes a token (TileQ8_0RecordBytes).
-//   Q8_K   record b = BlockQ8_K b of token 0, ..., token n-1 (as encoded).
+//   Q8_0   TileQ8_0: the n tokens' block scales, then their quants.
+//   Q8_K   TileQ8_K: the n tokens' scales, bsums, pair sums of the bsums,
+//          then their quants.
+// The scales of all the tokens come first in kMaxTileTokens fp32 slots (the
+// unused ones zero), so a dot multiplies a weight block's scale by every
+// token's in one vector.
 //   F32,   the n encoded rows one after the other (x itself is an F32
 //   F16,   tile: MatMul packs nothing for it).
 //   BF16
@@ -31,9 +33,34 @@ namespace octo::cpu {
 // 16), and the weight unpacking is shared eight ways.
 inline constexpr int kMaxTileTokens = 8;
 
-// Bytes of one block record of a Q8_0 tile of n tokens: the dot multiplies
-// a weight block's scale by all the tokens' scales in one vector.
-inline constexpr int64_t TileQ8_0RecordBytes(int n) { return kMaxTileTokens * 4 + kQK * n; }
+// Byte offsets inside one block record of a Q8_0 tile of n tokens.
+struct TileQ8_0 {
+  static constexpr int64_t Scales() { return 0; }  // float[kMaxTileTokens]: d as fp32
+  static constexpr int64_t Quants(int t) { return kMaxTileTokens * 4 + kQK * t; }  // int8[32] of token t
+  static constexpr int64_t Bytes(int n) { return Quants(n); }
+};
+
+// Byte offsets inside one super-block record of a Q8_K tile of n tokens.
+struct TileQ8_K {
+  static constexpr int64_t Scales() { return 0; }  // float[kMaxTileTokens]: d
+  // int16[16] of token t: BlockQ8_K's bsums (sums over 16 values).
+  static constexpr int64_t Bsums(int t) { return kMaxTileTokens * 4 + 32 * t; }
+  // int16[8] of token t: bsums[2j] + bsums[2j + 1], the sums over 32 values
+  // that Q4_K/Q5_K's sub-block mins multiply.
+  static constexpr int64_t PairSums(int n, int t) { return Bsums(n) + 16 * t; }
+  static constexpr int64_t Quants(int n, int t) { return PairSums(n, n) + kQKK * t; }  // int8[256]
+  static constexpr int64_t Bytes(int n) { return Quants(n, n); }
+};
+
+// Reads one super-block record of a Q8_K tile of N tokens.
+template <int N>
+struct TileQ8_KRecord {
+  const uint8_t* p;
+  const float* scales() const { return reinterpret_cast<const float*>(p + TileQ8_K::Scales()); }
+  const int16_t* bsums(int t) const { return reinterpret_cast<const int16_t*>(p + TileQ8_K::Bsums(t)); }
+  const int16_t* pair_sums(int t) const { return reinterpret_cast<const int16_t*>(p + TileQ8_K::PairSums(N, t)); }
+  const int8_t* qs(int t) const { return reinterpret_cast<const int8_t*>(p + TileQ8_K::Quants(N, t)); }
+};
 
 // Whether `type` has a tile layout.
 bool HasActTile(ActType type);

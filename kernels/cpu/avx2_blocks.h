@@ -55,6 +55,13 @@ inline __m256i MulSumI8I8Int(__m256i a, __m256i b) {
   return MulSumU8I8Int(_mm256_sign_epi8(a, a), _mm256_sign_epi8(b, a));
 }
 
+// out[0..8) = d_x[i] * d_w: a weight block's scale times the 8 token scales
+// of a tile record (act_tile.h), each the product a one-token dot takes.
+// out must be 32-byte aligned.
+inline void ScaleProducts(const float* d_x, float d_w, float* out) {
+  _mm256_store_ps(out, _mm256_mul_ps(_mm256_loadu_ps(d_x), _mm256_set1_ps(d_w)));
+}
+
 // --- Float rows ----------------------------------------------------------------
 
 // How the float dots read an element type: 8 values as fp32 (exact), one

@@ -28,7 +28,7 @@ using avx2::Load256;
 using avx2::PickScales;
 
 template <typename Block, bool kFifthBit, int N>
-void DotTileQ45K(const Block* wb, const BlockQ8_K* x, int64_t n_blocks, float* out, int64_t out_stride) {
+void DotTileQ45K(const Block* wb, const uint8_t* x, int64_t n_blocks, float* out, int64_t out_stride) {
   __m256 acc[N];
   __m128 acc_mins[N];
   #pragma GCC unroll 8
@@ -36,11 +36,14 @@ void DotTileQ45K(const Block* wb, const BlockQ8_K* x, int64_t n_blocks, float* o
     acc[t] = _mm256_setzero_ps();
     acc_mins[t] = _mm_setzero_ps();
   }
+  alignas(32) float d[kMaxTileTokens];
+  alignas(32) float neg_dmin[kMaxTileTokens];
   for (int64_t b = 0; b < n_blocks; ++b) {
     const Block& blk = wb[b];
-    const BlockQ8_K* xb = x + b * N;
+    const TileQ8_KRecord<N> xb{x + b * TileQ8_K::Bytes(N)};
     const __m256i scales_mins16 = _mm256_cvtepu8_epi16(avx2::UnpackQ4KScalesMins(blk.scales));
     const __m256i scales16 = avx2::BothLanes(_mm256_castsi256_si128(scales_mins16));
+    const __m128i mins16 = _mm256_extracti128_si256(scales_mins16, 1);
 
     __m256i sumi[N];
     #pragma GCC unroll 8
@@ -52,27 +55,27 @@ void DotTileQ45K(const Block* wb, const BlockQ8_K* x, int64_t n_blocks, float* o
       const __m256i sc_hi = PickScales(scales16, 2 * quarter + 1, 2 * quarter + 1);
       #pragma GCC unroll 8
       for (int t = 0; t < N; ++t) {
-        const int8_t* q8 = xb[t].qs + 64 * quarter;
+        const int8_t* q8 = xb.qs(t) + 64 * quarter;
         const __m256i p_lo = _mm256_madd_epi16(sc_lo, _mm256_maddubs_epi16(q_lo, Load256(q8)));
         const __m256i p_hi = _mm256_madd_epi16(sc_hi, _mm256_maddubs_epi16(q_hi, Load256(q8 + 32)));
         sumi[t] = _mm256_add_epi32(sumi[t], _mm256_add_epi32(p_lo, p_hi));
       }
     }
 
-    const float d_w = F16(blk.d);
-    const float dmin_w = F16(blk.dmin);
+    // The one-token dot's d = d_x * d_w and neg_dmin = -d_x * dmin_w, for
+    // every token at once; its mins' products from the pair sums it adds up.
+    avx2::ScaleProducts(xb.scales(), F16(blk.d), d);
+    avx2::ScaleProducts(xb.scales(), -F16(blk.dmin), neg_dmin);
     #pragma GCC unroll 8
     for (int t = 0; t < N; ++t) {
-      const float d = xb[t].d * d_w;
-      const float neg_dmin = -xb[t].d * dmin_w;
-      const __m128i mins_prod = avx2::Q4KMinsTimesSums(scales_mins16, xb[t].bsums);
+      const __m128i mins_prod = _mm_madd_epi16(mins16, avx2::Load128(xb.pair_sums(t)));
       if constexpr (kFifthBit) {  // ggml's Q5_K: one scalar multiply-add per super-block
-        acc_mins[t] = _mm_fmadd_ss(_mm_set_ss(neg_dmin), _mm_set_ss(static_cast<float>(avx2::SumLanes(mins_prod))),
-                                   acc_mins[t]);
+        acc_mins[t] = _mm_fmadd_ss(_mm_load_ss(&neg_dmin[t]),
+                                   _mm_set_ss(static_cast<float>(avx2::SumLanes(mins_prod))), acc_mins[t]);
       } else {
-        acc_mins[t] = _mm_fmadd_ps(_mm_set1_ps(neg_dmin), _mm_cvtepi32_ps(mins_prod), acc_mins[t]);
+        acc_mins[t] = _mm_fmadd_ps(_mm_broadcast_ss(&neg_dmin[t]), _mm_cvtepi32_ps(mins_prod), acc_mins[t]);
       }
-      acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi[t]), acc[t]);
+      acc[t] = _mm256_fmadd_ps(_mm256_broadcast_ss(&d[t]), _mm256_cvtepi32_ps(sumi[t]), acc[t]);
     }
   }
   #pragma GCC unroll 8
@@ -80,13 +83,14 @@ void DotTileQ45K(const Block* wb, const BlockQ8_K* x, int64_t n_blocks, float* o
 }
 
 template <int N>
-void DotTileQ6K(const BlockQ6_K* wb, const BlockQ8_K* x, int64_t n_blocks, float* out, int64_t out_stride) {
+void DotTileQ6K(const BlockQ6_K* wb, const uint8_t* x, int64_t n_blocks, float* out, int64_t out_stride) {
   __m256 acc[N];
   #pragma GCC unroll 8
   for (int t = 0; t < N; ++t) acc[t] = _mm256_setzero_ps();
+  alignas(32) float d[kMaxTileTokens];
   for (int64_t b = 0; b < n_blocks; ++b) {
     const BlockQ6_K& blk = wb[b];
-    const BlockQ8_K* xb = x + b * N;
+    const TileQ8_KRecord<N> xb{x + b * TileQ8_K::Bytes(N)};
     const __m256i scales16 = _mm256_cvtepi8_epi16(avx2::Load128(blk.scales));  // sub-blocks 0..7 | 8..15
 
     __m256i sumi[N];
@@ -101,17 +105,17 @@ void DotTileQ6K(const BlockQ6_K* wb, const BlockQ8_K* x, int64_t n_blocks, float
         const __m256i sc = PickScales(scales_half, 2 * g, 2 * g + 1);
         #pragma GCC unroll 8
         for (int t = 0; t < N; ++t) {
-          const __m256i q8 = Load256(xb[t].qs + 128 * half + 32 * g);
+          const __m256i q8 = Load256(xb.qs(t) + 128 * half + 32 * g);
           const __m256i p16 = _mm256_maddubs_epi16(abs_a, _mm256_sign_epi8(q8, a));
           sumi[t] = _mm256_add_epi32(sumi[t], _mm256_madd_epi16(sc, p16));
         }
       }
     }
 
-    const float d_w = F16(blk.d);
+    avx2::ScaleProducts(xb.scales(), F16(blk.d), d);
     #pragma GCC unroll 8
     for (int t = 0; t < N; ++t) {
-      acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(xb[t].d * d_w), _mm256_cvtepi32_ps(sumi[t]), acc[t]);
+      acc[t] = _mm256_fmadd_ps(_mm256_broadcast_ss(&d[t]), _mm256_cvtepi32_ps(sumi[t]), acc[t]);
     }
   }
   #pragma GCC unroll 8
@@ -123,7 +127,7 @@ void DotTileQ6K(const BlockQ6_K* wb, const BlockQ8_K* x, int64_t n_blocks, float
 void VecDotTileQ4_KAvx2(const void* w, const void* x_tile, int n_x, int64_t cols, float* out, int64_t out_stride) {
   WithTileSize(n_x, [&](auto n) {
     DotTileQ45K<BlockQ4_K, false, decltype(n)::value>(static_cast<const BlockQ4_K*>(w),
-                                                        static_cast<const BlockQ8_K*>(x_tile), cols / kQKK, out,
+                                                        static_cast<const uint8_t*>(x_tile), cols / kQKK, out,
                                                         out_stride);
   });
 }
@@ -131,14 +135,14 @@ void VecDotTileQ4_KAvx2(const void* w, const void* x_tile, int n_x, int64_t cols
 void VecDotTileQ5_KAvx2(const void* w, const void* x_tile, int n_x, int64_t cols, float* out, int64_t out_stride) {
   WithTileSize(n_x, [&](auto n) {
     DotTileQ45K<BlockQ5_K, true, decltype(n)::value>(static_cast<const BlockQ5_K*>(w),
-                                                       static_cast<const BlockQ8_K*>(x_tile), cols / kQKK, out,
+                                                       static_cast<const uint8_t*>(x_tile), cols / kQKK, out,
                                                        out_stride);
   });
 }
 
 void VecDotTileQ6_KAvx2(const void* w, const void* x_tile, int n_x, int64_t cols, float* out, int64_t out_stride) {
   WithTileSize(n_x, [&](auto n) {
-    DotTileQ6K<decltype(n)::value>(static_cast<const BlockQ6_K*>(w), static_cast<const BlockQ8_K*>(x_tile),
+    DotTileQ6K<decltype(n)::value>(static_cast<const BlockQ6_K*>(w), static_cast<const uint8_t*>(x_tile),
                                    cols / kQKK, out, out_stride);
   });
 }

@@ -33,24 +33,27 @@ inline __m256i HalfScales(__m256i scales16, int half) {
 }
 
 template <int N>
-void DotTileQ2K(const BlockQ2_K* wb, const BlockQ8_K* x, int64_t n_blocks, float* out, int64_t out_stride) {
+void DotTileQ2K(const BlockQ2_K* wb, const uint8_t* x, int64_t n_blocks, float* out, int64_t out_stride) {
   const __m256i m3 = _mm256_set1_epi8(3);
   __m256 acc[N];
   #pragma GCC unroll 8
   for (int t = 0; t < N; ++t) acc[t] = _mm256_setzero_ps();
+  alignas(32) float d[kMaxTileTokens];
+  alignas(32) float neg_dmin[kMaxTileTokens];
   for (int64_t b = 0; b < n_blocks; ++b) {
     const BlockQ2_K& blk = wb[b];
-    const BlockQ8_K* xb = x + b * N;
+    const TileQ8_KRecord<N> xb{x + b * TileQ8_K::Bytes(N)};
     const __m128i packed = avx2::Load128(blk.scales);
     const __m256i mins16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(packed, 4), _mm_set1_epi8(0xF)));
     const __m256i scales16 = _mm256_cvtepu8_epi16(_mm_and_si128(packed, _mm_set1_epi8(0xF)));
-    const float d_w = F16(blk.d);
-    const float dmin_w = F16(blk.dmin);
+    // The one-token dot's neg_dmin = -d_x * dmin_w and d = d_x * d_w, for
+    // every token at once.
+    avx2::ScaleProducts(xb.scales(), -F16(blk.dmin), neg_dmin);
+    avx2::ScaleProducts(xb.scales(), F16(blk.d), d);
     #pragma GCC unroll 8
     for (int t = 0; t < N; ++t) {
-      const float neg_dmin = -xb[t].d * dmin_w;
-      const __m256i mins_prod = _mm256_madd_epi16(mins16, Load256(xb[t].bsums));
-      acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(neg_dmin), _mm256_cvtepi32_ps(mins_prod), acc[t]);
+      const __m256i mins_prod = _mm256_madd_epi16(mins16, Load256(xb.bsums(t)));
+      acc[t] = _mm256_fmadd_ps(_mm256_broadcast_ss(&neg_dmin[t]), _mm256_cvtepi32_ps(mins_prod), acc[t]);
     }
 
     __m256i sumi[N];
@@ -64,14 +67,14 @@ void DotTileQ2K(const BlockQ2_K* wb, const BlockQ8_K* x, int64_t n_blocks, float
         const __m256i sc = PickScales(scales_half, 2 * s, 2 * s + 1);
         #pragma GCC unroll 8
         for (int t = 0; t < N; ++t) {
-          const __m256i p16 = _mm256_maddubs_epi16(q2, Load256(xb[t].qs + 128 * half + 32 * s));
+          const __m256i p16 = _mm256_maddubs_epi16(q2, Load256(xb.qs(t) + 128 * half + 32 * s));
           sumi[t] = _mm256_add_epi32(sumi[t], _mm256_madd_epi16(sc, p16));
         }
       }
     }
     #pragma GCC unroll 8
     for (int t = 0; t < N; ++t) {
-      acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(xb[t].d * d_w), _mm256_cvtepi32_ps(sumi[t]), acc[t]);
+      acc[t] = _mm256_fmadd_ps(_mm256_broadcast_ss(&d[t]), _mm256_cvtepi32_ps(sumi[t]), acc[t]);
     }
   }
   #pragma GCC unroll 8
@@ -79,15 +82,16 @@ void DotTileQ2K(const BlockQ2_K* wb, const BlockQ8_K* x, int64_t n_blocks, float
 }
 
 template <int N>
-void DotTileQ3K(const BlockQ3_K* wb, const BlockQ8_K* x, int64_t n_blocks, float* out, int64_t out_stride) {
+void DotTileQ3K(const BlockQ3_K* wb, const uint8_t* x, int64_t n_blocks, float* out, int64_t out_stride) {
   const __m256i m3 = _mm256_set1_epi8(3);
   const __m256i one = _mm256_set1_epi8(1);
   __m256 acc[N];
   #pragma GCC unroll 8
   for (int t = 0; t < N; ++t) acc[t] = _mm256_setzero_ps();
+  alignas(32) float d[kMaxTileTokens];
   for (int64_t b = 0; b < n_blocks; ++b) {
     const BlockQ3_K& blk = wb[b];
-    const BlockQ8_K* xb = x + b * N;
+    const TileQ8_KRecord<N> xb{x + b * TileQ8_K::Bytes(N)};
     const __m256i scales16 = _mm256_cvtepi8_epi16(avx2::UnpackQ3KScales(blk.scales));
     // Inverted high bits: hmask bit clear means q - 4.
     const __m256i not_high = _mm256_xor_si256(Load256(blk.hmask), _mm256_set1_epi8(-1));
@@ -107,16 +111,16 @@ void DotTileQ3K(const BlockQ3_K* wb, const BlockQ8_K* x, int64_t n_blocks, float
         const __m256i sc = PickScales(scales_half, 2 * s, 2 * s + 1);
         #pragma GCC unroll 8
         for (int t = 0; t < N; ++t) {
-          const __m256i q8 = Load256(xb[t].qs + 128 * half + 32 * s);
+          const __m256i q8 = Load256(xb.qs(t) + 128 * half + 32 * s);
           const __m256i p16 = _mm256_maddubs_epi16(abs_a, _mm256_sign_epi8(q8, a));
           sumi[t] = _mm256_add_epi32(sumi[t], _mm256_madd_epi16(sc, p16));
         }
       }
     }
-    const float d_w = F16(blk.d);
+    avx2::ScaleProducts(xb.scales(), F16(blk.d), d);
     #pragma GCC unroll 8
     for (int t = 0; t < N; ++t) {
-      acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(xb[t].d * d_w), _mm256_cvtepi32_ps(sumi[t]), acc[t]);
+      acc[t] = _mm256_fmadd_ps(_mm256_broadcast_ss(&d[t]), _mm256_cvtepi32_ps(sumi[t]), acc[t]);
     }
   }
   #pragma GCC unroll 8
@@ -124,14 +128,15 @@ void DotTileQ3K(const BlockQ3_K* wb, const BlockQ8_K* x, int64_t n_blocks, float
 }
 
 template <int N>
-void DotTileIq4Xs(const BlockIq4Xs* wb, const BlockQ8_K* x, int64_t n_blocks, float* out, int64_t out_stride) {
+void DotTileIq4Xs(const BlockIq4Xs* wb, const uint8_t* x, int64_t n_blocks, float* out, int64_t out_stride) {
   const __m256i table = avx2::BothLanes(avx2::Load128(kIq4NlValues));
   __m256 acc[N];
   #pragma GCC unroll 8
   for (int t = 0; t < N; ++t) acc[t] = _mm256_setzero_ps();
+  alignas(32) float d[kMaxTileTokens];
   for (int64_t b = 0; b < n_blocks; ++b) {
     const BlockIq4Xs& blk = wb[b];
-    const BlockQ8_K* xb = x + b * N;
+    const TileQ8_KRecord<N> xb{x + b * TileQ8_K::Bytes(N)};
     __m256i sumi[N];
     #pragma GCC unroll 8
     for (int t = 0; t < N; ++t) sumi[t] = _mm256_setzero_si256();
@@ -141,14 +146,14 @@ void DotTileIq4Xs(const BlockIq4Xs* wb, const BlockQ8_K* x, int64_t n_blocks, fl
       const __m256i ls = _mm256_set1_epi16(static_cast<int16_t>(UnpackIq4XsScale(blk, j) - 32));
       #pragma GCC unroll 8
       for (int t = 0; t < N; ++t) {
-        const __m256i p16 = _mm256_maddubs_epi16(abs_a, _mm256_sign_epi8(Load256(xb[t].qs + 32 * j), a));
+        const __m256i p16 = _mm256_maddubs_epi16(abs_a, _mm256_sign_epi8(Load256(xb.qs(t) + 32 * j), a));
         sumi[t] = _mm256_add_epi32(sumi[t], _mm256_madd_epi16(p16, ls));
       }
     }
-    const float d_w = F16(blk.d);
+    avx2::ScaleProducts(xb.scales(), F16(blk.d), d);
     #pragma GCC unroll 8
     for (int t = 0; t < N; ++t) {
-      acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(d_w * xb[t].d), _mm256_cvtepi32_ps(sumi[t]), acc[t]);
+      acc[t] = _mm256_fmadd_ps(_mm256_broadcast_ss(&d[t]), _mm256_cvtepi32_ps(sumi[t]), acc[t]);
     }
   }
   #pragma GCC unroll 8
@@ -159,21 +164,21 @@ void DotTileIq4Xs(const BlockIq4Xs* wb, const BlockQ8_K* x, int64_t n_blocks, fl
 
 void VecDotTileQ2_KAvx2(const void* w, const void* x_tile, int n_x, int64_t cols, float* out, int64_t out_stride) {
   WithTileSize(n_x, [&](auto n) {
-    DotTileQ2K<decltype(n)::value>(static_cast<const BlockQ2_K*>(w), static_cast<const BlockQ8_K*>(x_tile),
+    DotTileQ2K<decltype(n)::value>(static_cast<const BlockQ2_K*>(w), static_cast<const uint8_t*>(x_tile),
                                    cols / kQKK, out, out_stride);
   });
 }
 
 void VecDotTileQ3_KAvx2(const void* w, const void* x_tile, int n_x, int64_t cols, float* out, int64_t out_stride) {
   WithTileSize(n_x, [&](auto n) {
-    DotTileQ3K<decltype(n)::value>(static_cast<const BlockQ3_K*>(w), static_cast<const BlockQ8_K*>(x_tile),
+    DotTileQ3K<decltype(n)::value>(static_cast<const BlockQ3_K*>(w), static_cast<const uint8_t*>(x_tile),
                                    cols / kQKK, out, out_stride);
   });
 }
 
 void VecDotTileIq4XsAvx2(const void* w, const void* x_tile, int n_x, int64_t cols, float* out, int64_t out_stride) {
   WithTileSize(n_x, [&](auto n) {
-    DotTileIq4Xs<decltype(n)::value>(static_cast<const BlockIq4Xs*>(w), static_cast<const BlockQ8_K*>(x_tile),
+    DotTileIq4Xs<decltype(n)::value>(static_cast<const BlockIq4Xs*>(w), static_cast<const uint8_t*>(x_tile),
                                      cols / kQKK, out, out_stride);
   });
 }

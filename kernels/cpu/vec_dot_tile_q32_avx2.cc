@@ -48,15 +48,12 @@ inline void DotTileQ8_0Act(const void* x_tile, int64_t n_blocks, float* out, int
     float d_w;
     unpack(b, &a, &d_w);
     const __m256i abs_a = _mm256_sign_epi8(a, a);
-    const uint8_t* record = x + b * TileQ8_0RecordBytes(N);
-    const int8_t* qs = reinterpret_cast<const int8_t*>(record + kMaxTileTokens * 4);
-    // d_w * d_x for every token at once: lane t is the one-token dot's
-    // scalar product for token t.
-    const __m256 d_x = _mm256_loadu_ps(reinterpret_cast<const float*>(record));
-    _mm256_store_ps(scales, _mm256_mul_ps(_mm256_set1_ps(d_w), d_x));
+    const uint8_t* record = x + b * TileQ8_0::Bytes(N);
+    avx2::ScaleProducts(reinterpret_cast<const float*>(record + TileQ8_0::Scales()), d_w, scales);
     #pragma GCC unroll 8
     for (int t = 0; t < N; ++t) {
-      acc[t] = _mm256_fmadd_ps(_mm256_broadcast_ss(&scales[t]), PartialSums(a, abs_a, qs + kQK * t), acc[t]);
+      const auto* qs = reinterpret_cast<const int8_t*>(record + TileQ8_0::Quants(t));
+      acc[t] = _mm256_fmadd_ps(_mm256_broadcast_ss(&scales[t]), PartialSums(a, abs_a, qs), acc[t]);
     }
   }
   // + 0.0f as the one-token dot adds its (here empty) mins term.
@@ -113,13 +110,12 @@ void DotTileIq4Nl(const BlockIq4Nl* wb, const uint8_t* x, int64_t n_blocks, floa
       const __m256i a = _mm256_shuffle_epi8(table, avx2::UnpackNibbles(blk.qs));
       const __m256i abs_a = _mm256_sign_epi8(a, a);
       const float d_w = F16(blk.d);
-      const uint8_t* record = x + (b + parity) * TileQ8_0RecordBytes(N);
-      const auto* d_x = reinterpret_cast<const float*>(record);
-      const int8_t* qs = reinterpret_cast<const int8_t*>(record + kMaxTileTokens * 4);
+      const uint8_t* record = x + (b + parity) * TileQ8_0::Bytes(N);
+      const auto* d_x = reinterpret_cast<const float*>(record + TileQ8_0::Scales());
       #pragma GCC unroll 8
       for (int t = 0; t < N; ++t) {
-        acc[parity][t] =
-            _mm256_fmadd_ps(_mm256_set1_ps(d_w * d_x[t]), PartialSums(a, abs_a, qs + kQK * t), acc[parity][t]);
+        const auto* qs = reinterpret_cast<const int8_t*>(record + TileQ8_0::Quants(t));
+        acc[parity][t] = _mm256_fmadd_ps(_mm256_set1_ps(d_w * d_x[t]), PartialSums(a, abs_a, qs), acc[parity][t]);
       }
     }
   }
@@ -128,9 +124,9 @@ void DotTileIq4Nl(const BlockIq4Nl* wb, const uint8_t* x, int64_t n_blocks, floa
     float sum = HorizontalSum(_mm256_add_ps(acc[0][t], acc[1][t]));
     if (b < n_blocks) {
       const BlockIq4Nl& blk = wb[b];
-      const uint8_t* record = x + b * TileQ8_0RecordBytes(N);
-      const float d_x = reinterpret_cast<const float*>(record)[t];
-      const int8_t* qs = reinterpret_cast<const int8_t*>(record + kMaxTileTokens * 4) + kQK * t;
+      const uint8_t* record = x + b * TileQ8_0::Bytes(N);
+      const float d_x = reinterpret_cast<const float*>(record + TileQ8_0::Scales())[t];
+      const auto* qs = reinterpret_cast<const int8_t*>(record + TileQ8_0::Quants(t));
       int isum = 0;
       for (int j = 0; j < kQK / 2; ++j) {
         isum += kIq4NlValues[blk.qs[j] & 0xF] * qs[j] + kIq4NlValues[blk.qs[j] >> 4] * qs[j + kQK / 2];
