@@ -1,7 +1,8 @@
 // matmul_bench: how close MatMul at batch 1 (decode) comes to the memory
-// bandwidth bound. Not a test; run it by hand:
+// bandwidth bound, and how a batch of tokens scales. Not a test; run it by
+// hand:
 //
-//   matmul_bench [--threads N] [--tokens T] [--rounds R] [--portable] [--cached] [TYPE...]
+//   matmul_bench [--threads N] [--tokens T[,T...]] [--rounds R] [--portable] [--cached] [TYPE...]
 //
 // For each type (default: Q4_0 Q8_0 Q4_K Q6_K) it builds copies of a
 // rows x cols = 2048 x 8192 matrix (Llama-3.2-1B's ffn_down shape) totalling
@@ -14,6 +15,11 @@
 // / time against the memcpy GB/s. Medians over the rounds; memcpy is measured
 // between the types too, and its median over the run is used. --cached uses
 // one copy, which the last-level cache can hold: the kernels' compute speed.
+//
+// Each type runs at every token count of --tokens (default 1,4,8,16: decode
+// batches): "tok/ms" is the aggregate (tokens per millisecond of one
+// MatMul), "x b1" its multiple of the 1-token figure, "GMAC/s/core" the
+// multiply-adds per second of process CPU time.
 //
 // On a shared machine other processes take CPU time from the run; the
 // "cores" column (process CPU time / wall time) shows how much it really
@@ -29,6 +35,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_format.h"
 #include "kernels/cpu/simd.h"
 #include "kernels/cpu/thread_pool.h"
 #include "kernels/ops.h"
@@ -76,6 +83,7 @@ struct Result {
   double cores;          // process CPU time / wall time
   double gbps_per_core;  // weight bytes / process CPU time
   int64_t matrix_bytes;
+  double cpu_ms_per_matmul;  // process CPU time per MatMul
 };
 
 Result BenchType(GgmlType type, int n_tokens, int rounds, bool cached, const cpu::Exec& exec) {
@@ -87,7 +95,7 @@ Result BenchType(GgmlType type, int n_tokens, int rounds, bool cached, const cpu
   const std::vector<float> x = testing::RandomActivations(n_tokens * kCols, 2);
   std::vector<float> out(static_cast<size_t>(n_tokens * kRows));
 
-  std::vector<double> rates, times, cores, per_core;
+  std::vector<double> rates, times, cores, per_core, cpu_times;
   for (int r = 0; r < rounds + 1; ++r) {
     const double cpu0 = CpuSeconds();
     const auto t0 = std::chrono::steady_clock::now();
@@ -107,13 +115,14 @@ Result BenchType(GgmlType type, int n_tokens, int rounds, bool cached, const cpu
     times.push_back(s / copies * 1e3);
     cores.push_back(cpu / s);
     per_core.push_back(bytes / cpu / 1e9);
+    cpu_times.push_back(cpu / copies * 1e3);
   }
-  return Result{Median(rates), Median(times), Median(cores), Median(per_core), matrix_bytes};
+  return Result{Median(rates), Median(times), Median(cores), Median(per_core), matrix_bytes, Median(cpu_times)};
 }
 
 int Main(int argc, char** argv) {
   int threads = 0;  // one per core
-  int n_tokens = 1;
+  std::vector<int> token_counts = {1, 4, 8, 16};
   int rounds = 7;
   bool cached = false;
   cpu::Simd simd = cpu::DetectSimd();
@@ -123,7 +132,12 @@ int Main(int argc, char** argv) {
     if (arg == "--threads" && i + 1 < argc) {
       threads = std::atoi(argv[++i]);
     } else if (arg == "--tokens" && i + 1 < argc) {
-      n_tokens = std::max(1, std::atoi(argv[++i]));
+      token_counts.clear();
+      for (const char* p = argv[++i]; *p != '\0';) {
+        token_counts.push_back(std::max(1, std::atoi(p)));
+        while (*p != '\0' && *p != ',') ++p;
+        if (*p == ',') ++p;
+      }
     } else if (arg == "--rounds" && i + 1 < argc) {
       rounds = std::max(1, std::atoi(argv[++i]));
     } else if (arg == "--cached") {
@@ -144,25 +158,42 @@ int Main(int argc, char** argv) {
 
   cpu::ThreadPool pool(threads);
   const cpu::Exec exec{&pool, simd};
-  std::printf("MatMul %lld x %lld, n_tokens %d, %d threads, %s; %s, %d rounds\n", static_cast<long long>(kRows),
-              static_cast<long long>(kCols), n_tokens, pool.size(), cpu::SimdName(simd),
+  std::printf("MatMul %lld x %lld, %d threads, %s; %s, %d rounds\n", static_cast<long long>(kRows),
+              static_cast<long long>(kCols), pool.size(), cpu::SimdName(simd),
               cached ? "one matrix (cache-resident)" : ">= 256 MiB of weights per type", rounds);
 
+  struct Row {
+    GgmlType type;
+    int n_tokens;
+    Result result;
+  };
   std::vector<double> memcpy_rates = {MemcpyGbps(rounds)};
-  std::vector<std::pair<GgmlType, Result>> results;
+  std::vector<Row> rows;
   for (GgmlType type : types) {
-    results.emplace_back(type, BenchType(type, n_tokens, rounds, cached, exec));
+    for (int n_tokens : token_counts) {
+      rows.push_back(Row{type, n_tokens, BenchType(type, n_tokens, rounds, cached, exec)});
+    }
     memcpy_rates.push_back(MemcpyGbps(rounds));
   }
   const double memcpy_gbps = Median(memcpy_rates);
   std::printf("memcpy %.2f GB/s (median; per measurement:", memcpy_gbps);
   for (double r : memcpy_rates) std::printf(" %.2f", r);
-  std::printf(")\n\n%-7s %10s %10s %12s %7s %7s %14s\n", "type", "MB/matrix", "ms/MatMul", "weight GB/s", "ratio",
-              "cores", "GB/s per core");
-  for (const auto& [type, r] : results) {
-    std::printf("%-7s %10.2f %10.3f %12.2f %7.2f %7.2f %14.2f\n", std::string(GgmlTypeName(type)).c_str(),
-                static_cast<double>(r.matrix_bytes) / 1e6, r.ms_per_matmul, r.gbps, r.gbps / memcpy_gbps, r.cores,
-                r.gbps_per_core);
+  std::printf(")\n\n%-7s %6s %10s %10s %12s %7s %7s %14s %8s %6s %12s\n", "type", "tokens", "MB/matrix", "ms/MatMul",
+              "weight GB/s", "ratio", "cores", "GB/s per core", "tok/ms", "x b1", "GMAC/s/core");
+  for (const Row& row : rows) {
+    const Result& r = row.result;
+    const double tok_per_ms = row.n_tokens / r.ms_per_matmul;
+    std::string times_one = "-";  // needs the type's 1-token row
+    for (const Row& one : rows) {
+      if (one.type == row.type && one.n_tokens == 1) {
+        times_one = absl::StrFormat("%.2f", tok_per_ms * one.result.ms_per_matmul);
+      }
+    }
+    const double gmac_per_core = static_cast<double>(kRows * kCols) * row.n_tokens / (r.cpu_ms_per_matmul * 1e6);
+    std::printf("%-7s %6d %10.2f %10.3f %12.2f %7.2f %7.2f %14.2f %8.2f %6s %12.1f\n",
+                std::string(GgmlTypeName(row.type)).c_str(), row.n_tokens, static_cast<double>(r.matrix_bytes) / 1e6,
+                r.ms_per_matmul, r.gbps, r.gbps / memcpy_gbps, r.cores, r.gbps_per_core, tok_per_ms,
+                times_one.c_str(), gmac_per_core);
   }
   return 0;
 }
