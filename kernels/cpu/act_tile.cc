@@ -3,9 +3,9 @@
 
 #include <cstring>
 
-namespace octo::cpu {
+#include "kernels/half.h"
 
-bool HasActTile(ActType type) { return type != ActType::kQ8_1; }
+namespace octo::cpu {
 
 int64_t ActTileBytes(ActType type, int64_t cols, int n) {
   switch (type) {
@@ -14,7 +14,7 @@ int64_t ActTileBytes(ActType type, int64_t cols, int n) {
     case ActType::kF32:
     case ActType::kF16:
     case ActType::kBF16: return ActRowBytes(type, cols) * n;
-    case ActType::kQ8_1: return 0;
+    case ActType::kQ8_1: return cols / kQK * TileQ8_1::Bytes(n);
   }
   return 0;
 }
@@ -60,7 +60,22 @@ void PackActTile(ActType type, const uint8_t* rows, int64_t row_stride, int n, i
       for (int t = 0; t < n; ++t) std::memcpy(out + t * row_bytes, rows + t * row_stride, row_bytes);
       return;
     }
-    case ActType::kQ8_1: return;
+    case ActType::kQ8_1: {
+      for (int64_t b = 0; b < cols / kQK; ++b) {
+        uint8_t* record = out + b * TileQ8_1::Bytes(n);
+        float d[kMaxTileTokens] = {};
+        float s[kMaxTileTokens] = {};
+        for (int t = 0; t < n; ++t) {
+          const BlockQ8_1& block = reinterpret_cast<const BlockQ8_1*>(rows + t * row_stride)[b];
+          d[t] = Fp16ToFp32(block.d);
+          s[t] = Fp16ToFp32(block.s);
+          std::memcpy(record + TileQ8_1::Quants(t), block.qs, kQK);
+        }
+        std::memcpy(record + TileQ8_1::Scales(), d, sizeof(d));
+        std::memcpy(record + TileQ8_1::Sums(), s, sizeof(s));
+      }
+      return;
+    }
   }
 }
 

@@ -8,15 +8,16 @@
 // for one weight block sit side by side, one record per block:
 //
 //   Q8_0   TileQ8_0: the n tokens' block scales, then their quants.
+//   Q8_1   TileQ8_1: the n tokens' block scales and block sums s, then
+//          their quants.
 //   Q8_K   TileQ8_K: the n tokens' scales, bsums, pair sums of the bsums,
 //          then their quants.
 // The scales of all the tokens come first in kMaxTileTokens fp32 slots (the
 // unused ones zero), so a dot multiplies a weight block's scale by every
-// token's in one vector.
+// token's in one vector (fp16 scales widened, exactly).
 //   F32,   the n encoded rows one after the other (x itself is an F32
 //   F16,   tile: MatMul packs nothing for it).
 //   BF16
-// Q8_1 has no tile layout (its types keep the one-token dots).
 //
 // A tile of n tokens takes ActTileBytes(type, cols, n) bytes.
 #pragma once
@@ -37,6 +38,14 @@ inline constexpr int kMaxTileTokens = 8;
 struct TileQ8_0 {
   static constexpr int64_t Scales() { return 0; }  // float[kMaxTileTokens]: d as fp32
   static constexpr int64_t Quants(int t) { return kMaxTileTokens * 4 + kQK * t; }  // int8[32] of token t
+  static constexpr int64_t Bytes(int n) { return Quants(n); }
+};
+
+// Byte offsets inside one block record of a Q8_1 tile of n tokens.
+struct TileQ8_1 {
+  static constexpr int64_t Scales() { return 0; }                // float[kMaxTileTokens]: d as fp32
+  static constexpr int64_t Sums() { return kMaxTileTokens * 4; }  // float[kMaxTileTokens]: s as fp32
+  static constexpr int64_t Quants(int t) { return kMaxTileTokens * 8 + kQK * t; }  // int8[32] of token t
   static constexpr int64_t Bytes(int n) { return Quants(n); }
 };
 
@@ -62,14 +71,11 @@ struct TileQ8_KRecord {
   const int8_t* qs(int t) const { return reinterpret_cast<const int8_t*>(p + TileQ8_K::Quants(N, t)); }
 };
 
-// Whether `type` has a tile layout.
-bool HasActTile(ActType type);
-
 // Bytes of a tile of n tokens of `type` (cols a multiple of its block).
 int64_t ActTileBytes(ActType type, int64_t cols, int n);
 
 // Packs n (1..kMaxTileTokens) encoded rows of `type` (row t at
-// rows + t * row_stride) into one tile at out. type must have a tile layout.
+// rows + t * row_stride) into one tile at out.
 void PackActTile(ActType type, const uint8_t* rows, int64_t row_stride, int n, int64_t cols, uint8_t* out);
 
 // Calls kernel(std::integral_constant<int, n>{}) for n in 1..kMaxTileTokens:

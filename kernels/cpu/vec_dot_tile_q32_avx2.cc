@@ -1,5 +1,6 @@
 // AVX2 tile dots (several tokens per weight row, act_tile.h) of the 32-wide
-// block types read against Q8_0: Q4_0, Q5_0, Q8_0 and IQ4_NL.
+// block types: Q4_0, Q5_0, Q8_0 and IQ4_NL (read against Q8_0), Q4_1 and
+// Q5_1 (against Q8_1).
 //
 // Each token's result is the bits its one-token dot (vec_dot_q32_avx2.cc)
 // gives: per block the same 8 exact int32 partial sums (each over 4
@@ -11,6 +12,9 @@
 // |a| once, and each token's quants only take a's sign. sum(|a| * sign(x, a))
 // over a group of 4 is the integer sum((n - offset) * x) the one-token dot
 // takes as sum(n * x) - offset * sum(x): the same int32, so the same float.
+// Q4_1/Q5_1's quants are unsigned, as in their one-token dot, and their
+// m_w * s_x terms, one FMA per block in lane 0 of a vector there, are one
+// FMA per block for all the tokens here, lane t token t's.
 #if defined(__x86_64__)
 
 #include <immintrin.h>
@@ -61,7 +65,62 @@ inline void DotTileQ8_0Act(const void* x_tile, int64_t n_blocks, float* out, int
   for (int t = 0; t < N; ++t) out[t * out_stride] = HorizontalSum(acc[t]) + 0.0f;
 }
 
+// Q4_1/Q5_1: unpack(b, &n, &d_w, &m_w) gives block b's unsigned quants, its
+// scale and its min.
+template <int N, typename Unpack>
+inline void DotTileQ8_1Act(const void* x_tile, int64_t n_blocks, float* out, int64_t out_stride, Unpack unpack) {
+  const auto* x = static_cast<const uint8_t*>(x_tile);
+  __m256 acc[N];
+  #pragma GCC unroll 8
+  for (int t = 0; t < N; ++t) acc[t] = _mm256_setzero_ps();
+  __m256 mins = _mm256_setzero_ps();
+  alignas(32) float scales[kMaxTileTokens];
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    __m256i n;
+    float d_w, m_w;
+    unpack(b, &n, &d_w, &m_w);
+    const uint8_t* record = x + b * TileQ8_1::Bytes(N);
+    const auto* s_x = reinterpret_cast<const float*>(record + TileQ8_1::Sums());
+    mins = _mm256_fmadd_ps(_mm256_set1_ps(m_w), _mm256_loadu_ps(s_x), mins);
+    avx2::ScaleProducts(reinterpret_cast<const float*>(record + TileQ8_1::Scales()), d_w, scales);
+    #pragma GCC unroll 8
+    for (int t = 0; t < N; ++t) {
+      const auto* qs = reinterpret_cast<const int8_t*>(record + TileQ8_1::Quants(t));
+      const __m256 lanes = _mm256_cvtepi32_ps(avx2::MulSumU8I8Int(n, Load256(qs)));
+      acc[t] = _mm256_fmadd_ps(_mm256_broadcast_ss(&scales[t]), lanes, acc[t]);
+    }
+  }
+  alignas(32) float min_terms[kMaxTileTokens];
+  _mm256_store_ps(min_terms, mins);
+  #pragma GCC unroll 8
+  for (int t = 0; t < N; ++t) out[t * out_stride] = HorizontalSum(acc[t]) + min_terms[t];
+}
+
 }  // namespace
+
+void VecDotTileQ4_1Avx2(const void* w, const void* x_tile, int n_x, int64_t cols, float* out, int64_t out_stride) {
+  const auto* wb = static_cast<const BlockQ4_1*>(w);
+  WithTileSize(n_x, [&](auto n) {
+    DotTileQ8_1Act<decltype(n)::value>(x_tile, cols / kQK, out, out_stride,
+                                       [&](int64_t b, __m256i* q, float* d, float* m) {
+                                         *q = avx2::UnpackNibbles(wb[b].qs);
+                                         *d = F16(wb[b].d);
+                                         *m = F16(wb[b].m);
+                                       });
+  });
+}
+
+void VecDotTileQ5_1Avx2(const void* w, const void* x_tile, int n_x, int64_t cols, float* out, int64_t out_stride) {
+  const auto* wb = static_cast<const BlockQ5_1*>(w);
+  WithTileSize(n_x, [&](auto n) {
+    DotTileQ8_1Act<decltype(n)::value>(x_tile, cols / kQK, out, out_stride,
+                                       [&](int64_t b, __m256i* q, float* d, float* m) {
+                                         *q = avx2::UnpackQ5(wb[b].qs, wb[b].qh);
+                                         *d = F16(wb[b].d);
+                                         *m = F16(wb[b].m);
+                                       });
+  });
+}
 
 void VecDotTileQ4_0Avx2(const void* w, const void* x_tile, int n_x, int64_t cols, float* out, int64_t out_stride) {
   const auto* wb = static_cast<const BlockQ4_0*>(w);

@@ -135,10 +135,10 @@ TEST_P(MatMulBatchTest, TileDotMatchesOneTokenDot) {
 
 INSTANTIATE_TEST_SUITE_P(AllTypes, MatMulBatchTest, ::testing::ValuesIn(kAllTypes), TypeName);
 
-// Q4_K_M-style groups mix tiled types sharing one encoding (Q4_K and Q6_K
-// read Q8_K) with a type that has no tile dot: the tiles and the rows are
-// both built, and each matrix reads its own.
-TEST(MatMulBatchTest, GroupMixingTiledAndUntiledTypes) {
+// A group mixing encodings (Q4_K and Q6_K share Q8_K tiles, as in a
+// Q4_K_M layer; Q4_1 reads Q8_1, Q8_0 its own): each matrix reads its own
+// tiles, every token gets its solo bits.
+TEST(MatMulBatchTest, GroupMixingEncodings) {
   constexpr int64_t kCols = 512;
   const GgmlType types[] = {GgmlType::kQ4_K, GgmlType::kQ6_K, GgmlType::kQ4_1, GgmlType::kQ8_0};
   std::vector<std::vector<uint8_t>> bytes;
