@@ -70,6 +70,7 @@ absl::StatusOr<std::optional<GeneratedToken>> Generation::Accept(std::span<const
   OCTO_ASSIGN_OR_RETURN(token.logprob, Logprob(logits, id));
   if (params_.top_logprobs > 0) {
     OCTO_ASSIGN_OR_RETURN(token.top, TopLogprobs(logits, params_.top_logprobs));
+    for (TokenLogprob& alternative : token.top) alternative.text = tokenizer_.Piece(alternative.id, /*render_special=*/true);
   }
   history_.push_back(id);
   StopMatcher::Output out = stop_.Feed(detokenizer_.Push(id));

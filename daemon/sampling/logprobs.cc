@@ -42,7 +42,7 @@ absl::StatusOr<std::vector<TokenLogprob>> TopLogprobs(std::span<const float> log
   std::partial_sort(all.begin(), all.begin() + static_cast<ptrdiff_t>(count), all.end(), MoreLikely);
 
   std::vector<TokenLogprob> top(count);
-  for (size_t i = 0; i < count; ++i) top[i] = {all[i].id, static_cast<double>(all[i].logit) - *log_sum};
+  for (size_t i = 0; i < count; ++i) top[i] = {all[i].id, static_cast<double>(all[i].logit) - *log_sum, {}};
   return top;
 }
 

@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -23,7 +24,8 @@ namespace octo {
 
 struct TokenLogprob {
   int32_t id;
-  double logprob;  // natural log, <= 0; -inf for a masked (-inf) logit
+  double logprob;    // natural log, <= 0; -inf for a masked (-inf) logit
+  std::string text;  // the token's piece, when the caller has a tokenizer (Generation fills it)
 };
 
 // The min(n, vocab) most likely tokens with their logprobs, most likely

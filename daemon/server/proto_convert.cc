@@ -100,7 +100,7 @@ void ToProto(const GeneratedToken& token, bool with_logprobs, v1::GeneratedToken
     v1::TokenLogprob* top = proto->add_top();
     top->set_id(alternative.id);
     top->set_logprob(alternative.logprob);
-    // top->text stays empty: the core reports ids and logprobs only.
+    top->set_text(alternative.text);
   }
 }
 

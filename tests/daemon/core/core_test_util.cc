@@ -56,6 +56,7 @@ void CollectingSink::OnStarted(const std::string& id, int) {
 void CollectingSink::OnToken(const GeneratedToken& token) {
   std::lock_guard<std::mutex> lock(mu_);
   tokens.push_back(token.id);
+  generated.push_back(token);
   text += token.text;
   cv_.notify_all();
 }

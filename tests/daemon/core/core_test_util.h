@@ -56,6 +56,7 @@ class CollectingSink : public TokenSink {
 
   std::string session_id;
   std::vector<int32_t> tokens;
+  std::vector<GeneratedToken> generated;  // every event, whole
   std::string text;
   absl::Status status;
   std::string finish_reason;

@@ -77,6 +77,27 @@ TEST_F(RuntimeTest, GreedyTokensEqualTheEngine) {
   EXPECT_TRUE(sink->session_id.empty());
 }
 
+TEST_F(RuntimeTest, TopLogprobsCarryEachAlternativesText) {
+  auto runtime = Start();
+  GenerateJob job;
+  job.prompt = "Once upon a time";
+  job.sampling.temperature = 0;
+  job.sampling.max_tokens = 4;
+  job.sampling.top_logprobs = 3;
+  auto sink = std::make_shared<CollectingSink>();
+  ASSERT_TRUE(runtime->Submit(job, sink).ok());
+  ASSERT_TRUE(sink->Wait());
+  ASSERT_EQ(sink->generated.size(), 4u);
+  std::vector<std::string> pieces;
+  for (const GeneratedToken& t : sink->generated) {
+    ASSERT_EQ(t.top.size(), 3u);
+    EXPECT_EQ(t.top[0].id, t.id);  // greedy: the most likely one
+    EXPECT_DOUBLE_EQ(t.top[0].logprob, t.logprob);
+    auto text = runtime->Detokenize({t.top[1].id});
+    EXPECT_EQ(t.top[1].text, *text);
+  }
+}
+
 TEST_F(RuntimeTest, StreamedThroughAOneLayerBudgetEqualsResident) {
   RuntimeOptions options = TestRuntimeOptions(dir_->path().string());
   options.pin_first = 0;

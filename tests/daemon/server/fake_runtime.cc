@@ -36,7 +36,7 @@ std::vector<GeneratedToken> ScriptTokens(const std::vector<std::string>& pieces)
     token.id = static_cast<int32_t>(100 + i);
     token.text = pieces[i];
     token.logprob = -0.25 * static_cast<double>(i + 1);
-    token.top = {{token.id, token.logprob}, {7, -3.5}};
+    token.top = {{token.id, token.logprob, "a"}, {7, -3.5, "b"}};
     tokens.push_back(std::move(token));
   }
   return tokens;

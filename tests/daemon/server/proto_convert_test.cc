@@ -158,7 +158,7 @@ TEST(ProtoConvertTest, TokenLogprobsOnlyWhenAskedFor) {
   token.id = 42;
   token.text = " cat";
   token.logprob = -0.5;
-  token.top = {{42, -0.5}, {7, -1.5}};
+  token.top = {{42, -0.5, "x"}, {7, -1.5, "y"}};
   v1::GeneratedToken plain;
   ToProto(token, /*with_logprobs=*/false, &plain);
   EXPECT_EQ(plain.id(), 42);
@@ -171,6 +171,7 @@ TEST(ProtoConvertTest, TokenLogprobsOnlyWhenAskedFor) {
   ASSERT_EQ(with.top_size(), 2);
   EXPECT_EQ(with.top(1).id(), 7);
   EXPECT_EQ(with.top(1).logprob(), -1.5);
+  EXPECT_EQ(with.top(1).text(), "y");
 }
 
 TEST(ProtoConvertTest, StatsRateIsGeneratedOverDecodeTime) {
