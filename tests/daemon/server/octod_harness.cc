@@ -1,0 +1,277 @@
+#include "tests/daemon/server/octod_harness.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <optional>
+#include <sstream>
+#include <thread>
+
+#include "daemon/server/endpoint.h"
+#include "tests/storage/test_models.h"
+
+namespace octo::testing {
+namespace {
+
+constexpr auto kStartTimeout = std::chrono::seconds(30);
+constexpr auto kStopTimeout = std::chrono::seconds(20);
+
+int ExitCode(int status) {
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return -1;
+}
+
+// waitpid that gives up after `timeout`; the exit code, or nullopt.
+std::optional<int> WaitWithTimeout(pid_t pid, std::chrono::milliseconds timeout) {
+  std::optional<int> code;
+  WaitFor(
+      [&] {
+        int status = 0;
+        if (::waitpid(pid, &status, WNOHANG) != pid) return false;
+        code = ExitCode(status);
+        return true;
+      },
+      timeout);
+  return code;
+}
+
+}  // namespace
+
+const std::string& OctodPath() {
+  static const std::string path = OCTOD_PATH;
+  return path;
+}
+const std::string& OctoGenPath() {
+  static const std::string path = OCTO_GEN_PATH;
+  return path;
+}
+const std::string& OctoCtlPath() {
+  static const std::string path = OCTO_CTL_PATH;
+  return path;
+}
+
+std::vector<int> TokenIds(const std::string& json_lines) {
+  std::vector<int> ids;
+  std::istringstream lines(json_lines);
+  for (std::string line; std::getline(lines, line);) {
+    const nlohmann::json event = nlohmann::json::parse(line, nullptr, false);
+    if (event.is_object() && event.value("event", "") == "token") ids.push_back(event["id"].get<int>());
+  }
+  return ids;
+}
+
+nlohmann::json DoneEvent(const std::string& json_lines) {
+  std::istringstream lines(json_lines);
+  for (std::string line; std::getline(lines, line);) {
+    const nlohmann::json event = nlohmann::json::parse(line, nullptr, false);
+    if (event.is_object() && event.value("event", "") == "done") return event;
+  }
+  return nullptr;
+}
+
+uint64_t JsonU64(const nlohmann::json& value) {
+  if (value.is_string()) return std::stoull(value.get<std::string>());
+  return value.is_number() ? value.get<uint64_t>() : 0;
+}
+
+::testing::AssertionResult Decompose(const std::string& gguf, const std::string& out_dir) {
+  const RunResult r = RunCommand({OctoCtlPath(), "decompose", "-q", gguf, out_dir});
+  if (r.exit_code == 0) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "octo-ctl decompose " << gguf << " exited " << r.exit_code << ": " << r.err;
+}
+
+std::vector<int> EngineTokens(const std::string& model_dir, const std::string& prompt, int max_tokens) {
+  const RunResult r = RunCommand(
+      {OctoCtlPath(), "run", model_dir, prompt, "--temp", "0", "-n", std::to_string(max_tokens), "--tokens"});
+  if (r.exit_code != 0) {
+    ADD_FAILURE() << "octo-ctl run " << model_dir << " exited " << r.exit_code << ": " << r.err;
+    return {};
+  }
+  std::vector<int> ids;
+  std::istringstream words(r.out);
+  for (int id = 0; words >> id;) ids.push_back(id);
+  return ids;
+}
+
+uint64_t LargestLayerFile(const std::string& model_dir) {
+  uint64_t largest = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(model_dir)) {
+    if (entry.path().filename().string().rfind("layer_", 0) == 0) largest = std::max<uint64_t>(largest, entry.file_size());
+  }
+  return largest;
+}
+
+std::vector<std::string> RingSegmentsOf(pid_t octod_pid) {
+  const std::string prefix = "octo-ring-" + std::to_string(octod_pid) + "-";
+  std::vector<std::string> names;
+  DIR* dir = ::opendir("/dev/shm");
+  if (dir == nullptr) return names;
+  while (const dirent* entry = ::readdir(dir)) {
+    const std::string name = entry->d_name;
+    if (name.rfind(prefix, 0) == 0) names.push_back(name);
+  }
+  ::closedir(dir);
+  return names;
+}
+
+bool ProcessRuns(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return false;
+  // "pid (comm) S ...": the state follows the last ')' (comm may hold one).
+  const size_t paren = line.rfind(')');
+  if (paren == std::string::npos || paren + 2 >= line.size()) return false;
+  const char state = line[paren + 2];
+  return state != 'Z' && state != 'X';
+}
+
+bool WaitFor(const std::function<bool()>& condition, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!condition()) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return true;
+}
+
+OctodProcess::OctodProcess(std::string socket_path, std::string log_path)
+    : socket_(std::move(socket_path)), log_(std::move(log_path)) {}
+
+OctodProcess::~OctodProcess() {
+  if (pid_ > 0) Kill();
+}
+
+::testing::AssertionResult OctodProcess::Start(const std::vector<std::string>& args) {
+  if (pid_ > 0) return ::testing::AssertionFailure() << "octod is already running";
+  std::vector<std::string> argv = {OctodPath(), "--socket", socket_, "--threads", "2"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  std::vector<char*> c_argv;
+  for (std::string& arg : argv) c_argv.push_back(arg.data());
+  c_argv.push_back(nullptr);
+  // Opened before the fork: the child only dups and execs.
+  const int log_fd = ::open(log_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+  if (log_fd < 0) return ::testing::AssertionFailure() << "cannot open " << log_;
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::dup2(log_fd, STDOUT_FILENO);
+    ::dup2(log_fd, STDERR_FILENO);
+    ::execv(c_argv[0], c_argv.data());
+    ::_exit(127);
+  }
+  ::close(log_fd);
+  if (pid < 0) return ::testing::AssertionFailure() << "fork failed";
+  pid_ = pid;
+  started_.push_back(pid);
+  std::optional<int> exited;
+  const bool answers = WaitFor(
+      [&] {
+        int status = 0;
+        if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+          exited = ExitCode(status);
+          return true;
+        }
+        return UnixSocketAnswers(socket_);
+      },
+      kStartTimeout);
+  if (exited.has_value()) {
+    pid_ = -1;
+    return ::testing::AssertionFailure() << "octod exited " << *exited << " at start:\n" << Log();
+  }
+  if (!answers) return ::testing::AssertionFailure() << "octod did not answer within 30 s:\n" << Log();
+  return ::testing::AssertionSuccess();
+}
+
+::testing::AssertionResult OctodProcess::Stop() {
+  if (pid_ <= 0) return ::testing::AssertionFailure() << "octod is not running";
+  const pid_t pid = pid_;
+  ::kill(pid, SIGTERM);
+  const std::optional<int> code = WaitWithTimeout(pid, kStopTimeout);
+  if (!code.has_value()) {
+    Kill();
+    return ::testing::AssertionFailure() << "octod did not stop within 20 s of SIGTERM:\n" << Log();
+  }
+  pid_ = -1;
+  if (*code != 0) return ::testing::AssertionFailure() << "octod exited " << *code << ":\n" << Log();
+  if (std::filesystem::exists(socket_)) return ::testing::AssertionFailure() << "octod left its socket behind";
+  if (!RingSegmentsOf(pid).empty()) {
+    return ::testing::AssertionFailure() << "octod left /dev/shm/" << RingSegmentsOf(pid).front() << " behind";
+  }
+  return ::testing::AssertionSuccess();
+}
+
+void OctodProcess::Kill() {
+  if (pid_ <= 0) return;
+  ::kill(pid_, SIGKILL);
+  int status = 0;
+  while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+  }
+  pid_ = -1;
+}
+
+std::string OctodProcess::Log() const {
+  std::ifstream in(log_);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+RunResult OctodProcess::Gen(std::vector<std::string> args) const {
+  args.insert(args.begin(), {OctoGenPath(), "--socket", socket_});
+  return RunCommand(args);
+}
+
+RunResult OctodProcess::Ctl(const std::string& command, std::vector<std::string> args) const {
+  args.insert(args.begin(), {OctoCtlPath(), command, "--socket", socket_});
+  return RunCommand(args);
+}
+
+nlohmann::json OctodProcess::Status() const {
+  const RunResult r = Ctl("status", {"--json"});
+  nlohmann::json status = nlohmann::json::parse(r.out, nullptr, false);
+  if (r.exit_code != 0 || !status.is_object()) {
+    ADD_FAILURE() << "octo-ctl status exited " << r.exit_code << ": " << r.err << r.out;
+    return nullptr;
+  }
+  return status;
+}
+
+OctodTest::OctodTest() : octod_(dir_.Path("octod.sock"), dir_.Path("octod.log")) {
+  std::filesystem::create_directories(dir_.Path("root"));
+}
+
+void OctodTest::TearDown() {
+  if (octod_.pid() > 0) {
+    EXPECT_TRUE(octod_.Stop());
+  }
+  for (pid_t pid : octod_.started()) {
+    WaitFor([&] { return RingSegmentsOf(pid).empty(); }, std::chrono::seconds(2));
+    for (const std::string& ring : RingSegmentsOf(pid)) ADD_FAILURE() << "octod " << pid << " left /dev/shm/" << ring;
+  }
+  if (HasFailure()) std::cerr << "octod's log:\n" << octod_.Log();
+}
+
+void OctodTest::MakeModel(const std::string& name, int n_layers) {
+  const std::string gguf = dir_.Path(name + ".gguf");
+  GenerateModel(gguf, "tiny", "Q4_K_M", [&](ModelShape& shape) { shape.n_layers = n_layers; });
+  ASSERT_TRUE(Decompose(gguf, ModelDir(name)));
+}
+
+std::vector<std::string> OctodTest::ServeArgs(const std::string& model, std::vector<std::string> extra) const {
+  std::vector<std::string> args = {"--models-root", dir_.Path("root")};
+  if (!model.empty()) args.insert(args.end(), {"--model", model});
+  args.insert(args.end(), extra.begin(), extra.end());
+  return args;
+}
+
+std::vector<std::string> OctodTest::StreamEveryLayer(const std::string& model) const {
+  return {"--pin-first", "0", "--pin-last", "0", "--layer-budget", std::to_string(LargestLayerFile(ModelDir(model)))};
+}
+
+}  // namespace octo::testing

@@ -1,0 +1,112 @@
+// A real octod for end-to-end tests: the daemon built with this tree, run as
+// a child process on a unix socket, driven by the real octo-gen and octo-ctl
+// (tests/client/subprocess.h runs them), plus what those tests check
+// afterwards: the loader process and the shared-memory rings octod leaves.
+//
+// Threads: an OctodProcess belongs to the test's thread; Gen and Ctl may be
+// called from several threads at once (they only run processes).
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "tests/client/subprocess.h"
+#include "tests/temp_dir.h"
+
+namespace octo::testing {
+
+// The binaries of this build.
+const std::string& OctodPath();
+const std::string& OctoGenPath();
+const std::string& OctoCtlPath();
+
+// Token ids of octo-gen --json's token events, in order.
+std::vector<int> TokenIds(const std::string& json_lines);
+// octo-gen --json's done event; a null json when the output has none.
+nlohmann::json DoneEvent(const std::string& json_lines);
+
+// A 64-bit field of a proto's JSON (written as a string) or a number.
+uint64_t JsonU64(const nlohmann::json& value);
+
+// `octo-ctl decompose -q gguf out_dir`.
+::testing::AssertionResult Decompose(const std::string& gguf, const std::string& out_dir);
+// The in-process engine's greedy tokens: `octo-ctl run DIR PROMPT --temp 0
+// -n N --tokens`. Empty (with a test failure) when octo-ctl fails.
+std::vector<int> EngineTokens(const std::string& model_dir, const std::string& prompt, int max_tokens);
+// Size of the largest layer_*.bin of a model directory: the smallest
+// layer budget that streams every layer through one ring slot.
+uint64_t LargestLayerFile(const std::string& model_dir);
+
+// /dev/shm entries of the rings octod `octod_pid` created (storage/ring.cc
+// names them /octo-ring-<octod pid>-<counter>).
+std::vector<std::string> RingSegmentsOf(pid_t octod_pid);
+// True while `pid` runs; a zombie (ended, not yet reaped) does not run.
+bool ProcessRuns(pid_t pid);
+// Polls `condition` every 10 ms until it holds (true) or `timeout` passes.
+bool WaitFor(const std::function<bool()>& condition, std::chrono::milliseconds timeout);
+
+class OctodProcess {
+ public:
+  // octod will listen on `socket_path` and log to `log_path`.
+  OctodProcess(std::string socket_path, std::string log_path);
+  // A still-running octod is killed (SIGKILL) and reaped.
+  ~OctodProcess();
+  OctodProcess(const OctodProcess&) = delete;
+  OctodProcess& operator=(const OctodProcess&) = delete;
+
+  // Runs `octod --socket S --threads 2 args...` and waits (up to 30 s) until
+  // it answers on the socket. Fails, with octod's log, when it exits first.
+  ::testing::AssertionResult Start(const std::vector<std::string>& args);
+  // SIGTERM: succeeds when octod exits 0 and removed its socket and rings.
+  ::testing::AssertionResult Stop();
+  // SIGKILL, then reaps it; the socket file stays, as after a crash.
+  void Kill();
+
+  pid_t pid() const { return pid_; }  // -1 when not started or ended
+  const std::vector<pid_t>& started() const { return started_; }  // every pid it had
+  const std::string& socket() const { return socket_; }
+  std::string Log() const;            // what octod wrote to stderr so far
+
+  // `octo-gen --socket S args...`.
+  RunResult Gen(std::vector<std::string> args) const;
+  // `octo-ctl COMMAND --socket S args...`.
+  RunResult Ctl(const std::string& command, std::vector<std::string> args = {}) const;
+  // `octo-ctl status --json`, parsed; a null json (and a test failure) when it fails.
+  nlohmann::json Status() const;
+
+ private:
+  std::string socket_;
+  std::string log_;
+  pid_t pid_ = -1;
+  std::vector<pid_t> started_;
+};
+
+// A test with its own temp dir (models root `root/`, octod's socket and log)
+// and one octod. TearDown stops a running octod (SIGTERM: exit 0, socket and
+// rings removed) and checks that no octod it ever started left a ring.
+class OctodTest : public ::testing::Test {
+ protected:
+  OctodTest();
+  void TearDown() override;
+
+  std::string ModelDir(const std::string& name) const { return dir_.Path("root/" + name); }
+  // Writes a generated "tiny" llama (Q4_K_M, random weights, seed 42) with
+  // `n_layers` layers and decomposes it to root/NAME.
+  void MakeModel(const std::string& name, int n_layers);
+  // octod flags: the models root, `model` loaded at start (none when
+  // empty), then `extra`.
+  std::vector<std::string> ServeArgs(const std::string& model, std::vector<std::string> extra = {}) const;
+  // Flags that stream every layer of `model` through one ring slot.
+  std::vector<std::string> StreamEveryLayer(const std::string& model) const;
+
+  TempDir dir_;
+  OctodProcess octod_;
+};
+
+}  // namespace octo::testing
