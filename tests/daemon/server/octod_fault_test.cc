@@ -9,8 +9,8 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "daemon/server/endpoint.h"
@@ -45,23 +45,21 @@ class OctodFaultTest : public OctodTest {
     return octod_.Gen({prompt, "--temp", "0", "-n", std::to_string(max_tokens), "--json"});
   }
 
-  // Runs `during` once octod has generated a few tokens of a greedy
-  // generation from kLongPrompt on another thread; returns that generation.
-  // `tokens_at` gets how many tokens had come when `during` ran.
-  RunResult DuringAGeneration(int max_tokens, const std::function<void()>& during, uint64_t* tokens_at) {
-    const uint64_t before = JsonU64(octod_.Status()["generated_tokens"]);
-    RunResult generation;
-    std::thread client([&] { generation = Greedy(max_tokens, kLongPrompt); });
+  // Runs `during` once octo-gen has printed a few tokens of a greedy
+  // generation from kLongPrompt; returns that generation. `tokens_at` gets
+  // how many tokens the client had when `during` ran.
+  RunResult DuringAGeneration(int max_tokens, const std::function<void()>& during, size_t* tokens_at) {
+    std::unique_ptr<BackgroundRun> client = octod_.GenInBackground(
+        {kLongPrompt, "--temp", "0", "-n", std::to_string(max_tokens), "--json"}, dir_.Path("gen"));
     const bool flowing = WaitFor(
         [&] {
-          const nlohmann::json status = octod_.Status();
-          *tokens_at = status.is_object() ? JsonU64(status["generated_tokens"]) - before : 0;
+          *tokens_at = TokenIds(client->Out()).size();
           return *tokens_at >= 10;
         },
         std::chrono::seconds(30));
     if (flowing) during();
-    client.join();
-    EXPECT_TRUE(flowing) << "no tokens came within 30 s";
+    const RunResult generation = client->Wait();
+    EXPECT_TRUE(flowing) << "no tokens came within 30 s: " << generation.err;
     return generation;
   }
 
@@ -97,7 +95,7 @@ TEST_F(OctodFaultTest, KilledLoaderIsRestartedAndTheGenerationKeepsItsTokens) {
   const pid_t loader = before["loader"]["pid"].get<int>();
   ASSERT_GT(loader, 0);
 
-  uint64_t tokens_at_kill = 0;
+  size_t tokens_at_kill = 0;
   const RunResult interrupted = DuringAGeneration(200, [&] { ::kill(loader, SIGKILL); }, &tokens_at_kill);
   EXPECT_LT(tokens_at_kill, expected.size()) << "the kill came after the generation";
   ASSERT_EQ(interrupted.exit_code, 0) << interrupted.err;
@@ -123,7 +121,7 @@ TEST_F(OctodFaultTest, OctodKilledMidGenerationLeavesNoLoaderAndNoRing) {
   StartStreaming();
   const pid_t loader = octod_.Status()["loader"]["pid"].get<int>();
   ASSERT_TRUE(ProcessRuns(loader));
-  uint64_t tokens_at_kill = 0;
+  size_t tokens_at_kill = 0;
   const RunResult cut = DuringAGeneration(200, [&] { KillOctodAndCheckItLeftNothing(loader); }, &tokens_at_kill);
   EXPECT_EQ(cut.exit_code, 1) << "the client saw its daemon die: " << cut.err;
   EXPECT_NE(cut.err.find("UNAVAILABLE"), std::string::npos) << cut.err;

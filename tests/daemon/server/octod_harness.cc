@@ -44,6 +44,34 @@ std::optional<int> WaitWithTimeout(pid_t pid, std::chrono::milliseconds timeout)
   return code;
 }
 
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+// fork + exec of `argv` with stdout to `out_path` and stderr to `err_path`
+// (appended; the same file may be both). The pid, or -1.
+pid_t Spawn(std::vector<std::string> argv, const std::string& out_path, const std::string& err_path) {
+  std::vector<char*> c_argv;
+  for (std::string& arg : argv) c_argv.push_back(arg.data());
+  c_argv.push_back(nullptr);
+  // Opened before the fork, close-on-exec: the child only dups and execs,
+  // and no other child inherits them.
+  const int out_fd = ::open(out_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+  const int err_fd = ::open(err_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+  pid_t pid = -1;
+  if (out_fd >= 0 && err_fd >= 0) pid = ::fork();
+  if (pid == 0) {
+    ::dup2(out_fd, STDOUT_FILENO);
+    ::dup2(err_fd, STDERR_FILENO);
+    ::execv(c_argv[0], c_argv.data());
+    ::_exit(127);
+  }
+  if (out_fd >= 0) ::close(out_fd);
+  if (err_fd >= 0) ::close(err_fd);
+  return pid;
+}
+
 }  // namespace
 
 const std::string& OctodPath() {
@@ -143,6 +171,31 @@ bool WaitFor(const std::function<bool()>& condition, std::chrono::milliseconds t
   return true;
 }
 
+BackgroundRun::BackgroundRun(const std::vector<std::string>& argv, const std::string& file_prefix)
+    : out_path_(file_prefix + ".out"), err_path_(file_prefix + ".err") {
+  std::filesystem::remove(out_path_);
+  std::filesystem::remove(err_path_);
+  pid_ = Spawn(argv, out_path_, err_path_);
+  if (pid_ < 0) ADD_FAILURE() << "cannot start " << argv[0];
+}
+
+BackgroundRun::~BackgroundRun() {
+  if (pid_ > 0) Wait();
+}
+
+std::string BackgroundRun::Out() const { return ReadFile(out_path_); }
+
+RunResult BackgroundRun::Wait() {
+  RunResult result;
+  if (pid_ > 0) {
+    result.exit_code = WaitCommand(pid_);
+    pid_ = -1;
+  }
+  result.out = ReadFile(out_path_);
+  result.err = ReadFile(err_path_);
+  return result;
+}
+
 OctodProcess::OctodProcess(std::string socket_path, std::string log_path)
     : socket_(std::move(socket_path)), log_(std::move(log_path)) {}
 
@@ -154,21 +207,8 @@ OctodProcess::~OctodProcess() {
   if (pid_ > 0) return ::testing::AssertionFailure() << "octod is already running";
   std::vector<std::string> argv = {OctodPath(), "--socket", socket_, "--threads", "2"};
   argv.insert(argv.end(), args.begin(), args.end());
-  std::vector<char*> c_argv;
-  for (std::string& arg : argv) c_argv.push_back(arg.data());
-  c_argv.push_back(nullptr);
-  // Opened before the fork: the child only dups and execs.
-  const int log_fd = ::open(log_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-  if (log_fd < 0) return ::testing::AssertionFailure() << "cannot open " << log_;
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    ::dup2(log_fd, STDOUT_FILENO);
-    ::dup2(log_fd, STDERR_FILENO);
-    ::execv(c_argv[0], c_argv.data());
-    ::_exit(127);
-  }
-  ::close(log_fd);
-  if (pid < 0) return ::testing::AssertionFailure() << "fork failed";
+  const pid_t pid = Spawn(std::move(argv), log_, log_);
+  if (pid < 0) return ::testing::AssertionFailure() << "cannot start octod (log " << log_ << ")";
   pid_ = pid;
   started_.push_back(pid);
   std::optional<int> exited;
@@ -217,14 +257,17 @@ void OctodProcess::Kill() {
   pid_ = -1;
 }
 
-std::string OctodProcess::Log() const {
-  std::ifstream in(log_);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
+std::string OctodProcess::Log() const { return ReadFile(log_); }
 
 RunResult OctodProcess::Gen(std::vector<std::string> args) const {
   args.insert(args.begin(), {OctoGenPath(), "--socket", socket_});
   return RunCommand(args);
+}
+
+std::unique_ptr<BackgroundRun> OctodProcess::GenInBackground(std::vector<std::string> args,
+                                                             const std::string& file_prefix) const {
+  args.insert(args.begin(), {OctoGenPath(), "--socket", socket_});
+  return std::make_unique<BackgroundRun>(args, file_prefix);
 }
 
 RunResult OctodProcess::Ctl(const std::string& command, std::vector<std::string> args) const {

@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -51,6 +52,24 @@ bool ProcessRuns(pid_t pid);
 // Polls `condition` every 10 ms until it holds (true) or `timeout` passes.
 bool WaitFor(const std::function<bool()>& condition, std::chrono::milliseconds timeout);
 
+// A command running in the background, its stdout and stderr in files, so
+// that a test can watch its output while it runs.
+class BackgroundRun {
+ public:
+  // Starts `argv`; its output goes to `file_prefix`.out and .err.
+  BackgroundRun(const std::vector<std::string>& argv, const std::string& file_prefix);
+  ~BackgroundRun();  // waits for the command when the test did not
+  BackgroundRun(const BackgroundRun&) = delete;
+  BackgroundRun& operator=(const BackgroundRun&) = delete;
+
+  std::string Out() const;  // stdout so far
+  RunResult Wait();         // waits for the end; then its exit code and output
+
+ private:
+  std::string out_path_, err_path_;
+  pid_t pid_ = -1;
+};
+
 class OctodProcess {
  public:
   // octod will listen on `socket_path` and log to `log_path`.
@@ -75,6 +94,8 @@ class OctodProcess {
 
   // `octo-gen --socket S args...`.
   RunResult Gen(std::vector<std::string> args) const;
+  // `octo-gen --socket S args...` in the background (output under `file_prefix`).
+  std::unique_ptr<BackgroundRun> GenInBackground(std::vector<std::string> args, const std::string& file_prefix) const;
   // `octo-ctl COMMAND --socket S args...`.
   RunResult Ctl(const std::string& command, std::vector<std::string> args = {}) const;
   // `octo-ctl status --json`, parsed; a null json (and a test failure) when it fails.
