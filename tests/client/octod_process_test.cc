@@ -2,7 +2,6 @@
 // driven by the real octo-gen and octo-ctl, checked on what they print, how
 // they exit, and what octod leaves behind.
 #include <netinet/in.h>
-#include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -20,15 +19,15 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/client/subprocess.h"
+#include "tests/daemon/server/octod_harness.h"
 #include "tests/storage/test_models.h"
 #include "tests/temp_dir.h"
 
 namespace octo::testing {
 namespace {
 
-const std::string kOctod = OCTOD_PATH;
-const std::string kOctoGen = OCTO_GEN_PATH;
-const std::string kOctoCtl = OCTO_CTL_PATH;
+const std::string& kOctoGen = OctoGenPath();
+const std::string& kOctoCtl = OctoCtlPath();
 constexpr int kLayers = 6;
 
 // A free localhost TCP port (free when asked; good enough for a test).
@@ -44,67 +43,47 @@ int FreePort() {
   return ntohs(address.sin_port);
 }
 
-std::vector<int> TokenIds(const std::string& json_lines) {
-  std::vector<int> ids;
-  std::istringstream lines(json_lines);
-  for (std::string line; std::getline(lines, line);) {
-    const nlohmann::json event = nlohmann::json::parse(line, nullptr, false);
-    if (event.is_object() && event["event"] == "token") ids.push_back(event["id"].get<int>());
-  }
-  return ids;
-}
-
 class OctodProcessTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     models_ = new TempDir();
     GenerateModel(models_->Path("m.gguf"), "tiny", "Q4_K_M", [](ModelShape& shape) { shape.n_layers = kLayers; });
     std::filesystem::create_directories(models_->Path("root"));
-    const RunResult r = RunCommand({kOctoCtl, "decompose", "-q", models_->Path("m.gguf"), models_->Path("root/m")});
-    ASSERT_EQ(r.exit_code, 0) << r.err;
+    ASSERT_TRUE(Decompose(models_->Path("m.gguf"), models_->Path("root/m")));
   }
   static void TearDownTestSuite() { delete models_; }
 
-  std::string socket() const { return dir_.Path("run/octod.sock"); }
+  std::string socket() const { return octod_.socket(); }
 
-  std::vector<std::string> OctodArgs(std::vector<std::string> extra) const {
-    std::vector<std::string> args = {kOctod, "--models-root", models_->Path("root"), "--model", "m",
-                                     "--socket", socket(), "--threads", "2"};
+  std::vector<std::string> ServeArgs(std::vector<std::string> extra) const {
+    std::vector<std::string> args = {"--models-root", models_->Path("root"), "--model", "m"};
     args.insert(args.end(), extra.begin(), extra.end());
     return args;
   }
+  // The whole command line, for an octod run to its end.
+  std::vector<std::string> OctodCommand(std::vector<std::string> extra) const {
+    std::vector<std::string> command = {OctodPath(), "--socket", socket(), "--threads", "2"};
+    const std::vector<std::string> args = ServeArgs(std::move(extra));
+    command.insert(command.end(), args.begin(), args.end());
+    return command;
+  }
 
   // Starts octod and waits until it answers on its socket.
-  void StartOctod(std::vector<std::string> extra = {}) {
-    pid_ = StartCommand(OctodArgs(std::move(extra)));
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-    while (!UnixSocketAnswers(socket())) {
-      ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "octod did not start";
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-  }
+  void StartOctod(std::vector<std::string> extra = {}) { ASSERT_TRUE(octod_.Start(ServeArgs(std::move(extra)))); }
 
-  // SIGTERM: octod must exit 0 and remove its socket.
-  void StopOctod() {
-    ASSERT_GT(pid_, 0);
-    ::kill(pid_, SIGTERM);
-    EXPECT_EQ(WaitCommand(pid_), 0);
-    pid_ = -1;
-    EXPECT_FALSE(std::filesystem::exists(socket())) << "octod left its socket behind";
-  }
+  // SIGTERM: octod must exit 0 and remove its socket (and its ring).
+  void StopOctod() { EXPECT_TRUE(octod_.Stop()); }
 
   void TearDown() override {
-    if (pid_ > 0) StopOctod();
+    if (octod_.pid() > 0) StopOctod();
   }
 
-  RunResult Gen(std::vector<std::string> args) {
-    args.insert(args.begin(), {kOctoGen, "--socket", socket()});
-    return RunCommand(args);
-  }
+  RunResult Gen(std::vector<std::string> args) { return octod_.Gen(std::move(args)); }
 
   static TempDir* models_;
   TempDir dir_;
-  pid_t pid_ = -1;
+  // The socket in a directory octod must create.
+  OctodProcess octod_{dir_.Path("run/octod.sock"), dir_.Path("octod.log")};
 };
 
 TempDir* OctodProcessTest::models_ = nullptr;
@@ -190,7 +169,7 @@ TEST_F(OctodProcessTest, SigtermDuringAGenerationStopsCleanly) {
 
 TEST_F(OctodProcessTest, ASecondDaemonOnTheSameSocketIsRefused) {
   StartOctod();
-  const RunResult second = RunCommand(OctodArgs({}));
+  const RunResult second = RunCommand(OctodCommand({}));
   EXPECT_EQ(second.exit_code, 1);
   EXPECT_NE(second.err.find("already running"), std::string::npos) << second.err;
   EXPECT_TRUE(UnixSocketAnswers(socket())) << "the first one still serves";
@@ -212,7 +191,7 @@ TEST_F(OctodProcessTest, AStaleSocketIsReplacedAndTheSocketIsOwnerOnly) {
 }
 
 TEST_F(OctodProcessTest, TcpNeedsTheToken) {
-  const RunResult refused = RunCommand(OctodArgs({"--listen", "127.0.0.1:7070"}));
+  const RunResult refused = RunCommand(OctodCommand({"--listen", "127.0.0.1:7070"}));
   EXPECT_EQ(refused.exit_code, 2);
   EXPECT_NE(refused.err.find("token-file: required with listen"), std::string::npos) << refused.err;
 
