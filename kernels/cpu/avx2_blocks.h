@@ -168,8 +168,25 @@ inline void UnpackQ45KQuarter(const Block& blk, int quarter, __m256i* lo, __m256
   }
 }
 
-// Q6_K half `half` (128 quants) of a super-block: group g (0..3) is the 32
-// quants at offset 32g of the half (quant_blocks.h), in 0..63.
+// Q6_K half `half` (128 quants) of a super-block: q6[g] (g = 0..3) gets the
+// 32 quants at offset 32g of the half (quant_blocks.h), each in 0..63.
+inline void UnpackQ6KHalf(const uint8_t* ql, const uint8_t* qh, int half, __m256i q6[4]) {
+  const __m256i m4 = _mm256_set1_epi8(0xF);
+  const __m256i m3 = _mm256_set1_epi8(3);
+  const __m256i ql0 = Load256(ql + 64 * half);
+  const __m256i ql1 = Load256(ql + 64 * half + 32);
+  const __m256i bits = Load256(qh + 32 * half);
+  q6[0] = _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_slli_epi16(_mm256_and_si256(bits, m3), 4));
+  q6[1] = _mm256_or_si256(_mm256_and_si256(ql1, m4),
+                          _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(bits, 2), m3), 4));
+  q6[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4),
+                          _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(bits, 4), m3), 4));
+  q6[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
+                          _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(bits, 6), m3), 4));
+}
+
+// Group g of UnpackQ6KHalf alone (the same quants), for a loop that keeps
+// one group in registers at a time.
 inline __m256i UnpackQ6KGroup(const uint8_t* ql, const uint8_t* qh, int half, int g) {
   const __m256i m4 = _mm256_set1_epi8(0xF);
   const __m256i m3 = _mm256_set1_epi8(3);

@@ -33,11 +33,13 @@ using avx2::PickScales;
 template <typename Products>
 inline __m256i SumScaledHalves(__m256i scales16, Products products) {
   __m256i sum = _mm256_setzero_si256();
+  #pragma GCC unroll 2
   for (int half = 0; half < 2; ++half) {
     const __m256i scales_half = BothLanes(half == 0 ? _mm256_castsi256_si128(scales16)
                                                     : _mm256_extracti128_si256(scales16, 1));
     __m256i p16[4];
     products(half, p16);
+    #pragma GCC unroll 4
     for (int k = 0; k < 4; ++k) {
       sum = _mm256_add_epi32(sum, _mm256_madd_epi16(PickScales(scales_half, 2 * k, 2 * k + 1), p16[k]));
     }
@@ -67,6 +69,7 @@ float VecDotQ2_KAvx2(const void* w, const void* x, int64_t cols) {
     const __m256i sumi = SumScaledHalves(scales16, [&](int half, __m256i p16[4]) {
       const __m256i bits = Load256(blk.qs + 32 * half);
       const int8_t* q8 = xb[b].qs + 128 * half;
+      #pragma GCC unroll 4
       for (int s = 0; s < 4; ++s) {
         const __m256i q2 = _mm256_and_si256(_mm256_srli_epi16(bits, 2 * s), m3);
         p16[s] = _mm256_maddubs_epi16(q2, Load256(q8 + 32 * s));
@@ -94,6 +97,7 @@ float VecDotQ3_KAvx2(const void* w, const void* x, int64_t cols) {
     const __m256i sumi = SumScaledHalves(scales16, [&](int half, __m256i p16[4]) {
       const __m256i bits = Load256(blk.qs + 32 * half);
       const int8_t* q8 = xb[b].qs + 128 * half;
+      #pragma GCC unroll 4
       for (int s = 0; s < 4; ++s) {
         const int k = 4 * half + s;
         const __m256i low = _mm256_and_si256(_mm256_srli_epi16(bits, 2 * s), m3);
@@ -134,6 +138,7 @@ float DotQ45KAvx2(const void* w, const void* x, int64_t cols) {
 
     const int8_t* q8 = xb[b].qs;
     __m256i sumi = _mm256_setzero_si256();
+    #pragma GCC unroll 4
     for (int quarter = 0; quarter < 4; ++quarter) {
       __m256i q_lo, q_hi;
       avx2::UnpackQ45KQuarter(blk, quarter, &q_lo, &q_hi);
@@ -164,12 +169,14 @@ float VecDotQ6_KAvx2(const void* w, const void* x, int64_t cols) {
     const float d = xb[b].d * F16(blk.d);
     const __m256i scales16 = _mm256_cvtepi8_epi16(Load128(blk.scales));
     const __m256i sumi = SumScaledHalves(scales16, [&](int half, __m256i p16[4]) {
+      __m256i q6[4];
+      avx2::UnpackQ6KHalf(blk.ql, blk.qh, half, q6);
       const int8_t* q8 = xb[b].qs + 128 * half;
+      #pragma GCC unroll 4
       for (int g = 0; g < 4; ++g) {
-        const __m256i q6 = avx2::UnpackQ6KGroup(blk.ql, blk.qh, half, g);
         const __m256i q8v = Load256(q8 + 32 * g);
         // (q - 32) * q8 as q * q8 - 32 * q8, both within int16.
-        p16[g] = _mm256_sub_epi16(_mm256_maddubs_epi16(q6, q8v), _mm256_maddubs_epi16(m32, q8v));
+        p16[g] = _mm256_sub_epi16(_mm256_maddubs_epi16(q6[g], q8v), _mm256_maddubs_epi16(m32, q8v));
       }
     });
     acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
@@ -185,6 +192,7 @@ float VecDotIq4XsAvx2(const void* w, const void* x, int64_t cols) {
   for (int64_t b = 0; b < cols / kQKK; ++b) {
     const BlockIq4Xs& blk = wb[b];
     __m256i sumi = _mm256_setzero_si256();
+    #pragma GCC unroll 8
     for (int j = 0; j < kQKK / 32; ++j) {
       const __m256i qw = _mm256_shuffle_epi8(table, avx2::UnpackNibbles(blk.qs + 16 * j));
       const __m256i q8v = Load256(xb[b].qs + 32 * j);

@@ -48,6 +48,7 @@ void DotTileQ45K(const Block* wb, const uint8_t* x, int64_t n_blocks, float* out
     __m256i sumi[N];
     #pragma GCC unroll 8
     for (int t = 0; t < N; ++t) sumi[t] = _mm256_setzero_si256();
+    #pragma GCC unroll 4
     for (int quarter = 0; quarter < 4; ++quarter) {
       __m256i q_lo, q_hi;
       avx2::UnpackQ45KQuarter(blk, quarter, &q_lo, &q_hi);
@@ -96,9 +97,11 @@ void DotTileQ6K(const BlockQ6_K* wb, const uint8_t* x, int64_t n_blocks, float* 
     __m256i sumi[N];
     #pragma GCC unroll 8
     for (int t = 0; t < N; ++t) sumi[t] = _mm256_setzero_si256();
+    #pragma GCC unroll 2
     for (int half = 0; half < 2; ++half) {
       const __m256i scales_half = avx2::BothLanes(half == 0 ? _mm256_castsi256_si128(scales16)
                                                             : _mm256_extracti128_si256(scales16, 1));
+      #pragma GCC unroll 4
       for (int g = 0; g < 4; ++g) {
         const __m256i a = _mm256_sub_epi8(avx2::UnpackQ6KGroup(blk.ql, blk.qh, half, g), _mm256_set1_epi8(32));
         const __m256i abs_a = _mm256_sign_epi8(a, a);

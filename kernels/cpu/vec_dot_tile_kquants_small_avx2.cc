@@ -59,9 +59,11 @@ void DotTileQ2K(const BlockQ2_K* wb, const uint8_t* x, int64_t n_blocks, float* 
     __m256i sumi[N];
     #pragma GCC unroll 8
     for (int t = 0; t < N; ++t) sumi[t] = _mm256_setzero_si256();
+    #pragma GCC unroll 2
     for (int half = 0; half < 2; ++half) {
       const __m256i scales_half = HalfScales(scales16, half);
       const __m256i bits = Load256(blk.qs + 32 * half);
+      #pragma GCC unroll 4
       for (int s = 0; s < 4; ++s) {
         const __m256i q2 = _mm256_and_si256(_mm256_srli_epi16(bits, 2 * s), m3);
         const __m256i sc = PickScales(scales_half, 2 * s, 2 * s + 1);
@@ -99,9 +101,11 @@ void DotTileQ3K(const BlockQ3_K* wb, const uint8_t* x, int64_t n_blocks, float* 
     __m256i sumi[N];
     #pragma GCC unroll 8
     for (int t = 0; t < N; ++t) sumi[t] = _mm256_setzero_si256();
+    #pragma GCC unroll 2
     for (int half = 0; half < 2; ++half) {
       const __m256i scales_half = HalfScales(scales16, half);
       const __m256i bits = Load256(blk.qs + 32 * half);
+      #pragma GCC unroll 4
       for (int s = 0; s < 4; ++s) {
         const int k = 4 * half + s;
         const __m256i low = _mm256_and_si256(_mm256_srli_epi16(bits, 2 * s), m3);
@@ -140,6 +144,7 @@ void DotTileIq4Xs(const BlockIq4Xs* wb, const uint8_t* x, int64_t n_blocks, floa
     __m256i sumi[N];
     #pragma GCC unroll 8
     for (int t = 0; t < N; ++t) sumi[t] = _mm256_setzero_si256();
+    #pragma GCC unroll 8
     for (int j = 0; j < kQKK / 32; ++j) {
       const __m256i a = _mm256_shuffle_epi8(table, avx2::UnpackNibbles(blk.qs + 16 * j));
       const __m256i abs_a = _mm256_sign_epi8(a, a);

@@ -164,6 +164,7 @@ void DotTileIq4Nl(const BlockIq4Nl* wb, const uint8_t* x, int64_t n_blocks, floa
   for (int t = 0; t < N; ++t) acc[0][t] = acc[1][t] = _mm256_setzero_ps();
   int64_t b = 0;
   for (; b + 1 < n_blocks; b += 2) {
+    #pragma GCC unroll 2
     for (int parity = 0; parity < 2; ++parity) {
       const BlockIq4Nl& blk = wb[b + parity];
       const __m256i a = _mm256_shuffle_epi8(table, avx2::UnpackNibbles(blk.qs));
