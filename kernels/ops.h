@@ -134,7 +134,10 @@ absl::Status RmsNorm(const float* x, const float* weight, float* out, int n_rows
 //
 // Work: the encoded rows of x go to a scratch buffer owned by the calling
 // thread (grown to the largest call, then reused); the rows of w are split
-// into chunks across exec.pool, each chunk computing every token.
+// into chunks across exec.pool, each chunk computing every token. With
+// Simd::kAvx2 and n_tokens > 1, each weight row is unpacked once for up to 8
+// tokens (kernels/cpu/act_tile.h); each token's dot keeps the one-token
+// order, so the determinism above holds bit for bit.
 //
 // Preconditions (INVALID_ARGUMENT, naming the argument; out untouched):
 // w.type one of the types above, non-null pointers, n_tokens > 0, rows > 0,
