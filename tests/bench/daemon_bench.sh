@@ -20,16 +20,8 @@ work="$build/engine-bench"
 if [ $# -gt 0 ] && [ "$1" != "--" ]; then work="$1"; shift; fi
 [ "${1:-}" = "--" ] && shift
 bin="$build/bin"
-for tool in daemon_bench octo-loader octo-make-model octo-ctl; do
-  [ -x "$bin/$tool" ] || { echo "daemon_bench.sh: $bin/$tool is missing; build it: ninja -C $build $tool" >&2; exit 2; }
-done
-mkdir -p "$work"
-dir="$work/$preset-$type"
-if [ ! -f "$dir/manifest.json" ]; then
-  echo "generating $preset-$type in $work ..." >&2
-  "$bin/octo-make-model" --preset "$preset" --type "$type" -o "$work/$preset-$type.gguf" >/dev/null
-  "$bin/octo-ctl" decompose -q --force "$work/$preset-$type.gguf" "$dir"
-  rm -f "$work/$preset-$type.gguf"
-fi
+source "$root/tests/bench/bench_models.sh"
+bench_need daemon_bench octo-loader
+dir="$(bench_model "$preset" "$type" "$work")"
 echo "load average: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) cores" >&2
 "$bin/daemon_bench" --loader "$bin/octo-loader" "$@" "$dir"

@@ -24,36 +24,11 @@ work="$build/engine-bench"
 if [ $# -gt 0 ] && [ "$1" != "--" ]; then work="$1"; shift; fi
 [ "${1:-}" = "--" ] && shift
 bin="$build/bin"
-need() {
-  for tool in "$@"; do
-    if [ ! -x "$bin/$tool" ]; then
-      echo "engine_bench.sh: $bin/$tool is missing; build it: ninja -C $build $tool" >&2
-      exit 2
-    fi
-  done
-}
-need engine_bench
-
-mkdir -p "$work"
+source "$root/tests/bench/bench_models.sh"
+bench_need engine_bench
 dirs=()
 for type in $types; do
-  name="$preset-$type"
-  dir="$work/$name"
-  dirs+=("$dir")
-  [ -f "$dir/manifest.json" ] && continue
-  # The GGUF and its directory are on disk together for a moment: ask for
-  # both (plus a margin) before writing anything.
-  need_kib=$(( 2 * 1400 * 1024 + 512 * 1024 ))
-  free_kib=$(df -Pk "$work" | awk 'NR == 2 { print $4 }')
-  if [ "$free_kib" -lt "$need_kib" ]; then
-    echo "engine_bench.sh: $work has $((free_kib / 1024)) MiB free, needs about $((need_kib / 1024)) MiB for $name; pass another WORK_DIR" >&2
-    exit 2
-  fi
-  need octo-make-model octo-ctl
-  echo "generating $name in $work ..." >&2
-  "$bin/octo-make-model" --preset "$preset" --type "$type" -o "$work/$name.gguf" >/dev/null
-  "$bin/octo-ctl" decompose -q --force "$work/$name.gguf" "$dir"
-  rm -f "$work/$name.gguf"
+  dirs+=("$(bench_model "$preset" "$type" "$work")")
 done
 
 "$bin/engine_bench" "$@" "${dirs[@]}"

@@ -93,19 +93,36 @@ RuntimeOptions TestRuntimeOptions(const std::string& root) {
   return o;
 }
 
-std::shared_ptr<CollectingSink> RunGreedy(Runtime& runtime, const std::string& prompt, int max_tokens,
-                                          const std::string& session_id) {
+GenerateJob GreedyJob(const std::string& prompt, int max_tokens, const std::string& session_id) {
   GenerateJob job;
   job.prompt = prompt;
   job.session_id = session_id;
   job.sampling.temperature = 0;
   job.sampling.max_tokens = max_tokens;
+  return job;
+}
+
+std::shared_ptr<CollectingSink> Submit(Runtime& runtime, const GenerateJob& job) {
   auto sink = std::make_shared<CollectingSink>();
   absl::StatusOr<std::shared_ptr<JobHandle>> handle = runtime.Submit(job, sink);
   EXPECT_TRUE(handle.ok()) << handle.status();
-  if (handle.ok()) {
-    EXPECT_TRUE(sink->Wait());
+  return sink;
+}
+
+uint64_t LargestLayerBytes(const std::string& dir) {
+  absl::StatusOr<Manifest> manifest = ReadManifest(dir);
+  EXPECT_TRUE(manifest.ok()) << manifest.status();
+  uint64_t largest = 0;
+  for (uint32_t l = 0; manifest.ok() && l < manifest->config.n_layers; ++l) {
+    largest = std::max(largest, manifest->Layer(l)->size);
   }
+  return largest;
+}
+
+std::shared_ptr<CollectingSink> RunGreedy(Runtime& runtime, const std::string& prompt, int max_tokens,
+                                          const std::string& session_id) {
+  std::shared_ptr<CollectingSink> sink = Submit(runtime, GreedyJob(prompt, max_tokens, session_id));
+  EXPECT_TRUE(sink->Wait());
   return sink;
 }
 

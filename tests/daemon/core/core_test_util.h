@@ -15,6 +15,8 @@
 #include "daemon/core/runtime_impl.h"
 #include "daemon/engine/aligned_buffer.h"
 #include "daemon/loader/layer_stream.h"
+#include "gtest/gtest.h"
+#include "tests/temp_dir.h"
 
 namespace octo::testing {
 
@@ -72,6 +74,28 @@ class CollectingSink : public TokenSink {
 // Options for a runtime over models under `root`: small budgets, the
 // in-process stream.
 RuntimeOptions TestRuntimeOptions(const std::string& root);
+
+// A greedy request for max_tokens tokens of `prompt`.
+GenerateJob GreedyJob(const std::string& prompt, int max_tokens, const std::string& session_id = "");
+
+// Submits `job` (the test fails if it is refused) and returns its sink.
+std::shared_ptr<CollectingSink> Submit(Runtime& runtime, const GenerateJob& job);
+
+// The largest layer file of a model directory.
+uint64_t LargestLayerBytes(const std::string& dir);
+
+// A fixture over one generated tiny llama of `n_layers` layers at
+// model_dir_->Path("m"), made once per suite.
+template <uint32_t n_layers>
+class GeneratedModelTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    model_dir_ = new TempDir();
+    MakeModelDir(model_dir_->path().string(), "m", "tiny", "Q4_K_M", n_layers);
+  }
+  static void TearDownTestSuite() { delete model_dir_; }
+  static inline TempDir* model_dir_ = nullptr;
+};
 
 // Runs a greedy generation of `prompt` to its end; the sink holds the result.
 std::shared_ptr<CollectingSink> RunGreedy(Runtime& runtime, const std::string& prompt, int max_tokens,

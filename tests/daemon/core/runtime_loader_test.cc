@@ -33,40 +33,29 @@ std::vector<std::string> OurSegments() {
 
 bool ProcessExists(int pid) { return pid > 0 && kill(pid, 0) == 0; }
 
-class RuntimeLoaderTest : public ::testing::Test {
+class RuntimeLoaderTest : public GeneratedModelTest<kLayers> {
  protected:
-  static void SetUpTestSuite() {
-    dir_ = new TempDir();
-    MakeModelDir(dir_->path().string(), "m", "tiny", "Q4_K_M", kLayers);
-  }
-  static void TearDownTestSuite() { delete dir_; }
 
   // Pinned first and last, two slots, room for one more layer: 5 streamed.
   std::unique_ptr<Runtime> Start() {
-    RuntimeOptions options = TestRuntimeOptions(dir_->path().string());
+    RuntimeOptions options = TestRuntimeOptions(model_dir_->path().string());
     options.model = "m";
     options.loader_path = OCTO_LOADER_PATH;
-    auto manifest = ReadManifest(dir_->Path("m"));
-    uint64_t largest = 0;
-    for (uint32_t l = 0; l < kLayers; ++l) largest = std::max(largest, manifest->Layer(l)->size);
-    options.layer_budget_bytes = largest * 5;
+    options.layer_budget_bytes = LargestLayerBytes(model_dir_->Path("m")) * 5;
     auto runtime = Runtime::Create(options);
     EXPECT_TRUE(runtime.ok()) << runtime.status();
     return runtime.ok() ? std::move(*runtime) : nullptr;
   }
 
   static std::vector<int32_t> ResidentTokens(const std::string& prompt, int n) {
-    RuntimeOptions options = TestRuntimeOptions(dir_->path().string());
+    RuntimeOptions options = TestRuntimeOptions(model_dir_->path().string());
     options.model = "m";
     auto runtime = RuntimeImpl::Create(options, FileLayerStream::Factory());
     EXPECT_TRUE(runtime.ok()) << runtime.status();
     EXPECT_EQ((*runtime)->Report().residency.streamed_layers, 0u);
     return RunGreedy(**runtime, prompt, n)->tokens;
   }
-
-  static TempDir* dir_;
 };
-TempDir* RuntimeLoaderTest::dir_ = nullptr;
 
 TEST_F(RuntimeLoaderTest, StreamedThroughTheLoaderEqualsResident) {
   auto runtime = Start();
@@ -89,12 +78,7 @@ TEST_F(RuntimeLoaderTest, StreamedThroughTheLoaderEqualsResident) {
 TEST_F(RuntimeLoaderTest, KilledLoaderIsRestartedAndTheTokensDoNotChange) {
   auto runtime = Start();
   ASSERT_NE(runtime, nullptr);
-  GenerateJob job;
-  job.prompt = "The little dog";
-  job.sampling.temperature = 0;
-  job.sampling.max_tokens = 40;
-  auto sink = std::make_shared<CollectingSink>();
-  ASSERT_TRUE(runtime->Submit(job, sink).ok());
+  auto sink = Submit(*runtime, GreedyJob("The little dog", 40));
   std::vector<int> killed;
   for (size_t at : {4u, 12u, 25u}) {
     ASSERT_TRUE(sink->WaitTokens(at));

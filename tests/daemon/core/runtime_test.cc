@@ -21,13 +21,8 @@ namespace {
 
 constexpr uint32_t kLayers = 6;
 
-class RuntimeTest : public ::testing::Test {
+class RuntimeTest : public GeneratedModelTest<kLayers> {
  protected:
-  static void SetUpTestSuite() {
-    dir_ = new TempDir();
-    MakeModelDir(dir_->path().string(), "m", "tiny", "Q4_K_M", kLayers);
-  }
-  static void TearDownTestSuite() { delete dir_; }
 
   std::unique_ptr<RuntimeImpl> Start(RuntimeOptions options) {
     options.model = "m";
@@ -35,11 +30,11 @@ class RuntimeTest : public ::testing::Test {
     EXPECT_TRUE(runtime.ok()) << runtime.status();
     return runtime.ok() ? std::move(*runtime) : nullptr;
   }
-  std::unique_ptr<RuntimeImpl> Start() { return Start(TestRuntimeOptions(dir_->path().string())); }
+  std::unique_ptr<RuntimeImpl> Start() { return Start(TestRuntimeOptions(model_dir_->path().string())); }
 
   // The engine alone (octo-ctl run's path): greedy tokens for `prompt`.
   static std::vector<int32_t> EngineTokens(const std::string& prompt, int n) {
-    auto model = Model::Open(dir_->Path("m"), ModelOptions{.weights = {}, .n_threads = 2});
+    auto model = Model::Open(model_dir_->Path("m"), ModelOptions{.weights = {}, .n_threads = 2});
     EXPECT_TRUE(model.ok()) << model.status();
     auto tokenizer = Tokenizer::FromMetadata((*model)->manifest().tokenizer);
     SamplingParams params;
@@ -55,16 +50,8 @@ class RuntimeTest : public ::testing::Test {
   }
 
   // The largest layer: a budget of one layer (nothing pinned) streams everything.
-  static uint64_t LayerBytes() {
-    auto manifest = ReadManifest(dir_->Path("m"));
-    uint64_t largest = 0;
-    for (uint32_t l = 0; l < kLayers; ++l) largest = std::max(largest, manifest->Layer(l)->size);
-    return largest;
-  }
-
-  static TempDir* dir_;
+  static uint64_t LayerBytes() { return LargestLayerBytes(model_dir_->Path("m")); }
 };
-TempDir* RuntimeTest::dir_ = nullptr;
 
 TEST_F(RuntimeTest, GreedyTokensEqualTheEngine) {
   auto runtime = Start();
@@ -99,7 +86,7 @@ TEST_F(RuntimeTest, TopLogprobsCarryEachAlternativesText) {
 }
 
 TEST_F(RuntimeTest, StreamedThroughAOneLayerBudgetEqualsResident) {
-  RuntimeOptions options = TestRuntimeOptions(dir_->path().string());
+  RuntimeOptions options = TestRuntimeOptions(model_dir_->path().string());
   options.pin_first = 0;
   options.pin_last = 0;
   options.layer_budget_bytes = LayerBytes();
@@ -121,14 +108,7 @@ TEST_F(RuntimeTest, ConcurrentJobsGetTheirSoloTokens) {
   const std::vector<std::string> prompts = {"Once", "The cat", "A big red", "Tom and", "She saw", "In the",
                                             "Lily", "One day, a"};
   std::vector<std::shared_ptr<CollectingSink>> sinks;
-  for (const std::string& p : prompts) {
-    GenerateJob job;
-    job.prompt = p;
-    job.sampling.temperature = 0;
-    job.sampling.max_tokens = 16;
-    sinks.push_back(std::make_shared<CollectingSink>());
-    ASSERT_TRUE(runtime->Submit(job, sinks.back()).ok());
-  }
+  for (const std::string& p : prompts) sinks.push_back(Submit(*runtime, GreedyJob(p, 16)));
   int peak = 0;
   for (size_t i = 0; i < prompts.size(); ++i) {
     ASSERT_TRUE(sinks[i]->Wait());
@@ -156,12 +136,9 @@ TEST_F(RuntimeTest, SessionKeepsItsCacheBetweenTurns) {
   all.insert(all.end(), first->tokens.begin(), first->tokens.end());
   auto more = runtime->Tokenize(" there was", false, false, &pieces);
   all.insert(all.end(), more->begin(), more->end());
-  GenerateJob job;
+  GenerateJob job = GreedyJob("", 8);
   job.prompt_tokens = all;
-  job.sampling.temperature = 0;
-  job.sampling.max_tokens = 8;
-  auto sink = std::make_shared<CollectingSink>();
-  ASSERT_TRUE(runtime->Submit(job, sink).ok());
+  auto sink = Submit(*runtime, job);
   ASSERT_TRUE(sink->Wait());
   EXPECT_EQ(sink->tokens, second->tokens);
 
@@ -195,12 +172,8 @@ TEST_F(RuntimeTest, ChatSessionReusesTheEarlierTurns) {
 
 TEST_F(RuntimeTest, CancelEndsTheJobAndFreesItsCache) {
   auto runtime = Start();
-  GenerateJob job;
-  job.prompt = "Once upon a time";
-  job.sampling.temperature = 0;
-  job.sampling.max_tokens = 400;
   auto sink = std::make_shared<CollectingSink>();
-  auto handle = runtime->Submit(job, sink);
+  auto handle = runtime->Submit(GreedyJob("Once upon a time", 400), sink);
   ASSERT_TRUE(handle.ok());
   ASSERT_TRUE(sink->WaitTokens(2));
   (*handle)->Cancel();
@@ -211,8 +184,8 @@ TEST_F(RuntimeTest, CancelEndsTheJobAndFreesItsCache) {
 }
 
 TEST_F(RuntimeTest, FullKvBudgetIsResourceExhaustedOrEvictsIdleSessions) {
-  RuntimeOptions options = TestRuntimeOptions(dir_->path().string());
-  auto manifest = ReadManifest(dir_->Path("m"));
+  RuntimeOptions options = TestRuntimeOptions(model_dir_->path().string());
+  auto manifest = ReadManifest(model_dir_->Path("m"));
   const ModelConfig& c = manifest->config;
   const uint64_t one_step = uint64_t{c.n_layers} * 2 * kKvGrowPositions * c.n_kv_heads * c.head_dim * 2;
   options.kv_budget_bytes = one_step + one_step / 2;  // one session's first step, not two
@@ -237,15 +210,11 @@ TEST_F(RuntimeTest, FullKvBudgetIsResourceExhaustedOrEvictsIdleSessions) {
 }
 
 TEST_F(RuntimeTest, SetResidencyDuringAGenerationKeepsItsTokens) {
-  RuntimeOptions options = TestRuntimeOptions(dir_->path().string());
+  RuntimeOptions options = TestRuntimeOptions(model_dir_->path().string());
   options.layer_budget_bytes = LayerBytes() * 3;  // pinned 0 and 5, one slot
   auto runtime = Start(options);
-  GenerateJob job;
-  job.prompt = "Once upon a time";
-  job.sampling.temperature = 0;
-  job.sampling.max_tokens = 40;
-  auto sink = std::make_shared<CollectingSink>();
-  ASSERT_TRUE(runtime->Submit(job, sink).ok());
+  GenerateJob job = GreedyJob("Once upon a time", 40);
+  auto sink = Submit(*runtime, job);
   ASSERT_TRUE(sink->WaitTokens(5));
   ResidencyChange to_auto;
   to_auto.auto_budget = true;
@@ -341,12 +310,8 @@ TEST_F(RuntimeTest, BadRequestsAreRefusedWithTheFieldNamed) {
 
 TEST_F(RuntimeTest, ShutdownEndsRunningJobsAndRefusesNewOnes) {
   auto runtime = Start();
-  GenerateJob job;
-  job.prompt = "Once";
-  job.sampling.temperature = 0;
-  job.sampling.max_tokens = 400;
-  auto sink = std::make_shared<CollectingSink>();
-  ASSERT_TRUE(runtime->Submit(job, sink).ok());
+  GenerateJob job = GreedyJob("Once", 400);
+  auto sink = Submit(*runtime, job);
   ASSERT_TRUE(sink->WaitTokens(1));
   runtime->Shutdown();
   ASSERT_TRUE(sink->Wait(10));
