@@ -59,6 +59,65 @@ int64_t RowsPerChunk(int64_t rows, int64_t row_bytes, int64_t passes, int n_thre
   return std::max<int64_t>(1, std::min(for_balance, for_cache));
 }
 
+// x in one activation encoding: its rows (for the one-token dots) and, where
+// a tile dot reads them, its tiles. Tile i holds tokens
+// [i * kMaxTileTokens, ...) from byte i * tile_bytes (every tile but the
+// last is full).
+struct EncodedX {
+  const uint8_t* rows = nullptr;
+  int64_t row_stride = 0;
+  const uint8_t* tiles = nullptr;
+  int64_t tile_bytes = 0;
+};
+
+// Encodes x (n_tokens, cols) as `act` into the calling thread's scratch for
+// `slot`, and packs the tiles when `tiled`. F32 needs neither: x itself is
+// both its rows and its tiles.
+EncodedX EncodeX(ActType act, int slot, bool tiled, const float* x, int n_tokens, int64_t cols, const Exec& exec) {
+  EncodedX e;
+  if (act == ActType::kF32) {
+    e.rows = e.tiles = reinterpret_cast<const uint8_t*>(x);
+    e.row_stride = cols * 4;
+    e.tile_bytes = cols * 4 * kMaxTileTokens;
+    return e;
+  }
+  thread_local std::array<std::vector<uint8_t>, kMaxMatMulGroup> row_scratch, tile_scratch;
+  const int64_t stride = ActRowBytes(act, cols);
+  std::vector<uint8_t>& rows = row_scratch[slot];
+  if (static_cast<int64_t>(rows.size()) < n_tokens * stride) rows.resize(n_tokens * stride);
+  uint8_t* enc = rows.data();
+  e.rows = enc;
+  e.row_stride = stride;
+  auto encode = [&](int64_t t) { QuantizeActivationRow(act, x + t * cols, cols, enc + t * stride, exec.simd); };
+  if (!tiled) {
+    if (exec.pool != nullptr && n_tokens > 1) {
+      exec.pool->ParallelFor(n_tokens, encode);
+    } else {
+      for (int t = 0; t < n_tokens; ++t) encode(t);
+    }
+    return e;
+  }
+  const int64_t n_tiles = (n_tokens + kMaxTileTokens - 1) / kMaxTileTokens;
+  const int64_t tile_bytes = ActTileBytes(act, cols, kMaxTileTokens);
+  std::vector<uint8_t>& tiles = tile_scratch[slot];
+  if (static_cast<int64_t>(tiles.size()) < n_tiles * tile_bytes) tiles.resize(n_tiles * tile_bytes);
+  uint8_t* tiles_data = tiles.data();
+  e.tiles = tiles_data;
+  e.tile_bytes = tile_bytes;
+  auto encode_tile = [&](int64_t i) {
+    const int64_t t0 = i * kMaxTileTokens;
+    const int n = static_cast<int>(std::min<int64_t>(kMaxTileTokens, n_tokens - t0));
+    for (int t = 0; t < n; ++t) encode(t0 + t);
+    PackActTile(act, enc + t0 * stride, stride, n, cols, tiles_data + i * tile_bytes);
+  };
+  if (exec.pool != nullptr && n_tiles > 1) {
+    exec.pool->ParallelFor(n_tiles, encode_tile);
+  } else {
+    for (int64_t i = 0; i < n_tiles; ++i) encode_tile(i);
+  }
+  return e;
+}
+
 }  // namespace
 
 absl::Status MatMulGroup(std::span<const WeightMatrix> ws, const float* x, std::span<float* const> outs,
@@ -120,55 +179,11 @@ absl::Status MatMulGroup(std::span<const WeightMatrix> ws, const float* x, std::
     n_tasks += (job.rows + job.rows_per_chunk - 1) / job.rows_per_chunk;
   }
 
-  // 1. Encode the activations once per activation type (F32 weights read x
-  //    as it is), and pack the tiles where a tile dot reads them (x itself
-  //    is an F32 tile). Tile i holds tokens [i * kMaxTileTokens, ...) from
-  //    byte i * tile_bytes (every tile but the last is full).
-  std::array<const uint8_t*, kMaxMatMulGroup> x_enc;
-  std::array<int64_t, kMaxMatMulGroup> x_stride;
-  std::array<const uint8_t*, kMaxMatMulGroup> x_tiles{};
-  std::array<int64_t, kMaxMatMulGroup> tile_bytes{};
+  // 1. Encode the activations once per activation type (and pack the tiles
+  //    where a tile dot reads them).
+  std::array<EncodedX, kMaxMatMulGroup> x_enc;
   for (int slot = 0; slot < n_slots; ++slot) {
-    const ActType act = slot_types[slot];
-    if (act == ActType::kF32) {
-      x_enc[slot] = x_tiles[slot] = reinterpret_cast<const uint8_t*>(x);
-      x_stride[slot] = cols * 4;
-      tile_bytes[slot] = cols * 4 * kMaxTileTokens;
-      continue;
-    }
-    thread_local std::array<std::vector<uint8_t>, kMaxMatMulGroup> scratch, tile_scratch;
-    x_stride[slot] = ActRowBytes(act, cols);
-    const int64_t stride = x_stride[slot];
-    std::vector<uint8_t>& buffer = scratch[slot];
-    if (static_cast<int64_t>(buffer.size()) < n_tokens * stride) buffer.resize(n_tokens * stride);
-    uint8_t* enc = buffer.data();
-    x_enc[slot] = enc;
-    auto encode = [&](int64_t t) { QuantizeActivationRow(act, x + t * cols, cols, enc + t * stride, exec.simd); };
-    if (!slot_tiled[slot]) {
-      if (exec.pool != nullptr && n_tokens > 1) {
-        exec.pool->ParallelFor(n_tokens, encode);
-      } else {
-        for (int t = 0; t < n_tokens; ++t) encode(t);
-      }
-      continue;
-    }
-    tile_bytes[slot] = ActTileBytes(act, cols, kMaxTileTokens);
-    std::vector<uint8_t>& tiles = tile_scratch[slot];
-    if (static_cast<int64_t>(tiles.size()) < n_tiles * tile_bytes[slot]) tiles.resize(n_tiles * tile_bytes[slot]);
-    uint8_t* tiles_data = tiles.data();
-    x_tiles[slot] = tiles_data;
-    const int64_t one_tile = tile_bytes[slot];
-    auto encode_tile = [&](int64_t i) {
-      const int64_t t0 = i * kMaxTileTokens;
-      const int n = static_cast<int>(std::min<int64_t>(kMaxTileTokens, n_tokens - t0));
-      for (int t = 0; t < n; ++t) encode(t0 + t);
-      PackActTile(act, enc + t0 * stride, stride, n, cols, tiles_data + i * one_tile);
-    };
-    if (exec.pool != nullptr && n_tiles > 1) {
-      exec.pool->ParallelFor(n_tiles, encode_tile);
-    } else {
-      for (int64_t i = 0; i < n_tiles; ++i) encode_tile(i);
-    }
+    x_enc[slot] = EncodeX(slot_types[slot], slot, slot_tiled[slot], x, n_tokens, cols, exec);
   }
 
   // 2. Every matrix's rows in chunks, all in one hand-off to the pool;
@@ -180,10 +195,11 @@ absl::Status MatMulGroup(std::span<const WeightMatrix> ws, const float* x, std::
     const Job& job = jobs[j];
     const int64_t r0 = (task - job.first_task) * job.rows_per_chunk;
     const int64_t r1 = std::min(job.rows, r0 + job.rows_per_chunk);
+    const EncodedX& xe = x_enc[job.slot];
     if (job.dot_tile != nullptr) {
       for (int64_t t0 = 0; t0 < n_tokens; t0 += kMaxTileTokens) {
         const int n = static_cast<int>(std::min<int64_t>(kMaxTileTokens, n_tokens - t0));
-        const uint8_t* tile = x_tiles[job.slot] + t0 / kMaxTileTokens * tile_bytes[job.slot];
+        const uint8_t* tile = xe.tiles + t0 / kMaxTileTokens * xe.tile_bytes;
         float* out_tile = job.out + t0 * job.rows;
         for (int64_t r = r0; r < r1; ++r) {
           job.dot_tile(job.w_bytes + r * job.checked.row_bytes, tile, n, cols, out_tile + r, job.rows);
@@ -192,7 +208,7 @@ absl::Status MatMulGroup(std::span<const WeightMatrix> ws, const float* x, std::
       return;
     }
     for (int64_t t = 0; t < n_tokens; ++t) {
-      const uint8_t* x_row = x_enc[job.slot] + t * x_stride[job.slot];
+      const uint8_t* x_row = xe.rows + t * xe.row_stride;
       float* out_row = job.out + t * job.rows;
       for (int64_t r = r0; r < r1; ++r) out_row[r] = job.dot(job.w_bytes + r * job.checked.row_bytes, x_row, cols);
     }
