@@ -80,19 +80,8 @@ struct Loader {
   }
 };
 
-class LoaderProcessTest : public ::testing::Test {
+class LoaderProcessTest : public ::octo::testing::LayerDirTest<kLayers> {
  protected:
-  static void SetUpTestSuite() {
-    tmp_ = new TempDir();
-    manifest_ = new Manifest(::octo::testing::MakeLayerDir(tmp_->Path("model"), kLayers));
-    files_ = new std::vector<std::vector<uint8_t>>(::octo::testing::ReadLayerFiles(tmp_->Path("model"), *manifest_));
-  }
-  static void TearDownTestSuite() {
-    delete files_;
-    delete manifest_;
-    delete tmp_;
-  }
-  void TearDown() override { EXPECT_TRUE(::octo::testing::RingsOf(::getpid()).empty()) << "a ring was left"; }
 
   static std::string ModelDir() { return tmp_->Path("model"); }
   static std::unique_ptr<Ring> MakeRing(uint32_t slots, uint64_t slot_bytes = 0) {
@@ -107,13 +96,7 @@ class LoaderProcessTest : public ::testing::Test {
     ring.slot(slot).state.store(ring::kRequested, std::memory_order_release);
   }
 
-  static TempDir* tmp_;
-  static Manifest* manifest_;
-  static std::vector<std::vector<uint8_t>>* files_;
 };
-TempDir* LoaderProcessTest::tmp_ = nullptr;
-Manifest* LoaderProcessTest::manifest_ = nullptr;
-std::vector<std::vector<uint8_t>>* LoaderProcessTest::files_ = nullptr;
 
 TEST_F(LoaderProcessTest, RefusesARingWithABadMagicOrVersion) {
   struct Case {

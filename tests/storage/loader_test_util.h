@@ -4,6 +4,7 @@
 #pragma once
 
 #include <sys/types.h>
+#include <unistd.h>
 
 #include <cstdint>
 #include <deque>
@@ -16,6 +17,8 @@
 #include "absl/time/time.h"
 #include "storage/loader_read_queue.h"
 #include "storage/manifest.h"
+#include "gtest/gtest.h"
+#include "tests/temp_dir.h"
 
 namespace octo::testing {
 
@@ -66,6 +69,29 @@ class FaultyReadQueue : public ReadQueue {
   std::deque<Completion> synthetic_;  // failures decided at Submit
   uint32_t matching_reads_ = 0;
   uint64_t reads_ = 0, shortened_ = 0, failed_ = 0;
+};
+
+// A fixture over one layer directory of n_layers layers at tmp_->Path("model"),
+// made once per suite, with its files' bytes; each test must leave no ring
+// of this process in /dev/shm.
+template <uint32_t n_layers>
+class LayerDirTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    tmp_ = new TempDir();
+    manifest_ = new Manifest(MakeLayerDir(tmp_->Path("model"), n_layers));
+    files_ = new std::vector<std::vector<uint8_t>>(ReadLayerFiles(tmp_->Path("model"), *manifest_));
+  }
+  static void TearDownTestSuite() {
+    delete files_;
+    delete manifest_;
+    delete tmp_;
+  }
+  void TearDown() override { EXPECT_TRUE(RingsOf(::getpid()).empty()) << "a ring was left in /dev/shm"; }
+
+  static inline TempDir* tmp_ = nullptr;
+  static inline Manifest* manifest_ = nullptr;
+  static inline std::vector<std::vector<uint8_t>>* files_ = nullptr;
 };
 
 }  // namespace octo::testing

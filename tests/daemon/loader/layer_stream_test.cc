@@ -32,19 +32,8 @@ using ::octo::testing::TempDir;
 
 constexpr uint32_t kLayers = 6;
 
-class LayerStreamTest : public ::testing::Test {
+class LayerStreamTest : public ::octo::testing::LayerDirTest<kLayers> {
  protected:
-  static void SetUpTestSuite() {
-    tmp_ = new TempDir();
-    manifest_ = new Manifest(::octo::testing::MakeLayerDir(tmp_->Path("model"), kLayers));
-    files_ = new std::vector<std::vector<uint8_t>>(::octo::testing::ReadLayerFiles(tmp_->Path("model"), *manifest_));
-  }
-  static void TearDownTestSuite() {
-    delete files_;
-    delete manifest_;
-    delete tmp_;
-  }
-  void TearDown() override { EXPECT_TRUE(RingsOf(::getpid()).empty()) << "a ring was left in /dev/shm"; }
 
   static LayerStreamOptions Options(uint32_t slots, const std::string& model_dir = "") {
     LayerStreamOptions o;
@@ -75,13 +64,7 @@ class LayerStreamTest : public ::testing::Test {
     stream.Release(layer);
   }
 
-  static TempDir* tmp_;
-  static Manifest* manifest_;
-  static std::vector<std::vector<uint8_t>>* files_;
 };
-TempDir* LayerStreamTest::tmp_ = nullptr;
-Manifest* LayerStreamTest::manifest_ = nullptr;
-std::vector<std::vector<uint8_t>>* LayerStreamTest::files_ = nullptr;
 
 TEST_F(LayerStreamTest, CyclicOrderGivesEachFilesBytesWithOneTwoAndThreeSlots) {
   for (uint32_t slots : {1u, 2u, 3u}) {
