@@ -14,7 +14,7 @@
 # WORK_DIR (default BUILD_DIR/engine-bench) keeps the model directories, so a
 # second run skips generation; about 3 GB for the three types (the GGUF is
 # deleted once decomposed). Not /tmp by default: it is often a small tmpfs.
-# About 4-5 minutes on 2 cores for the three types.
+# About 5-7 minutes on 2 cores for the three types (batches 1, 4, 8, 16).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 build="${BUILD_DIR:-$root/build}"
