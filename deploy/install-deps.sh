@@ -7,8 +7,11 @@ packages=(
   build-essential cmake ninja-build ccache pkg-config
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libboost-dev liburing-dev nlohmann-json3-dev libcli11-dev
-  libgtest-dev libgmock-dev libbenchmark-dev time
+  libgtest-dev libgmock-dev libbenchmark-dev time curl
 )
+# The HTTP API's end-to-end test drives octod with the openai npm client:
+# Node.js and npm, from Debian unless a node is already installed.
+if ! command -v node >/dev/null 2>&1; then packages+=(nodejs npm); fi
 
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi

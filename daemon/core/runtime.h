@@ -188,6 +188,10 @@ class Runtime {
   virtual absl::StatusOr<std::vector<int32_t>> Tokenize(const std::string& text, bool add_bos,
                                                         bool parse_special, std::vector<std::string>* pieces) = 0;
   virtual absl::StatusOr<std::string> Detokenize(const std::vector<int32_t>& tokens) = 0;
+  // The tokens `job`'s prompt becomes when it runs without a session: its
+  // chat rendered with the template, or its prompt text tokenized. Errors
+  // as Submit's (INVALID_ARGUMENT, FAILED_PRECONDITION no model).
+  virtual absl::StatusOr<std::vector<int32_t>> PromptTokens(const GenerateJob& job) = 0;
 
   // Applied between forward passes; sessions continue.
   virtual absl::StatusOr<ResidencyReport> SetResidency(const ResidencyChange& change) = 0;

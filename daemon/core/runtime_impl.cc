@@ -249,6 +249,14 @@ absl::StatusOr<std::string> RuntimeImpl::Detokenize(const std::vector<int32_t>& 
   return m->tokenizer().Decode(tokens, /*render_special=*/false);
 }
 
+absl::StatusOr<std::vector<int32_t>> RuntimeImpl::PromptTokens(const GenerateJob& job) {
+  OCTO_RETURN_IF_ERROR(ValidateJob(job));
+  std::shared_ptr<LoadedModel> m = model();
+  if (m == nullptr) return absl::FailedPreconditionError("no model is loaded");
+  std::vector<ChatMessage> new_messages;
+  return JobPromptTokens(job, Session{}, *m, &new_messages);
+}
+
 absl::StatusOr<ResidencyReport> RuntimeImpl::SetResidency(const ResidencyChange& change) {
   ControlScope control(*this);
   ResidencySettings next = residency_;

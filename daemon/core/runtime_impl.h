@@ -45,6 +45,7 @@ class RuntimeImpl : public Runtime {
   absl::StatusOr<std::vector<int32_t>> Tokenize(const std::string& text, bool add_bos, bool parse_special,
                                                 std::vector<std::string>* pieces) override;
   absl::StatusOr<std::string> Detokenize(const std::vector<int32_t>& tokens) override;
+  absl::StatusOr<std::vector<int32_t>> PromptTokens(const GenerateJob& job) override;
   absl::StatusOr<ResidencyReport> SetResidency(const ResidencyChange& change) override;
   RuntimeReport Report() override;
   void Shutdown() override;

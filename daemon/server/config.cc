@@ -120,6 +120,9 @@ void AddOctodFlags(CLI::App& app, OctodFlags& flags) {
   app.add_option("--socket", flags.socket, "Unix socket path (default: $XDG_RUNTIME_DIR/octo/octod.sock, /run/octo as root)");
   app.add_option("--listen", flags.listen, "Also listen on TCP host:port (needs --token-file)");
   app.add_option("--token-file", flags.token_file, "File holding the bearer token TCP clients must send (not world-readable)");
+  app.add_option("--http-listen", flags.http_listen,
+                 "Serve the OpenAI and Ollama HTTP API on host:port (off by default; a token-file is required "
+                 "unless the host is loopback, and is checked whenever given)");
 }
 
 absl::StatusOr<OctodConfig> ValidateOctodFlags(const OctodFlags& flags) {
@@ -159,6 +162,15 @@ absl::StatusOr<OctodConfig> ValidateOctodFlags(const OctodFlags& flags) {
     absl::StatusOr<std::string> token = ReadTokenFile(flags.token_file);
     if (!token.ok()) return Annotate(token.status(), "token-file");
     config.token = *std::move(token);
+  }
+  if (!flags.http_listen.empty()) {
+    absl::StatusOr<HttpListenAddress> http = ParseHttpListen(flags.http_listen);
+    if (!http.ok()) return KeyError("http-listen", http.status().message());
+    if (!http->loopback && !config.token.has_value()) {
+      return KeyError("http-listen", absl::StrCat("'", flags.http_listen,
+                                                  "' is reachable from other machines: give a token-file too"));
+    }
+    config.http = *std::move(http);
   }
   return config;
 }

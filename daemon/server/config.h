@@ -23,6 +23,7 @@
 #include "absl/status/statusor.h"
 #include "daemon/core/residency_plan.h"  // kMaxRingSlots
 #include "daemon/core/runtime.h"
+#include "daemon/http/listen_address.h"
 
 namespace CLI {
 class App;
@@ -58,6 +59,7 @@ struct OctodFlags {
   std::string socket;
   std::string listen;
   std::string token_file;
+  std::string http_listen;
 };
 
 struct OctodConfig {
@@ -65,6 +67,8 @@ struct OctodConfig {
   std::string socket_path;           // absolute
   std::string listen;                // "host:port"; empty: no TCP
   std::optional<std::string> token;  // from token_file; set whenever listen is
+  // The HTTP API (daemon/http); unset: off. Not loopback -> token is set.
+  std::optional<HttpListenAddress> http;
 };
 
 // Registers every setting on `app` as a flag (and so a config-file key),

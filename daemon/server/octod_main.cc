@@ -2,7 +2,10 @@
 // unix socket, and over TCP with a bearer token when --listen is given.
 //
 //   octod --models-root DIR [--model NAME] [--config FILE] [--socket PATH]
-//         [--listen HOST:PORT --token-file FILE] [runtime settings...]
+//         [--listen HOST:PORT --token-file FILE] [--http-listen HOST:PORT]
+//         [runtime settings...]
+//
+// --http-listen adds the OpenAI- and Ollama-compatible HTTP API (daemon/http).
 //
 // Every setting is a flag and a config-file key (config.h; `octod --help`).
 // SIGTERM or SIGINT: stop taking calls, cancel running generations (their
@@ -25,6 +28,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "daemon/core/runtime.h"
+#include "daemon/http/http_api.h"
 #include "daemon/server/config.h"
 #include "daemon/server/endpoint.h"
 #include "daemon/server/service.h"
@@ -98,6 +102,22 @@ int Serve(const OctodConfig& config, const sigset_t& stop_signals) {
   ::chmod(config.socket_path.c_str(), 0600);
   Log(absl::StrCat("listening on ", UnixTarget(config.socket_path)));
   if (!config.listen.empty()) Log(absl::StrCat("listening on ", config.listen, " (TCP, bearer token required)"));
+  std::unique_ptr<HttpServer> http;
+  if (config.http.has_value()) {
+    absl::StatusOr<std::unique_ptr<HttpServer>> started = StartHttpApi(
+        **runtime, HttpApiOptions{.host = config.http->host, .port = config.http->port, .token = config.token,
+                                  .version = kVersion});
+    if (!started.ok()) {
+      Log(absl::StrCat("cannot start: ", started.status().message()));
+      server->Shutdown();
+      (*runtime)->Shutdown();
+      return 1;
+    }
+    http = *std::move(started);
+    // Tests and scripts that ask for port 0 read the port from this line.
+    Log(absl::StrCat("http: listening on ", config.http->host, ":", http->port(), " (OpenAI /v1, Ollama /api",
+                     config.token.has_value() ? "; bearer token required)" : ")"));
+  }
 
   int signal_number = 0;
   sigwait(&stop_signals, &signal_number);
@@ -106,6 +126,7 @@ int Serve(const OctodConfig& config, const sigset_t& stop_signals) {
   pthread_sigmask(SIG_UNBLOCK, &stop_signals, nullptr);
 
   (*runtime)->Shutdown();  // refuses new jobs, cancels running ones: streams finish
+  if (http != nullptr) http->Stop();  // wakes idle connections; handlers have their jobs' ends
   server->Shutdown(std::chrono::system_clock::now() + kShutdownGrace);
   server.reset();
   ::unlink(config.socket_path.c_str());

@@ -191,5 +191,25 @@ TEST_F(ConfigTest, TokenFileMustBePrivateAndLongEnough) {
   EXPECT_EQ(ok->token, "0123456789abcdef0123") << "surrounding whitespace is not part of the token";
 }
 
+TEST_F(ConfigTest, HttpIsOffUnlessAskedAndNeedsATokenBeyondLoopback) {
+  absl::StatusOr<OctodConfig> config = ParseOctodConfig(Args({}));
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_FALSE(config->http.has_value()) << "off by default";
+  config = ParseOctodConfig(Args({"--http-listen", "127.0.0.1:11434"}));
+  ASSERT_TRUE(config.ok()) << config.status();
+  ASSERT_TRUE(config->http.has_value());
+  EXPECT_EQ(config->http->port, 11434);
+  EXPECT_TRUE(config->http->loopback);
+  EXPECT_FALSE(config->token.has_value()) << "loopback needs no token";
+  ExpectError({"--http-listen", "0.0.0.0:11434"}, "http-listen: '0.0.0.0:11434' is reachable from other machines");
+  ExpectError({"--http-listen", "11434"}, "http-listen: '11434' is not host:port");
+  ExpectError({"--http-listen", "localhost:99999"}, "http-listen: ");
+  config = ParseOctodConfig(
+      Args({"--http-listen", "0.0.0.0:0", "--token-file", WriteFile("token", "0123456789abcdef0123", 0600)}));
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_FALSE(config->http->loopback);
+  EXPECT_EQ(config->token, "0123456789abcdef0123");
+}
+
 }  // namespace
 }  // namespace octo

@@ -254,6 +254,15 @@ absl::StatusOr<std::string> FakeRuntime::Detokenize(const std::vector<int32_t>& 
   return text;
 }
 
+absl::StatusOr<std::vector<int32_t>> FakeRuntime::PromptTokens(const GenerateJob& job) {
+  if (!job.prompt_tokens.empty()) return job.prompt_tokens;
+  std::vector<std::string> pieces;
+  if (job.messages.empty()) return Tokenize(job.prompt, job.add_bos, job.parse_special, &pieces);
+  std::string text;
+  for (const ChatMessage& message : job.messages) absl::StrAppend(&text, message.role, ": ", message.content, "\n");
+  return Tokenize(text, /*add_bos=*/true, /*parse_special=*/true, &pieces);
+}
+
 absl::StatusOr<ResidencyReport> FakeRuntime::SetResidency(const ResidencyChange& change) {
   absl::MutexLock lock(&mu_);
   if (change.budget_bytes == 0u && !change.auto_budget.value_or(false)) {

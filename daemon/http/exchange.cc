@@ -1,0 +1,91 @@
+#include "daemon/http/exchange.h"
+
+#include "boost/asio/write.hpp"
+#include "boost/beast/http.hpp"
+#include "daemon/http/http_status.h"
+#include "daemon/http/socket_stream.h"
+
+namespace octo {
+
+namespace http = boost::beast::http;
+
+namespace {
+constexpr char kServerName[] = "octod";
+}  // namespace
+
+HttpExchange::HttpExchange(SocketStream& stream, const HttpRequest& request, unsigned version, bool keep_alive)
+    : stream_(stream), request_(request), version_(version), keep_alive_(keep_alive) {}
+
+void HttpExchange::ReplyText(int http_code, absl::string_view content_type, std::string body) {
+  if (responded_) return;
+  responded_ = true;
+  http::response<http::string_body> response(static_cast<http::status>(http_code), version_);
+  response.set(http::field::server, kServerName);
+  response.set(http::field::content_type, std::string(content_type));
+  response.keep_alive(keep_alive_);
+  response.body() = std::move(body);
+  response.prepare_payload();
+  boost::system::error_code ec;
+  if (request_.method == "HEAD") {
+    http::response_serializer<http::string_body> serializer(response);
+    http::write_header(stream_, serializer, ec);
+  } else {
+    http::write(stream_, response, ec);
+  }
+  if (ec) broken_ = true;
+}
+
+void HttpExchange::ReplyJson(int http_code, const nlohmann::json& body) {
+  ReplyText(http_code, "application/json", JsonText(body));
+}
+
+void HttpExchange::ReplyError(const absl::Status& status, int http_code) {
+  ReplyJson(http_code != 0 ? http_code : HttpCodeFor(status.code()), ErrorBody(request_.path, status));
+}
+
+bool HttpExchange::StartStream(absl::string_view content_type) {
+  if (responded_) return false;
+  responded_ = true;
+  streaming_ = true;
+  http::response<http::empty_body> response(http::status::ok, version_);
+  response.set(http::field::server, kServerName);
+  response.set(http::field::content_type, std::string(content_type));
+  response.set(http::field::cache_control, "no-cache");
+  if (version_ >= 11) {
+    response.chunked(true);
+  } else {
+    keep_alive_ = false;  // HTTP/1.0 has no chunks: the body ends when the connection does
+  }
+  response.keep_alive(keep_alive_);
+  http::response_serializer<http::empty_body> serializer(response);
+  boost::system::error_code ec;
+  http::write_header(stream_, serializer, ec);
+  if (ec) broken_ = true;
+  return !broken_;
+}
+
+bool HttpExchange::Send(absl::string_view data) {
+  if (!streaming_ || broken_ || data.empty()) return !broken_ && streaming_;
+  boost::system::error_code ec;
+  const boost::asio::const_buffer bytes(data.data(), data.size());
+  if (version_ >= 11) {
+    boost::asio::write(stream_, http::make_chunk(bytes), ec);
+  } else {
+    boost::asio::write(stream_, bytes, ec);
+  }
+  if (ec) broken_ = true;
+  return !broken_;
+}
+
+void HttpExchange::EndStream() {
+  if (!streaming_ || broken_) return;
+  streaming_ = false;
+  if (version_ < 11) return;
+  boost::system::error_code ec;
+  boost::asio::write(stream_, http::make_chunk_last(), ec);
+  if (ec) broken_ = true;
+}
+
+bool HttpExchange::ClientGone() const { return broken_ || stream_.PeerGone(); }
+
+}  // namespace octo

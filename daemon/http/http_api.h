@@ -1,0 +1,27 @@
+// octod's HTTP API: the OpenAI routes (openai_routes.h) and the Ollama
+// routes (ollama_routes.h) on one listener (http_server.h), over the same
+// Runtime as the gRPC service, so HTTP and gRPC requests share the
+// scheduler and are batched together.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "daemon/core/runtime.h"
+#include "daemon/http/http_server.h"
+
+namespace octo {
+
+struct HttpApiOptions {
+  std::string host;
+  int port = 0;
+  std::optional<std::string> token;  // required of every request when set
+  std::string version;               // octod's, for /api/version
+};
+
+// Starts listening; `runtime` must outlive the server.
+absl::StatusOr<std::unique_ptr<HttpServer>> StartHttpApi(Runtime& runtime, const HttpApiOptions& options);
+
+}  // namespace octo

@@ -1,0 +1,229 @@
+#include "daemon/http/http_server.h"
+
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "boost/asio/write.hpp"
+#include "boost/beast/core/flat_buffer.hpp"
+#include "boost/beast/http.hpp"
+#include "daemon/http/http_status.h"
+#include "daemon/http/socket_stream.h"
+#include "daemon/server/auth.h"
+
+namespace octo {
+
+namespace http = boost::beast::http;
+
+void HttpRouter::Add(std::string method, std::string path, HttpHandler handler) {
+  exact_[{std::move(method), std::move(path)}] = std::move(handler);
+}
+
+void HttpRouter::AddPrefix(std::string method, std::string prefix, HttpHandler handler) {
+  prefixes_.push_back({{std::move(method), std::move(prefix)}, std::move(handler)});
+}
+
+void HttpRouter::Dispatch(const HttpRequest& request, HttpExchange& exchange) const {
+  // HEAD is GET without the body (HttpExchange leaves the body out).
+  const std::string method = request.method == "HEAD" ? "GET" : request.method;
+  bool path_known = false;
+  if (const auto it = exact_.find({method, request.path}); it != exact_.end()) {
+    it->second(request, exchange);
+    return;
+  }
+  for (const auto& [key, handler] : exact_) path_known |= key.second == request.path;
+  for (const auto& [key, handler] : prefixes_) {
+    if (!absl::StartsWith(request.path, key.second) || request.path.size() == key.second.size()) continue;
+    if (key.first == method) {
+      handler(request, exchange);
+      return;
+    }
+    path_known = true;
+  }
+  if (path_known) {
+    exchange.ReplyError(absl::InvalidArgumentError(absl::StrCat(request.method, " is not allowed on ", request.path)),
+                        405);
+    return;
+  }
+  exchange.ReplyError(absl::NotFoundError(absl::StrCat("no route ", request.method, " ", request.path)));
+}
+
+absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(HttpServerOptions options, HttpRouter router) {
+  const std::string address = absl::StrCat(options.host, ":", options.port);
+  addrinfo hints = {};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+  addrinfo* found = nullptr;
+  const std::string port_text = std::to_string(options.port);
+  if (const int error = ::getaddrinfo(options.host.c_str(), port_text.c_str(), &hints, &found); error != 0) {
+    return absl::UnavailableError(absl::StrCat("http: cannot resolve ", address, ": ", ::gai_strerror(error)));
+  }
+  int fd = -1;
+  std::string last_error = "no address";
+  for (const addrinfo* it = found; it != nullptr && fd < 0; it = it->ai_next) {
+    fd = ::socket(it->ai_family, it->ai_socktype | SOCK_CLOEXEC, it->ai_protocol);
+    if (fd < 0) continue;
+    const int one = 1;
+    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (::bind(fd, it->ai_addr, it->ai_addrlen) != 0 || ::listen(fd, SOMAXCONN) != 0) {
+      last_error = std::strerror(errno);
+      ::close(fd);
+      fd = -1;
+    }
+  }
+  ::freeaddrinfo(found);
+  if (fd < 0) return absl::UnavailableError(absl::StrCat("http: cannot listen on ", address, ": ", last_error));
+  sockaddr_storage bound = {};
+  socklen_t bound_size = sizeof(bound);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &bound_size);
+  const int port = ntohs(bound.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
+                                                     : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
+  const int stop_fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (stop_fd < 0) {
+    ::close(fd);
+    return absl::UnavailableError(absl::StrCat("http: eventfd: ", std::strerror(errno)));
+  }
+  std::unique_ptr<HttpServer> server(new HttpServer(std::move(options), std::move(router), fd, stop_fd, port));
+  server->acceptor_ = std::thread([s = server.get()] { s->AcceptLoop(); });
+  return server;
+}
+
+HttpServer::HttpServer(HttpServerOptions options, HttpRouter router, int listen_fd, int stop_fd, int port)
+    : options_(std::move(options)), router_(std::move(router)), listen_fd_(listen_fd), stop_fd_(stop_fd), port_(port) {}
+
+HttpServer::~HttpServer() {
+  Stop();
+  ::close(listen_fd_);
+  ::close(stop_fd_);
+}
+
+void HttpServer::Stop() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopped_) return;
+    stopped_ = true;
+  }
+  const uint64_t one = 1;
+  (void)!::write(stop_fd_, &one, sizeof(one));
+  if (acceptor_.joinable()) acceptor_.join();
+  std::vector<Connection> connections;
+  {
+    absl::MutexLock lock(&mu_);
+    connections.swap(connections_);
+  }
+  for (Connection& connection : connections) connection.thread.join();
+}
+
+void HttpServer::ReapFinished() {
+  for (auto it = connections_.begin(); it != connections_.end();) {
+    if (*it->done) {
+      it->thread.join();  // it has finished: its last act was setting done
+      it = connections_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+void HttpServer::AcceptLoop() {
+  for (;;) {
+    pollfd fds[2] = {{listen_fd_, POLLIN, 0}, {stop_fd_, POLLIN, 0}};
+    if (::poll(fds, 2, -1) < 0 && errno != EINTR) return;
+    if (fds[1].revents != 0) return;
+    if ((fds[0].revents & POLLIN) == 0) continue;
+    const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0) continue;  // the client gave up already, or out of descriptors: try the next
+    const int one = 1;
+    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));  // a token is a small write: send it now
+    absl::MutexLock lock(&mu_);
+    ReapFinished();
+    if (active_ >= options_.max_connections) {
+      static constexpr char kBusy[] =
+          "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nConnection: close\r\n"
+          "Content-Length: 54\r\n\r\n{\"error\":\"octod has too many HTTP connections; retry\"}";
+      (void)!::send(fd, kBusy, sizeof(kBusy) - 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+      ::close(fd);
+      continue;
+    }
+    ++active_;
+    auto done = std::make_shared<bool>(false);
+    connections_.push_back({std::thread([this, fd, done] {
+                              Serve(fd);
+                              absl::MutexLock lock(&mu_);
+                              --active_;
+                              *done = true;
+                            }),
+                            done});
+  }
+}
+
+bool HttpServer::Authorized(absl::string_view authorization) const {
+  if (!options_.token.has_value()) return true;
+  constexpr absl::string_view kBearer = "Bearer ";
+  if (!absl::StartsWithIgnoreCase(authorization, kBearer)) return false;
+  return ConstantTimeEquals(authorization.substr(kBearer.size()), *options_.token);
+}
+
+void HttpServer::Serve(int fd) {
+  SocketStream stream(fd, stop_fd_, options_.io_timeout);
+  boost::beast::flat_buffer buffer;
+  for (;;) {
+    http::request_parser<http::string_body> parser;
+    parser.body_limit(kMaxHttpBodyBytes);
+    parser.header_limit(kMaxHttpHeaderBytes);
+    HttpRequest request;
+    boost::system::error_code ec;
+    http::read_header(stream, buffer, parser, ec);
+    request.received = std::chrono::steady_clock::now();
+    if (!ec && parser.get()[http::field::expect] == "100-continue") {
+      // curl asks before sending a body over 1 KiB; say yes rather than make it wait a second.
+      static constexpr char kContinue[] = "HTTP/1.1 100 Continue\r\n\r\n";
+      boost::asio::write(stream, boost::asio::buffer(kContinue, sizeof(kContinue) - 1), ec);
+    }
+    if (!ec) http::read(stream, buffer, parser, ec);
+    if (ec == http::error::end_of_stream || ec == boost::asio::error::eof ||
+        ec == boost::asio::error::timed_out || ec == boost::asio::error::operation_aborted ||
+        ec == boost::asio::error::connection_reset) {
+      return;  // the client closed, went quiet, or octod is stopping
+    }
+    const http::request<http::string_body>& message = parser.get();
+    const boost::beast::string_view beast_target = message.target();
+    const absl::string_view target(beast_target.data(), beast_target.size());
+    request.method = std::string(message.method_string());
+    request.path = std::string(target.substr(0, target.find('?')));
+    HttpExchange exchange(stream, request, message.version() == 10 ? 10 : 11, !ec && message.keep_alive());
+    if (ec) {
+      // Bad HTTP: say what and close (the rest of the stream is not a request).
+      const int code = ec == http::error::body_limit     ? 413
+                       : ec == http::error::header_limit ? 431
+                                                         : 400;
+      exchange.ReplyError(absl::InvalidArgumentError(absl::StrCat("bad HTTP request: ", ec.message(),
+                                                                  code == 413 ? absl::StrCat(" (the limit is ", kMaxHttpBodyBytes, " bytes)") : "")),
+                          code);
+      stream.LingeringClose();
+      return;
+    }
+    request.body = message.body();
+    const boost::beast::string_view authorization = message[http::field::authorization];
+    if (!Authorized(absl::string_view(authorization.data(), authorization.size()))) {
+      exchange.ReplyError(absl::UnauthenticatedError(
+          "missing or wrong API key: send the header 'Authorization: Bearer <token>' with octod's token"));
+    } else {
+      router_.Dispatch(request, exchange);
+    }
+    if (!exchange.responded()) exchange.ReplyError(absl::InternalError("the handler gave no response"));
+    if (!exchange.keep_alive()) return;
+  }
+}
+
+}  // namespace octo

@@ -1,0 +1,102 @@
+// octod's HTTP listener: a thread accepts connections and each connection
+// gets a thread of its own, which reads requests (Boost.Beast's parser)
+// and runs the route's handler synchronously. A handler that streams
+// tokens waits on its connection's thread, so connections never block one
+// another; the runtime batches their jobs into shared passes.
+//
+// Limits, each answered with a status the client can read:
+//   more than max_connections at once      503, connection closed
+//   a body over kMaxHttpBodyBytes          413
+//   headers over kMaxHttpHeaderBytes       431
+//   io_timeout without a byte either way   connection closed
+//
+// Auth: with a token, every request must carry `Authorization: Bearer
+// <token>` (compared in constant time) or gets 401. Without one, every
+// request is served: octod refuses to start without a token unless the
+// address is loopback (config.h).
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "daemon/http/exchange.h"
+
+namespace octo {
+
+inline constexpr size_t kMaxHttpBodyBytes = 8 << 20;   // above the 1 MiB prompt limit, JSON-escaped
+inline constexpr size_t kMaxHttpHeaderBytes = 16 << 10;
+inline constexpr size_t kMaxHttpConnections = 256;
+
+using HttpHandler = std::function<void(const HttpRequest&, HttpExchange&)>;
+
+// Method + path -> handler. Exact paths, and prefixes ("/v1/models/")
+// for paths that carry a name. An unknown path is 404, a known path with
+// another method 405 (error bodies shaped by http_status.h).
+class HttpRouter {
+ public:
+  void Add(std::string method, std::string path, HttpHandler handler);
+  void AddPrefix(std::string method, std::string prefix, HttpHandler handler);
+  void Dispatch(const HttpRequest& request, HttpExchange& exchange) const;
+
+ private:
+  std::map<std::pair<std::string, std::string>, HttpHandler> exact_;
+  std::vector<std::pair<std::pair<std::string, std::string>, HttpHandler>> prefixes_;
+};
+
+struct HttpServerOptions {
+  std::string host;  // as in listen_address.h
+  int port = 0;      // 0: any free port (port() tells which)
+  std::optional<std::string> token;
+  size_t max_connections = kMaxHttpConnections;
+  std::chrono::milliseconds io_timeout{std::chrono::minutes(5)};
+};
+
+class HttpServer {
+ public:
+  // Binds and listens; UNAVAILABLE naming the address when it cannot.
+  static absl::StatusOr<std::unique_ptr<HttpServer>> Start(HttpServerOptions options, HttpRouter router);
+  ~HttpServer();  // Stop()
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+
+  int port() const { return port_; }
+
+  // Stops accepting, wakes every connection (reads and writes fail, and
+  // handlers see ClientGone()), and waits for every connection thread.
+  void Stop();
+
+ private:
+  HttpServer(HttpServerOptions options, HttpRouter router, int listen_fd, int stop_fd, int port);
+  void AcceptLoop();
+  void Serve(int fd);
+  bool Authorized(absl::string_view authorization) const;
+  void ReapFinished() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const HttpServerOptions options_;
+  const HttpRouter router_;
+  const int listen_fd_;
+  const int stop_fd_;  // eventfd; readable once stopping
+  const int port_;
+  std::thread acceptor_;
+
+  struct Connection {
+    std::thread thread;
+    std::shared_ptr<bool> done;  // set under mu_ as the thread ends
+  };
+  absl::Mutex mu_;
+  std::vector<Connection> connections_ ABSL_GUARDED_BY(mu_);
+  size_t active_ ABSL_GUARDED_BY(mu_) = 0;
+  bool stopped_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+}  // namespace octo

@@ -1,0 +1,35 @@
+// Which model an HTTP request names, as the OpenAI and Ollama APIs use the
+// "model" field: a model directory under octod's models root, by its path
+// relative to the root ("llama-3.2-1b", "team/qwen2"), optionally with
+// Ollama's default tag (":latest").
+//
+// octod holds one model at a time. A request for another model of the
+// root loads it first, as Ollama does; that is refused (FAILED_PRECONDITION,
+// 409) while generations run on the current one.
+#pragma once
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "daemon/core/runtime.h"
+
+namespace octo {
+
+// The name without Ollama's ":latest" tag.
+std::string ModelPathOf(absl::string_view name);
+
+struct SelectedModel {
+  ModelSummary summary;
+  double load_seconds = 0;  // > 0 when this request loaded it
+};
+
+// The loaded model when `name` is it; otherwise the model of that name
+// under the root, loaded now. INVALID_ARGUMENT (param "model") for an empty
+// name, NOT_FOUND (model_not_found) for a name that is no model there.
+absl::StatusOr<SelectedModel> SelectModel(Runtime& runtime, absl::string_view name);
+
+// The model of that name under the root, loaded or not; NOT_FOUND otherwise.
+absl::StatusOr<ModelSummary> FindModel(Runtime& runtime, absl::string_view name);
+
+}  // namespace octo

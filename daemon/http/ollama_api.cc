@@ -1,0 +1,194 @@
+#include "daemon/http/ollama_api.h"
+
+#include <chrono>
+#include <ctime>
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "daemon/http/json_fields.h"
+#include "storage/status_macros.h"
+
+namespace octo {
+namespace {
+
+constexpr int32_t kMaxInt32 = std::numeric_limits<int32_t>::max();
+
+absl::Status Unsupported(const FieldReader& fields, absl::string_view key, absl::string_view why) {
+  return fields.Error(key, absl::StrCat("not supported by octod (", why, ")"));
+}
+
+absl::Status ReadOptions(const FieldReader& fields, SamplingParams* s) {
+  s->temperature = 0.8;
+  s->top_k = 40;
+  s->top_p = 0.9;
+  s->min_p = 0.0;
+  s->repeat_penalty = 1.1;
+  s->repeat_last_n = 64;
+  const nlohmann::json* options = fields.Find("options");
+  if (options == nullptr) return absl::OkStatus();
+  if (!options->is_object()) return fields.Error("options", "expected an object");
+  const FieldReader o(*options, "options.");
+  OCTO_RETURN_IF_ERROR(o.Number("temperature", &s->temperature));
+  OCTO_RETURN_IF_ERROR(o.Integer("top_k", 0, kMaxInt32, &s->top_k));
+  OCTO_RETURN_IF_ERROR(o.Number("top_p", &s->top_p));
+  OCTO_RETURN_IF_ERROR(o.Number("min_p", &s->min_p));
+  OCTO_RETURN_IF_ERROR(o.Number("repeat_penalty", &s->repeat_penalty));
+  OCTO_RETURN_IF_ERROR(o.Integer("repeat_last_n", -1, kMaxInt32, &s->repeat_last_n));
+  OCTO_RETURN_IF_ERROR(o.Number("frequency_penalty", &s->frequency_penalty));
+  OCTO_RETURN_IF_ERROR(o.Number("presence_penalty", &s->presence_penalty));
+  OCTO_RETURN_IF_ERROR(o.Strings("stop", &s->stop));
+  int64_t seed = -1;
+  OCTO_RETURN_IF_ERROR(o.Integer("seed", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max(), &seed));
+  if (seed >= 0) s->seed = static_cast<uint64_t>(seed);
+  OCTO_RETURN_IF_ERROR(o.Integer("num_predict", -2, kMaxInt32, &s->max_tokens));
+  if (s->max_tokens == -2) s->max_tokens = -1;  // "fill the context": the core stops there anyway
+  return absl::OkStatus();
+}
+
+// keep_alive: a number of seconds or a duration string ("5m", "0s").
+absl::Status ReadKeepAlive(const FieldReader& fields, bool* unload) {
+  const nlohmann::json* keep_alive = fields.Find("keep_alive");
+  if (keep_alive == nullptr) return absl::OkStatus();
+  if (keep_alive->is_number()) {
+    *unload = keep_alive->get<double>() == 0;
+  } else if (keep_alive->is_string()) {
+    const std::string text = keep_alive->get<std::string>();
+    *unload = text == "0" || text == "0s" || text == "0m" || text == "0h";
+  } else {
+    return fields.Error("keep_alive", absl::StrCat("expected a duration, got ", JsonTypeName(*keep_alive)));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ReadCommon(const FieldReader& fields, OllamaRequest* request) {
+  OCTO_RETURN_IF_ERROR(fields.Require("model"));
+  OCTO_RETURN_IF_ERROR(fields.String("model", &request->model));
+  OCTO_RETURN_IF_ERROR(fields.Bool("stream", &request->stream));
+  OCTO_RETURN_IF_ERROR(ReadOptions(fields, &request->sampling));
+  OCTO_RETURN_IF_ERROR(ReadKeepAlive(fields, &request->unload));
+  if (const nlohmann::json* format = fields.Find("format"); format != nullptr && *format != "") {
+    return Unsupported(fields, "format", "no structured output");
+  }
+  if (const nlohmann::json* tools = fields.Find("tools"); tools != nullptr && !tools->empty()) {
+    return Unsupported(fields, "tools", "no tool calls");
+  }
+  if (const nlohmann::json* images = fields.Find("images"); images != nullptr && !images->empty()) {
+    return Unsupported(fields, "images", "text models only");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<OllamaRequest> ParseOllamaGenerate(const nlohmann::json& body) {
+  OllamaRequest request;
+  const FieldReader fields(body);
+  OCTO_RETURN_IF_ERROR(ReadCommon(fields, &request));
+  OCTO_RETURN_IF_ERROR(fields.String("prompt", &request.prompt));
+  OCTO_RETURN_IF_ERROR(fields.String("system", &request.system));
+  OCTO_RETURN_IF_ERROR(fields.Bool("raw", &request.raw));
+  if (request.prompt.size() > kMaxPromptBytes) {
+    return fields.Error("prompt", absl::StrCat(request.prompt.size(), " bytes; at most ", kMaxPromptBytes));
+  }
+  if (const nlohmann::json* context = fields.Find("context"); context != nullptr) {
+    if (!context->is_array()) return fields.Error("context", "expected an array of token ids");
+    for (size_t i = 0; i < context->size(); ++i) {
+      const nlohmann::json& id = (*context)[i];
+      if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > kMaxInt32) {
+        return fields.Error("context", absl::StrCat("item ", i, ": expected a token id, got ", id.dump()));
+      }
+      request.context.push_back(id.get<int32_t>());
+    }
+  }
+  return request;
+}
+
+absl::StatusOr<OllamaRequest> ParseOllamaChat(const nlohmann::json& body) {
+  OllamaRequest request;
+  const FieldReader fields(body);
+  OCTO_RETURN_IF_ERROR(ReadCommon(fields, &request));
+  const nlohmann::json* messages = fields.Find("messages");
+  if (messages == nullptr) return request;  // only loads (or unloads) the model
+  if (!messages->is_array()) return fields.Error("messages", "expected an array of messages");
+  if (messages->size() > kMaxChatMessages) {
+    return fields.Error("messages", absl::StrCat(messages->size(), " messages; at most ", kMaxChatMessages));
+  }
+  for (size_t i = 0; i < messages->size(); ++i) {
+    const std::string name = absl::StrCat("messages[", i, "]");
+    if (!(*messages)[i].is_object()) return fields.Error(name, "expected an object with role and content");
+    const FieldReader m((*messages)[i], name + ".");
+    ChatMessage message;
+    OCTO_RETURN_IF_ERROR(m.Require("role"));
+    OCTO_RETURN_IF_ERROR(m.String("role", &message.role));
+    OCTO_RETURN_IF_ERROR(m.String("content", &message.content));
+    if (message.role != "system" && message.role != "user" && message.role != "assistant") {
+      return m.Error("role", absl::StrCat("'", message.role, "' is not system, user or assistant"));
+    }
+    if (const nlohmann::json* images = m.Find("images"); images != nullptr && !images->empty()) {
+      return Unsupported(m, "images", "text models only");
+    }
+    request.messages.push_back(std::move(message));
+  }
+  return request;
+}
+
+std::string OllamaTimestamp() {
+  const auto now = std::chrono::system_clock::now();
+  const std::time_t seconds = std::chrono::system_clock::to_time_t(now);
+  const auto nanos = std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count() % 1000000000;
+  std::tm utc = {};
+  gmtime_r(&seconds, &utc);
+  char date[32];
+  std::strftime(date, sizeof(date), "%Y-%m-%dT%H:%M:%S", &utc);
+  return absl::StrFormat("%s.%09dZ", date, nanos);
+}
+
+nlohmann::json OllamaDoneStats(const JobStats& stats, double total_seconds, double load_seconds) {
+  auto ns = [](double seconds) { return static_cast<int64_t>(seconds * 1e9); };
+  return {{"total_duration", ns(total_seconds)},
+          {"load_duration", ns(load_seconds)},
+          {"prompt_eval_count", stats.prompt_tokens - stats.cached_tokens},
+          {"prompt_eval_duration", ns(stats.prefill_seconds)},
+          {"eval_count", stats.generated_tokens},
+          {"eval_duration", ns(stats.decode_seconds)}};
+}
+
+nlohmann::json OllamaDetails(const ModelSummary& model) {
+  return {{"parent_model", ""},
+          {"format", "octo"},
+          {"family", model.architecture},
+          {"families", {model.architecture}},
+          {"parameter_size", ""},
+          {"quantization_level", ""}};
+}
+
+nlohmann::json OllamaModelEntry(const ModelSummary& model, const std::string& modified_at) {
+  return {{"name", model.path},
+          {"model", model.path},
+          {"modified_at", modified_at},
+          {"size", model.total_bytes},
+          {"digest", ""},
+          {"details", OllamaDetails(model)}};
+}
+
+nlohmann::json OllamaShow(const ModelSummary& model, const std::string& modified_at) {
+  const std::string& arch = model.architecture;
+  nlohmann::json info = {{"general.architecture", arch},
+                         {"general.name", model.name},
+                         {arch + ".block_count", model.n_layers},
+                         {arch + ".embedding_length", model.dim},
+                         {arch + ".context_length", model.context_length},
+                         {arch + ".vocab_size", model.vocab_size}};
+  if (model.n_experts > 0) info[arch + ".expert_count"] = model.n_experts;
+  return {{"license", ""},
+          {"modelfile", ""},
+          {"parameters", ""},
+          {"template", model.chat_template},
+          {"details", OllamaDetails(model)},
+          {"model_info", info},
+          {"capabilities", {"completion"}},
+          {"modified_at", modified_at}};
+}
+
+}  // namespace octo

@@ -1,0 +1,62 @@
+// Ollama's API as octod speaks it: request bodies -> what to run, and the
+// JSON of its replies. Pure functions; the routes (ollama_routes.h) do the
+// I/O.
+//
+//   POST /api/generate  model, prompt, system, raw, context (token ids from
+//     an earlier reply), stream (default true), options, keep_alive
+//   POST /api/chat      model, messages[{role, content}], stream, options, keep_alive
+//   options: temperature, top_k, top_p, min_p, seed (< 0: random),
+//     num_predict (-1 and -2: no limit), stop, repeat_penalty,
+//     repeat_last_n, frequency_penalty, presence_penalty; others (num_ctx,
+//     num_gpu, ...) are ignored, as Ollama ignores what a runner lacks.
+// Unset options take Ollama's defaults: temperature 0.8, top_k 40, top_p
+// 0.9, min_p 0, repeat_penalty 1.1 over the last 64 tokens.
+// Refused with 400: images, format (structured output), tools.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "daemon/core/runtime.h"
+#include "nlohmann/json.hpp"
+
+namespace octo {
+
+struct OllamaRequest {
+  std::string model;
+  bool stream = true;
+  SamplingParams sampling;
+  // /api/generate
+  std::string prompt;
+  std::string system;
+  bool raw = false;                 // the prompt as is, no chat template
+  std::vector<int32_t> context;     // an earlier exchange's tokens, continued
+  // /api/chat
+  std::vector<ChatMessage> messages;
+  // keep_alive 0 ("0", "0s", 0): unload the model. With nothing to
+  // generate, the request only loads (or unloads) the model.
+  bool unload = false;
+};
+
+absl::StatusOr<OllamaRequest> ParseOllamaGenerate(const nlohmann::json& body);
+absl::StatusOr<OllamaRequest> ParseOllamaChat(const nlohmann::json& body);
+
+// UTC now as Ollama writes it: "2026-11-21T10:22:45.123456789Z".
+std::string OllamaTimestamp();
+
+// The statistics of a done reply: total_duration, load_duration,
+// prompt_eval_count/_duration, eval_count/_duration (durations in ns).
+nlohmann::json OllamaDoneStats(const JobStats& stats, double total_seconds, double load_seconds);
+
+// {format, family, families, parameter_size, quantization_level} of a model.
+nlohmann::json OllamaDetails(const ModelSummary& model);
+
+// An entry of /api/tags (and /api/ps).
+nlohmann::json OllamaModelEntry(const ModelSummary& model, const std::string& modified_at);
+
+// The reply of /api/show.
+nlohmann::json OllamaShow(const ModelSummary& model, const std::string& modified_at);
+
+}  // namespace octo

@@ -1,0 +1,212 @@
+#include "daemon/http/ollama_routes.h"
+
+#include <chrono>
+
+#include "absl/strings/str_cat.h"
+#include "daemon/http/http_status.h"
+#include "daemon/http/job_events.h"
+#include "daemon/http/json_fields.h"
+#include "daemon/http/model_select.h"
+#include "daemon/http/ollama_api.h"
+
+namespace octo {
+namespace {
+
+double SecondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// Turns a job's events into Ollama's reply: one JSON object, or NDJSON
+// lines. For /api/generate the text is "response"; for /api/chat it is
+// "message": {"role": "assistant", "content"}.
+class OllamaWriter {
+ public:
+  OllamaWriter(const OllamaRequest& request, bool chat, HttpExchange& exchange, const HttpRequest& http_request,
+               double load_seconds, std::vector<int32_t> prompt_tokens)
+      : request_(request),
+        chat_(chat),
+        exchange_(exchange),
+        received_(http_request.received),
+        load_seconds_(load_seconds),
+        context_(std::move(prompt_tokens)) {}
+
+  bool On(const JobEvent& event) {
+    switch (event.kind) {
+      case JobEvent::Kind::kStarted:
+        return !request_.stream || exchange_.StartStream("application/x-ndjson");
+      case JobEvent::Kind::kToken:
+        context_.push_back(event.token.id);
+        if (!request_.stream) {
+          text_ += WireText(event.token.text);
+          return true;
+        }
+        return SendLine(Reply(WireText(event.token.text), false));
+      case JobEvent::Kind::kDone:
+        OnDone(event);
+        return true;
+    }
+    return true;
+  }
+
+ private:
+  void OnDone(const JobEvent& event) {
+    if (request_.stream && !exchange_.responded() && event.status.ok()) exchange_.StartStream("application/x-ndjson");
+    if (!event.status.ok()) {
+      if (!exchange_.responded()) return exchange_.ReplyError(event.status);
+      SendLine({{"error", std::string(event.status.message())}});
+      exchange_.EndStream();
+      return;
+    }
+    const std::string tail = WireText(event.tail);
+    nlohmann::json last = Reply(request_.stream ? tail : text_ + tail, true);
+    last["done_reason"] = event.finish_reason == "context" ? "length" : event.finish_reason;
+    if (!chat_) last["context"] = context_;
+    last.update(OllamaDoneStats(event.stats, SecondsSince(received_), load_seconds_));
+    if (!request_.stream) return exchange_.ReplyJson(200, last);
+    SendLine(last);
+    exchange_.EndStream();
+  }
+
+  nlohmann::json Reply(const std::string& text, bool done) const {
+    nlohmann::json reply = {{"model", request_.model}, {"created_at", OllamaTimestamp()}};
+    if (chat_) {
+      reply["message"] = {{"role", "assistant"}, {"content", text}};
+    } else {
+      reply["response"] = text;
+    }
+    reply["done"] = done;
+    return reply;
+  }
+
+  bool SendLine(const nlohmann::json& line) { return exchange_.Send(JsonText(line) + "\n"); }
+
+  const OllamaRequest& request_;
+  const bool chat_;
+  HttpExchange& exchange_;
+  const std::chrono::steady_clock::time_point received_;
+  const double load_seconds_;
+  std::vector<int32_t> context_;  // prompt tokens, then each generated token
+  std::string text_;              // the whole reply, when not streamed
+};
+
+// The core job for a request: its prompt as tokens (so /api/generate can
+// return them as context), sampled as asked.
+absl::StatusOr<GenerateJob> OllamaJob(Runtime& runtime, const OllamaRequest& request, bool chat,
+                                      const ModelSummary& model) {
+  GenerateJob job;
+  job.sampling = request.sampling;
+  if (chat) {
+    job.chat = true;
+    job.messages = request.messages;
+  } else if (!request.raw && !model.chat_template.empty()) {
+    job.chat = true;
+    if (!request.system.empty()) job.messages.push_back({"system", request.system});
+    job.messages.push_back({"user", request.prompt});
+  } else {
+    job.prompt = request.prompt;
+    job.add_bos = request.context.empty();
+  }
+  if (!job.prompt.empty() || !job.messages.empty()) {
+    absl::StatusOr<std::vector<int32_t>> tokens = runtime.PromptTokens(job);
+    if (!tokens.ok()) return tokens.status();
+    job.prompt_tokens = request.context;
+    job.prompt_tokens.insert(job.prompt_tokens.end(), tokens->begin(), tokens->end());
+  } else {
+    job.prompt_tokens = request.context;  // continue an earlier reply with no new text
+  }
+  job.prompt.clear();
+  job.messages.clear();
+  job.chat = false;
+  return job;
+}
+
+// A request with nothing to generate: Ollama's way to load or unload a model.
+void LoadOnly(Runtime& runtime, const OllamaRequest& request, bool chat, HttpExchange& exchange) {
+  const char* reason = "load";
+  if (request.unload) {
+    reason = "unload";
+    if (const RuntimeReport report = runtime.Report();
+        report.model.has_value() && report.model->path == ModelPathOf(request.model)) {
+      if (absl::Status unloaded = runtime.UnloadModel(); !unloaded.ok()) return exchange.ReplyError(unloaded);
+    }
+  }
+  nlohmann::json reply = {{"model", request.model}, {"created_at", OllamaTimestamp()}};
+  if (chat) {
+    reply["message"] = {{"role", "assistant"}, {"content", ""}};
+  } else {
+    reply["response"] = "";
+  }
+  reply["done"] = true;
+  reply["done_reason"] = reason;
+  exchange.ReplyJson(200, reply);
+}
+
+void ServeGeneration(Runtime& runtime, const HttpRequest& http_request, HttpExchange& exchange, bool chat) {
+  absl::StatusOr<nlohmann::json> body = ParseJsonObject(http_request.body);
+  if (!body.ok()) return exchange.ReplyError(body.status());
+  absl::StatusOr<OllamaRequest> request = chat ? ParseOllamaChat(*body) : ParseOllamaGenerate(*body);
+  if (!request.ok()) return exchange.ReplyError(request.status());
+  const bool nothing_to_generate = chat ? request->messages.empty() : request->prompt.empty() && request->context.empty();
+  if (nothing_to_generate && request->unload) {
+    if (absl::Status exists = FindModel(runtime, request->model).status(); !exists.ok()) {
+      return exchange.ReplyError(exists);
+    }
+    return LoadOnly(runtime, *request, chat, exchange);
+  }
+  absl::StatusOr<SelectedModel> model = SelectModel(runtime, request->model);
+  if (!model.ok()) return exchange.ReplyError(model.status());
+  if (nothing_to_generate) return LoadOnly(runtime, *request, chat, exchange);
+  absl::StatusOr<GenerateJob> job = OllamaJob(runtime, *request, chat, model->summary);
+  if (!job.ok()) return exchange.ReplyError(job.status());
+  OllamaWriter writer(*request, chat, exchange, http_request, model->load_seconds, job->prompt_tokens);
+  const absl::Status submitted =
+      RunJob(runtime, *std::move(job), exchange, [&writer](const JobEvent& event) { return writer.On(event); });
+  if (!submitted.ok()) exchange.ReplyError(submitted);
+}
+
+}  // namespace
+
+void AddOllamaRoutes(HttpRouter& router, Runtime& runtime, std::string version, std::string started_at) {
+  router.Add("POST", "/api/generate", [&runtime](const HttpRequest& request, HttpExchange& exchange) {
+    ServeGeneration(runtime, request, exchange, /*chat=*/false);
+  });
+  router.Add("POST", "/api/chat", [&runtime](const HttpRequest& request, HttpExchange& exchange) {
+    ServeGeneration(runtime, request, exchange, /*chat=*/true);
+  });
+  router.Add("GET", "/api/tags", [&runtime, started_at](const HttpRequest&, HttpExchange& exchange) {
+    absl::StatusOr<std::vector<ModelSummary>> models = runtime.ListModels();
+    if (!models.ok()) return exchange.ReplyError(models.status());
+    nlohmann::json list = nlohmann::json::array();
+    for (const ModelSummary& model : *models) list.push_back(OllamaModelEntry(model, started_at));
+    exchange.ReplyJson(200, {{"models", list}});
+  });
+  router.Add("GET", "/api/ps", [&runtime, started_at](const HttpRequest&, HttpExchange& exchange) {
+    nlohmann::json list = nlohmann::json::array();
+    if (const RuntimeReport report = runtime.Report(); report.model.has_value()) {
+      nlohmann::json entry = OllamaModelEntry(*report.model, started_at);
+      entry["size_vram"] = 0;  // the CPU backend holds nothing on a GPU
+      list.push_back(entry);
+    }
+    exchange.ReplyJson(200, {{"models", list}});
+  });
+  router.Add("POST", "/api/show", [&runtime, started_at](const HttpRequest& request, HttpExchange& exchange) {
+    absl::StatusOr<nlohmann::json> body = ParseJsonObject(request.body);
+    if (!body.ok()) return exchange.ReplyError(body.status());
+    std::string name;
+    const FieldReader fields(*body);
+    absl::Status read = fields.String("name", &name);  // the older spelling
+    if (read.ok()) read = fields.String("model", &name);
+    if (!read.ok()) return exchange.ReplyError(read);
+    absl::StatusOr<ModelSummary> model = FindModel(runtime, name);
+    if (!model.ok()) return exchange.ReplyError(model.status());
+    exchange.ReplyJson(200, OllamaShow(*model, started_at));
+  });
+  router.Add("GET", "/api/version", [version](const HttpRequest&, HttpExchange& exchange) {
+    exchange.ReplyJson(200, {{"version", version}});
+  });
+  router.Add("GET", "/", [](const HttpRequest&, HttpExchange& exchange) {
+    exchange.ReplyText(200, "text/plain; charset=utf-8", "Octo is running");
+  });
+}
+
+}  // namespace octo

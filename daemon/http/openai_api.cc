@@ -1,0 +1,223 @@
+#include "daemon/http/openai_api.h"
+
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+#include "daemon/http/json_fields.h"
+#include "storage/status_macros.h"
+
+namespace octo {
+namespace {
+
+constexpr int32_t kMaxInt32 = std::numeric_limits<int32_t>::max();
+
+absl::Status Unsupported(const FieldReader& fields, absl::string_view key, absl::string_view why) {
+  return fields.Error(key, absl::StrCat("not supported by octod (", why, ")"));
+}
+
+// The fields both endpoints share, over OpenAI's defaults.
+absl::Status ReadCommon(const FieldReader& fields, OpenAiRequest* request) {
+  OCTO_RETURN_IF_ERROR(fields.Require("model"));
+  OCTO_RETURN_IF_ERROR(fields.String("model", &request->model));
+  SamplingParams& s = request->job.sampling;
+  s.temperature = 1.0;
+  s.top_p = 1.0;
+  s.top_k = 0;
+  s.min_p = 0.0;
+  s.repeat_penalty = 1.0;
+  OCTO_RETURN_IF_ERROR(fields.Number("temperature", &s.temperature));
+  OCTO_RETURN_IF_ERROR(fields.Number("top_p", &s.top_p));
+  OCTO_RETURN_IF_ERROR(fields.Number("frequency_penalty", &s.frequency_penalty));
+  OCTO_RETURN_IF_ERROR(fields.Number("presence_penalty", &s.presence_penalty));
+  OCTO_RETURN_IF_ERROR(fields.Integer("top_k", 0, kMaxInt32, &s.top_k));
+  OCTO_RETURN_IF_ERROR(fields.Number("min_p", &s.min_p));
+  OCTO_RETURN_IF_ERROR(fields.Number("repeat_penalty", &s.repeat_penalty));
+  OCTO_RETURN_IF_ERROR(fields.Integer("repeat_last_n", -1, kMaxInt32, &s.repeat_last_n));
+  OCTO_RETURN_IF_ERROR(fields.Strings("stop", &s.stop));
+  int64_t seed = -1;
+  OCTO_RETURN_IF_ERROR(fields.Integer("seed", int64_t{0}, std::numeric_limits<int64_t>::max(), &seed));
+  if (seed >= 0) s.seed = static_cast<uint64_t>(seed);
+  OCTO_RETURN_IF_ERROR(fields.Bool("stream", &request->stream));
+  if (const nlohmann::json* options = fields.Find("stream_options"); options != nullptr) {
+    if (!options->is_object()) return fields.Error("stream_options", "expected an object");
+    OCTO_RETURN_IF_ERROR(FieldReader(*options, "stream_options.").Bool("include_usage", &request->include_usage));
+  }
+  int32_t n = 1;
+  OCTO_RETURN_IF_ERROR(fields.Integer("n", 1, kMaxInt32, &n));
+  if (n != 1) return Unsupported(fields, "n", "one choice per request");
+  if (const nlohmann::json* bias = fields.Find("logit_bias"); bias != nullptr && !bias->empty()) {
+    return Unsupported(fields, "logit_bias", "no logit bias");
+  }
+  for (const char* key : {"tools", "functions"}) {
+    if (const nlohmann::json* value = fields.Find(key); value != nullptr && !value->empty()) {
+      return Unsupported(fields, key, "no tool calls");
+    }
+  }
+  if (const nlohmann::json* format = fields.Find("response_format"); format != nullptr) {
+    if (!format->is_object() || format->value("type", "") != "text") {
+      return Unsupported(fields, "response_format", "text only");
+    }
+  }
+  return absl::OkStatus();
+}
+
+// A message's content: a string, or parts of which only text is accepted.
+absl::StatusOr<std::string> MessageContent(const nlohmann::json& message, const std::string& name) {
+  const FieldReader fields(message, name + ".");
+  const nlohmann::json* content = fields.Find("content");
+  if (content == nullptr) return std::string();  // an assistant turn that only called tools
+  if (content->is_string()) return content->get<std::string>();
+  if (!content->is_array()) {
+    return fields.Error("content", absl::StrCat("expected a string or an array of parts, got ", JsonTypeName(*content)));
+  }
+  std::string text;
+  for (size_t i = 0; i < content->size(); ++i) {
+    const nlohmann::json& part = (*content)[i];
+    const std::string part_name = absl::StrCat("content[", i, "]");
+    if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") || !part["text"].is_string()) {
+      return fields.Error(part_name, "only {\"type\": \"text\", \"text\": ...} parts are supported");
+    }
+    text += part["text"].get<std::string>();
+  }
+  return text;
+}
+
+absl::Status ReadMessages(const FieldReader& fields, std::vector<ChatMessage>* messages) {
+  OCTO_RETURN_IF_ERROR(fields.Require("messages"));
+  const nlohmann::json& list = *fields.Find("messages");
+  if (!list.is_array() || list.empty()) return fields.Error("messages", "expected a non-empty array of messages");
+  if (list.size() > kMaxChatMessages) {
+    return fields.Error("messages", absl::StrCat(list.size(), " messages; at most ", kMaxChatMessages));
+  }
+  for (size_t i = 0; i < list.size(); ++i) {
+    const std::string name = absl::StrCat("messages[", i, "]");
+    if (!list[i].is_object()) return fields.Error(name, "expected an object with role and content");
+    ChatMessage message;
+    const FieldReader message_fields(list[i], name + ".");
+    OCTO_RETURN_IF_ERROR(message_fields.Require("role"));
+    OCTO_RETURN_IF_ERROR(message_fields.String("role", &message.role));
+    if (message.role == "developer") message.role = "system";  // OpenAI's newer name for it
+    if (message.role != "system" && message.role != "user" && message.role != "assistant") {
+      return message_fields.Error("role", absl::StrCat("'", message.role, "' is not system, user or assistant"));
+    }
+    OCTO_ASSIGN_OR_RETURN(message.content, MessageContent(list[i], name));
+    messages->push_back(std::move(message));
+  }
+  return absl::OkStatus();
+}
+
+// /v1/completions' prompt: "text", [ids], or a list holding one of those.
+absl::Status ReadPrompt(const FieldReader& fields, GenerateJob* job) {
+  OCTO_RETURN_IF_ERROR(fields.Require("prompt"));
+  const nlohmann::json* prompt = fields.Find("prompt");
+  if (prompt->is_array() && !prompt->empty() && !(*prompt)[0].is_number()) {
+    if (prompt->size() != 1) return Unsupported(fields, "prompt", "one prompt per request");
+    prompt = &(*prompt)[0];
+  }
+  if (prompt->is_string()) {
+    job->prompt = prompt->get<std::string>();
+    if (job->prompt.empty()) return fields.Error("prompt", "empty");
+    return absl::OkStatus();
+  }
+  if (!prompt->is_array() || prompt->empty()) {
+    return fields.Error("prompt", "expected a string, or an array of token ids");
+  }
+  for (size_t i = 0; i < prompt->size(); ++i) {
+    const nlohmann::json& id = (*prompt)[i];
+    if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > kMaxInt32) {
+      return fields.Error("prompt", absl::StrCat("item ", i, ": expected a token id, got ", id.dump()));
+    }
+    job->prompt_tokens.push_back(id.get<int32_t>());
+  }
+  return absl::OkStatus();
+}
+
+std::vector<int> Bytes(const std::string& text) {
+  return std::vector<int>(reinterpret_cast<const unsigned char*>(text.data()),
+                          reinterpret_cast<const unsigned char*>(text.data()) + text.size());
+}
+
+}  // namespace
+
+absl::StatusOr<OpenAiRequest> ParseChatCompletionRequest(const nlohmann::json& body) {
+  OpenAiRequest request;
+  request.chat = true;
+  request.job.chat = true;
+  const FieldReader fields(body);
+  OCTO_RETURN_IF_ERROR(ReadCommon(fields, &request));
+  OCTO_RETURN_IF_ERROR(ReadMessages(fields, &request.job.messages));
+  OCTO_RETURN_IF_ERROR(fields.String("chat_template", &request.job.chat_template));
+  SamplingParams& s = request.job.sampling;
+  OCTO_RETURN_IF_ERROR(fields.Integer("max_tokens", 0, kMaxInt32, &s.max_tokens));
+  OCTO_RETURN_IF_ERROR(fields.Integer("max_completion_tokens", 0, kMaxInt32, &s.max_tokens));
+  OCTO_RETURN_IF_ERROR(fields.Bool("logprobs", &request.logprobs));
+  OCTO_RETURN_IF_ERROR(fields.Integer("top_logprobs", 0, kMaxTopLogprobs, &s.top_logprobs));
+  if (s.top_logprobs > 0 && !request.logprobs) return fields.Error("top_logprobs", "needs logprobs: true");
+  return request;
+}
+
+absl::StatusOr<OpenAiRequest> ParseCompletionRequest(const nlohmann::json& body) {
+  OpenAiRequest request;
+  const FieldReader fields(body);
+  OCTO_RETURN_IF_ERROR(ReadCommon(fields, &request));
+  OCTO_RETURN_IF_ERROR(ReadPrompt(fields, &request.job));
+  SamplingParams& s = request.job.sampling;
+  s.max_tokens = kDefaultCompletionMaxTokens;
+  OCTO_RETURN_IF_ERROR(fields.Integer("max_tokens", 0, kMaxInt32, &s.max_tokens));
+  int32_t logprobs = -1;
+  OCTO_RETURN_IF_ERROR(fields.Integer("logprobs", 0, kMaxCompletionLogprobs, &logprobs));
+  request.logprobs = logprobs >= 0;
+  s.top_logprobs = std::max(logprobs, 0);
+  bool flag = false;
+  OCTO_RETURN_IF_ERROR(fields.Bool("echo", &flag));
+  if (flag) return Unsupported(fields, "echo", "the prompt is not repeated");
+  int32_t best_of = 1;
+  OCTO_RETURN_IF_ERROR(fields.Integer("best_of", 1, kMaxInt32, &best_of));
+  if (best_of != 1) return Unsupported(fields, "best_of", "one candidate per request");
+  if (const nlohmann::json* suffix = fields.Find("suffix"); suffix != nullptr && suffix->dump() != "\"\"") {
+    return Unsupported(fields, "suffix", "no insertion");
+  }
+  return request;
+}
+
+std::string OpenAiFinishReason(const std::string& core_reason) {
+  return core_reason == "context" ? "length" : core_reason;
+}
+
+nlohmann::json OpenAiUsage(const JobStats& stats) {
+  return {{"prompt_tokens", stats.prompt_tokens},
+          {"completion_tokens", stats.generated_tokens},
+          {"total_tokens", stats.prompt_tokens + stats.generated_tokens},
+          {"prompt_tokens_details", {{"cached_tokens", stats.cached_tokens}}}};
+}
+
+nlohmann::json ChatLogprobEntry(const GeneratedToken& token) {
+  nlohmann::json top = nlohmann::json::array();
+  for (const TokenLogprob& alternative : token.top) {
+    top.push_back({{"token", alternative.text}, {"logprob", alternative.logprob}, {"bytes", Bytes(alternative.text)}});
+  }
+  return {{"token", token.text}, {"logprob", token.logprob}, {"bytes", Bytes(token.text)}, {"top_logprobs", top}};
+}
+
+nlohmann::json CompletionLogprobs(const std::vector<GeneratedToken>& tokens, size_t offset) {
+  nlohmann::json result = {{"tokens", nlohmann::json::array()},
+                           {"token_logprobs", nlohmann::json::array()},
+                           {"top_logprobs", nlohmann::json::array()},
+                           {"text_offset", nlohmann::json::array()}};
+  for (const GeneratedToken& token : tokens) {
+    result["tokens"].push_back(token.text);
+    result["token_logprobs"].push_back(token.logprob);
+    nlohmann::json top = nlohmann::json::object();
+    for (const TokenLogprob& alternative : token.top) top[alternative.text] = alternative.logprob;
+    result["top_logprobs"].push_back(top);
+    result["text_offset"].push_back(offset);
+    offset += token.text.size();
+  }
+  return result;
+}
+
+nlohmann::json OpenAiModel(const ModelSummary& model, int64_t created) {
+  return {{"id", model.path}, {"object", "model"}, {"created", created}, {"owned_by", "octo"}};
+}
+
+}  // namespace octo

@@ -1,0 +1,190 @@
+#include "daemon/http/openai_routes.h"
+
+#include <ctime>
+#include <random>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "daemon/http/http_status.h"
+#include "daemon/http/job_events.h"
+#include "daemon/http/json_fields.h"
+#include "daemon/http/model_select.h"
+#include "daemon/http/openai_api.h"
+
+namespace octo {
+namespace {
+
+std::string ResponseId(absl::string_view prefix) {
+  thread_local std::mt19937_64 random(std::random_device{}());
+  return absl::StrFormat("%s-%016x%08x", prefix, random(), static_cast<uint32_t>(random()));
+}
+
+// Turns a job's events into one completion: a JSON reply, or a stream of
+// server-sent events.
+class CompletionWriter {
+ public:
+  CompletionWriter(const OpenAiRequest& request, HttpExchange& exchange)
+      : request_(request),
+        exchange_(exchange),
+        id_(ResponseId(request.chat ? "chatcmpl" : "cmpl")),
+        created_(std::time(nullptr)) {}
+
+  bool On(const JobEvent& event) {
+    switch (event.kind) {
+      case JobEvent::Kind::kStarted:
+        if (!request_.stream) return true;
+        if (!exchange_.StartStream("text/event-stream")) return false;
+        // Chat streams open with the assistant's role and no text yet.
+        return !request_.chat || SendChoice({{"role", "assistant"}, {"content", ""}}, nullptr, nullptr);
+      case JobEvent::Kind::kToken: {
+        GeneratedToken token = event.token;
+        token.text = WireText(token.text);
+        return OnToken(token);
+      }
+      case JobEvent::Kind::kDone:
+        OnDone(event);
+        return true;
+    }
+    return true;
+  }
+
+ private:
+  bool OnToken(const GeneratedToken& token) {
+    const size_t offset = text_.size();
+    text_ += token.text;
+    if (!request_.stream) {
+      tokens_.push_back(token);
+      return true;
+    }
+    nlohmann::json logprobs = nullptr;
+    if (request_.logprobs) {
+      logprobs = request_.chat ? nlohmann::json{{"content", {ChatLogprobEntry(token)}}}
+                               : CompletionLogprobs({token}, offset);
+    }
+    return SendChoice(Delta(token.text), logprobs, nullptr);
+  }
+
+  void OnDone(const JobEvent& event) {
+    if (request_.stream && !exchange_.responded()) {  // ended before it started
+      if (!event.status.ok()) return exchange_.ReplyError(event.status);
+      exchange_.StartStream("text/event-stream");
+    }
+    if (!event.status.ok()) {
+      if (!request_.stream) {
+        exchange_.ReplyError(event.status);
+        return;
+      }
+      Send(ErrorBody("/v1/", event.status));
+      Finish();
+      return;
+    }
+    const std::string tail = WireText(event.tail);
+    text_ += tail;
+    const std::string finish_reason = OpenAiFinishReason(event.finish_reason);
+    if (!request_.stream) {
+      exchange_.ReplyJson(200, WholeResponse(finish_reason, event.stats));
+      return;
+    }
+    if (!tail.empty()) SendChoice(Delta(tail), nullptr, nullptr);
+    SendChoice(request_.chat ? nlohmann::json::object() : nlohmann::json(""), nullptr, finish_reason);
+    if (request_.include_usage) {
+      nlohmann::json chunk = Envelope(true);
+      chunk["choices"] = nlohmann::json::array();
+      chunk["usage"] = OpenAiUsage(event.stats);
+      Send(chunk);
+    }
+    Finish();
+  }
+
+  nlohmann::json Delta(const std::string& text) const {
+    return request_.chat ? nlohmann::json{{"content", text}} : nlohmann::json(text);
+  }
+
+  nlohmann::json Envelope(bool chunk) const {
+    const char* object = request_.chat ? (chunk ? "chat.completion.chunk" : "chat.completion") : "text_completion";
+    return {{"id", id_}, {"object", object}, {"created", created_}, {"model", request_.model}};
+  }
+
+  // One stream chunk with one choice. `delta` is the chat delta object, or
+  // the completion's text.
+  bool SendChoice(const nlohmann::json& delta, const nlohmann::json& logprobs, const nlohmann::json& finish_reason) {
+    nlohmann::json choice = {{"index", 0}, {"logprobs", logprobs}, {"finish_reason", finish_reason}};
+    choice[request_.chat ? "delta" : "text"] = delta;
+    nlohmann::json chunk = Envelope(true);
+    chunk["choices"] = {choice};
+    if (request_.include_usage) chunk["usage"] = nullptr;  // as OpenAI: null until the last chunk
+    return Send(chunk);
+  }
+
+  bool Send(const nlohmann::json& chunk) { return exchange_.Send(absl::StrCat("data: ", JsonText(chunk), "\n\n")); }
+
+  void Finish() {
+    exchange_.Send("data: [DONE]\n\n");
+    exchange_.EndStream();
+  }
+
+  nlohmann::json WholeResponse(const std::string& finish_reason, const JobStats& stats) const {
+    nlohmann::json choice = {{"index", 0}, {"finish_reason", finish_reason}, {"logprobs", nullptr}};
+    if (request_.chat) {
+      choice["message"] = {{"role", "assistant"}, {"content", text_}};
+      if (request_.logprobs) {
+        nlohmann::json content = nlohmann::json::array();
+        for (const GeneratedToken& token : tokens_) content.push_back(ChatLogprobEntry(token));
+        choice["logprobs"] = {{"content", content}};
+      }
+    } else {
+      choice["text"] = text_;
+      if (request_.logprobs) choice["logprobs"] = CompletionLogprobs(tokens_, 0);
+    }
+    nlohmann::json response = Envelope(false);
+    response["choices"] = {choice};
+    response["usage"] = OpenAiUsage(stats);
+    return response;
+  }
+
+  const OpenAiRequest& request_;
+  HttpExchange& exchange_;
+  const std::string id_;
+  const int64_t created_;
+  std::string text_;
+  std::vector<GeneratedToken> tokens_;  // kept for the whole (not streamed) reply
+};
+
+void ServeCompletion(Runtime& runtime, const HttpRequest& http_request, HttpExchange& exchange, bool chat) {
+  absl::StatusOr<nlohmann::json> body = ParseJsonObject(http_request.body);
+  if (!body.ok()) return exchange.ReplyError(body.status());
+  absl::StatusOr<OpenAiRequest> request = chat ? ParseChatCompletionRequest(*body) : ParseCompletionRequest(*body);
+  if (!request.ok()) return exchange.ReplyError(request.status());
+  if (absl::StatusOr<SelectedModel> model = SelectModel(runtime, request->model); !model.ok()) {
+    return exchange.ReplyError(model.status());
+  }
+  CompletionWriter writer(*request, exchange);
+  const absl::Status submitted =
+      RunJob(runtime, std::move(request->job), exchange, [&writer](const JobEvent& event) { return writer.On(event); });
+  if (!submitted.ok()) exchange.ReplyError(submitted);
+}
+
+}  // namespace
+
+void AddOpenAiRoutes(HttpRouter& router, Runtime& runtime, int64_t created) {
+  router.Add("POST", "/v1/chat/completions", [&runtime](const HttpRequest& request, HttpExchange& exchange) {
+    ServeCompletion(runtime, request, exchange, /*chat=*/true);
+  });
+  router.Add("POST", "/v1/completions", [&runtime](const HttpRequest& request, HttpExchange& exchange) {
+    ServeCompletion(runtime, request, exchange, /*chat=*/false);
+  });
+  router.Add("GET", "/v1/models", [&runtime, created](const HttpRequest&, HttpExchange& exchange) {
+    absl::StatusOr<std::vector<ModelSummary>> models = runtime.ListModels();
+    if (!models.ok()) return exchange.ReplyError(models.status());
+    nlohmann::json data = nlohmann::json::array();
+    for (const ModelSummary& model : *models) data.push_back(OpenAiModel(model, created));
+    exchange.ReplyJson(200, {{"object", "list"}, {"data", data}});
+  });
+  router.AddPrefix("GET", "/v1/models/", [&runtime, created](const HttpRequest& request, HttpExchange& exchange) {
+    absl::StatusOr<ModelSummary> model = FindModel(runtime, request.path.substr(std::string("/v1/models/").size()));
+    if (!model.ok()) return exchange.ReplyError(model.status());
+    exchange.ReplyJson(200, OpenAiModel(*model, created));
+  });
+}
+
+}  // namespace octo

@@ -1,0 +1,272 @@
+// The HTTP API of the real octod, driven by the clients users have: the
+// official `openai` npm package (Node) for the OpenAI routes and curl for the
+// Ollama routes. Both must get the tokens octo-gen gets over gRPC.
+//
+// The Node client needs `npm ci` in tests/daemon/http/openai_client (.ci/run
+// does it); without Node or that install the OpenAI-client test skips.
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <thread>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "gtest/gtest.h"
+#include "tests/daemon/server/octod_harness.h"
+
+namespace octo::testing {
+namespace {
+
+using nlohmann::json;
+
+constexpr char kOpenAiClientDir[] = OCTO_SOURCE_DIR "/tests/daemon/http/openai_client";
+constexpr char kToken[] = "http-e2e-token-0123456789";
+constexpr int kTokens = 24;
+constexpr char kPrompt[] = "Once upon a time";
+
+// The texts of octo-gen --json's token events, in order.
+std::vector<std::string> TokenTexts(const std::string& json_lines) {
+  std::vector<std::string> texts;
+  for (absl::string_view line : absl::StrSplit(json_lines, '\n', absl::SkipEmpty())) {
+    const json event = json::parse(line, nullptr, false);
+    if (event.is_object() && event.value("event", "") == "token") texts.push_back(event["text"]);
+  }
+  return texts;
+}
+
+// The executable `name` on PATH (RunCommand does not search it), or "".
+std::string FindCommand(const std::string& name) {
+  const char* path = std::getenv("PATH");
+  for (absl::string_view dir : absl::StrSplit(path == nullptr ? "/usr/bin:/bin" : path, ':', absl::SkipEmpty())) {
+    const std::string candidate = absl::StrCat(dir, "/", name);
+    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
+  }
+  return "";
+}
+
+const std::string& CurlPath() {
+  static const std::string path = FindCommand("curl");
+  return path;
+}
+const std::string& NodePath() {
+  static const std::string path = FindCommand("node");
+  return path;
+}
+
+class HttpE2eTest : public OctodTest {
+ protected:
+  void SetUp() override { MakeModel("tiny", 4); }
+
+  // octod with the HTTP API on a free loopback port (read from its log).
+  void StartWithHttp(std::vector<std::string> extra = {}) {
+    std::vector<std::string> args = ServeArgs("tiny", {"--http-listen", "127.0.0.1:0"});
+    args.insert(args.end(), extra.begin(), extra.end());
+    ASSERT_TRUE(octod_.Start(args));
+    const std::regex listening("http: listening on 127\\.0\\.0\\.1:([0-9]+)");
+    std::smatch match;
+    ASSERT_TRUE(WaitFor(
+        [&] {
+          const std::string log = octod_.Log();
+          if (!std::regex_search(log, match, listening)) return false;
+          port_ = std::stoi(match[1]);
+          return true;
+        },
+        std::chrono::seconds(10)))
+        << octod_.Log();
+    base_ = absl::StrCat("http://127.0.0.1:", port_);
+  }
+
+  // curl's body and status: `curl -sS -N -w '\n%{http_code}' [args] URL`.
+  std::pair<std::string, int> Curl(const std::string& path, std::vector<std::string> args = {}) const {
+    std::vector<std::string> argv = {CurlPath(), "-sS", "-N", "-w", "\n%{http_code}"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    argv.push_back(base_ + path);
+    const RunResult r = RunCommand(argv);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    const size_t last = r.out.rfind('\n');
+    if (last == std::string::npos) return {r.out, 0};
+    return {r.out.substr(0, last), std::atoi(r.out.c_str() + last + 1)};
+  }
+  std::pair<std::string, int> CurlPost(const std::string& path, const std::string& body,
+                                       std::vector<std::string> args = {}) const {
+    args.insert(args.end(), {"-H", "Content-Type: application/json", "--data-binary", body});
+    return Curl(path, args);
+  }
+
+  // octo-gen's greedy generation over gRPC.
+  struct Generated {
+    std::vector<std::string> texts;  // each token's
+    std::vector<int> ids;
+    std::string text;  // the whole reply: the token texts and the held-back tail
+  };
+  Generated GenTokens(std::vector<std::string> args) const {
+    args.insert(args.end(), {"--temp", "0", "-n", std::to_string(kTokens), "--json"});
+    const RunResult r = octod_.Gen(args);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    Generated generated{TokenTexts(r.out), TokenIds(r.out), ""};
+    generated.text = absl::StrJoin(generated.texts, "") + DoneEvent(r.out).value("tail", "");
+    return generated;
+  }
+
+  int port_ = 0;
+  std::string base_;
+};
+
+TEST_F(HttpE2eTest, TheOpenAiNpmClientGetsOctoGensTokens) {
+  if (NodePath().empty()) GTEST_SKIP() << "node is not installed";
+  if (!std::filesystem::exists(std::string(kOpenAiClientDir) + "/node_modules/openai")) {
+    GTEST_SKIP() << "run `npm ci` in " << kOpenAiClientDir << " (.ci/run does)";
+  }
+  StartWithHttp();
+  const Generated completion = GenTokens({kPrompt});
+  const Generated chat = GenTokens({"--chat", "--chat-template", "chatml", kPrompt});
+  ASSERT_EQ(completion.texts.size(), static_cast<size_t>(kTokens));
+  ASSERT_EQ(chat.texts.size(), static_cast<size_t>(kTokens));
+  for (const std::string mode : {"completion-stream", "completion", "chat-stream", "chat"}) {
+    const RunResult r = RunCommand({NodePath(), std::string(kOpenAiClientDir) + "/openai_check.mjs", base_ + "/v1",
+                                    "unused-key", mode, "tiny", kPrompt, std::to_string(kTokens)});
+    ASSERT_EQ(r.exit_code, 0) << mode << ": " << r.err;
+    const json result = json::parse(r.out, nullptr, false);
+    ASSERT_TRUE(result.is_object() && !result.contains("error")) << mode << ": " << r.out;
+    const Generated& expected = absl::StartsWith(mode, "chat") ? chat : completion;
+    EXPECT_EQ(result["pieces"].get<std::vector<std::string>>(), expected.texts) << mode;
+    EXPECT_EQ(result["text"].get<std::string>(), expected.text) << mode;
+    EXPECT_EQ(result["finish_reason"], "length") << mode;
+    EXPECT_EQ(result["usage"]["completion_tokens"], kTokens) << mode;
+  }
+}
+
+TEST_F(HttpE2eTest, OllamaRoutesWithCurlGetOctoGensTokens) {
+  if (CurlPath().empty()) GTEST_SKIP() << "curl is not installed";
+  StartWithHttp();
+  const Generated expected = GenTokens({kPrompt});
+  // raw: the prompt as octo-gen sends it, no chat template; repeat_penalty
+  // 1: octo-gen's default (Ollama's is 1.1).
+  const json options = {{"temperature", 0}, {"num_predict", kTokens}, {"repeat_penalty", 1}};
+  const json generate = {{"model", "tiny"}, {"prompt", kPrompt}, {"raw", true}, {"options", options}};
+  auto [body, status] = CurlPost("/api/generate", generate.dump());
+  ASSERT_EQ(status, 200) << body;
+  std::vector<json> lines;
+  for (absl::string_view line : absl::StrSplit(body, '\n', absl::SkipEmpty())) lines.push_back(json::parse(line));
+  ASSERT_EQ(lines.size(), static_cast<size_t>(kTokens + 1)) << body;
+  for (int i = 0; i < kTokens; ++i) EXPECT_EQ(lines[i]["response"], expected.texts[i]) << i;
+  const json& done = lines.back();
+  EXPECT_EQ(done["done"], true);
+  EXPECT_EQ(done["done_reason"], "length");
+  EXPECT_EQ(done["eval_count"], kTokens);
+  const std::vector<int> context = done["context"];
+  ASSERT_GT(context.size(), expected.ids.size());
+  EXPECT_EQ(std::vector<int>(context.end() - kTokens, context.end()), expected.ids) << "context ends with the reply's ids";
+
+  const Generated chat_expected = GenTokens({"--chat", kPrompt});
+  const json chat = {{"model", "tiny:latest"}, {"stream", false}, {"messages", {{{"role", "user"}, {"content", kPrompt}}}},
+                     {"options", options}};
+  std::tie(body, status) = CurlPost("/api/chat", chat.dump());
+  ASSERT_EQ(status, 200) << body;
+  EXPECT_EQ(json::parse(body)["message"]["content"], chat_expected.text);
+
+  std::tie(body, status) = Curl("/api/tags");
+  ASSERT_EQ(status, 200) << body;
+  EXPECT_EQ(json::parse(body)["models"][0]["name"], "tiny");
+  std::tie(body, status) = CurlPost("/api/show", R"({"model": "tiny"})");
+  ASSERT_EQ(status, 200) << body;
+  EXPECT_EQ(json::parse(body)["model_info"]["llama.block_count"], 4);
+}
+
+TEST_F(HttpE2eTest, BadRequestsGetTheRightCodeAndOctodStaysUp) {
+  if (CurlPath().empty()) GTEST_SKIP() << "curl is not installed";
+  const std::string token_file = dir_.Path("token");
+  std::ofstream(token_file) << kToken << "\n";
+  std::filesystem::permissions(token_file, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+  StartWithHttp({"--token-file", token_file});
+  const std::vector<std::string> auth = {"-H", absl::StrCat("Authorization: Bearer ", kToken)};
+  struct Case {
+    std::string path, body;
+    int status;
+    std::string needle;
+  };
+  const std::vector<Case> cases = {
+      {"/v1/chat/completions", R"({"model": "tiny", "messages": [)", 400, "not valid JSON"},
+      {"/v1/chat/completions", R"({"model": "tiny", "messages": [{"role": "user", "content": "x"}], "temperature": "hot"})", 400,
+       "\"param\":\"temperature\""},
+      {"/v1/completions", R"({"model": "tiny", "prompt": "x", "max_tokens": -3})", 400, "max_tokens"},
+      {"/v1/completions", R"({"model": "tiny", "prompt": [99999999]})", 400, "vocabulary"},
+      {"/v1/completions", R"({"model": "llama-9000", "prompt": "x"})", 404, "model_not_found"},
+      {"/api/generate", R"({"model": "tiny", "prompt": 7})", 400, "prompt: expected a string"},
+      {"/api/chat", R"({"model": "nope", "messages": []})", 404, "model 'nope' not found"},
+      {"/api/generate", R"({"model": "../tiny", "prompt": "x"})", 404, "not found"},
+  };
+  for (const Case& c : cases) {
+    const auto [body, status] = CurlPost(c.path, c.body, auth);
+    EXPECT_EQ(status, c.status) << c.body << " -> " << body;
+    EXPECT_NE(body.find(c.needle), std::string::npos) << c.body << " -> " << body;
+  }
+  auto [body, status] = CurlPost("/v1/completions", R"({"model": "tiny", "prompt": "x"})");
+  EXPECT_EQ(status, 401) << body;
+  EXPECT_NE(body.find("invalid_api_key"), std::string::npos) << body;
+  std::tie(body, status) = Curl("/api/tags", {"-H", "Authorization: Bearer not-the-token-at-all"});
+  EXPECT_EQ(status, 401) << body;
+
+  EXPECT_EQ(octod_.Ctl("health").exit_code, 0) << "octod is up";
+  std::tie(body, status) = CurlPost("/v1/completions", R"({"model": "tiny", "prompt": "x", "max_tokens": 3})", auth);
+  EXPECT_EQ(status, 200) << body;
+  EXPECT_EQ(json::parse(body)["usage"]["completion_tokens"], 3);
+}
+
+TEST_F(HttpE2eTest, HttpAndGrpcClientsShareForwardPasses) {
+  if (CurlPath().empty()) GTEST_SKIP() << "curl is not installed";
+  MakeModel("slow", 8);
+  StartWithHttp();
+  ASSERT_EQ(octod_.Ctl("load", {"slow"}).exit_code, 0);
+  constexpr int kClients = 4;
+  constexpr int kEach = 48;
+  const uint64_t passes_before = JsonU64(octod_.Status()["passes"]);
+  std::vector<std::pair<std::string, int>> replies(kClients);
+  std::vector<std::thread> clients;
+  for (int i = 0; i < kClients; ++i) {
+    clients.emplace_back([&, i] {
+      const json request = {{"model", "slow"}, {"prompt", absl::StrCat("Story ", i)}, {"stream", true},
+                            {"options", {{"temperature", 0}, {"num_predict", kEach}}}};
+      replies[i] = CurlPost("/api/generate", request.dump());
+    });
+  }
+  const RunResult grpc = octod_.Gen({"Story g", "--temp", "0", "-n", std::to_string(kEach), "--json"});
+  for (std::thread& client : clients) client.join();
+  ASSERT_EQ(grpc.exit_code, 0) << grpc.err;
+  EXPECT_EQ(TokenIds(grpc.out).size(), static_cast<size_t>(kEach));
+  for (const auto& [body, status] : replies) {
+    ASSERT_EQ(status, 200) << body;
+    EXPECT_NE(body.find(absl::StrCat("\"eval_count\":", kEach)), std::string::npos) << body;
+  }
+  const uint64_t passes = JsonU64(octod_.Status()["passes"]) - passes_before;
+  // Alone, 5 jobs of 48 tokens take at least 5 * 48 passes.
+  EXPECT_LT(passes, uint64_t{(kClients + 1) * kEach}) << "the five generations shared passes";
+}
+
+TEST_F(HttpE2eTest, ACurlKilledMidStreamStopsItsGeneration) {
+  if (CurlPath().empty()) GTEST_SKIP() << "curl is not installed";
+  StartWithHttp(StreamEveryLayer("tiny"));  // slower: every layer read through the loader
+  const json request = {{"model", "tiny"}, {"prompt", kPrompt}, {"stream", true},
+                        {"options", {{"temperature", 0}, {"num_predict", 100000}}}};
+  const pid_t curl = StartCommand({CurlPath(), "-sS", "-N", "-H", "Content-Type: application/json", "--data-binary",
+                                   request.dump(), base_ + "/api/generate"});
+  ASSERT_TRUE(WaitFor([&] { return JsonU64(octod_.Status()["generated_tokens"]) >= 8; }, std::chrono::seconds(30)))
+      << octod_.Status().dump();
+  ::kill(curl, SIGKILL);
+  WaitCommand(curl);
+  ASSERT_TRUE(WaitFor([&] { return octod_.Status()["sessions"].empty(); }, std::chrono::seconds(10)))
+      << "its temporary session is gone: " << octod_.Status().dump();
+  const uint64_t generated = JsonU64(octod_.Status()["generated_tokens"]);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_EQ(JsonU64(octod_.Status()["generated_tokens"]), generated) << "nothing generates any more";
+  EXPECT_LT(generated, 1900u) << "stopped long before the context (2048) was full";
+}
+
+}  // namespace
+}  // namespace octo::testing

@@ -1,0 +1,134 @@
+// The Ollama routes over a scripted runtime: NDJSON streams, the final
+// object's context and counters, load/unload requests, model listings.
+#include "gtest/gtest.h"
+#include "tests/daemon/http/http_test_fixture.h"
+
+namespace octo::testing {
+namespace {
+
+using nlohmann::json;
+
+TEST_F(HttpApiTest, OllamaGenerateStreamsNdjsonAndReturnsContext) {
+  runtime_.SetScript({.tokens = ScriptTokens({"Hello", " you"}), .finish_reason = "length",
+                      .stats = {.prompt_tokens = 3, .generated_tokens = 2, .decode_seconds = 0.5}});
+  const HttpReply reply = Post(port(), "/api/generate", {{"model", "m"}, {"prompt", "Hi"}, {"options", {{"temperature", 0}}}});
+  ASSERT_EQ(reply.status, 200) << reply.body;
+  EXPECT_EQ(reply.content_type, "application/x-ndjson");
+  const std::vector<json> lines = reply.Lines();
+  ASSERT_EQ(lines.size(), 3u) << reply.body;
+  EXPECT_EQ(lines[0]["response"], "Hello");
+  EXPECT_EQ(lines[0]["done"], false);
+  EXPECT_EQ(lines[0]["model"], "m");
+  EXPECT_EQ(lines[1]["response"], " you");
+  const json& last = lines[2];
+  EXPECT_EQ(last["done"], true);
+  EXPECT_EQ(last["done_reason"], "length");
+  EXPECT_EQ(last["response"], "");
+  // The fake tokenizes one token per byte after BOS (1): "Hi" -> 1 72 105; the reply's ids are 100, 101.
+  EXPECT_EQ(last["context"], json({1, 72, 105, 100, 101}));
+  EXPECT_EQ(last["eval_count"], 2);
+  EXPECT_EQ(last["eval_duration"], 500000000);
+  EXPECT_GT(last["total_duration"].get<int64_t>(), 0);
+  EXPECT_EQ(runtime_.last_job().prompt_tokens, (std::vector<int32_t>{1, 72, 105}));
+  EXPECT_EQ(runtime_.last_job().sampling.temperature, 0);
+}
+
+TEST_F(HttpApiTest, OllamaGenerateContinuesAContext) {
+  runtime_.SetScript({.tokens = ScriptTokens({"!"})});
+  const HttpReply reply = Post(port(), "/api/generate", {{"model", "m"}, {"prompt", "A"}, {"context", {1, 72}}, {"stream", false}});
+  ASSERT_EQ(reply.status, 200) << reply.body;
+  EXPECT_EQ(reply.Json()["response"], "!");
+  EXPECT_EQ(reply.Json()["context"], json({1, 72, 65, 100})) << "no second BOS before the new text";
+}
+
+TEST_F(HttpApiTest, OllamaGenerateUsesTheChatTemplateUnlessRaw) {
+  ModelSummary chat_model = FakeModel("c");
+  chat_model.chat_template = "chatml";
+  runtime_.SetModels({chat_model}, true);
+  ASSERT_EQ(Post(port(), "/api/generate", {{"model", "c"}, {"prompt", "Hi"}, {"system", "S"}, {"stream", false}}).status, 200);
+  // The fake renders a chat as "role: content\n" per message.
+  std::vector<int32_t> expected = {1};
+  for (unsigned char c : std::string("system: S\nuser: Hi\n")) expected.push_back(c);
+  EXPECT_EQ(runtime_.last_job().prompt_tokens, expected);
+  ASSERT_EQ(Post(port(), "/api/generate", {{"model", "c"}, {"prompt", "Hi"}, {"raw", true}, {"stream", false}}).status, 200);
+  EXPECT_EQ(runtime_.last_job().prompt_tokens, (std::vector<int32_t>{1, 72, 105}));
+}
+
+TEST_F(HttpApiTest, OllamaChat) {
+  runtime_.SetScript({.tokens = ScriptTokens({"Hey", "!"})});
+  const json request = {{"model", "m:latest"},
+                        {"messages", {{{"role", "system"}, {"content", "S"}}, {{"role", "user"}, {"content", "Hi"}}}}};
+  const HttpReply reply = Post(port(), "/api/chat", request);
+  ASSERT_EQ(reply.status, 200) << reply.body;
+  const std::vector<json> lines = reply.Lines();
+  ASSERT_EQ(lines.size(), 3u) << reply.body;
+  EXPECT_EQ(lines[0]["message"], json({{"role", "assistant"}, {"content", "Hey"}}));
+  EXPECT_EQ(lines[0]["model"], "m:latest");
+  EXPECT_EQ(lines[2]["done"], true);
+  EXPECT_EQ(lines[2]["done_reason"], "stop");
+  EXPECT_FALSE(lines[2].contains("context"));
+  json whole = request;
+  whole["stream"] = false;
+  EXPECT_EQ(Post(port(), "/api/chat", whole).Json()["message"]["content"], "Hey!");
+}
+
+TEST_F(HttpApiTest, OllamaLoadAndUnloadRequests) {
+  HttpReply reply = Post(port(), "/api/generate", {{"model", "other"}});
+  ASSERT_EQ(reply.status, 200) << reply.body;
+  EXPECT_EQ(reply.Json()["done_reason"], "load");
+  EXPECT_EQ(runtime_.Report().model->path, "other");
+  EXPECT_EQ(runtime_.jobs_submitted(), 0);
+  reply = Post(port(), "/api/chat", {{"model", "other"}, {"keep_alive", 0}});
+  ASSERT_EQ(reply.status, 200) << reply.body;
+  EXPECT_EQ(reply.Json()["done_reason"], "unload");
+  EXPECT_FALSE(runtime_.Report().model.has_value());
+  EXPECT_EQ(Post(port(), "/api/chat", {{"model", "ghost"}, {"keep_alive", 0}}).status, 404);
+}
+
+TEST_F(HttpApiTest, OllamaModelListings) {
+  HttpReply reply = Get(port(), "/api/tags");
+  ASSERT_EQ(reply.status, 200) << reply.body;
+  ASSERT_EQ(reply.Json()["models"].size(), 2u);
+  EXPECT_EQ(reply.Json()["models"][1]["name"], "other");
+  EXPECT_EQ(reply.Json()["models"][1]["details"]["family"], "qwen2");
+  EXPECT_EQ(reply.Json()["models"][1]["size"], 3 << 20);
+  reply = Post(port(), "/api/show", {{"model", "other"}});
+  ASSERT_EQ(reply.status, 200) << reply.body;
+  EXPECT_EQ(reply.Json()["model_info"]["qwen2.block_count"], 6);
+  EXPECT_EQ(Post(port(), "/api/show", {{"name", "m"}}).Json()["model_info"]["general.architecture"], "llama");
+  reply = Post(port(), "/api/show", {{"model", "nope"}});
+  EXPECT_EQ(reply.status, 404);
+  EXPECT_EQ(reply.Json(), json({{"error", "model 'nope' not found"}}));
+  reply = Get(port(), "/api/ps");
+  ASSERT_EQ(reply.Json()["models"].size(), 1u);
+  EXPECT_EQ(reply.Json()["models"][0]["name"], "m");
+  EXPECT_EQ(Get(port(), "/api/version").Json()["version"], "9.9.9");
+  EXPECT_EQ(Get(port(), "/").body, "Octo is running");
+}
+
+TEST_F(HttpApiTest, OllamaErrorsAreOneMessage) {
+  struct Case {
+    std::string path, body;
+    int status;
+    std::string needle;
+  };
+  const std::vector<Case> cases = {
+      {"/api/generate", "{not json", 400, "not valid JSON"},
+      {"/api/generate", R"({"prompt": "x"})", 400, "model: required"},
+      {"/api/generate", R"({"model": "m", "prompt": 5})", 400, "prompt: expected a string"},
+      {"/api/generate", R"({"model": "m", "prompt": "x", "options": {"top_k": "many"}})", 400, "options.top_k"},
+      {"/api/generate", R"({"model": "zz", "prompt": "x"})", 404, "model 'zz' not found"},
+      {"/api/chat", R"({"model": "m", "messages": [{"role": "user"}], "format": "json"})", 400, "format"},
+      {"/api/chat", R"({"model": "m", "messages": [{"role": "user", "content": "x", "images": ["aGk="]}]})", 400, "images"},
+  };
+  for (const Case& c : cases) {
+    const HttpReply reply = Request(port(), "POST", c.path, c.body);
+    EXPECT_EQ(reply.status, c.status) << c.body << " -> " << reply.body;
+    ASSERT_TRUE(reply.Json()["error"].is_string()) << reply.body;
+    EXPECT_NE(reply.Json()["error"].get<std::string>().find(c.needle), std::string::npos) << reply.body;
+  }
+  EXPECT_EQ(runtime_.jobs_submitted(), 0);
+}
+
+}  // namespace
+}  // namespace octo::testing
