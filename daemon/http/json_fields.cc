@@ -120,6 +120,10 @@ absl::Status FieldReader::Strings(absl::string_view key, std::vector<std::string
   return absl::OkStatus();
 }
 
+absl::Status FieldReader::Unsupported(absl::string_view key, absl::string_view why) const {
+  return Error(key, absl::StrCat("not supported by octod (", why, ")"));
+}
+
 absl::Status FieldReader::Require(absl::string_view key) const {
   if (Find(key) == nullptr) return Error(key, "required");
   return absl::OkStatus();

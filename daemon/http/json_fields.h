@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,8 @@
 #include "nlohmann/json.hpp"
 
 namespace octo {
+
+inline constexpr int32_t kMaxJsonInt32 = std::numeric_limits<int32_t>::max();
 
 // The body as a JSON object. INVALID_ARGUMENT "the body is not valid JSON:
 // <where>" or "the body must be a JSON object".
@@ -50,6 +53,9 @@ class FieldReader {
   absl::Status Strings(absl::string_view key, std::vector<std::string>* out) const;
   // A key that must be present (and not null).
   absl::Status Require(absl::string_view key) const;
+  // "NAME: not supported by octod (why)": a field octod refuses rather than
+  // ignores, because the answer would not be what was asked.
+  absl::Status Unsupported(absl::string_view key, absl::string_view why) const;
 
  private:
   const nlohmann::json& object_;

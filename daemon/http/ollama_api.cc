@@ -12,12 +12,6 @@
 namespace octo {
 namespace {
 
-constexpr int32_t kMaxInt32 = std::numeric_limits<int32_t>::max();
-
-absl::Status Unsupported(const FieldReader& fields, absl::string_view key, absl::string_view why) {
-  return fields.Error(key, absl::StrCat("not supported by octod (", why, ")"));
-}
-
 absl::Status ReadOptions(const FieldReader& fields, SamplingParams* s) {
   s->temperature = 0.8;
   s->top_k = 40;
@@ -30,18 +24,18 @@ absl::Status ReadOptions(const FieldReader& fields, SamplingParams* s) {
   if (!options->is_object()) return fields.Error("options", "expected an object");
   const FieldReader o(*options, "options.");
   OCTO_RETURN_IF_ERROR(o.Number("temperature", &s->temperature));
-  OCTO_RETURN_IF_ERROR(o.Integer("top_k", 0, kMaxInt32, &s->top_k));
+  OCTO_RETURN_IF_ERROR(o.Integer("top_k", 0, kMaxJsonInt32, &s->top_k));
   OCTO_RETURN_IF_ERROR(o.Number("top_p", &s->top_p));
   OCTO_RETURN_IF_ERROR(o.Number("min_p", &s->min_p));
   OCTO_RETURN_IF_ERROR(o.Number("repeat_penalty", &s->repeat_penalty));
-  OCTO_RETURN_IF_ERROR(o.Integer("repeat_last_n", -1, kMaxInt32, &s->repeat_last_n));
+  OCTO_RETURN_IF_ERROR(o.Integer("repeat_last_n", -1, kMaxJsonInt32, &s->repeat_last_n));
   OCTO_RETURN_IF_ERROR(o.Number("frequency_penalty", &s->frequency_penalty));
   OCTO_RETURN_IF_ERROR(o.Number("presence_penalty", &s->presence_penalty));
   OCTO_RETURN_IF_ERROR(o.Strings("stop", &s->stop));
   int64_t seed = -1;
   OCTO_RETURN_IF_ERROR(o.Integer("seed", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max(), &seed));
   if (seed >= 0) s->seed = static_cast<uint64_t>(seed);
-  OCTO_RETURN_IF_ERROR(o.Integer("num_predict", -2, kMaxInt32, &s->max_tokens));
+  OCTO_RETURN_IF_ERROR(o.Integer("num_predict", -2, kMaxJsonInt32, &s->max_tokens));
   if (s->max_tokens == -2) s->max_tokens = -1;  // "fill the context": the core stops there anyway
   return absl::OkStatus();
 }
@@ -68,13 +62,13 @@ absl::Status ReadCommon(const FieldReader& fields, OllamaRequest* request) {
   OCTO_RETURN_IF_ERROR(ReadOptions(fields, &request->sampling));
   OCTO_RETURN_IF_ERROR(ReadKeepAlive(fields, &request->unload));
   if (const nlohmann::json* format = fields.Find("format"); format != nullptr && *format != "") {
-    return Unsupported(fields, "format", "no structured output");
+    return fields.Unsupported("format", "no structured output");
   }
   if (const nlohmann::json* tools = fields.Find("tools"); tools != nullptr && !tools->empty()) {
-    return Unsupported(fields, "tools", "no tool calls");
+    return fields.Unsupported("tools", "no tool calls");
   }
   if (const nlohmann::json* images = fields.Find("images"); images != nullptr && !images->empty()) {
-    return Unsupported(fields, "images", "text models only");
+    return fields.Unsupported("images", "text models only");
   }
   return absl::OkStatus();
 }
@@ -95,7 +89,7 @@ absl::StatusOr<OllamaRequest> ParseOllamaGenerate(const nlohmann::json& body) {
     if (!context->is_array()) return fields.Error("context", "expected an array of token ids");
     for (size_t i = 0; i < context->size(); ++i) {
       const nlohmann::json& id = (*context)[i];
-      if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > kMaxInt32) {
+      if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > kMaxJsonInt32) {
         return fields.Error("context", absl::StrCat("item ", i, ": expected a token id, got ", id.dump()));
       }
       request.context.push_back(id.get<int32_t>());
@@ -126,7 +120,7 @@ absl::StatusOr<OllamaRequest> ParseOllamaChat(const nlohmann::json& body) {
       return m.Error("role", absl::StrCat("'", message.role, "' is not system, user or assistant"));
     }
     if (const nlohmann::json* images = m.Find("images"); images != nullptr && !images->empty()) {
-      return Unsupported(m, "images", "text models only");
+      return m.Unsupported("images", "text models only");
     }
     request.messages.push_back(std::move(message));
   }

@@ -9,12 +9,6 @@
 namespace octo {
 namespace {
 
-constexpr int32_t kMaxInt32 = std::numeric_limits<int32_t>::max();
-
-absl::Status Unsupported(const FieldReader& fields, absl::string_view key, absl::string_view why) {
-  return fields.Error(key, absl::StrCat("not supported by octod (", why, ")"));
-}
-
 // The fields both endpoints share, over OpenAI's defaults.
 absl::Status ReadCommon(const FieldReader& fields, OpenAiRequest* request) {
   OCTO_RETURN_IF_ERROR(fields.Require("model"));
@@ -29,10 +23,10 @@ absl::Status ReadCommon(const FieldReader& fields, OpenAiRequest* request) {
   OCTO_RETURN_IF_ERROR(fields.Number("top_p", &s.top_p));
   OCTO_RETURN_IF_ERROR(fields.Number("frequency_penalty", &s.frequency_penalty));
   OCTO_RETURN_IF_ERROR(fields.Number("presence_penalty", &s.presence_penalty));
-  OCTO_RETURN_IF_ERROR(fields.Integer("top_k", 0, kMaxInt32, &s.top_k));
+  OCTO_RETURN_IF_ERROR(fields.Integer("top_k", 0, kMaxJsonInt32, &s.top_k));
   OCTO_RETURN_IF_ERROR(fields.Number("min_p", &s.min_p));
   OCTO_RETURN_IF_ERROR(fields.Number("repeat_penalty", &s.repeat_penalty));
-  OCTO_RETURN_IF_ERROR(fields.Integer("repeat_last_n", -1, kMaxInt32, &s.repeat_last_n));
+  OCTO_RETURN_IF_ERROR(fields.Integer("repeat_last_n", -1, kMaxJsonInt32, &s.repeat_last_n));
   OCTO_RETURN_IF_ERROR(fields.Strings("stop", &s.stop));
   int64_t seed = -1;
   OCTO_RETURN_IF_ERROR(fields.Integer("seed", int64_t{0}, std::numeric_limits<int64_t>::max(), &seed));
@@ -43,19 +37,19 @@ absl::Status ReadCommon(const FieldReader& fields, OpenAiRequest* request) {
     OCTO_RETURN_IF_ERROR(FieldReader(*options, "stream_options.").Bool("include_usage", &request->include_usage));
   }
   int32_t n = 1;
-  OCTO_RETURN_IF_ERROR(fields.Integer("n", 1, kMaxInt32, &n));
-  if (n != 1) return Unsupported(fields, "n", "one choice per request");
+  OCTO_RETURN_IF_ERROR(fields.Integer("n", 1, kMaxJsonInt32, &n));
+  if (n != 1) return fields.Unsupported("n", "one choice per request");
   if (const nlohmann::json* bias = fields.Find("logit_bias"); bias != nullptr && !bias->empty()) {
-    return Unsupported(fields, "logit_bias", "no logit bias");
+    return fields.Unsupported("logit_bias", "no logit bias");
   }
   for (const char* key : {"tools", "functions"}) {
     if (const nlohmann::json* value = fields.Find(key); value != nullptr && !value->empty()) {
-      return Unsupported(fields, key, "no tool calls");
+      return fields.Unsupported(key, "no tool calls");
     }
   }
   if (const nlohmann::json* format = fields.Find("response_format"); format != nullptr) {
     if (!format->is_object() || format->value("type", "") != "text") {
-      return Unsupported(fields, "response_format", "text only");
+      return fields.Unsupported("response_format", "text only");
     }
   }
   return absl::OkStatus();
@@ -111,7 +105,7 @@ absl::Status ReadPrompt(const FieldReader& fields, GenerateJob* job) {
   OCTO_RETURN_IF_ERROR(fields.Require("prompt"));
   const nlohmann::json* prompt = fields.Find("prompt");
   if (prompt->is_array() && !prompt->empty() && !(*prompt)[0].is_number()) {
-    if (prompt->size() != 1) return Unsupported(fields, "prompt", "one prompt per request");
+    if (prompt->size() != 1) return fields.Unsupported("prompt", "one prompt per request");
     prompt = &(*prompt)[0];
   }
   if (prompt->is_string()) {
@@ -124,7 +118,7 @@ absl::Status ReadPrompt(const FieldReader& fields, GenerateJob* job) {
   }
   for (size_t i = 0; i < prompt->size(); ++i) {
     const nlohmann::json& id = (*prompt)[i];
-    if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > kMaxInt32) {
+    if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > kMaxJsonInt32) {
       return fields.Error("prompt", absl::StrCat("item ", i, ": expected a token id, got ", id.dump()));
     }
     job->prompt_tokens.push_back(id.get<int32_t>());
@@ -148,8 +142,8 @@ absl::StatusOr<OpenAiRequest> ParseChatCompletionRequest(const nlohmann::json& b
   OCTO_RETURN_IF_ERROR(ReadMessages(fields, &request.job.messages));
   OCTO_RETURN_IF_ERROR(fields.String("chat_template", &request.job.chat_template));
   SamplingParams& s = request.job.sampling;
-  OCTO_RETURN_IF_ERROR(fields.Integer("max_tokens", 0, kMaxInt32, &s.max_tokens));
-  OCTO_RETURN_IF_ERROR(fields.Integer("max_completion_tokens", 0, kMaxInt32, &s.max_tokens));
+  OCTO_RETURN_IF_ERROR(fields.Integer("max_tokens", 0, kMaxJsonInt32, &s.max_tokens));
+  OCTO_RETURN_IF_ERROR(fields.Integer("max_completion_tokens", 0, kMaxJsonInt32, &s.max_tokens));
   OCTO_RETURN_IF_ERROR(fields.Bool("logprobs", &request.logprobs));
   OCTO_RETURN_IF_ERROR(fields.Integer("top_logprobs", 0, kMaxTopLogprobs, &s.top_logprobs));
   if (s.top_logprobs > 0 && !request.logprobs) return fields.Error("top_logprobs", "needs logprobs: true");
@@ -163,19 +157,19 @@ absl::StatusOr<OpenAiRequest> ParseCompletionRequest(const nlohmann::json& body)
   OCTO_RETURN_IF_ERROR(ReadPrompt(fields, &request.job));
   SamplingParams& s = request.job.sampling;
   s.max_tokens = kDefaultCompletionMaxTokens;
-  OCTO_RETURN_IF_ERROR(fields.Integer("max_tokens", 0, kMaxInt32, &s.max_tokens));
+  OCTO_RETURN_IF_ERROR(fields.Integer("max_tokens", 0, kMaxJsonInt32, &s.max_tokens));
   int32_t logprobs = -1;
   OCTO_RETURN_IF_ERROR(fields.Integer("logprobs", 0, kMaxCompletionLogprobs, &logprobs));
   request.logprobs = logprobs >= 0;
   s.top_logprobs = std::max(logprobs, 0);
   bool flag = false;
   OCTO_RETURN_IF_ERROR(fields.Bool("echo", &flag));
-  if (flag) return Unsupported(fields, "echo", "the prompt is not repeated");
+  if (flag) return fields.Unsupported("echo", "the prompt is not repeated");
   int32_t best_of = 1;
-  OCTO_RETURN_IF_ERROR(fields.Integer("best_of", 1, kMaxInt32, &best_of));
-  if (best_of != 1) return Unsupported(fields, "best_of", "one candidate per request");
+  OCTO_RETURN_IF_ERROR(fields.Integer("best_of", 1, kMaxJsonInt32, &best_of));
+  if (best_of != 1) return fields.Unsupported("best_of", "one candidate per request");
   if (const nlohmann::json* suffix = fields.Find("suffix"); suffix != nullptr && suffix->dump() != "\"\"") {
-    return Unsupported(fields, "suffix", "no insertion");
+    return fields.Unsupported("suffix", "no insertion");
   }
   return request;
 }
