@@ -3,6 +3,7 @@
 #include "absl/strings/cord.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "storage/utf8.h"
 
 namespace octo {
 namespace {
@@ -87,6 +88,7 @@ std::string JsonText(const nlohmann::json& value) {
 namespace octo {
 
 std::string WireText(const std::string& text) {
+  if (IsValidUtf8(text)) return text;  // nearly every token: no detour through JSON
   return nlohmann::json::parse(JsonText(nlohmann::json(text))).get<std::string>();
 }
 
