@@ -82,10 +82,10 @@ class StreamSink final : public TokenSink {
       absl::MutexLock lock(&mu_);
       writing_ = false;
     }
-    if (!ok) {
-      ClientGone();
-      return;
-    }
+    // A failed write means the client is gone. ClientGone does nothing when
+    // OnCancel got there first, so Pump here, not only in ClientGone: with
+    // the write over, Finish can go out, and the call ends.
+    if (!ok) ClientGone();
     Pump();
   }
 

@@ -49,7 +49,9 @@ void Drain(int fd_a, std::string* a, int fd_b, std::string* b) {
 
 RunResult RunCommand(const std::vector<std::string>& argv) {
   int out_pipe[2], err_pipe[2];
-  if (pipe(out_pipe) != 0 || pipe(err_pipe) != 0) std::abort();
+  // Close-on-exec: a child started by another test thread at the same
+  // moment must not hold these open (this Drain would wait for it).
+  if (pipe2(out_pipe, O_CLOEXEC) != 0 || pipe2(err_pipe, O_CLOEXEC) != 0) std::abort();
   pid_t pid = fork();
   if (pid == 0) {
     dup2(out_pipe[1], STDOUT_FILENO);

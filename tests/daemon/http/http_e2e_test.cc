@@ -82,9 +82,9 @@ class HttpE2eTest : public OctodTest {
     base_ = absl::StrCat("http://127.0.0.1:", port_);
   }
 
-  // curl's body and status: `curl -sS -N -w '\n%{http_code}' [args] URL`.
+  // curl's body and status: `curl -sS -N --max-time 60 -w '\n%{http_code}' [args] URL`.
   std::pair<std::string, int> Curl(const std::string& path, std::vector<std::string> args = {}) const {
-    std::vector<std::string> argv = {CurlPath(), "-sS", "-N", "-w", "\n%{http_code}"};
+    std::vector<std::string> argv = {CurlPath(), "-sS", "-N", "--max-time", "60", "-w", "\n%{http_code}"};
     argv.insert(argv.end(), args.begin(), args.end());
     argv.push_back(base_ + path);
     const RunResult r = RunCommand(argv);

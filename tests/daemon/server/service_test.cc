@@ -231,6 +231,30 @@ TEST_F(ServiceTest, ClientCancelCancelsTheJobAndFreesIt) {
   EXPECT_TRUE(runtime().WaitFor([&] { return runtime().sinks_alive() == 0; }));
 }
 
+// Cancels that land while a write is in flight (a fast stream always has
+// one): every call must still finish, or the server's Shutdown waits for it
+// forever and its sink is never freed.
+TEST_F(ServiceTest, CancelDuringAWriteStillFinishesTheCall) {
+  constexpr int kCalls = 20;
+  FakeScript script;
+  script.tokens = ScriptTokens(std::vector<std::string>(2000, "t"));
+  script.hold = true;
+  runtime().SetScript(script);
+  for (int call = 0; call < kCalls; ++call) {
+    grpc::ClientContext context;
+    auto reader = stub_->Generate(&context, Prompt("x"));
+    v1::GenerateResponse response;
+    for (int i = 0; i < 5; ++i) ASSERT_TRUE(reader->Read(&response));
+    context.TryCancel();
+    while (reader->Read(&response)) {
+    }
+    EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  }
+  EXPECT_TRUE(runtime().WaitFor([&] { return runtime().jobs_cancelled() == kCalls && runtime().jobs_running() == 0; }));
+  ASSERT_TRUE(runtime().WaitFor([&] { return runtime().sinks_alive() == 0; }))
+      << runtime().sinks_alive() << " of " << kCalls << " cancelled calls never finished";
+}
+
 // The client disappears without cancelling (its call is dropped when the
 // context goes away): same outcome.
 TEST_F(ServiceTest, ClientDisconnectCancelsTheJob) {
