@@ -52,6 +52,7 @@ struct RuntimeOptions {
 // What a client asks for; see proto/octo.proto GenerateRequest/ChatRequest.
 struct GenerateJob {
   std::string session_id;                 // empty: one-shot, in a temporary cache
+  std::string model;                      // not empty: run only if this model (its path) is the loaded one
   // Exactly one of: prompt text, prompt tokens, chat messages.
   std::string prompt;
   std::vector<int32_t> prompt_tokens;

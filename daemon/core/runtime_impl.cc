@@ -164,6 +164,10 @@ absl::StatusOr<std::shared_ptr<JobHandle>> RuntimeImpl::Submit(GenerateJob reque
   }
   std::shared_ptr<LoadedModel> m = model();
   if (m == nullptr) return absl::FailedPreconditionError("no model is loaded (octo-ctl load PATH)");
+  if (!request.model.empty() && request.model != m->summary().path) {
+    return absl::FailedPreconditionError(absl::StrCat("model '", request.model, "' is not loaded ('", m->summary().path,
+                                                      "' is): another request changed it; send this one again"));
+  }
   std::shared_ptr<Session> session;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -216,6 +220,12 @@ absl::StatusOr<std::shared_ptr<JobHandle>> RuntimeImpl::Submit(GenerateJob reque
   if (stopping_) {
     session->busy = false;
     return absl::UnavailableError("octod is shutting down");
+  }
+  // A load or unload between model() above and here (possible while no job
+  // runs) must not get a job whose cache and tokens belong to the old model.
+  if (model_ != m) {
+    session->busy = false;
+    return absl::AbortedError("the model was loaded or unloaded while this job was being prepared; send it again");
   }
   if (session->temporary) sessions_[session->id] = session;
   jobs_.push_back(job);

@@ -94,6 +94,7 @@ class OllamaWriter {
 absl::StatusOr<GenerateJob> OllamaJob(Runtime& runtime, const OllamaRequest& request, bool chat,
                                       const ModelSummary& model) {
   GenerateJob job;
+  job.model = model.path;  // refused if another request switches models before it runs
   job.sampling = request.sampling;
   if (chat) {
     job.chat = true;

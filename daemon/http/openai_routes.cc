@@ -155,9 +155,9 @@ void ServeCompletion(Runtime& runtime, const HttpRequest& http_request, HttpExch
   if (!body.ok()) return exchange.ReplyError(body.status());
   absl::StatusOr<OpenAiRequest> request = chat ? ParseChatCompletionRequest(*body) : ParseCompletionRequest(*body);
   if (!request.ok()) return exchange.ReplyError(request.status());
-  if (absl::StatusOr<SelectedModel> model = SelectModel(runtime, request->model); !model.ok()) {
-    return exchange.ReplyError(model.status());
-  }
+  absl::StatusOr<SelectedModel> model = SelectModel(runtime, request->model);
+  if (!model.ok()) return exchange.ReplyError(model.status());
+  request->job.model = model->summary.path;  // refused if another request switches models before it runs
   CompletionWriter writer(*request, exchange);
   const absl::Status submitted =
       RunJob(runtime, std::move(request->job), exchange, [&writer](const JobEvent& event) { return writer.On(event); });

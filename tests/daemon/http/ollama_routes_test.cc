@@ -31,6 +31,7 @@ TEST_F(HttpApiTest, OllamaGenerateStreamsNdjsonAndReturnsContext) {
   EXPECT_GT(last["total_duration"].get<int64_t>(), 0);
   EXPECT_EQ(runtime_.last_job().prompt_tokens, (std::vector<int32_t>{1, 72, 105}));
   EXPECT_EQ(runtime_.last_job().sampling.temperature, 0);
+  EXPECT_EQ(runtime_.last_job().model, "m") << "the job runs only on the model it asked for";
 }
 
 TEST_F(HttpApiTest, OllamaGenerateContinuesAContext) {

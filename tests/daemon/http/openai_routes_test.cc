@@ -30,6 +30,7 @@ TEST_F(HttpApiTest, ChatCompletionIsOneJsonReply) {
   EXPECT_TRUE(job.chat);
   EXPECT_EQ(job.messages[0].content, "Hi");
   EXPECT_EQ(job.sampling.temperature, 0);
+  EXPECT_EQ(job.model, "m") << "the job runs only on the model it asked for";
 }
 
 TEST_F(HttpApiTest, ChatStreamIsServerSentEvents) {

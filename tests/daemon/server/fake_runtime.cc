@@ -179,6 +179,9 @@ absl::StatusOr<std::shared_ptr<JobHandle>> FakeRuntime::Submit(GenerateJob job, 
   absl::MutexLock lock(&mu_);
   if (!serving_) return absl::UnavailableError("octod is shutting down");
   if (!loaded_.has_value()) return absl::FailedPreconditionError("no model loaded");
+  if (!job.model.empty() && job.model != loaded_->path) {
+    return absl::FailedPreconditionError(absl::StrCat("model '", job.model, "' is not loaded"));
+  }
   if (job.prompt.empty() && job.prompt_tokens.empty() && job.messages.empty()) {
     return absl::InvalidArgumentError("the prompt is empty");
   }
