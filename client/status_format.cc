@@ -106,10 +106,12 @@ std::string FormatStatus(const v1::GetStatusResponse& status) {
 
 std::string FormatModels(const v1::ListModelsResponse& models) {
   if (models.models_size() == 0) return "no model directories under the models root\n";
-  std::string out = absl::StrFormat("  %-32s  %-10s  %6s  %10s  %s\n", "PATH", "ARCH", "LAYERS", "SIZE", "NAME");
+  std::string out = absl::StrFormat("  %-32s  %-10s  %6s  %8s  %-7s  %10s  %s\n", "PATH", "ARCH", "LAYERS", "PARAMS",
+                                    "QUANT", "SIZE", "NAME");
   for (const v1::ModelInfo& model : models.models()) {
-    absl::StrAppendFormat(&out, "%s %-32s  %-10s  %6u  %10s  %s\n", model.loaded() ? "*" : " ", model.path(),
-                          model.architecture(), model.n_layers(), FormatByteSize(model.total_bytes()), model.name());
+    absl::StrAppendFormat(&out, "%s %-32s  %-10s  %6u  %8s  %-7s  %10s  %s\n", model.loaded() ? "*" : " ", model.path(),
+                          model.architecture(), model.n_layers(), ParameterSizeLabel(model.n_params()),
+                          model.quantization(), FormatByteSize(model.total_bytes()), model.name());
   }
   return out;
 }

@@ -1,9 +1,12 @@
 #include "storage/byte_size.h"
 
+#include <array>
 #include <cctype>
+#include <utility>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
 namespace octo {
@@ -71,6 +74,16 @@ std::string FormatByteSize(uint64_t bytes) {
     ++unit;
   }
   return absl::StrFormat(value < 10 ? "%.2f %s" : "%.1f %s", value, kUnits[unit]);
+}
+
+std::string ParameterSizeLabel(uint64_t parameters) {
+  static constexpr std::array<std::pair<double, const char*>, 3> kUnits = {{{1e9, "B"}, {1e6, "M"}, {1e3, "K"}}};
+  for (const auto& [scale, suffix] : kUnits) {
+    if (static_cast<double>(parameters) >= scale) {
+      return absl::StrFormat("%.1f%s", static_cast<double>(parameters) / scale, suffix);
+    }
+  }
+  return absl::StrCat(parameters);
 }
 
 }  // namespace octo

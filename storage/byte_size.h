@@ -21,4 +21,8 @@ std::optional<uint64_t> ParseByteSize(absl::string_view text);
 // A short human form: "512 B", "64.0 KiB", "1.50 GiB".
 std::string FormatByteSize(uint64_t bytes);
 
+// A parameter count as model listings print it (powers of 1000): "8.0B",
+// "124.4M", "292.1K", "512".
+std::string ParameterSizeLabel(uint64_t parameters);
+
 }  // namespace octo

@@ -1,9 +1,11 @@
 #include "daemon/core/loaded_model.h"
 
 #include <algorithm>
+#include <map>
 
 #include "absl/strings/str_cat.h"
 #include "kernels/cpu/simd.h"
+#include "storage/llama_file_type.h"
 #include "storage/status_macros.h"
 
 namespace octo {
@@ -22,7 +24,26 @@ ModelSummary SummarizeManifest(const Manifest& manifest, const std::string& path
   s.vocab_size = c.vocab_size;
   s.context_length = c.context_length;
   s.n_experts = c.n_experts;
-  for (const ManifestFile& f : manifest.files) s.total_bytes += f.size;
+  std::map<std::string, uint64_t> matrix_bytes;  // by ggml type name
+  for (const ManifestFile& f : manifest.files) {
+    s.total_bytes += f.size;
+    for (const ManifestTensor& t : f.tensors) {
+      uint64_t elements = 1;
+      for (uint64_t d : t.shape) elements *= d;
+      s.n_params += elements;
+      if (t.shape.size() >= 2) matrix_bytes[std::string(t.type.name)] += t.bytes;
+    }
+  }
+  for (const auto& [key, value] : manifest.metadata) {
+    if (absl::StatusOr<uint64_t> type = value.AsUint64(); key == "general.file_type" && type.ok()) {
+      s.quantization = LlamaFileTypeName(*type);
+    }
+  }
+  if (s.quantization.empty() && !matrix_bytes.empty()) {
+    s.quantization = std::max_element(matrix_bytes.begin(), matrix_bytes.end(), [](const auto& a, const auto& b) {
+                       return a.second < b.second;
+                     })->first;
+  }
   const GgufValue* jinja = manifest.FindTokenizerKey("tokenizer.chat_template");
   if (jinja != nullptr) {
     absl::StatusOr<ChatTemplate> t = ChatTemplate::Detect(jinja->string_value);

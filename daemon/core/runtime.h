@@ -103,6 +103,8 @@ struct ModelSummary {
   std::string name;
   uint32_t n_layers = 0, dim = 0, vocab_size = 0, context_length = 0, n_experts = 0;
   uint64_t total_bytes = 0;
+  uint64_t n_params = 0;      // elements of every tensor
+  std::string quantization;   // general.file_type's name ("Q4_K_M"), else the type most matrix bytes have
   bool loaded = false;
   std::string chat_template;  // family recognised, "" if none
 };

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "daemon/http/json_fields.h"
+#include "storage/byte_size.h"
 #include "storage/status_macros.h"
 
 namespace octo {
@@ -153,8 +154,8 @@ nlohmann::json OllamaDetails(const ModelSummary& model) {
           {"format", "octo"},
           {"family", model.architecture},
           {"families", {model.architecture}},
-          {"parameter_size", ""},
-          {"quantization_level", ""}};
+          {"parameter_size", ParameterSizeLabel(model.n_params)},
+          {"quantization_level", model.quantization}};
 }
 
 nlohmann::json OllamaModelEntry(const ModelSummary& model, const std::string& modified_at) {

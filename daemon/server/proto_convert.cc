@@ -130,6 +130,8 @@ void ToProto(const ModelSummary& model, v1::ModelInfo* proto) {
   proto->set_total_bytes(model.total_bytes);
   proto->set_loaded(model.loaded);
   proto->set_chat_template(model.chat_template);
+  proto->set_n_params(model.n_params);
+  proto->set_quantization(model.quantization);
 }
 
 void ToProto(const ResidencyReport& residency, v1::ResidencyStatus* proto) {

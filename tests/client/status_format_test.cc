@@ -90,8 +90,12 @@ TEST(StatusFormatTest, ModelsMarkTheLoadedOne) {
   v1::ModelInfo* a = models.add_models();
   a->set_path("a");
   a->set_loaded(true);
+  a->set_n_params(8030261248);
+  a->set_quantization("Q4_K_M");
   models.add_models()->set_path("b");
   const std::string text = FormatModels(models);
+  EXPECT_NE(text.find("PARAMS  QUANT"), std::string::npos) << text;
+  EXPECT_NE(text.find("8.0B  Q4_K_M"), std::string::npos) << text;
   EXPECT_NE(text.find("* a "), std::string::npos) << text;
   EXPECT_NE(text.find("  b "), std::string::npos) << text;
   EXPECT_NE(FormatModels(v1::ListModelsResponse()).find("no model"), std::string::npos);

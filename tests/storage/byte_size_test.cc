@@ -48,5 +48,14 @@ TEST(FormatByteSizeTest, PicksTheLargestUnitBelowTheValue) {
   EXPECT_EQ(FormatByteSize(5ull << 40), "5.00 TiB");
 }
 
+TEST(ParameterSizeLabelTest, PowersOfAThousandWithOneDecimal) {
+  EXPECT_EQ(ParameterSizeLabel(0), "0");
+  EXPECT_EQ(ParameterSizeLabel(999), "999");
+  EXPECT_EQ(ParameterSizeLabel(260032), "260.0K");
+  EXPECT_EQ(ParameterSizeLabel(124439808), "124.4M");
+  EXPECT_EQ(ParameterSizeLabel(8030261248), "8.0B");
+  EXPECT_EQ(ParameterSizeLabel(70553706496), "70.6B");
+}
+
 }  // namespace
 }  // namespace octo

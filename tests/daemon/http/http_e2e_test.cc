@@ -173,7 +173,11 @@ TEST_F(HttpE2eTest, OllamaRoutesWithCurlGetOctoGensTokens) {
 
   std::tie(body, status) = Curl("/api/tags");
   ASSERT_EQ(status, 200) << body;
-  EXPECT_EQ(json::parse(body)["models"][0]["name"], "tiny");
+  const json tag = json::parse(body)["models"][0];
+  EXPECT_EQ(tag["name"], "tiny");
+  EXPECT_EQ(tag["details"]["quantization_level"], "Q4_K_M") << tag;
+  EXPECT_TRUE(std::regex_match(tag["details"]["parameter_size"].get<std::string>(), std::regex("[0-9]+\\.[0-9][KMB]")))
+      << tag;
   std::tie(body, status) = CurlPost("/api/show", R"({"model": "tiny"})");
   ASSERT_EQ(status, 200) << body;
   EXPECT_EQ(json::parse(body)["model_info"]["llama.block_count"], 4);
