@@ -90,7 +90,12 @@ absl::StatusOr<std::vector<int32_t>> JobPromptTokens(const GenerateJob& r, const
     all.insert(all.end(), r.messages.begin(), r.messages.end());
     OCTO_ASSIGN_OR_RETURN(std::string text, chat_template->Apply(all, /*add_generation_prompt=*/true));
     *new_messages = r.messages;
-    return tokenizer.Encode(text, /*add_special=*/!chat_template->renders_bos(), /*parse_special=*/true);
+    std::vector<int32_t> tokens =
+        tokenizer.Encode(text, /*add_special=*/r.add_bos && !chat_template->renders_bos(), /*parse_special=*/true);
+    // add_bos false: the chat continues tokens given elsewhere (Ollama's
+    // context), so no BOS, even one the template writes itself.
+    if (!r.add_bos && !tokens.empty() && tokens.front() == tokenizer.bos()) tokens.erase(tokens.begin());
+    return tokens;
   }
   std::vector<int32_t> tokens = session.tokens;
   if (!r.prompt_tokens.empty()) {

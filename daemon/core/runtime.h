@@ -59,7 +59,7 @@ struct GenerateJob {
   std::vector<ChatMessage> messages;
   bool chat = false;                      // messages are a chat (rendered with the template)
   std::string chat_template;              // family name; empty = the model's
-  bool add_bos = true;
+  bool add_bos = true;                    // false: no BOS in front, for a prompt or a chat's rendering
   bool parse_special = false;
   SamplingParams sampling;
 };

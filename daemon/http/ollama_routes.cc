@@ -101,6 +101,7 @@ absl::StatusOr<GenerateJob> OllamaJob(Runtime& runtime, const OllamaRequest& req
     job.messages = request.messages;
   } else if (!request.raw && !model.chat_template.empty()) {
     job.chat = true;
+    job.add_bos = request.context.empty();  // a continuation has its BOS at the start of the context
     if (!request.system.empty()) job.messages.push_back({"system", request.system});
     job.messages.push_back({"user", request.prompt});
   } else {

@@ -170,6 +170,25 @@ TEST_F(RuntimeTest, ChatSessionReusesTheEarlierTurns) {
   EXPECT_GT(second->stats.cached_tokens, 5);
 }
 
+// add_bos false (Ollama's /api/generate continuing a context): the chat's
+// rendering starts without BOS, whether the tokenizer would add it (chatml)
+// or the template writes it (mistral-v7's "<s>").
+TEST_F(RuntimeTest, AChatContinuingEarlierTokensGetsNoBos) {
+  auto runtime = Start();
+  for (const std::string chat_template : {"chatml", "mistral-v7"}) {
+    GenerateJob job;
+    job.chat = true;
+    job.chat_template = chat_template;
+    job.messages = {{"user", "Hi"}};
+    absl::StatusOr<std::vector<int32_t>> fresh = runtime->PromptTokens(job);
+    job.add_bos = false;
+    absl::StatusOr<std::vector<int32_t>> continued = runtime->PromptTokens(job);
+    ASSERT_TRUE(fresh.ok() && continued.ok()) << fresh.status() << continued.status();
+    ASSERT_GT(fresh->size(), 1u);
+    EXPECT_EQ(*continued, std::vector<int32_t>(fresh->begin() + 1, fresh->end())) << chat_template;
+  }
+}
+
 TEST_F(RuntimeTest, CancelEndsTheJobAndFreesItsCache) {
   auto runtime = Start();
   auto sink = std::make_shared<CollectingSink>();
