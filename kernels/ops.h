@@ -148,6 +148,19 @@ absl::Status MatMul(const WeightMatrix& w, const float* x, float* out, int n_tok
                     const Exec& exec);
 }  // namespace cpu
 
+// --- MatVec (kernels/cuda/matvec.cu) ----------------------------------------------
+// CUDA's MatMul for decode: out (n_tokens, w.rows) = x (n_tokens, w.cols) · w^T,
+// each weight decoded from its block as it is read (kernels/block_decode.h,
+// the decoders the CPU tests check against DequantizeRows), x kept in fp32
+// and the products summed in float. Unlike cpu::MatMul, x is not rounded to
+// an activation encoding first, so the two agree to rounding, not bit for
+// bit; the test compares with fp64 dot products of the dequantized rows.
+// One warp per row, up to 8 tokens per pass over w (more take more passes).
+// Preconditions as MatMul's (INVALID_ARGUMENT naming MatVec and the field).
+namespace cuda {
+absl::Status MatVec(const WeightMatrix& w, const float* x, float* out, int n_tokens, StreamHandle stream);
+}  // namespace cuda
+
 // --- MatMulGroup (kernels/cpu/matmul.cc) ----------------------------------------
 // outs[i] (n_tokens, ws[i].rows) = x (n_tokens, cols) · ws[i]^T for up to
 // kMaxMatMulGroup matrices with the same cols that read the same x (q, k and

@@ -27,6 +27,8 @@
 #include <bit>
 #include <cstdint>
 
+#include "kernels/host_device.h"
+
 namespace octo::cpu {
 
 inline constexpr int kQK = 32;          // elements per Q4_0..Q8_1 / IQ4_NL block
@@ -175,7 +177,7 @@ static_assert(sizeof(BlockQ8_K) == 292);
 // Sub-block j's (scale, min) of a Q4_K/Q5_K block: for j < 4 the low 6 bits
 // of bytes j and j + 4; for j >= 4 the nibbles of byte j + 4 with the top two
 // bits taken from bytes j - 4 (scale) and j (min).
-inline void UnpackQ4KScaleMin(const uint8_t* scales, int j, int* sc, int* m) {
+OCTO_HD inline void UnpackQ4KScaleMin(const uint8_t* scales, int j, int* sc, int* m) {
   if (j < 4) {
     *sc = scales[j] & 63;
     *m = scales[j + 4] & 63;
@@ -186,14 +188,14 @@ inline void UnpackQ4KScaleMin(const uint8_t* scales, int j, int* sc, int* m) {
 }
 
 // Sub-block j's signed scale (s_j - 32, in -32..31) of a Q3_K block.
-inline int UnpackQ3KScale(const uint8_t* scales, int j) {
+OCTO_HD inline int UnpackQ3KScale(const uint8_t* scales, int j) {
   const int low = j < 8 ? scales[j] & 0xF : scales[j - 8] >> 4;
   const int high = (scales[8 + j % 4] >> (2 * (j / 4))) & 3;
   return (low | (high << 4)) - 32;
 }
 
 // Sub-block j's 6-bit scale (0..63, before the -32) of an IQ4_XS block.
-inline int UnpackIq4XsScale(const BlockIq4Xs& b, int j) {
+OCTO_HD inline int UnpackIq4XsScale(const BlockIq4Xs& b, int j) {
   return ((b.scales_l[j / 2] >> (4 * (j % 2))) & 0xF) | (((b.scales_h >> (2 * j)) & 3) << 4);
 }
 
