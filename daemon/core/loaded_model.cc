@@ -35,9 +35,8 @@ ModelSummary SummarizeManifest(const Manifest& manifest, const std::string& path
     }
   }
   for (const auto& [key, value] : manifest.metadata) {
-    if (absl::StatusOr<uint64_t> type = value.AsUint64(); key == "general.file_type" && type.ok()) {
-      s.quantization = LlamaFileTypeName(*type);
-    }
+    if (key != "general.file_type") continue;
+    if (absl::StatusOr<uint64_t> type = value.AsUint64(); type.ok()) s.quantization = LlamaFileTypeName(*type);
   }
   if (s.quantization.empty() && !matrix_bytes.empty()) {
     s.quantization = std::max_element(matrix_bytes.begin(), matrix_bytes.end(), [](const auto& a, const auto& b) {
