@@ -1,10 +1,16 @@
 // What every CUDA file in kernels/cuda/ shares: the check macro that turns a
-// cudaError_t into an absl::Status, block reductions, fp16/bf16 conversions.
+// cudaError_t into an absl::Status, the launch macro, block reductions,
+// fp16/bf16 conversions.
 //
 // The first part (status) is host code and may be included from .cc files
 // built by the host compiler (device.cc is); the device helpers below it are
-// compiled only by nvcc.
+// compiled by nvcc, or by the host compiler for the executor
+// (OCTO_CUDA_SIM: kernels/cuda/sim/device_api.h supplies what nvcc would).
 #pragma once
+
+#if defined(OCTO_CUDA_SIM)
+#include "kernels/cuda/sim/device_api.h"
+#endif
 
 #include <type_traits>
 
@@ -56,15 +62,38 @@ inline absl::Status CudaErrorToStatus(cudaError_t error, const char* expr, const
     }                                                                                    \
   } while (false)
 
-#if defined(__CUDACC__)
+#if defined(__CUDACC__) || defined(OCTO_CUDA_SIM)
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+
+// The one way kernels are launched: exactly kernel<<<grid, block,
+// shared_bytes, stream>>>(args...) under nvcc; queued on the executor's
+// stream in an OCTO_CUDA_SIM build. Check cudaGetLastError() after it.
+#if defined(OCTO_CUDA_SIM)
+#define OCTO_LAUNCH(kernel, grid, block, shared_bytes, stream, ...) \
+  OCTO_SIM_LAUNCH(kernel, grid, block, shared_bytes, stream __VA_OPT__(, ) __VA_ARGS__)
+#else
+#define OCTO_LAUNCH(kernel, grid, block, shared_bytes, stream, ...) \
+  kernel<<<grid, block, shared_bytes, stream>>>(__VA_ARGS__)
+#endif
 
 namespace octo::cuda {
 
 inline constexpr int kWarpSize = 32;
 inline constexpr int kMaxBlockSize = 1024;  // threads per block on every arch we build
+
+// The block's dynamic shared memory (the launch's shared_bytes), 16-byte
+// aligned, as T. The one spelling of `extern __shared__` in Octo's kernels.
+template <typename T>
+__device__ __forceinline__ T* DynamicShared() {
+#if defined(OCTO_CUDA_SIM)
+  return reinterpret_cast<T*>(::octo::cuda_sim::DynamicSharedMemory());
+#else
+  extern __shared__ __align__(16) unsigned char octo_dynamic_shared[];
+  return reinterpret_cast<T*>(octo_dynamic_shared);
+#endif
+}
 
 // --- Reductions --------------------------------------------------------------
 
@@ -119,4 +148,4 @@ __host__ __device__ __forceinline__ T FromFloat(float v) {
 
 }  // namespace octo::cuda
 
-#endif  // defined(__CUDACC__)
+#endif  // defined(__CUDACC__) || defined(OCTO_CUDA_SIM)

@@ -82,7 +82,7 @@ absl::Status MatVec(const WeightMatrix& w, const float* x, float* out, int n_tok
     const int64_t row_bytes = w.cols / D::kElements * D::kBytes;
     for (int first = 0; first < n_tokens; first += kTokensPerLaunch) {
       const int count = n_tokens - first < kTokensPerLaunch ? n_tokens - first : kTokensPerLaunch;
-      MatVecKernel<D><<<grid, kWarpsPerBlock * kWarpSize, 0, stream>>>(
+      OCTO_LAUNCH(MatVecKernel<D>, grid, kWarpsPerBlock * kWarpSize, 0, stream,
           bytes, w.rows, w.cols, row_bytes, x + static_cast<int64_t>(first) * w.cols,
           out + static_cast<int64_t>(first) * w.rows, w.rows, count);
       OCTO_CUDA_RETURN_IF_ERROR(cudaGetLastError());

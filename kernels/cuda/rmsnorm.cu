@@ -50,7 +50,7 @@ absl::Status RmsNorm(const float* x, const float* weight, float* out, int n_rows
   // 1024 threads; longer rows (dim 4096, 8192) give each thread dim / 1024.
   const int threads =
       dim >= kMaxBlockSize ? kMaxBlockSize : (dim + kWarpSize - 1) / kWarpSize * kWarpSize;
-  RmsNormKernel<<<n_rows, threads, 0, stream>>>(x, weight, out, dim, eps);
+  OCTO_LAUNCH(RmsNormKernel, n_rows, threads, 0, stream, x, weight, out, dim, eps);
   OCTO_CUDA_RETURN_IF_ERROR(cudaGetLastError());
   return absl::OkStatus();
 }

@@ -1,0 +1,495 @@
+#include "kernels/cuda/sim/block_runner.h"
+
+#include <link.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <unordered_map>
+#include <utility>
+
+#include "absl/strings/str_format.h"
+
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/common_interface_defs.h>
+#endif
+
+namespace octo::cuda_sim {
+
+thread_local const ThreadInfo* tls_thread = nullptr;
+
+namespace {
+
+namespace ctx = boost::context;
+
+// A GPU thread's own stack: kernels keep a few registers' worth of locals;
+// AddressSanitizer's frames are several times larger.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr size_t kFiberStackBytes = 512 * 1024;
+#else
+constexpr size_t kFiberStackBytes = 64 * 1024;
+#endif
+
+thread_local BlockRunner* tls_runner = nullptr;
+
+// Thrown inside a GPU thread to end it: by Fail() in the thread that found
+// an error, and in every other suspended thread when its block is abandoned.
+struct KernelAbort {};
+
+// Fiber stacks come from the runner's pool; the fiber never frees them.
+struct PooledStack {
+  ctx::stack_context allocate() { std::abort(); }
+  void deallocate(ctx::stack_context&) noexcept {}
+};
+
+// AddressSanitizer must hear of every stack switch, or it reports the
+// other stack's frames as overflows.
+void StartSwitch(void** fake_stack, const void* bottom, size_t bytes) {
+#if defined(__SANITIZE_ADDRESS__)
+  __sanitizer_start_switch_fiber(fake_stack, bottom, bytes);
+#endif
+}
+void FinishSwitch(void* fake_stack, const void** old_bottom, size_t* old_bytes) {
+#if defined(__SANITIZE_ADDRESS__)
+  __sanitizer_finish_switch_fiber(fake_stack, old_bottom, old_bytes);
+#endif
+}
+
+const char* OpName(WarpOp op) {
+  switch (op) {
+    case WarpOp::kShflIdx: return "__shfl_sync";
+    case WarpOp::kShflUp: return "__shfl_up_sync";
+    case WarpOp::kShflDown: return "__shfl_down_sync";
+    case WarpOp::kShflXor: return "__shfl_xor_sync";
+    case WarpOp::kBallot: return "__ballot_sync/__any_sync/__all_sync";
+    case WarpOp::kSync: return "__syncwarp";
+  }
+  return "a warp operation";
+}
+
+const char* BarrierName(BarrierKind kind) {
+  switch (kind) {
+    case BarrierKind::kSync: return "__syncthreads";
+    case BarrierKind::kCount: return "__syncthreads_count";
+    case BarrierKind::kAnd: return "__syncthreads_and";
+    case BarrierKind::kOr: return "__syncthreads_or";
+  }
+  return "a barrier";
+}
+
+std::string Site(const std::source_location& site) {
+  const char* file = site.file_name();
+  const char* slash = std::strrchr(file, '/');
+  return absl::StrFormat("%s:%u", slash != nullptr ? slash + 1 : file, site.line());
+}
+
+bool SameSite(const std::source_location& a, const std::source_location& b) {
+  return a.line() == b.line() && a.column() == b.column() && std::strcmp(a.file_name(), b.file_name()) == 0;
+}
+
+// The zero-initialised thread-local bytes of the shared library holding
+// `address`, as this host thread sees them: where `__shared__` variables
+// live (device_api.h). Empty for the main program, whose thread-locals are
+// not all shared memory.
+struct TlsSpan {
+  unsigned char* begin = nullptr;
+  size_t bytes = 0;
+};
+
+TlsSpan ModuleSharedMemory(const void* address) {
+  struct Query {
+    uintptr_t address;
+    TlsSpan span;
+  } query{reinterpret_cast<uintptr_t>(address), {}};
+  dl_iterate_phdr(
+      [](dl_phdr_info* info, size_t, void* data) -> int {
+        auto* q = static_cast<Query*>(data);
+        bool holds = false;
+        const ElfW(Phdr)* tls = nullptr;
+        for (int i = 0; i < info->dlpi_phnum; ++i) {
+          const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+          const uintptr_t start = info->dlpi_addr + ph.p_vaddr;
+          if (ph.p_type == PT_LOAD && q->address >= start && q->address < start + ph.p_memsz) holds = true;
+          if (ph.p_type == PT_TLS) tls = &ph;
+        }
+        if (!holds) return 0;
+        const bool main_program = info->dlpi_name == nullptr || info->dlpi_name[0] == '\0';
+        if (!main_program && tls != nullptr && info->dlpi_tls_data != nullptr) {
+          q->span.begin = static_cast<unsigned char*>(info->dlpi_tls_data) + tls->p_filesz;
+          q->span.bytes = tls->p_memsz - tls->p_filesz;
+        }
+        return 1;
+      },
+      &query);
+  return query.span;
+}
+
+}  // namespace
+
+BlockRunner::BlockRunner() = default;
+
+BlockRunner::~BlockRunner() {
+  for (Stack& stack : stacks_) {
+    if (stack.map != nullptr) munmap(stack.map, stack.map_bytes);
+  }
+}
+
+BlockRunner* BlockRunner::Current() { return tls_runner; }
+
+BlockRunner::Stack& BlockRunner::StackFor(int t) {
+  if (stacks_.size() <= static_cast<size_t>(t)) stacks_.resize(t + 1);
+  Stack& stack = stacks_[t];
+  if (stack.map == nullptr) {
+    const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    stack.map_bytes = kFiberStackBytes + page;
+    stack.map = mmap(nullptr, stack.map_bytes, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
+    if (stack.map == MAP_FAILED) {
+      std::fprintf(stderr, "octo cuda_sim: cannot map a %zu-byte fiber stack: %s\n", stack.map_bytes,
+                   std::strerror(errno));
+      std::abort();
+    }
+    mprotect(stack.map, page, PROT_NONE);  // an overflow faults instead of corrupting
+    stack.bottom = static_cast<unsigned char*>(stack.map) + page;
+    stack.bytes = kFiberStackBytes;
+  }
+  return stack;
+}
+
+std::string BlockRunner::ThreadName(int t) const {
+  const uint3& i = threads_[t].info.thread_idx;
+  return absl::StrFormat("thread (%u,%u,%u)", i.x, i.y, i.z);
+}
+
+std::string BlockRunner::Describe(int t) const {
+  const uint3& b = block_.block_idx;
+  return absl::StrFormat("kernel %s, block (%u,%u,%u), %s", block_.kernel_name, b.x, b.y, b.z, ThreadName(t));
+}
+
+void BlockRunner::PoisonSharedMemory(const KernelLaunch& launch, unsigned char* dynamic_shared) {
+  if (launch.shared_bytes > 0) std::memset(dynamic_shared, kSharedPoison, launch.shared_bytes);
+  static thread_local std::unordered_map<const void*, TlsSpan> spans;  // per host thread
+  auto [it, inserted] = spans.try_emplace(launch.kernel);
+  if (inserted) it->second = ModuleSharedMemory(launch.kernel);
+  if (it->second.bytes > 0) std::memset(it->second.begin, kSharedPoison, it->second.bytes);
+}
+
+std::string BlockRunner::Run(const KernelLaunch& launch, uint3 block_idx, unsigned char* dynamic_shared) {
+  launch_ = &launch;
+  block_ = BlockInfo{block_idx, launch.block, launch.grid, launch.name, dynamic_shared};
+  n_threads_ = static_cast<int>(launch.block.x * launch.block.y * launch.block.z);
+  threads_.clear();
+  threads_.resize(n_threads_);
+  ready_.assign(n_threads_, 0);
+  ready_head_ = 0;
+  ready_size_ = 0;
+  const int n_warps = (n_threads_ + 31) / 32;
+  groups_.assign(n_warps, {});
+  exited_lanes_.assign(n_warps, 0);
+  done_ = exited_ = barrier_count_ = 0;
+  first_exited_ = barrier_first_ = current_ = -1;
+  error_.clear();
+  aborting_ = false;
+  for (int t = 0; t < n_threads_; ++t) {
+    const unsigned x = launch.block.x, y = launch.block.y;
+    threads_[t].info.thread_idx = uint3{t % x, (t / x) % y, t / (x * y)};
+    threads_[t].info.block = &block_;
+    MakeReady(t);
+  }
+  PoisonSharedMemory(launch, dynamic_shared);
+
+  BlockRunner* const outer = tls_runner;
+  tls_runner = this;
+  while (error_.empty() && ready_size_ > 0) {
+    const int t = ready_[ready_head_];
+    ready_head_ = (ready_head_ + 1) % ready_.size();
+    --ready_size_;
+    Resume(t);
+  }
+  if (error_.empty() && done_ < n_threads_) error_ = Stuck();
+  UnwindSuspended();
+  tls_runner = outer;
+  return error_;
+}
+
+void BlockRunner::MakeReady(int t) {
+  threads_[t].state = threads_[t].state == State::kUnstarted ? State::kUnstarted : State::kReady;
+  ready_[(ready_head_ + ready_size_) % ready_.size()] = t;
+  ++ready_size_;
+}
+
+void BlockRunner::Start(int t) {
+  Stack& stack = StackFor(t);
+  ctx::stack_context sctx;
+  sctx.size = stack.bytes;
+  sctx.sp = static_cast<unsigned char*>(stack.bottom) + stack.bytes;
+  threads_[t].fiber = ctx::fiber(std::allocator_arg, ctx::preallocated(sctx.sp, sctx.size, sctx), PooledStack{},
+                                 [this, t](ctx::fiber&& scheduler) {
+                                   scheduler_ = std::move(scheduler);
+                                   FinishSwitch(nullptr, &scheduler_stack_bottom_, &scheduler_stack_bytes_);
+                                   ThreadBody(t);
+                                   StartSwitch(nullptr, scheduler_stack_bottom_, scheduler_stack_bytes_);
+                                   return std::move(scheduler_);
+                                 });
+}
+
+void BlockRunner::ThreadBody(int t) {
+  bool ended = false;
+  try {
+    launch_->invoke(launch_->packed.get());
+    ended = true;
+  } catch (const KernelAbort&) {
+    // Fail() recorded the error, or the block is being abandoned.
+  }
+  if (ended && !aborting_) OnExit(t);
+  threads_[t].state = State::kDone;
+  ++done_;
+}
+
+void BlockRunner::Resume(int t) {
+  Thread& thread = threads_[t];
+  if (thread.state == State::kUnstarted) Start(t);
+  thread.state = State::kRunning;
+  current_ = t;
+  tls_thread = &thread.info;
+  const Stack& stack = stacks_[t];
+  StartSwitch(&scheduler_fake_stack_, stack.bottom, stack.bytes);
+  thread.fiber = std::move(thread.fiber).resume();
+  FinishSwitch(scheduler_fake_stack_, nullptr, nullptr);
+  tls_thread = nullptr;
+  current_ = -1;
+}
+
+void BlockRunner::Yield() {
+  Thread& me = threads_[current_];
+  StartSwitch(&me.asan_fake_stack, scheduler_stack_bottom_, scheduler_stack_bytes_);
+  scheduler_ = std::move(scheduler_).resume();
+  FinishSwitch(me.asan_fake_stack, &scheduler_stack_bottom_, &scheduler_stack_bytes_);
+  if (aborting_) throw KernelAbort{};
+}
+
+void BlockRunner::UnwindSuspended() {
+  aborting_ = true;
+  for (int t = 0; t < n_threads_; ++t) {
+    if (threads_[t].fiber) Resume(t);
+  }
+}
+
+void BlockRunner::Fail(const std::string& what) {
+  if (error_.empty()) error_ = what;
+  throw KernelAbort{};
+}
+
+void BlockRunner::OnExit(int t) {
+  ++exited_;
+  if (first_exited_ < 0) first_exited_ = t;
+  const int warp = t / 32, lane = t % 32;
+  exited_lanes_[warp] |= 1u << lane;
+  if (!error_.empty()) return;
+  if (barrier_count_ > 0) {
+    error_ = absl::StrFormat(
+        "%s ended while %d thread(s) wait for it at %s (%s), %s among them: every thread of a block must reach "
+        "every barrier",
+        Describe(t), barrier_count_, BarrierName(barrier_kind_), Site(barrier_site_), ThreadName(barrier_first_));
+    return;
+  }
+  for (const WarpGroup& group : groups_[warp]) {
+    if ((group.mask >> lane & 1) && !(group.arrived >> lane & 1)) {
+      const int waiting = warp * 32 + std::countr_zero(group.arrived);
+      error_ = absl::StrFormat("%s (lane %d) ended while lanes of its warp wait for it at %s (%s) with mask 0x%08x",
+                               Describe(t), lane, OpName(group.op), Site(threads_[waiting].site), group.mask);
+      return;
+    }
+  }
+}
+
+int BlockRunner::Barrier(BarrierKind kind, int predicate, std::source_location site) {
+  const int self = current_;
+  if (exited_ > 0) {
+    Fail(absl::StrFormat(
+        "%s reached %s (%s), which %s never will: it has ended. Every thread of a block must reach every barrier",
+        Describe(self), BarrierName(kind), Site(site), ThreadName(first_exited_)));
+  }
+  if (barrier_count_ > 0 && (kind != barrier_kind_ || !SameSite(site, barrier_site_))) {
+    Fail(absl::StrFormat("%s waits at %s (%s) while %s waits at %s (%s): threads of one block at different barriers",
+                         Describe(self), BarrierName(kind), Site(site), ThreadName(barrier_first_),
+                         BarrierName(barrier_kind_), Site(barrier_site_)));
+  }
+  if (barrier_count_ == 0) {
+    barrier_site_ = site;
+    barrier_kind_ = kind;
+    barrier_first_ = self;
+    barrier_acc_ = kind == BarrierKind::kAnd ? 1 : 0;
+  }
+  switch (kind) {
+    case BarrierKind::kSync: break;
+    case BarrierKind::kCount: barrier_acc_ += predicate != 0; break;
+    case BarrierKind::kAnd: barrier_acc_ &= predicate != 0; break;
+    case BarrierKind::kOr: barrier_acc_ |= predicate != 0; break;
+  }
+  ++barrier_count_;
+  threads_[self].site = site;
+  if (barrier_count_ == n_threads_) {
+    // Everyone is here: release the others; this thread goes on at once.
+    barrier_result_ = barrier_acc_;
+    barrier_count_ = 0;
+    for (int t = 0; t < n_threads_; ++t) {
+      if (threads_[t].state == State::kAtBarrier) MakeReady(t);
+    }
+    return barrier_result_;
+  }
+  threads_[self].state = State::kAtBarrier;
+  Yield();
+  return barrier_result_;
+}
+
+uint64_t BlockRunner::Warp(WarpOp op, unsigned mask, uint64_t value, int param, int width,
+                           std::source_location site) {
+  const int self = current_;
+  const int warp = self / 32, lane = self % 32;
+  const int lanes = n_threads_ - warp * 32 < 32 ? n_threads_ - warp * 32 : 32;
+  const unsigned present = lanes == 32 ? 0xffffffffu : (1u << lanes) - 1;
+  if (!(mask >> lane & 1)) {
+    Fail(absl::StrFormat("%s calls %s (%s) with mask 0x%08x, which leaves out its own lane %d", Describe(self),
+                         OpName(op), Site(site), mask, lane));
+  }
+  if ((mask & ~present) != 0) {
+    Fail(absl::StrFormat(
+        "%s calls %s (%s) with mask 0x%08x, which names lane %d: absent, warp %d of this %d-thread block has %d lane(s)",
+        Describe(self), OpName(op), Site(site), mask, std::countr_zero(mask & ~present), warp, n_threads_, lanes));
+  }
+  if ((mask & exited_lanes_[warp]) != 0) {
+    Fail(absl::StrFormat("%s calls %s (%s) with mask 0x%08x, which names lane %d: it has ended", Describe(self),
+                         OpName(op), Site(site), mask, std::countr_zero(mask & exited_lanes_[warp])));
+  }
+  if (width < 1 || width > 32 || (width & (width - 1)) != 0) {
+    Fail(absl::StrFormat("%s calls %s (%s) with width %d: not a power of two in [1, 32]", Describe(self),
+                         OpName(op), Site(site), width));
+  }
+  Thread& me = threads_[self];
+  me.op = op;
+  me.mask = mask;
+  me.value = value;
+  me.param = param;
+  me.width = width;
+  me.site = site;
+
+  std::vector<WarpGroup>& groups = groups_[warp];
+  size_t g = 0;
+  while (g < groups.size() && groups[g].mask != mask) ++g;
+  if (g == groups.size()) groups.push_back(WarpGroup{mask, 0, op});
+  if (groups[g].op != op) {
+    const int other = warp * 32 + std::countr_zero(groups[g].arrived);
+    Fail(absl::StrFormat("%s calls %s (%s) while %s, under the same mask 0x%08x, waits at %s (%s)", Describe(self),
+                         OpName(op), Site(site), ThreadName(other), mask, OpName(groups[g].op),
+                         Site(threads_[other].site)));
+  }
+  groups[g].arrived |= 1u << lane;
+  if (groups[g].arrived == mask) {
+    const WarpGroup group = groups[g];
+    groups.erase(groups.begin() + static_cast<ptrdiff_t>(g));
+    CompleteWarpGroup(warp, group);
+    return me.result;
+  }
+  me.state = State::kAtWarp;
+  Yield();
+  return me.result;
+}
+
+void BlockRunner::CompleteWarpGroup(int warp, const WarpGroup& group) {
+  const int base_thread = warp * 32;
+  uint64_t ballot = 0;
+  for (int lane = 0; lane < 32; ++lane) {
+    if ((group.mask >> lane & 1) && threads_[base_thread + lane].value != 0) ballot |= 1ull << lane;
+  }
+  for (int lane = 0; lane < 32; ++lane) {
+    if (!(group.mask >> lane & 1)) continue;
+    Thread& t = threads_[base_thread + lane];
+    const int w = t.width;
+    const int segment = lane & ~(w - 1);
+    int src = lane;
+    switch (group.op) {
+      case WarpOp::kShflIdx: src = segment + (t.param & (w - 1)); break;
+      case WarpOp::kShflUp: src = lane - t.param >= segment ? lane - t.param : lane; break;
+      case WarpOp::kShflDown: src = lane + t.param < segment + w ? lane + t.param : lane; break;
+      case WarpOp::kShflXor: src = (lane ^ t.param) < segment + w ? lane ^ t.param : lane; break;
+      case WarpOp::kBallot: t.result = ballot; break;
+      case WarpOp::kSync: t.result = 0; break;
+    }
+    if (group.op == WarpOp::kBallot || group.op == WarpOp::kSync) continue;
+    if (src < 0 || src > 31 || !(group.mask >> src & 1)) {
+      Fail(absl::StrFormat("%s: lane %d's %s (%s) reads lane %d, which is not in the mask 0x%08x", Describe(current_),
+                           lane, OpName(group.op), Site(t.site), src, group.mask));
+    }
+    t.result = threads_[base_thread + src].value;
+  }
+  for (int lane = 0; lane < 32; ++lane) {
+    const int t = base_thread + lane;
+    if ((group.mask >> lane & 1) && t != current_) MakeReady(t);
+  }
+}
+
+std::string BlockRunner::Stuck() const {
+  int at_barrier = -1, at_warp = -1;
+  for (int t = 0; t < n_threads_; ++t) {
+    if (threads_[t].state == State::kAtBarrier && at_barrier < 0) at_barrier = t;
+    if (threads_[t].state == State::kAtWarp && at_warp < 0) at_warp = t;
+  }
+  if (at_barrier >= 0 && at_warp >= 0) {
+    return absl::StrFormat(
+        "%s waits at %s (%s) while %s waits at %s (%s) for its warp: a barrier not every thread of the block reaches",
+        Describe(at_barrier), BarrierName(barrier_kind_), Site(barrier_site_), ThreadName(at_warp),
+        OpName(threads_[at_warp].op), Site(threads_[at_warp].site));
+  }
+  if (at_warp >= 0) {
+    const Thread& waiter = threads_[at_warp];
+    const int warp = at_warp / 32;
+    for (const WarpGroup& group : groups_[warp]) {
+      if (group.mask != waiter.mask) continue;
+      const int missing = warp * 32 + std::countr_zero(group.mask & ~group.arrived);
+      const Thread& other = threads_[missing];
+      return absl::StrFormat(
+          "%s waits at %s (%s) with mask 0x%08x for lane %d, which waits at %s (%s) with mask 0x%08x: the lanes of a "
+          "warp operation must pass the same mask",
+          Describe(at_warp), OpName(waiter.op), Site(waiter.site), waiter.mask, missing % 32, OpName(other.op),
+          Site(other.site), other.mask);
+    }
+  }
+  return absl::StrFormat("kernel %s, block (%u,%u,%u): %d of %d threads can no longer move", block_.kernel_name,
+                         block_.block_idx.x, block_.block_idx.y, block_.block_idx.z, n_threads_ - done_, n_threads_);
+}
+
+// --- The calls device_api.h makes ---------------------------------------------
+
+namespace {
+BlockRunner& RunnerOrDie(const char* what) {
+  BlockRunner* runner = BlockRunner::Current();
+  if (runner == nullptr || tls_thread == nullptr) {
+    std::fprintf(stderr, "octo cuda_sim: %s called outside a kernel\n", what);
+    std::abort();
+  }
+  return *runner;
+}
+}  // namespace
+
+int BlockBarrier(BarrierKind kind, int predicate, std::source_location site) {
+  return RunnerOrDie(BarrierName(kind)).Barrier(kind, predicate, site);
+}
+
+uint64_t WarpCollective(WarpOp op, unsigned mask, uint64_t value, int param, int width, std::source_location site) {
+  return RunnerOrDie(OpName(op)).Warp(op, mask, value, param, width, site);
+}
+
+void Trap(std::source_location site) {
+  BlockRunner& runner = RunnerOrDie("__trap");
+  runner.Fail(absl::StrFormat("kernel %s, block (%u,%u,%u), thread (%u,%u,%u): __trap() at %s",
+                              tls_thread->block->kernel_name, tls_thread->block->block_idx.x,
+                              tls_thread->block->block_idx.y, tls_thread->block->block_idx.z,
+                              tls_thread->thread_idx.x, tls_thread->thread_idx.y, tls_thread->thread_idx.z,
+                              Site(site)));
+}
+
+}  // namespace octo::cuda_sim

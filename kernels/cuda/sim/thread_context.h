@@ -1,0 +1,77 @@
+// The executor's interface to a running kernel: what the built-ins of
+// device_api.h read, and the calls its barriers, warp operations and launches
+// make into the executor (kernels/cuda/sim/*.cc).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <source_location>
+
+#include <cuda_runtime_api.h>
+
+namespace octo::cuda_sim {
+
+// One block as its threads see it. Owned by the block runner, valid while
+// the block runs.
+struct BlockInfo {
+  uint3 block_idx;
+  dim3 block_dim;
+  dim3 grid_dim;
+  const char* kernel_name;
+  unsigned char* dynamic_shared;  // the launch's shared_bytes, poisoned
+};
+
+// One GPU thread: set by the block runner each time it switches to the
+// thread's fiber.
+struct ThreadInfo {
+  uint3 thread_idx;
+  const BlockInfo* block;
+};
+
+// The GPU thread running on this host thread. Only meaningful inside a
+// kernel: null elsewhere.
+extern thread_local const ThreadInfo* tls_thread;
+inline const ThreadInfo& CurrentThread() { return *tls_thread; }
+
+// The start of the block's dynamic shared memory (the launch's shared_bytes).
+inline unsigned char* DynamicSharedMemory() { return tls_thread->block->dynamic_shared; }
+
+enum class BarrierKind : uint8_t { kSync, kCount, kAnd, kOr };
+enum class WarpOp : uint8_t { kShflIdx, kShflUp, kShflDown, kShflXor, kBallot, kSync };
+
+// __syncthreads and its _count/_and/_or forms: waits until every thread of
+// the block has arrived at this same call site, then returns the count of
+// threads whose predicate was non-zero (kCount), whether all (kAnd) or any
+// (kOr) were, or 0 (kSync).
+int BlockBarrier(BarrierKind kind, int predicate, std::source_location site);
+
+// A warp operation: waits until every lane in `mask` has called one with the
+// same mask, then returns this lane's result (a shuffled value's bits, or
+// the ballot of the `value`s that are non-zero).
+uint64_t WarpCollective(WarpOp op, unsigned mask, uint64_t value, int param, int width,
+                        std::source_location site);
+
+// __trap(): the kernel fails with an error naming this thread and `site`.
+[[noreturn]] void Trap(std::source_location site);
+
+// A launch as the executor queues it: the kernel's name and address (for
+// errors, and to find the module holding its static shared memory), the
+// configuration, and `invoke(packed)`, which runs the kernel body for the
+// current thread.
+struct KernelLaunch {
+  const char* name;
+  const void* kernel;
+  dim3 grid;
+  dim3 block;
+  size_t shared_bytes;
+  cudaStream_t stream;
+  void (*invoke)(const void* packed);
+  std::shared_ptr<const void> packed;
+};
+
+// Checks the configuration (cudaErrorInvalidConfiguration, kept for
+// cudaGetLastError(), when it is out of range) and queues the launch.
+void LaunchKernel(KernelLaunch launch);
+
+}  // namespace octo::cuda_sim
