@@ -9,8 +9,10 @@
 #include <utility>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/str_format.h"
 #include "kernels/ops.h"
+#include "storage/ggml_type.h"
 
 namespace octo {
 
@@ -128,6 +130,89 @@ inline absl::Status CheckTopKExpertsArgs(const float* router_logits, int n_token
         "TopKExperts: k (%d) must be in [1, n_experts (%d)]", k, n_experts));
   }
   return absl::OkStatus();
+}
+
+// The bytes of one row of w, once w is a valid weight matrix: a type of the
+// table, non-null data, rows > 0, cols a positive multiple of the block size,
+// and a size that fits in the address space. INVALID_ARGUMENT naming `op`
+// and the field otherwise (cpu::MatMul's messages).
+inline absl::StatusOr<int64_t> CheckWeightShape(const char* op, const WeightMatrix& w) {
+  const GgmlTypeInfo* info = nullptr;
+  for (const GgmlTypeInfo& candidate : AllGgmlTypes()) {
+    if (candidate.type == w.type) info = &candidate;
+  }
+  if (info == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s: w.type %d is not a weight type", op, static_cast<uint32_t>(w.type)));
+  }
+  if (w.data == nullptr) return absl::InvalidArgumentError(absl::StrFormat("%s: w.data is null", op));
+  if (w.rows <= 0) return absl::InvalidArgumentError(absl::StrFormat("%s: w.rows (%d) must be positive", op, w.rows));
+  if (w.cols <= 0 || w.cols % info->block_size != 0) {
+    return absl::InvalidArgumentError(absl::StrFormat("%s: w.cols (%d) must be a positive multiple of %s's block size %d",
+                                                      op, w.cols, info->name, info->block_size));
+  }
+  const int64_t blocks = w.cols / info->block_size;
+  if (blocks > INT64_MAX / info->type_size || w.rows > INT64_MAX / (blocks * info->type_size)) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s: w (%d x %d) is larger than the address space", op, w.rows, w.cols));
+  }
+  return blocks * static_cast<int64_t>(info->type_size);
+}
+
+inline absl::Status CheckAddArgs(const float* a, const float* b, const float* out, int64_t n) {
+  absl::Status null = CheckNotNull("Add", {{"a", a}, {"b", b}, {"out", out}});
+  if (!null.ok()) return null;
+  if (n <= 0) return absl::InvalidArgumentError(absl::StrFormat("Add: n (%d) must be positive", n));
+  return absl::OkStatus();
+}
+
+inline absl::Status CheckAddBiasArgs(const float* x, const float* bias, int n_rows, int width) {
+  absl::Status null = CheckNotNull("AddBias", {{"x", x}, {"bias", bias}});
+  if (!null.ok()) return null;
+  if (n_rows <= 0 || width <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("AddBias: n_rows (%d) and width (%d) must be positive", n_rows, width));
+  }
+  return absl::OkStatus();
+}
+
+inline absl::Status CheckKvAppendArgs(const float* k, const float* v, int n_tokens, int kv_dim,
+                                      const uint16_t* k_cache, const uint16_t* v_cache, int first_pos) {
+  absl::Status null =
+      CheckNotNull("KvAppend", {{"k", k}, {"v", v}, {"k_cache", k_cache}, {"v_cache", v_cache}});
+  if (!null.ok()) return null;
+  if (n_tokens <= 0 || kv_dim <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("KvAppend: n_tokens (%d) and kv_dim (%d) must be positive", n_tokens, kv_dim));
+  }
+  if (first_pos < 0 || static_cast<int64_t>(first_pos) + n_tokens > INT32_MAX) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "KvAppend: first_pos (%d) must be >= 0 and first_pos + n_tokens (%d) fit in an int", first_pos, n_tokens));
+  }
+  return absl::OkStatus();
+}
+
+// MatMulExperts' shapes (both backends; the CPU also checks the ids). Returns
+// the bytes of one expert's matrix.
+inline absl::StatusOr<int64_t> CheckMatMulExpertsArgs(const WeightMatrix& w, const int32_t* expert_ids,
+                                                      const float* x, const float* out,
+                                                      const MatMulExpertsParams& p) {
+  absl::StatusOr<int64_t> row_bytes = CheckWeightShape("MatMulExperts", w);
+  if (!row_bytes.ok()) return row_bytes.status();
+  absl::Status null = CheckNotNull("MatMulExperts", {{"expert_ids", expert_ids}, {"x", x}, {"out", out}});
+  if (!null.ok()) return null;
+  if (p.n_experts <= 0 || w.rows % p.n_experts != 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "MatMulExperts: n_experts (%d) must be positive and divide w.rows (%d)", p.n_experts, w.rows));
+  }
+  if (p.k < 1 || p.k > p.n_experts) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("MatMulExperts: k (%d) must be in [1, n_experts (%d)]", p.k, p.n_experts));
+  }
+  if (p.n_tokens <= 0) {
+    return absl::InvalidArgumentError(absl::StrFormat("MatMulExperts: n_tokens (%d) must be positive", p.n_tokens));
+  }
+  return *row_bytes * (w.rows / p.n_experts);
 }
 
 }  // namespace octo

@@ -2,25 +2,34 @@
 //
 // One op, one file: op Foo lives in kernels/cpu/foo.cc (namespace octo::cpu)
 // and kernels/cuda/foo.cu (namespace octo::cuda). The two take the same
-// arguments in the same order, so a test can run both on the same inputs; the
-// CUDA version adds the stream it launches on as its last argument.
+// arguments in the same order, so a test can run both on the same inputs.
+// Where the CPU version takes a cpu::Exec (its thread pool), the CUDA version
+// takes a cuda::Exec (its stream, scratch and cuBLAS handle) in the same
+// place; where the CPU version takes none, the CUDA version adds the stream it
+// launches on as its last argument.
 //
 // Conventions for every op:
 //  - Tensors are dense, row-major fp32 unless the op says otherwise; shapes are
 //    given in comments, e.g. x (n_rows, dim).
 //  - octo::cpu pointers are host memory. octo::cuda pointers are device memory
-//    of the current device (or managed memory).
+//    of the current device (or managed memory), a WeightMatrix's data too.
 //  - Preconditions are checked before any work and fail with
-//    INVALID_ARGUMENT, naming the op and the bad argument; nothing is written.
-//  - CUDA ops are asynchronous: OK means the kernel was queued on `stream`.
-//    A launch failure comes back as a Status (see kernels/cuda/common.cuh for
-//    the codes); a fault while the kernel runs shows up at the next call that
-//    waits on the stream.
+//    INVALID_ARGUMENT, naming the op and the bad argument; nothing is written
+//    and nothing is launched.
+//  - CUDA ops are asynchronous: OK means the kernels were queued on the
+//    stream. A launch failure comes back as a Status (see
+//    kernels/cuda/common.cuh for the codes); a fault while a kernel runs shows
+//    up at the next call that waits on the stream.
+//  - CUDA results agree with the CPU's to rounding, not bit for bit; each
+//    op's test states its tolerance and where it comes from. A CUDA op's
+//    output for one row (token) never depends on the other rows of the call,
+//    except where the op says so (MatMul's two paths).
 //  - An output may alias an input only where the op says so.
 //
 // Building: octo_kernels_cpu always defines the octo::cpu ops.
 // octo_kernels_cuda defines the octo::cuda ops and exists only when CMake found
-// nvcc (it then sets the OCTO_HAVE_CUDA compile definition for its users).
+// nvcc or builds for the host executor (OCTO_CUDA_SIM); it then sets the
+// OCTO_HAVE_CUDA compile definition for its users.
 #pragma once
 
 #include <cstddef>
@@ -39,12 +48,32 @@
 // not. A separate ops_cuda.h would split the list of ops in two.
 // kernels/cuda/common.cuh static_asserts that the two types are the same.
 struct CUstream_st;
+// Likewise cuBLAS's handle: `typedef struct cublasContext* cublasHandle_t;`.
+struct cublasContext;
 
 namespace octo {
 namespace cuda {
 
 // Same type as cudaStream_t. nullptr is the legacy default stream.
 using StreamHandle = ::CUstream_st*;
+// Same type as cublasHandle_t.
+using BlasHandle = ::cublasContext*;
+
+// How the CUDA ops that need more than a stream run.
+//   stream:  where the op queues its kernels.
+//   scratch: device memory the op may use while it runs (scratch_bytes of
+//            it, 256-byte aligned as cudaMalloc gives it). Ops on one stream
+//            run in order, so one scratch per stream serves them all; two
+//            streams need two. The op's <Op>ScratchBytes() says how much a
+//            call needs; less is INVALID_ARGUMENT naming both sizes.
+//   blas:    a cuBLAS handle, for MatMul's prefill path; the op sets its
+//            stream to `stream`.
+struct Exec {
+  StreamHandle stream = nullptr;
+  void* scratch = nullptr;
+  size_t scratch_bytes = 0;
+  BlasHandle blas = nullptr;
+};
 
 }  // namespace cuda
 
@@ -148,17 +177,38 @@ absl::Status MatMul(const WeightMatrix& w, const float* x, float* out, int n_tok
                     const Exec& exec);
 }  // namespace cpu
 
-// --- MatVec (kernels/cuda/matvec.cu) ----------------------------------------------
-// CUDA's MatMul for decode: out (n_tokens, w.rows) = x (n_tokens, w.cols) · w^T,
-// each weight decoded from its block as it is read (kernels/block_decode.h,
-// the decoders the CPU tests check against DequantizeRows), x kept in fp32
-// and the products summed in float. Unlike cpu::MatMul, x is not rounded to
-// an activation encoding first, so the two agree to rounding, not bit for
-// bit; the test compares with fp64 dot products of the dequantized rows.
-// One warp per row, up to 8 tokens per pass over w (more take more passes).
-// Preconditions as MatMul's (INVALID_ARGUMENT naming MatVec and the field).
+// --- MatMul on CUDA (kernels/cuda/matmul.cu) -------------------------------------
+// out (n_tokens, w.rows) = x (n_tokens, w.cols) · w^T, as cpu::MatMul, on two
+// paths chosen by n_tokens:
+//
+//  - Decode, n_tokens <= kMaxDecodeTokens (kernels/cuda/matmul_decode.cu):
+//    every weight decoded from its block as it is read, each weight byte read
+//    once per call whatever the token count. For the quantized types x is
+//    first rounded to 8 bits per 32-element block (kernels/cuda/act_q8.h:
+//    d = max|x| / 127, q = round(x / d), as llama.cpp's CUDA backend does for
+//    every quantized type) and the dot products are integer (__dp4a) per 32
+//    elements, scaled in float; F32/F16/BF16 weights meet x in fp32. Row r of
+//    token t is summed in the same order whatever n_tokens is, so a token gets
+//    the same bits alone or in a decode batch.
+//  - Prefill, n_tokens > kMaxDecodeTokens (kernels/cuda/matmul_prefill.cu):
+//    w dequantized to fp16 a tile of rows at a time (F16/BF16/F32 used as they
+//    are), x rounded to w's 16-bit type (fp32 for F32), and cublasGemmEx with
+//    fp32 accumulation.
+//
+// The two paths round differently (8-bit vs 16-bit activations), so a token
+// computed in a prefill batch is not bit for bit the same as decoded; both
+// agree with cpu::MatMul to the rounding of their activations (the test's
+// bound is computed from it).
+//
+// Scratch: MatMulScratchBytes(w, n_tokens) (0 for float weights on the decode
+// path); exec.blas is needed on the prefill path.
+// Preconditions as cpu::MatMul's (INVALID_ARGUMENT naming MatMul and the
+// argument), plus the scratch and, for prefill, exec.blas. out must not
+// overlap x.
+inline constexpr int kMaxDecodeTokens = 16;
 namespace cuda {
-absl::Status MatVec(const WeightMatrix& w, const float* x, float* out, int n_tokens, StreamHandle stream);
+size_t MatMulScratchBytes(const WeightMatrix& w, int n_tokens);
+absl::Status MatMul(const WeightMatrix& w, const float* x, float* out, int n_tokens, const Exec& exec);
 }  // namespace cuda
 
 // --- MatMulGroup (kernels/cpu/matmul.cc) ----------------------------------------
@@ -184,6 +234,46 @@ absl::Status MatMulGroup(std::span<const WeightMatrix> ws, const float* x, std::
 namespace cpu {
 absl::Status DequantizeRows(const WeightMatrix& w, int64_t first_row, int64_t n_rows, float* out);
 }  // namespace cpu
+// CUDA: the same values, bit for bit (the decoders of kernels/block_decode.h,
+// built without contraction).
+namespace cuda {
+absl::Status DequantizeRows(const WeightMatrix& w, int64_t first_row, int64_t n_rows, float* out,
+                            StreamHandle stream);
+}  // namespace cuda
+
+// --- MatMulExperts (kernels/cpu/matmul_experts.cc) --------------------------------
+// The expert matmuls of a mixture-of-experts FFN: for every token t and each
+// of its k choices j,
+//   out[t][j] (rows) = x_tj · (expert e = expert_ids[t][j] of w)^T
+// where w stacks the experts' matrices along its rows, (n_experts * rows,
+// cols), expert e's being rows [e * rows, (e + 1) * rows) (ExpertSlice's
+// layout), and x_tj is row t of x (n_tokens, cols), shared by the token's k
+// choices, or with x_per_choice row (t, j) of x (n_tokens, k, cols) (the down
+// projection reads each choice's own hidden row).
+//   expert_ids (n_tokens, k), out (n_tokens, k, rows).
+// CPU: bit for bit what cpu::MatMul gives for each (t, j) alone; the rows
+// routed to one expert are gathered, so its matrix is walked once per call.
+// CUDA: the decode path of cuda::MatMul for every (t, j) whatever n_tokens
+// (rows are not gathered: expert_ids are on the device); an id outside
+// [0, n_experts), which the host cannot see, gives NaN rows.
+// Scratch (CUDA): MatMulExpertsScratchBytes.
+// Preconditions as MatMul's with w.rows a multiple of n_experts, plus
+// 1 <= k <= n_experts, and for the CPU every id in [0, n_experts).
+struct MatMulExpertsParams {
+  int n_experts = 0;
+  int k = 0;  // choices per token
+  int n_tokens = 0;
+  bool x_per_choice = false;
+};
+namespace cpu {
+absl::Status MatMulExperts(const WeightMatrix& w, const int32_t* expert_ids, const float* x, float* out,
+                           const MatMulExpertsParams& p, const Exec& exec);
+}  // namespace cpu
+namespace cuda {
+size_t MatMulExpertsScratchBytes(const WeightMatrix& w, const MatMulExpertsParams& p);
+absl::Status MatMulExperts(const WeightMatrix& w, const int32_t* expert_ids, const float* x, float* out,
+                           const MatMulExpertsParams& p, const Exec& exec);
+}  // namespace cuda
 
 // --- RoPE (kernels/cpu/rope.cc) --------------------------------------------------
 // Rotates, in place, the first rope_dim dimensions of every head of x
@@ -213,6 +303,12 @@ struct RopeParams {
 namespace cpu {
 absl::Status Rope(float* x, const int32_t* positions, int n_tokens, const RopeParams& p);
 }  // namespace cpu
+// CUDA: one thread per (token, head, pair); theta multiplied up pair by pair
+// as on the CPU (same bits), cos/sin from the device's cosf/sinf (within 2 ulp
+// of the CPU's). positions and freq_factors are device memory.
+namespace cuda {
+absl::Status Rope(float* x, const int32_t* positions, int n_tokens, const RopeParams& p, StreamHandle stream);
+}  // namespace cuda
 
 // --- Attention (kernels/cpu/attention.cc) ---------------------------------------
 // Causal grouped-query attention of n_tokens new queries of one sequence
@@ -259,6 +355,38 @@ namespace cpu {
 absl::Status Attention(const float* q, const uint16_t* k_cache, const uint16_t* v_cache,
                        float* out, const AttentionParams& p, const Exec& exec);
 }  // namespace cpu
+// CUDA (kernels/cuda/attention.cu), flash-decoding: the positions a query
+// sees are cut into splits of kAttentionSplit; one block per (token, head,
+// split) scores them (q rounded to fp16 as on the CPU, the dot in fp32),
+// keeps a running max and sum of exp and the weighted sum of V in fp32 (the
+// weights are not rounded to fp16: the CPU's rounding is the difference the
+// test bounds), and a second kernel combines a query's splits in split
+// order. The splits depend only on the query's position, so a token gets the
+// same bits alone or in a prefill batch. Scratch:
+// AttentionScratchBytes(p); a smaller scratch that still holds one token's
+// splits runs the tokens in several rounds, same bits.
+inline constexpr int kAttentionSplit = 256;
+namespace cuda {
+size_t AttentionScratchBytes(const AttentionParams& p);
+absl::Status Attention(const float* q, const uint16_t* k_cache, const uint16_t* v_cache, float* out,
+                       const AttentionParams& p, const Exec& exec);
+}  // namespace cuda
+
+// --- KvAppend (kernels/cpu/kv_append.cc) ---------------------------------------
+// Stores n_tokens new rows of keys and values, rounded to fp16 (nearest,
+// ties to even), at cache rows first_pos .. first_pos + n_tokens - 1:
+//   k, v (n_tokens, kv_dim) fp32; k_cache, v_cache (>= first_pos + n_tokens,
+//   kv_dim) fp16 bits. Both backends give the same bits.
+// Preconditions (INVALID_ARGUMENT): pointers non-null, n_tokens and kv_dim
+// positive, first_pos >= 0 (the caches' size is not checkable here).
+namespace cpu {
+absl::Status KvAppend(const float* k, const float* v, int n_tokens, int kv_dim, uint16_t* k_cache,
+                      uint16_t* v_cache, int first_pos);
+}  // namespace cpu
+namespace cuda {
+absl::Status KvAppend(const float* k, const float* v, int n_tokens, int kv_dim, uint16_t* k_cache,
+                      uint16_t* v_cache, int first_pos, StreamHandle stream);
+}  // namespace cuda
 
 // --- SiluMul (kernels/cpu/silu_mul.cc) -----------------------------------------
 // out[i] = silu(gate[i]) * up[i], silu(x) = x / (1 + exp(-x)), for n values,
@@ -269,6 +397,25 @@ absl::Status Attention(const float* q, const uint16_t* k_cache, const uint16_t* 
 namespace cpu {
 absl::Status SiluMul(const float* gate, const float* up, float* out, int64_t n);
 }  // namespace cpu
+// CUDA: the same formula with the device's expf (within 2 ulp).
+namespace cuda {
+absl::Status SiluMul(const float* gate, const float* up, float* out, int64_t n, StreamHandle stream);
+}  // namespace cuda
+
+// --- Add, AddBias (kernels/cpu/add.cc) --------------------------------------------
+// Add: out[i] = a[i] + b[i] for n values (the residual connections); out may
+// alias a or b. AddBias: x[r][i] += bias[i] for every row r of x (n_rows,
+// width) (qwen2's q/k/v biases). One float addition each: both backends give
+// the same bits.
+// Preconditions (INVALID_ARGUMENT): pointers non-null, n, n_rows, width > 0.
+namespace cpu {
+absl::Status Add(const float* a, const float* b, float* out, int64_t n);
+absl::Status AddBias(float* x, const float* bias, int n_rows, int width);
+}  // namespace cpu
+namespace cuda {
+absl::Status Add(const float* a, const float* b, float* out, int64_t n, StreamHandle stream);
+absl::Status AddBias(float* x, const float* bias, int n_rows, int width, StreamHandle stream);
+}  // namespace cuda
 
 // --- Softmax (kernels/cpu/softmax.cc) ------------------------------------------
 // In place over each row of x (n_rows, n), as ggml's soft_max on the CPU:
@@ -280,6 +427,11 @@ absl::Status SiluMul(const float* gate, const float* up, float* out, int64_t n);
 namespace cpu {
 absl::Status Softmax(float* x, int n_rows, int n);
 }  // namespace cpu
+// CUDA: one block per row; the sum is a float tree, not a double, and expf is
+// the device's; the same NaN rules.
+namespace cuda {
+absl::Status Softmax(float* x, int n_rows, int n, StreamHandle stream);
+}  // namespace cuda
 
 // --- TopKExperts (kernels/cpu/top_k_experts.cc) --------------------------------
 // Mixture-of-experts routing. For each token t of router_logits
@@ -297,5 +449,13 @@ namespace cpu {
 absl::Status TopKExperts(const float* router_logits, int n_tokens, int n_experts, int k,
                          bool normalize, int32_t* expert_ids, float* weights);
 }  // namespace cpu
+// CUDA: one block per token; the softmax as cuda::Softmax's, then k rounds
+// of a block-wide arg-max with the same order (largest p, lower id first),
+// the normalizing sum in float. Same ids as the CPU unless two experts'
+// probabilities are within rounding of each other.
+namespace cuda {
+absl::Status TopKExperts(const float* router_logits, int n_tokens, int n_experts, int k, bool normalize,
+                         int32_t* expert_ids, float* weights, StreamHandle stream);
+}  // namespace cuda
 
 }  // namespace octo

@@ -3,6 +3,8 @@
 
 #include <utility>
 
+#include <cublas_v2.h>
+
 #include "absl/strings/str_format.h"
 #include "kernels/cuda/common.cuh"
 
@@ -108,6 +110,36 @@ absl::Status CudaStream::Synchronize() const {
   // Callers ask for this wait explicitly (results to the host, timing, tests).
   OCTO_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
   return absl::OkStatus();
+}
+
+// --- BlasContext -------------------------------------------------------------
+
+static_assert(std::is_same_v<BlasHandle, cublasHandle_t>, "kernels/ops.h declares BlasHandle as cublasHandle_t's type");
+
+absl::StatusOr<BlasContext> BlasContext::Create() {
+  cublasHandle_t handle = nullptr;
+  const cublasStatus_t status = cublasCreate(&handle);
+  if (status != CUBLAS_STATUS_SUCCESS) {
+    return absl::InternalError(absl::StrFormat("cublasCreate failed: cuBLAS status %d", static_cast<int>(status)));
+  }
+  return BlasContext(handle);
+}
+
+BlasContext::BlasContext(BlasContext&& other) noexcept : handle_(std::exchange(other.handle_, nullptr)) {}
+
+BlasContext& BlasContext::operator=(BlasContext&& other) noexcept {
+  if (this != &other) {
+    Reset();
+    handle_ = std::exchange(other.handle_, nullptr);
+  }
+  return *this;
+}
+
+BlasContext::~BlasContext() { Reset(); }
+
+void BlasContext::Reset() {
+  if (handle_ != nullptr) (void)cublasDestroy(handle_);
+  handle_ = nullptr;
 }
 
 }  // namespace octo::cuda

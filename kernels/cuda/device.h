@@ -10,6 +10,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include "kernels/ops.h"
+
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 
@@ -72,6 +74,7 @@ class DeviceBuffer {
 // nullptr, which CUDA reads as the legacy default stream.
 class CudaStream {
  public:
+  CudaStream() = default;  // holds nullptr, the legacy default stream
   static absl::StatusOr<CudaStream> Create();
 
   CudaStream(CudaStream&& other) noexcept;
@@ -91,6 +94,28 @@ class CudaStream {
   void Reset();
 
   cudaStream_t stream_ = nullptr;
+};
+
+// A cuBLAS handle (cublasCreate), destroyed with the object. Move-only.
+class BlasContext {
+ public:
+  BlasContext() = default;  // holds no handle
+  // INTERNAL (naming cuBLAS's status) when cuBLAS cannot start.
+  static absl::StatusOr<BlasContext> Create();
+
+  BlasContext(BlasContext&& other) noexcept;
+  BlasContext& operator=(BlasContext&& other) noexcept;
+  BlasContext(const BlasContext&) = delete;
+  BlasContext& operator=(const BlasContext&) = delete;
+  ~BlasContext();
+
+  BlasHandle get() const { return handle_; }
+
+ private:
+  explicit BlasContext(BlasHandle handle) : handle_(handle) {}
+  void Reset();
+
+  BlasHandle handle_ = nullptr;
 };
 
 }  // namespace octo::cuda

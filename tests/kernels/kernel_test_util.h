@@ -1,11 +1,16 @@
 // Random inputs for the float kernel tests (rmsnorm, rope, silu_mul,
-// softmax, top_k_experts). The quantized encodings have quant_test_util.h.
+// softmax, top_k_experts) and the element-wise comparison they share. The
+// quantized encodings have quant_test_util.h.
 #pragma once
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <random>
+#include <string>
 #include <vector>
+
+#include <gtest/gtest.h>
 
 namespace octo::testing {
 
@@ -16,6 +21,35 @@ inline std::vector<float> RandomVector(size_t n, float lo, float hi, uint32_t se
   std::vector<float> v(n);
   for (float& f : v) f = dist(rng);
   return v;
+}
+
+// Per element: |got - want| <= abs + rel * |want|.
+struct Tolerance {
+  double rel;
+  double abs;
+};
+
+// Checks every element of got against want (rows of `width`) and reports
+// the first miss (row, index, values) and the count, not thousands of lines.
+// A NaN on either side is a miss unless both are NaN.
+template <typename Want>
+void ExpectClose(const std::vector<float>& got, const std::vector<Want>& want, int width, const Tolerance& tol,
+                 const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  size_t misses = 0;
+  for (size_t k = 0; k < got.size(); ++k) {
+    const double w = static_cast<double>(want[k]);
+    const double diff = std::abs(static_cast<double>(got[k]) - w);
+    const bool both_nan = std::isnan(w) && std::isnan(got[k]);
+    if (!both_nan && !(diff <= tol.abs + tol.rel * std::abs(w))) {
+      if (misses == 0) {
+        ADD_FAILURE() << what << ": row " << k / width << " index " << k % width << ": got " << got[k]
+                      << ", want " << w << " (diff " << diff << ")";
+      }
+      ++misses;
+    }
+  }
+  EXPECT_EQ(misses, 0u) << what << ": elements outside the tolerance";
 }
 
 }  // namespace octo::testing

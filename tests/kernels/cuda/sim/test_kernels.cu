@@ -1,0 +1,160 @@
+// The executor tests' kernels (test_kernels.h). One source, as every kernel
+// in Octo: these would run on a GPU as they are.
+#include "tests/kernels/cuda/sim/test_kernels.h"
+
+#include "kernels/cuda/common.cuh"
+
+namespace octo::sim_test {
+namespace {
+
+using cuda::DynamicShared;
+
+__global__ void BlockSumKernel(const float* x, float* out, int n, bool skip_sync) {
+  float* partial = DynamicShared<float>();  // (n)
+  partial[threadIdx.x] = x[threadIdx.x];
+  // Tree: at each step the lower half adds the upper half's partials.
+  for (int half = 512; half > 0; half /= 2) {
+    if (!skip_sync) __syncthreads();  // the partials of the last step are written
+    if (threadIdx.x < half && threadIdx.x + half < n) partial[threadIdx.x] += partial[threadIdx.x + half];
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) out[0] = partial[0];
+}
+
+__global__ void DivergentBarrierKernel(int split) {
+  if (static_cast<int>(threadIdx.x) < split) {
+    __syncthreads();
+  } else {
+    __syncthreads();
+  }
+}
+
+__global__ void EarlyExitKernel(int live) {
+  if (static_cast<int>(threadIdx.x) >= live) return;
+  __syncthreads();
+}
+
+__global__ void FullMaskWarpSumKernel(const float* x, float* out) {
+  float v = x[threadIdx.x];
+  for (int offset = 16; offset > 0; offset /= 2) v += __shfl_down_sync(0xffffffffu, v, offset);
+  if (threadIdx.x == 0) out[0] = v;
+}
+
+__global__ void ShuffleOutsideMaskKernel(float* out) {
+  if (threadIdx.x >= 16) return;
+  out[threadIdx.x] = __shfl_sync(0x0000ffffu, static_cast<float>(threadIdx.x), static_cast<int>(threadIdx.x) + 16);
+}
+
+__global__ void CopyShiftedKernel(const float* x, float* out, int n, int offset) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = x[i + offset];
+}
+
+__global__ void ReadStaticSharedFirstKernel(float* out) {
+  __shared__ float slot;
+  if (threadIdx.x == 0) {
+    out[blockIdx.x] = slot;  // before any write in this block
+    slot = static_cast<float>(blockIdx.x);
+  }
+}
+
+// out: [0] ballot of odd lanes, [1] any(lane == 5), [2] all(lane < 64),
+// [3] __syncthreads_count(x odd), [4] __syncthreads_and(x > 0),
+// [5] __syncthreads_or(x == 7), then per thread t: [8 + t] = x of lane
+// (lane + 1) % 32 in its warp (a rotation by __shfl_sync), [8 + threads + t]
+// = prefix sum of x over the lanes up to t (__shfl_up_sync), [8 + 2 * threads
+// + t] = x of lane ^ 1 (__shfl_xor_sync, width 2).
+__global__ void WarpAndBarrierOpsKernel(const int* x, int* out, int threads) {
+  const int t = threadIdx.x;
+  const int lane = t % 32;
+  const int v = x[t];
+  const unsigned ballot = __ballot_sync(0xffffffffu, lane % 2);
+  const int any = __any_sync(0xffffffffu, lane == 5);
+  const int all = __all_sync(0xffffffffu, lane < 64);
+  const int count = __syncthreads_count(v % 2);
+  const int all_positive = __syncthreads_and(v > 0);
+  const int some_seven = __syncthreads_or(v == 7);
+  if (t == 0) {
+    out[0] = static_cast<int>(ballot);
+    out[1] = any;
+    out[2] = all;
+    out[3] = count;
+    out[4] = all_positive;
+    out[5] = some_seven;
+  }
+  out[8 + t] = __shfl_sync(0xffffffffu, v, lane + 1);
+  int prefix = v;
+  for (int d = 1; d < 32; d *= 2) {
+    const int up = __shfl_up_sync(0xffffffffu, prefix, d);
+    if (lane >= d) prefix += up;
+  }
+  out[8 + threads + t] = prefix;
+  out[8 + 2 * threads + t] = __shfl_xor_sync(0xffffffffu, v, 1, 2);
+  __syncwarp();
+}
+
+__global__ void WaitForFlagKernel(const int* flag, int* out, long long max_spins) {
+  for (long long i = 0; i < max_spins; ++i) {
+    if (*static_cast<const volatile int*>(flag) != 0) {
+      out[0] = 1;
+      return;
+    }
+  }
+  out[0] = 0;
+}
+
+__global__ void SetFlagKernel(int* flag) { atomicExch(flag, 1); }
+
+}  // namespace
+
+cudaError_t BlockSum(const float* x, float* out, int n, bool skip_sync, cudaStream_t stream) {
+  OCTO_LAUNCH(BlockSumKernel, 1, n, n * sizeof(float), stream, x, out, n, skip_sync);
+  return cudaGetLastError();
+}
+
+cudaError_t DivergentBarrier(int threads, int split, cudaStream_t stream) {
+  OCTO_LAUNCH(DivergentBarrierKernel, 1, threads, 0, stream, split);
+  return cudaGetLastError();
+}
+
+cudaError_t EarlyExitBeforeBarrier(int threads, int live, cudaStream_t stream) {
+  OCTO_LAUNCH(EarlyExitKernel, 1, threads, 0, stream, live);
+  return cudaGetLastError();
+}
+
+cudaError_t FullMaskWarpSum(const float* x, float* out, int threads, cudaStream_t stream) {
+  OCTO_LAUNCH(FullMaskWarpSumKernel, 1, threads, 0, stream, x, out);
+  return cudaGetLastError();
+}
+
+cudaError_t ShuffleOutsideMask(float* out, cudaStream_t stream) {
+  OCTO_LAUNCH(ShuffleOutsideMaskKernel, 1, 32, 0, stream, out);
+  return cudaGetLastError();
+}
+
+cudaError_t CopyShifted(const float* x, float* out, int n, int offset, cudaStream_t stream) {
+  OCTO_LAUNCH(CopyShiftedKernel, (n + 127) / 128, 128, 0, stream, x, out, n, offset);
+  return cudaGetLastError();
+}
+
+cudaError_t ReadStaticSharedFirst(float* out, int blocks, cudaStream_t stream) {
+  OCTO_LAUNCH(ReadStaticSharedFirstKernel, blocks, 32, 0, stream, out);
+  return cudaGetLastError();
+}
+
+cudaError_t WarpAndBarrierOps(const int* x, int* out, int threads, cudaStream_t stream) {
+  OCTO_LAUNCH(WarpAndBarrierOpsKernel, 1, threads, 0, stream, x, out, threads);
+  return cudaGetLastError();
+}
+
+cudaError_t WaitForFlag(const int* flag, int* out, long long max_spins, cudaStream_t stream) {
+  OCTO_LAUNCH(WaitForFlagKernel, 1, 1, 0, stream, flag, out, max_spins);
+  return cudaGetLastError();
+}
+
+cudaError_t SetFlag(int* flag, cudaStream_t stream) {
+  OCTO_LAUNCH(SetFlagKernel, 1, 1, 0, stream, flag);
+  return cudaGetLastError();
+}
+
+}  // namespace octo::sim_test
