@@ -1,0 +1,40 @@
+// The two paths of cuda::MatMul (kernels/ops.h), internal to kernels/cuda:
+// matmul.cu checks the arguments and picks one; matmul_experts.cu runs the
+// decode path per expert choice. Arguments arrive checked.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "kernels/ops.h"
+
+namespace octo::cuda::matmul {
+
+// --- Decode (matmul_decode.cu) -----------------------------------------------
+// Scratch for n_x activation rows of cols (the 8-bit activations; 0 for
+// F32/F16/BF16 weights).
+size_t DecodeScratchBytes(GgmlType type, int64_t cols, int64_t n_x);
+
+// out (n_tokens, w.rows) = x (n_tokens, cols) · w^T, n_tokens <= kMaxDecodeTokens.
+absl::Status Decode(const WeightMatrix& w, int64_t row_bytes, const float* x, float* out, int n_tokens,
+                    const Exec& exec);
+
+// MatMulExperts: each (token, choice) one decode row, the expert's matrix
+// chosen on the device. w is the whole stack; expert_bytes one expert's
+// matrix; rows per expert.
+absl::Status DecodeExperts(const WeightMatrix& w, int64_t rows, int64_t row_bytes, int64_t expert_bytes,
+                           const int32_t* expert_ids, const float* x, float* out, const MatMulExpertsParams& p,
+                           const Exec& exec);
+
+// --- Prefill (matmul_prefill.cu) ---------------------------------------------
+// Rows of w dequantized per tile on the prefill path.
+inline constexpr int64_t kPrefillTileRows = 512;
+
+size_t PrefillScratchBytes(GgmlType type, int64_t rows, int64_t cols, int n_tokens);
+
+// out (n_tokens, w.rows) = x · w^T through cublasGemmEx; exec.blas non-null.
+absl::Status Prefill(const WeightMatrix& w, int64_t row_bytes, const float* x, float* out, int n_tokens,
+                     const Exec& exec);
+
+}  // namespace octo::cuda::matmul

@@ -1,0 +1,133 @@
+// cuda::MatMul's prefill path (kernels/ops.h): many tokens through
+// cublasGemmEx with fp32 accumulation. Quantized weights are dequantized to
+// fp16 a tile of kPrefillTileRows rows at a time into the scratch (after x,
+// rounded to fp16); F16 and BF16 weights are used as they are with x rounded
+// to their type, F32 weights with x as it is.
+//
+// cuBLAS is column-major: w (rows, cols) row-major is w^T column-major and x
+// (n_tokens, cols) row-major is x^T, so out^T (rows, n_tokens) = op_T(w^T) x^T,
+// i.e. GemmEx(T, N, m = rows, n = n_tokens, k = cols), leading dimensions
+// cols, cols and rows.
+#include <cstdint>
+
+#include <cublas_v2.h>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_format.h"
+#include "kernels/block_decode.h"
+#include "kernels/cuda/act_q8.h"
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/matmul_paths.h"
+
+namespace octo::cuda::matmul {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr unsigned kMaxBlocks = 1024;  // grid-stride beyond
+
+// --- Kernels -----------------------------------------------------------------
+
+// out[i] = T(x[i]), rounded to nearest even.
+template <typename T>
+__global__ void ConvertKernel(const float* x, T* out, int64_t n) {
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    out[i] = FromFloat<T>(x[i]);
+  }
+}
+
+// tile (n_rows, cols) fp16 = rows of w from `w_rows` on, decoded.
+template <typename D>
+__global__ void DequantizeTileKernel(const uint8_t* w_rows, int64_t row_bytes, int64_t cols, int64_t n, __half* tile) {
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t r = i / cols, c = i % cols;
+    const uint8_t* block = w_rows + r * row_bytes + c / D::kElements * D::kBytes;
+    tile[i] = FromFloat<__half>(D::Element(block, static_cast<int>(c % D::kElements)));
+  }
+}
+
+unsigned GridFor(int64_t n) {
+  const int64_t blocks = (n + kThreads - 1) / kThreads;
+  return static_cast<unsigned>(blocks < kMaxBlocks ? blocks : kMaxBlocks);
+}
+
+// --- Launchers ---------------------------------------------------------------
+
+absl::Status BlasError(cublasStatus_t status, const char* what) {
+  return absl::InternalError(absl::StrFormat("MatMul: %s failed: cuBLAS status %d", what, static_cast<int>(status)));
+}
+
+// One GemmEx: out rows [0, m) of ldc-strided out^T = A^T (k, m) x B (k, n).
+absl::Status Gemm(const Exec& exec, int m, int n, int k, const void* a, cudaDataType a_type, const void* b,
+                  cudaDataType b_type, float* out, int ldc) {
+  const float alpha = 1.0f, beta = 0.0f;
+  const cublasStatus_t status =
+      cublasGemmEx(exec.blas, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &alpha, a, a_type, k, b, b_type, k, &beta, out,
+                   CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+  if (status != CUBLAS_STATUS_SUCCESS) return BlasError(status, "cublasGemmEx");
+  return absl::OkStatus();
+}
+
+template <typename T>
+absl::Status Convert(const float* x, T* out, int64_t n, StreamHandle stream) {
+  OCTO_LAUNCH(ConvertKernel<T>, GridFor(n), kThreads, 0, stream, x, out, n);
+  OCTO_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+  return absl::OkStatus();
+}
+
+bool IsFloat(GgmlType type) {
+  return type == GgmlType::kF32 || type == GgmlType::kF16 || type == GgmlType::kBF16;
+}
+
+}  // namespace
+
+size_t PrefillScratchBytes(GgmlType type, int64_t rows, int64_t cols, int n_tokens) {
+  if (type == GgmlType::kF32) return 0;
+  const size_t x16 = RoundUp256(static_cast<size_t>(n_tokens) * cols * 2);
+  if (IsFloat(type)) return x16;
+  const int64_t tile_rows = rows < kPrefillTileRows ? rows : kPrefillTileRows;
+  return x16 + RoundUp256(static_cast<size_t>(tile_rows * cols) * 2);
+}
+
+absl::Status Prefill(const WeightMatrix& w, int64_t row_bytes, const float* x, float* out, int n_tokens,
+                     const Exec& exec) {
+  if (const cublasStatus_t status = cublasSetStream(exec.blas, exec.stream); status != CUBLAS_STATUS_SUCCESS) {
+    return BlasError(status, "cublasSetStream");
+  }
+  const int m = static_cast<int>(w.rows), n = n_tokens, k = static_cast<int>(w.cols);
+  if (w.type == GgmlType::kF32) {
+    return Gemm(exec, m, n, k, w.data, CUDA_R_32F, x, CUDA_R_32F, out, m);
+  }
+  const int64_t n_x = static_cast<int64_t>(n_tokens) * w.cols;
+  if (w.type == GgmlType::kBF16) {
+    auto* x16 = static_cast<__nv_bfloat16*>(exec.scratch);
+    if (absl::Status s = Convert(x, x16, n_x, exec.stream); !s.ok()) return s;
+    return Gemm(exec, m, n, k, w.data, CUDA_R_16BF, x16, CUDA_R_16BF, out, m);
+  }
+  auto* x16 = static_cast<__half*>(exec.scratch);
+  if (absl::Status s = Convert(x, x16, n_x, exec.stream); !s.ok()) return s;
+  if (w.type == GgmlType::kF16) return Gemm(exec, m, n, k, w.data, CUDA_R_16F, x16, CUDA_R_16F, out, m);
+
+  // Quantized: a tile of rows at a time, dequantized behind x in the scratch;
+  // the stream orders each tile's GEMM before the next tile overwrites it.
+  auto* tile = reinterpret_cast<__half*>(static_cast<unsigned char*>(exec.scratch) + RoundUp256(n_x * 2));
+  const auto* bytes = static_cast<const uint8_t*>(w.data);
+  return block_decode::WithDecoder(w.type, absl::InternalError("MatMul: no decoder"), [&](auto decoder) {
+    using D = decltype(decoder);
+    for (int64_t first = 0; first < w.rows; first += kPrefillTileRows) {
+      const int64_t tile_rows = w.rows - first < kPrefillTileRows ? w.rows - first : kPrefillTileRows;
+      const int64_t n_tile = tile_rows * w.cols;
+      OCTO_LAUNCH(DequantizeTileKernel<D>, GridFor(n_tile), kThreads, 0, exec.stream, bytes + first * row_bytes,
+                  row_bytes, w.cols, n_tile, tile);
+      OCTO_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+      if (absl::Status s = Gemm(exec, static_cast<int>(tile_rows), n, k, tile, CUDA_R_16F, x16, CUDA_R_16F, out + first, m);
+          !s.ok()) {
+        return s;
+      }
+    }
+    return absl::OkStatus();
+  });
+}
+
+}  // namespace octo::cuda::matmul

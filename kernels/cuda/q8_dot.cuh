@@ -1,0 +1,342 @@
+// The integer dot products of cuda::MatMul's decode path: one 32-element
+// chunk of a weight row, in its GGUF block encoding, against the same chunk
+// of 8-bit activations (kernels/cuda/act_q8.h).
+//
+// Q8Weights<type>::Unpack(block, chunk) spells the chunk's 32 quants as
+// eight int32 words of four signed bytes (element 4w + b in byte b of word
+// w), with the scale d and the subtracted minimum m of each 16-element half:
+// element e stands for d[e / 16] * q_e - m[e / 16]. Q8Dot then takes
+//   dx * (d * sum(q_e * xq_e) - m * sum(xq_e))
+// per half with __dp4a, exactly in integers until the scales. Types whose
+// scale covers all 32 (kHalves false) or that have no minimum (kMins false)
+// skip that work. Each byte position follows kernels/cpu/quant_blocks.h's
+// element order, and the element values are those of kernels/block_decode.h
+// (tests/kernels/cuda/matmul_cuda_test.cc checks every type).
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/block_decode.h"
+#include "kernels/cpu/quant_blocks.h"
+#include "kernels/cuda/common.cuh"
+#include "storage/ggml_type.h"
+
+namespace octo::cuda::q8 {
+
+struct Chunk {
+  int q[8];
+  float d[2];
+  float m[2];
+};
+
+// 4 bytes at a 2-byte aligned address (every GGUF block field), little-endian.
+__device__ __forceinline__ uint32_t Load4(const uint8_t* p) {
+  const auto* h = reinterpret_cast<const uint16_t*>(p);
+  return static_cast<uint32_t>(h[0]) | (static_cast<uint32_t>(h[1]) << 16);
+}
+__device__ __forceinline__ float Half(const uint8_t* p) {
+  return block_decode::HalfBits(*reinterpret_cast<const uint16_t*>(p));
+}
+// Each byte b (0 <= b < 128) becomes the signed byte b - n: with the top bit
+// set no byte borrows from its neighbour.
+__device__ __forceinline__ int SubBytes(uint32_t w, uint32_t n) {
+  return static_cast<int>(((w | 0x80808080u) - n * 0x01010101u) ^ 0x80808080u);
+}
+// Bits 0..3 of `bits` to bit 4 of bytes 0..3 (the 5th bit of four quants).
+__device__ __forceinline__ uint32_t FifthBits(uint32_t bits) {
+  return ((bits & 1u) << 4) | ((bits & 2u) << 11) | ((bits & 4u) << 18) | ((bits & 8u) << 25);
+}
+// Four 4-bit IQ4 indices (the low nibbles of w's bytes) to their int8 levels.
+__device__ __forceinline__ int Iq4Levels(uint32_t w) {
+  uint32_t out = 0;
+#pragma unroll
+  for (int b = 0; b < 4; ++b) {
+    out |= static_cast<uint32_t>(static_cast<uint8_t>(block_decode::Iq4NlLevel((w >> (8 * b)) & 0xF))) << (8 * b);
+  }
+  return static_cast<int>(out);
+}
+// A 32-element nibble block (Q4_0/Q4_1/IQ4 layout): byte j holds element j
+// (low nibble) and j + 16 (high).
+__device__ __forceinline__ void Nibbles(const uint8_t* qs, uint32_t* lo, uint32_t* hi) {
+#pragma unroll
+  for (int w = 0; w < 4; ++w) {
+    const uint32_t v = Load4(qs + 4 * w);
+    lo[w] = v & 0x0F0F0F0Fu;
+    hi[w] = (v >> 4) & 0x0F0F0F0Fu;
+  }
+}
+
+template <GgmlType T>
+struct Q8Weights;
+
+template <>
+struct Q8Weights<GgmlType::kQ4_0> {
+  static constexpr int kChunks = 1, kBytes = 18;
+  static constexpr bool kHalves = false, kMins = false;
+  __device__ __forceinline__ static Chunk Unpack(const uint8_t* b, int) {
+    Chunk c{};
+    uint32_t lo[4], hi[4];
+    Nibbles(b + 2, lo, hi);
+    for (int w = 0; w < 4; ++w) {
+      c.q[w] = SubBytes(lo[w], 8);
+      c.q[4 + w] = SubBytes(hi[w], 8);
+    }
+    c.d[0] = c.d[1] = Half(b);
+    return c;
+  }
+};
+
+template <>
+struct Q8Weights<GgmlType::kQ4_1> {
+  static constexpr int kChunks = 1, kBytes = 20;
+  static constexpr bool kHalves = false, kMins = true;
+  __device__ __forceinline__ static Chunk Unpack(const uint8_t* b, int) {
+    Chunk c{};
+    uint32_t lo[4], hi[4];
+    Nibbles(b + 4, lo, hi);
+    for (int w = 0; w < 4; ++w) {
+      c.q[w] = static_cast<int>(lo[w]);
+      c.q[4 + w] = static_cast<int>(hi[w]);
+    }
+    c.d[0] = c.d[1] = Half(b);
+    c.m[0] = c.m[1] = -Half(b + 2);  // x = d * q + m
+    return c;
+  }
+};
+
+// Q5_0 / Q5_1: the nibbles plus bit e of the 32-bit qh as bit 4.
+template <bool kMin>
+__device__ __forceinline__ Chunk UnpackQ5(const uint8_t* qh_bytes, const uint8_t* qs) {
+  Chunk c{};
+  uint32_t lo[4], hi[4];
+  Nibbles(qs, lo, hi);
+  const uint32_t qh = Load4(qh_bytes);
+  for (int w = 0; w < 4; ++w) {
+    const uint32_t low = lo[w] | FifthBits(qh >> (4 * w));
+    const uint32_t high = hi[w] | FifthBits(qh >> (16 + 4 * w));
+    c.q[w] = kMin ? static_cast<int>(low) : SubBytes(low, 16);
+    c.q[4 + w] = kMin ? static_cast<int>(high) : SubBytes(high, 16);
+  }
+  return c;
+}
+
+template <>
+struct Q8Weights<GgmlType::kQ5_0> {
+  static constexpr int kChunks = 1, kBytes = 22;
+  static constexpr bool kHalves = false, kMins = false;
+  __device__ __forceinline__ static Chunk Unpack(const uint8_t* b, int) {
+    Chunk c = UnpackQ5<false>(b + 2, b + 6);
+    c.d[0] = c.d[1] = Half(b);
+    return c;
+  }
+};
+
+template <>
+struct Q8Weights<GgmlType::kQ5_1> {
+  static constexpr int kChunks = 1, kBytes = 24;
+  static constexpr bool kHalves = false, kMins = true;
+  __device__ __forceinline__ static Chunk Unpack(const uint8_t* b, int) {
+    Chunk c = UnpackQ5<true>(b + 4, b + 8);
+    c.d[0] = c.d[1] = Half(b);
+    c.m[0] = c.m[1] = -Half(b + 2);
+    return c;
+  }
+};
+
+template <>
+struct Q8Weights<GgmlType::kQ8_0> {
+  static constexpr int kChunks = 1, kBytes = 34;
+  static constexpr bool kHalves = false, kMins = false;
+  __device__ __forceinline__ static Chunk Unpack(const uint8_t* b, int) {
+    Chunk c{};
+    for (int w = 0; w < 8; ++w) c.q[w] = static_cast<int>(Load4(b + 2 + 4 * w));
+    c.d[0] = c.d[1] = Half(b);
+    return c;
+  }
+};
+
+template <>
+struct Q8Weights<GgmlType::kIQ4_NL> {
+  static constexpr int kChunks = 1, kBytes = 18;
+  static constexpr bool kHalves = false, kMins = false;
+  __device__ __forceinline__ static Chunk Unpack(const uint8_t* b, int) {
+    Chunk c{};
+    uint32_t lo[4], hi[4];
+    Nibbles(b + 2, lo, hi);
+    for (int w = 0; w < 4; ++w) {
+      c.q[w] = Iq4Levels(lo[w]);
+      c.q[4 + w] = Iq4Levels(hi[w]);
+    }
+    c.d[0] = c.d[1] = Half(b);
+    return c;
+  }
+};
+
+// Q2_K: chunk c is sub-blocks 2c, 2c + 1; its 32 quants are bits 2 * (c % 4)
+// of qs bytes 32 * (c / 4) ..; scales byte s: scale low nibble, min high.
+template <>
+struct Q8Weights<GgmlType::kQ2_K> {
+  static constexpr int kChunks = 8, kBytes = 84;
+  static constexpr bool kHalves = true, kMins = true;
+  __device__ __forceinline__ static Chunk Unpack(const uint8_t* b, int chunk) {
+    const uint8_t* scales = b;
+    const uint8_t* qs = b + 16 + 32 * (chunk / 4);
+    const int shift = 2 * (chunk % 4);
+    Chunk c{};
+    for (int w = 0; w < 8; ++w) c.q[w] = static_cast<int>((Load4(qs + 4 * w) >> shift) & 0x03030303u);
+    const float d = Half(b + 80), dmin = Half(b + 82);
+    for (int h = 0; h < 2; ++h) {
+      const int s = 2 * chunk + h;
+      c.d[h] = d * static_cast<float>(scales[s] & 0xF);
+      c.m[h] = dmin * static_cast<float>(scales[s] >> 4);
+    }
+    return c;
+  }
+};
+
+// Q3_K: 2 low bits at bits 2 * (c % 4) of qs bytes 32 * (c / 4) .., the
+// third from hmask bit c; q = low + 4 * high - 4.
+template <>
+struct Q8Weights<GgmlType::kQ3_K> {
+  static constexpr int kChunks = 8, kBytes = 110;
+  static constexpr bool kHalves = true, kMins = false;
+  __device__ __forceinline__ static Chunk Unpack(const uint8_t* b, int chunk) {
+    const uint8_t* hmask = b;
+    const uint8_t* qs = b + 32 + 32 * (chunk / 4);
+    const int shift = 2 * (chunk % 4);
+    Chunk c{};
+    for (int w = 0; w < 8; ++w) {
+      const uint32_t low = (Load4(qs + 4 * w) >> shift) & 0x03030303u;
+      const uint32_t high = (Load4(hmask + 4 * w) >> chunk) & 0x01010101u;
+      c.q[w] = SubBytes(low | (high << 2), 4);
+    }
+    const float d = Half(b + 108);
+    for (int h = 0; h < 2; ++h) c.d[h] = d * static_cast<float>(cpu::UnpackQ3KScale(b + 96, 2 * chunk + h));
+    return c;
+  }
+};
+
+// Q4_K / Q5_K: chunk c is sub-block c: the low (c even) or high nibbles of qs
+// bytes 32 * (c / 2) ..; Q5_K's 5th bit is qh bit c.
+template <bool kFifth>
+struct Q8WeightsQ45K {
+  static constexpr int kChunks = 8, kBytes = kFifth ? 176 : 144;
+  static constexpr bool kHalves = false, kMins = true;
+  __device__ __forceinline__ static Chunk Unpack(const uint8_t* b, int chunk) {
+    const uint8_t* qs = b + (kFifth ? 48 : 16) + 32 * (chunk / 2);
+    const int shift = 4 * (chunk % 2);
+    Chunk c{};
+    for (int w = 0; w < 8; ++w) {
+      uint32_t q = (Load4(qs + 4 * w) >> shift) & 0x0F0F0F0Fu;
+      if (kFifth) q |= ((Load4(b + 16 + 4 * w) >> chunk) & 0x01010101u) << 4;
+      c.q[w] = static_cast<int>(q);
+    }
+    int sc, m;
+    cpu::UnpackQ4KScaleMin(b + 4, chunk, &sc, &m);
+    c.d[0] = c.d[1] = Half(b) * static_cast<float>(sc);
+    c.m[0] = c.m[1] = Half(b + 2) * static_cast<float>(m);
+    return c;
+  }
+};
+template <>
+struct Q8Weights<GgmlType::kQ4_K> : Q8WeightsQ45K<false> {};
+template <>
+struct Q8Weights<GgmlType::kQ5_K> : Q8WeightsQ45K<true> {};
+
+// Q6_K: chunk c = 32 * k + l of half c / 4 (k = c % 4): low nibble (k < 2)
+// or high nibble of ql bytes 64 * half + 32 * (k % 2) + l, top 2 bits at
+// bits 2k of qh bytes 32 * half + l; q - 32; scale 8 * half + 2k + l / 16.
+template <>
+struct Q8Weights<GgmlType::kQ6_K> {
+  static constexpr int kChunks = 8, kBytes = 210;
+  static constexpr bool kHalves = true, kMins = false;
+  __device__ __forceinline__ static Chunk Unpack(const uint8_t* b, int chunk) {
+    const int half = chunk / 4, k = chunk % 4;
+    const uint8_t* ql = b + 64 * half + 32 * (k % 2);
+    const uint8_t* qh = b + 128 + 32 * half;
+    Chunk c{};
+    for (int w = 0; w < 8; ++w) {
+      const uint32_t low = (Load4(ql + 4 * w) >> (k < 2 ? 0 : 4)) & 0x0F0F0F0Fu;
+      const uint32_t high = ((Load4(qh + 4 * w) >> (2 * k)) & 0x03030303u) << 4;
+      c.q[w] = SubBytes(low | high, 32);
+    }
+    const float d = Half(b + 208);
+    const auto* scales = reinterpret_cast<const int8_t*>(b + 192);
+    for (int h = 0; h < 2; ++h) c.d[h] = d * static_cast<float>(scales[8 * half + 2 * k + h]);
+    return c;
+  }
+};
+
+// IQ4_XS: chunk c is sub-block c, an IQ4_NL block's nibbles at qs + 16c.
+template <>
+struct Q8Weights<GgmlType::kIQ4_XS> {
+  static constexpr int kChunks = 8, kBytes = 136;
+  static constexpr bool kHalves = false, kMins = false;
+  __device__ __forceinline__ static Chunk Unpack(const uint8_t* b, int chunk) {
+    Chunk c{};
+    uint32_t lo[4], hi[4];
+    Nibbles(b + 8 + 16 * chunk, lo, hi);
+    for (int w = 0; w < 4; ++w) {
+      c.q[w] = Iq4Levels(lo[w]);
+      c.q[4 + w] = Iq4Levels(hi[w]);
+    }
+    const int scale = cpu::UnpackIq4XsScale(*reinterpret_cast<const cpu::BlockIq4Xs*>(b), chunk) - 32;
+    c.d[0] = c.d[1] = Half(b) * static_cast<float>(scale);
+    return c;
+  }
+};
+
+// dx * sum over the chunk of (d * q - m) * xq, with xq the chunk's 32
+// activation quants as eight words.
+template <typename W>
+__device__ __forceinline__ float Dot(const Chunk& c, const int* xq, float dx) {
+  int sum_lo = 0, sum_hi = 0;
+#pragma unroll
+  for (int w = 0; w < 4; ++w) {
+    sum_lo = __dp4a(c.q[w], xq[w], sum_lo);
+    sum_hi = __dp4a(c.q[4 + w], xq[4 + w], sum_hi);
+  }
+  float r;
+  if constexpr (W::kHalves) {
+    r = c.d[0] * static_cast<float>(sum_lo) + c.d[1] * static_cast<float>(sum_hi);
+  } else {
+    r = c.d[0] * static_cast<float>(sum_lo + sum_hi);
+  }
+  if constexpr (W::kMins) {
+    int x_lo = 0, x_hi = 0;
+#pragma unroll
+    for (int w = 0; w < 4; ++w) {
+      x_lo = __dp4a(0x01010101, xq[w], x_lo);
+      x_hi = __dp4a(0x01010101, xq[4 + w], x_hi);
+    }
+    if constexpr (W::kHalves) {
+      r -= c.m[0] * static_cast<float>(x_lo) + c.m[1] * static_cast<float>(x_hi);
+    } else {
+      r -= c.m[0] * static_cast<float>(x_lo + x_hi);
+    }
+  }
+  return dx * r;
+}
+
+// f(Q8Weights<type>{}) for the quantized types, `other` for F32/F16/BF16
+// and unknown values: the one switch over the types for the decode path.
+template <typename R, typename F>
+R WithQ8Weights(GgmlType type, R other, F&& f) {
+  switch (type) {
+    case GgmlType::kQ4_0: return f(Q8Weights<GgmlType::kQ4_0>{});
+    case GgmlType::kQ4_1: return f(Q8Weights<GgmlType::kQ4_1>{});
+    case GgmlType::kQ5_0: return f(Q8Weights<GgmlType::kQ5_0>{});
+    case GgmlType::kQ5_1: return f(Q8Weights<GgmlType::kQ5_1>{});
+    case GgmlType::kQ8_0: return f(Q8Weights<GgmlType::kQ8_0>{});
+    case GgmlType::kIQ4_NL: return f(Q8Weights<GgmlType::kIQ4_NL>{});
+    case GgmlType::kQ2_K: return f(Q8Weights<GgmlType::kQ2_K>{});
+    case GgmlType::kQ3_K: return f(Q8Weights<GgmlType::kQ3_K>{});
+    case GgmlType::kQ4_K: return f(Q8Weights<GgmlType::kQ4_K>{});
+    case GgmlType::kQ5_K: return f(Q8Weights<GgmlType::kQ5_K>{});
+    case GgmlType::kQ6_K: return f(Q8Weights<GgmlType::kQ6_K>{});
+    case GgmlType::kIQ4_XS: return f(Q8Weights<GgmlType::kIQ4_XS>{});
+    default: return other;
+  }
+}
+
+}  // namespace octo::cuda::q8

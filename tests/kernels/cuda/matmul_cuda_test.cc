@@ -1,0 +1,309 @@
+// cuda::MatMul and cuda::MatMulExperts, every weight type, both paths:
+//  - against the exact (fp64) product of the values the kernels actually
+//    multiply (weights as decoded, activations as rounded: 8 bits per
+//    32-element chunk on the decode path, fp16/bf16 on the prefill path),
+//    within float rounding;
+//  - against cpu::MatMul on the same inputs, within a bound computed from the
+//    two sides' activation rounding;
+//  - a token alone and in a decode batch gets the same bits, and so does an
+//    expert choice against cuda::MatMul alone.
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "absl/strings/str_format.h"
+#include "kernels/cpu/quantize_activation.h"
+#include "kernels/cpu/type_kernels.h"
+#include "kernels/cuda/act_q8.h"
+#include "kernels/half.h"
+#include "kernels/ops.h"
+#include "tests/kernels/cuda/cuda_test_util.h"
+#include "tests/kernels/quant_test_util.h"
+
+namespace octo {
+namespace {
+
+using testing::RandomActivations;
+using testing::RandomWeights;
+
+// Tolerance against the exact product of what the kernels multiply:
+// |got - exact| <= kTolUlps * 2^-24 * S, S = sum_i |w_i * x_i| over those
+// values. The integer sums are exact; what rounds is, per 32-element chunk,
+// the scale products (d * sum, m * sum(x), their difference, times dx: 4
+// roundings of terms bounded by the chunk's share of S, more where d * q and
+// m cancel), each lane's float sum over its cols / 1024 chunks, the 5-level
+// warp tree, and on the reference side DequantizeRows' rounding of each
+// weight: about 12 roundings at cols 4096, adding like a random walk.
+// Measured worst over every type and shape here: 1.14 (the test prints it).
+// 8 leaves room and still catches a wrong element, which moves a result by
+// about S / cols (a wrong Q6_K scale index: 10^5 of these units).
+constexpr double kDecodeTolUlps = 8;
+// Prefill: cuBLAS sums each output's cols products in float in an order of
+// its own; the bound for a float sum of k terms is k * 2^-24 * S.
+constexpr double kUlp = 1.0 / (1 << 24);
+
+struct Problem {
+  GgmlType type;
+  int64_t rows, cols;
+  int n_tokens;
+  std::vector<uint8_t> w_bytes;
+  std::vector<float> x;  // (n_tokens, cols)
+  WeightMatrix w(const void* data) const { return WeightMatrix{type, data, rows, cols}; }
+  std::string Name() const {
+    return absl::StrFormat("%s %dx%d, %d tokens", std::string(GgmlTypeInfoOf(type).name), rows, cols, n_tokens);
+  }
+};
+
+Problem Make(GgmlType type, int64_t rows, int64_t cols, int n_tokens, uint32_t seed) {
+  return Problem{type, rows, cols, n_tokens, RandomWeights(type, rows, cols, seed), RandomActivations(n_tokens * cols, seed + 1)};
+}
+
+bool IsFloat(GgmlType type) { return type == GgmlType::kF32 || type == GgmlType::kF16 || type == GgmlType::kBF16; }
+
+std::vector<float> Dequantized(const Problem& p) {
+  std::vector<float> w(static_cast<size_t>(p.rows * p.cols));
+  EXPECT_TRUE(cpu::DequantizeRows(p.w(p.w_bytes.data()), 0, p.rows, w.data()).ok());
+  return w;
+}
+
+// x as the CUDA kernels see it: rounded per act_q8.h on the decode path for
+// quantized weights; to fp16 (bf16 for BF16 weights) on the prefill path;
+// as it is otherwise.
+std::vector<double> CudaActivations(const Problem& p) {
+  std::vector<double> out(p.x.size());
+  const bool prefill = p.n_tokens > kMaxDecodeTokens;
+  for (size_t i = 0; i < p.x.size(); ++i) {
+    if (p.type == GgmlType::kF32 || (!prefill && IsFloat(p.type))) {
+      out[i] = p.x[i];
+    } else if (prefill) {
+      out[i] = p.type == GgmlType::kBF16 ? Bf16ToFp32(Fp32ToBf16(p.x[i])) : Fp16ToFp32(Fp32ToFp16(p.x[i]));
+    }
+  }
+  if (prefill || IsFloat(p.type)) return out;
+  for (size_t c = 0; c < p.x.size(); c += cuda::kQ8Chunk) {
+    float amax = 0;
+    for (int j = 0; j < cuda::kQ8Chunk; ++j) amax = std::fmax(amax, std::fabs(p.x[c + j]));
+    const float d = amax / 127.0f;
+    for (int j = 0; j < cuda::kQ8Chunk; ++j) out[c + j] = static_cast<double>(d) * cuda::ActQ8Quant(p.x[c + j], d);
+  }
+  return out;
+}
+
+// The weights as the CUDA kernels multiply them: decoded, and on the
+// prefill path of a quantized type rounded to fp16.
+std::vector<double> CudaWeights(const Problem& p, const std::vector<float>& w) {
+  std::vector<double> out(w.begin(), w.end());
+  if (p.n_tokens > kMaxDecodeTokens && !IsFloat(p.type)) {
+    for (double& v : out) v = Fp16ToFp32(Fp32ToFp16(static_cast<float>(v)));
+  }
+  return out;
+}
+
+// What cpu::MatMul computes for each output, exactly (testing::ReferenceDot
+// of its activation encoding): it is within 16 * 2^-24 of its S of that
+// (tests/kernels/matmul_test.cc).
+std::vector<testing::ExactDot> CpuExact(const Problem& p, const std::vector<float>& w) {
+  const cpu::ActType act = cpu::FindTypeKernels(p.type)->act;
+  const int64_t row_bytes = static_cast<int64_t>(RowBytes(p.type, p.cols));
+  std::vector<uint8_t> enc(static_cast<size_t>(cpu::ActRowBytes(act, p.cols)));
+  std::vector<float> x_hat(p.cols);
+  std::vector<testing::ExactDot> out;
+  for (int t = 0; t < p.n_tokens; ++t) {
+    cpu::QuantizeActivationRow(act, &p.x[t * p.cols], p.cols, enc.data(), cpu::Simd::kPortable);
+    cpu::DequantizeActivationRow(act, enc.data(), p.cols, x_hat.data());
+    for (int64_t r = 0; r < p.rows; ++r) {
+      out.push_back(
+          testing::ReferenceDot(p.type, &w[r * p.cols], &p.w_bytes[r * row_bytes], act, enc.data(), x_hat.data(), p.cols));
+    }
+  }
+  return out;
+}
+
+class MatMulCudaTest : public testing::CudaOpTest {
+ protected:
+  std::vector<float> Run(const Problem& p) {
+    auto d_w = Upload(p.w_bytes);
+    auto d_x = Upload(p.x);
+    auto d_out = Output<float>(static_cast<size_t>(p.n_tokens * p.rows));
+    const WeightMatrix w = p.w(d_w.get());
+    const absl::Status status =
+        cuda::MatMul(w, d_x.get(), d_out.get(), p.n_tokens, Exec(cuda::MatMulScratchBytes(w, p.n_tokens)));
+    EXPECT_TRUE(status.ok()) << p.Name() << ": " << status;
+    return d_out.Download(stream());
+  }
+
+  // Runs p and checks it against both references; returns the largest error
+  // against the exact product in units of 2^-24 * S.
+  double Check(const Problem& p) {
+    const std::vector<float> got = Run(p);
+    const std::vector<float> w = Dequantized(p);
+    const std::vector<double> w_cuda = CudaWeights(p, w);
+    const std::vector<double> x_cuda = CudaActivations(p);
+    const std::vector<testing::ExactDot> cpu_exact = CpuExact(p, w);
+    std::vector<float> cpu_out(got.size());
+    EXPECT_TRUE(cpu::MatMul(p.w(p.w_bytes.data()), p.x.data(), cpu_out.data(), p.n_tokens, cpu::Exec{}).ok());
+    const bool prefill = p.n_tokens > kMaxDecodeTokens;
+    const double tol_ulps = prefill ? static_cast<double>(p.cols) : kDecodeTolUlps;
+    double worst = 0;
+    int misses = 0;
+    for (int t = 0; t < p.n_tokens; ++t) {
+      for (int64_t r = 0; r < p.rows; ++r) {
+        double exact = 0, s = 0;
+        for (int64_t c = 0; c < p.cols; ++c) {
+          const size_t wi = r * p.cols + c, xi = t * p.cols + c;
+          exact += w_cuda[wi] * x_cuda[xi];
+          s += std::fabs(w_cuda[wi] * x_cuda[xi]);
+        }
+        const float g = got[t * p.rows + r];
+        const double err = std::fabs(g - exact);
+        worst = std::fmax(worst, err / (kUlp * s + 1e-30));
+        // Against the CPU: the two exact values differ by the two sides'
+        // rounding of the activations (8 bits per 32 or 256 values, fp16,
+        // bf16: computed, not assumed), and each side is within its float
+        // error of its exact value.
+        const testing::ExactDot& cpu = cpu_exact[t * p.rows + r];
+        const double cpu_bound =
+            std::fabs(exact - cpu.value) + tol_ulps * kUlp * s + 16 * kUlp * cpu.abs_sum + 1e-6;
+        if ((!(err <= tol_ulps * kUlp * s + 1e-6) || !(std::fabs(g - cpu_out[t * p.rows + r]) <= cpu_bound)) &&
+            ++misses <= 3) {
+          ADD_FAILURE() << p.Name() << " token " << t << " row " << r << ": got " << g << ", exact " << exact
+                        << " (" << err / (kUlp * s) << " ulps of S), cpu " << cpu_out[t * p.rows + r]
+                        << " (bound " << cpu_bound << ")";
+        }
+      }
+    }
+    return worst;
+  }
+};
+
+TEST_F(MatMulCudaTest, DecodeEveryTypeMatchesTheExactProductAndTheCpu) {
+  struct Shape {
+    int64_t rows, cols;
+    int n_tokens;
+  };
+  double worst = 0;
+  uint32_t seed = 1;
+  for (const GgmlTypeInfo& info : AllGgmlTypes()) {
+    // Rows that fill no warp group evenly, 1 to 16 tokens, short and long rows.
+    for (const Shape& s : {Shape{1, 256, 1}, Shape{7, 512, 3}, Shape{33, 4096, 9}, Shape{70, 1024, 16},
+                           Shape{45, 768, 5}}) {
+      worst = std::fmax(worst, Check(Make(info.type, s.rows, s.cols, s.n_tokens, seed += 2)));
+    }
+  }
+  std::printf("decode: worst error %.2f x 2^-24 S (tolerance %.0f)\n", worst, kDecodeTolUlps);
+}
+
+TEST_F(MatMulCudaTest, PrefillEveryTypeMatchesTheExactProductAndTheCpu) {
+  uint32_t seed = 500;
+  for (const GgmlTypeInfo& info : AllGgmlTypes()) {
+    Check(Make(info.type, 70, 1024, kMaxDecodeTokens + 1, seed += 2));
+    Check(Make(info.type, 600, 256, 20, seed += 2));  // two tiles of dequantized rows
+    Check(Make(info.type, 33, 512, 512, seed += 2));
+  }
+}
+
+TEST_F(MatMulCudaTest, ATokenGetsTheSameBitsAloneAndInADecodeBatch) {
+  for (GgmlType type : {GgmlType::kQ4_K, GgmlType::kQ6_K, GgmlType::kQ8_0, GgmlType::kF16, GgmlType::kF32}) {
+    const Problem batch = Make(type, 37, 512, kMaxDecodeTokens, 77);
+    const std::vector<float> together = Run(batch);
+    for (int t = 0; t < batch.n_tokens; t += 5) {
+      Problem alone = batch;
+      alone.n_tokens = 1;
+      alone.x.assign(batch.x.begin() + t * batch.cols, batch.x.begin() + (t + 1) * batch.cols);
+      const std::vector<float> single = Run(alone);
+      EXPECT_EQ(0, std::memcmp(single.data(), &together[t * batch.rows], batch.rows * sizeof(float)))
+          << batch.Name() << ": token " << t;
+    }
+  }
+}
+
+TEST_F(MatMulCudaTest, ExpertChoicesGetWhatMatMulGivesEachAlone) {
+  const int n_experts = 5, rows = 24, n_tokens = 4, k = 2;
+  const std::vector<int32_t> ids = {4, 1, 0, 4, 2, 2, 3, 0};
+  for (GgmlType type : {GgmlType::kQ4_K, GgmlType::kQ5_0, GgmlType::kBF16}) {
+    const int64_t cols = 512;
+    const std::vector<uint8_t> bytes = RandomWeights(type, n_experts * rows, cols, 9);
+    const int64_t expert_bytes = static_cast<int64_t>(RowBytes(type, cols)) * rows;
+    auto d_w = Upload(bytes);
+    auto d_ids = Upload(ids);
+    for (bool per_choice : {false, true}) {
+      const std::vector<float> x = RandomActivations((per_choice ? n_tokens * k : n_tokens) * cols, 10);
+      auto d_x = Upload(x);
+      auto d_out = Output<float>(static_cast<size_t>(n_tokens * k * rows));
+      const WeightMatrix w{type, d_w.get(), n_experts * rows, cols};
+      const MatMulExpertsParams p{n_experts, k, n_tokens, per_choice};
+      ASSERT_TRUE(cuda::MatMulExperts(w, d_ids.get(), d_x.get(), d_out.get(), p,
+                                      Exec(cuda::MatMulExpertsScratchBytes(w, p)))
+                      .ok());
+      const std::vector<float> got = d_out.Download(stream());
+      for (int i = 0; i < n_tokens * k; ++i) {
+        const WeightMatrix expert{type, d_w.get() + ids[i] * expert_bytes, rows, cols};
+        auto alone = Output<float>(rows);
+        const float* x_row = d_x.get() + (per_choice ? i : i / k) * cols;
+        ASSERT_TRUE(cuda::MatMul(expert, x_row, alone.get(), 1, Exec(cuda::MatMulScratchBytes(expert, 1))).ok());
+        EXPECT_EQ(0, std::memcmp(alone.Download(stream()).data(), &got[i * rows], rows * sizeof(float)))
+            << GgmlTypeInfoOf(type).name << " choice " << i << " per_choice " << per_choice;
+      }
+    }
+  }
+}
+
+TEST_F(MatMulCudaTest, AnExpertIdOutOfRangeGivesNanRows) {
+  const std::vector<uint8_t> bytes = RandomWeights(GgmlType::kQ8_0, 2 * 8, 64, 3);
+  auto d_w = Upload(bytes);
+  auto d_ids = Upload(std::vector<int32_t>{1, 7});
+  auto d_x = Upload(RandomActivations(2 * 64, 4));
+  auto d_out = Output<float>(2 * 8);
+  const WeightMatrix w{GgmlType::kQ8_0, d_w.get(), 16, 64};
+  const MatMulExpertsParams p{2, 1, 2, false};
+  ASSERT_TRUE(
+      cuda::MatMulExperts(w, d_ids.get(), d_x.get(), d_out.get(), p, Exec(cuda::MatMulExpertsScratchBytes(w, p))).ok());
+  const std::vector<float> out = d_out.Download(stream());
+  for (int r = 0; r < 8; ++r) {
+    EXPECT_FALSE(std::isnan(out[r])) << r;
+    EXPECT_TRUE(std::isnan(out[8 + r])) << r;
+  }
+}
+
+TEST_F(MatMulCudaTest, RejectsBadArgumentsWithoutLaunching) {
+  const std::vector<uint8_t> bytes = RandomWeights(GgmlType::kQ4_K, 4, 256, 1);
+  auto d_w = Upload(bytes);
+  auto d_x = Upload(std::vector<float>(32 * 256, 1.0f));
+  auto d_out = Output<float>(32 * 4);
+  const WeightMatrix w{GgmlType::kQ4_K, d_w.get(), 4, 256};
+  const cuda::Exec exec = Exec(1 << 20);
+  cuda::Exec no_blas = exec;
+  no_blas.blas = nullptr;
+  cuda::Exec small = exec;
+  small.scratch_bytes = 100;
+  struct Case {
+    WeightMatrix w;
+    const float* x;
+    float* out;
+    int n_tokens;
+    cuda::Exec exec;
+    std::string needle;
+  };
+  for (const Case& c : {
+           Case{{GgmlType::kQ4_K, nullptr, 4, 256}, d_x.get(), d_out.get(), 1, exec, "w.data is null"},
+           Case{w, nullptr, d_out.get(), 1, exec, "x is null"},
+           Case{w, d_x.get(), nullptr, 1, exec, "out is null"},
+           Case{{static_cast<GgmlType>(4), d_w.get(), 4, 256}, d_x.get(), d_out.get(), 1, exec, "not a weight type"},
+           Case{{GgmlType::kQ4_K, d_w.get(), 4, 128}, d_x.get(), d_out.get(), 1, exec, "multiple of Q4_K's block size 256"},
+           Case{{GgmlType::kQ4_K, d_w.get(), 0, 256}, d_x.get(), d_out.get(), 1, exec, "w.rows (0)"},
+           Case{w, d_x.get(), d_out.get(), 0, exec, "n_tokens (0)"},
+           Case{w, d_x.get(), d_out.get(), 2, small, "exec.scratch holds 100 bytes"},
+           Case{w, d_x.get(), d_out.get(), 32, no_blas, "exec.blas is null"},
+           Case{w, d_x.get(), reinterpret_cast<float*>(d_x.get()) + 8, 2, exec, "out overlaps x"},
+       }) {
+    testing::ExpectInvalidArgument(cuda::MatMul(c.w, c.x, c.out, c.n_tokens, c.exec), "MatMul", c.needle);
+  }
+  for (float f : d_out.Download(stream())) EXPECT_TRUE(std::isnan(f)) << "a rejected call wrote to out";
+}
+
+}  // namespace
+}  // namespace octo
