@@ -14,7 +14,7 @@
 namespace octo::cuda::matmul {
 namespace {
 
-constexpr int kWarpsPerBlock = 4;  // one weight row per warp
+constexpr int kWarpsPerBlock = 4;
 constexpr int kQuantizeWarps = 8;  // one 32-element chunk per warp
 
 // What a decode kernel reads and writes. Dense: n_tokens rows of x share w.
@@ -30,11 +30,23 @@ struct DecodeArgs {
   const float* xd;    // (n_x, cols / 32)
   float* out;         // (n_tokens or n_choices, rows)
   int n_tokens;
+  int lanes_per_row;  // a power of two <= 32: the lanes that share one row
   const int32_t* expert_ids;  // null: dense
   int64_t expert_bytes;
   int n_experts, k, n_choices;
   bool x_per_choice;
 };
+
+// The lanes of one row: a row's units (32-element chunks, or elements for
+// float weights) go round-robin over lanes_per_row lanes. A short row
+// (cols 256 of Q4_K is 8 chunks) takes fewer lanes, and a warp then holds
+// several rows. lanes_per_row depends on cols only, so a token's sums do not
+// depend on the batch.
+int LanesPerRow(int64_t units) {
+  int lanes = 1;
+  while (lanes < kWarpSize && lanes < units) lanes *= 2;
+  return lanes;
+}
 
 // --- Kernels -----------------------------------------------------------------
 
@@ -54,91 +66,106 @@ __global__ void QuantizeKernel(const float* x, int8_t* xq, float* xd, int64_t n_
   if (lane == 0) xd[chunk] = d;
 }
 
-// Adds this lane's share of row `w_row` · x for n_tokens tokens to acc: the
-// chunks lane, lane + 32, ... in order, so each token's sum has the same
-// order whatever n_tokens is.
+// Adds this lane's share of row w_row · x (rows x_row .. of the 8-bit x) for
+// n_tokens tokens to acc: chunks sub, sub + lanes, ... in order.
 template <typename W>
-__device__ __forceinline__ void Q8RowDots(const uint8_t* w_row, const int8_t* xq, const float* xd, int64_t cols,
-                                          int n_tokens, float* acc) {
-  const int lane = threadIdx.x % kWarpSize;
-  const int64_t n_chunks = cols / kQ8Chunk;
-  for (int64_t c = lane; c < n_chunks; c += kWarpSize) {
-    const q8::Chunk chunk = W::Unpack(w_row + c / W::kChunks * W::kBytes, static_cast<int>(c % W::kChunks));
+struct Q8Dots {
+  __device__ __forceinline__ static void Add(const DecodeArgs& a, const uint8_t* w_row, int64_t x_row, int n_tokens,
+                                             int sub, int lanes, float* acc) {
+    const int64_t n_chunks = a.cols / kQ8Chunk;
+    const int8_t* xq = a.xq + x_row * a.cols;
+    const float* xd = a.xd + x_row * n_chunks;
+    for (int64_t c = sub; c < n_chunks; c += lanes) {
+      const q8::Chunk chunk = W::Unpack(w_row + c / W::kChunks * W::kBytes, static_cast<int>(c % W::kChunks));
 #pragma unroll
-    for (int t = 0; t < kMaxDecodeTokens; ++t) {
-      if (t >= n_tokens) break;
-      const int4* x4 = reinterpret_cast<const int4*>(xq + t * cols + c * kQ8Chunk);
-      const int4 a = x4[0], b = x4[1];
-      const int words[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
-      acc[t] += q8::Dot<W>(chunk, words, xd[t * n_chunks + c]);
+      for (int t = 0; t < kMaxDecodeTokens; ++t) {
+        if (t >= n_tokens) break;
+        const int4* x4 = reinterpret_cast<const int4*>(xq + t * a.cols + c * kQ8Chunk);
+        const int4 lo = x4[0], hi = x4[1];
+        const int words[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+        acc[t] += q8::Dot<W>(chunk, words, xd[t * n_chunks + c]);
+      }
     }
   }
-}
+};
 
+// The same for F32/F16/BF16 weights and fp32 x: elements sub, sub + lanes, ...
 template <typename D>
-__device__ __forceinline__ void FloatRowDots(const uint8_t* w_row, const float* x, int64_t cols, int n_tokens,
-                                             float* acc) {
-  const int lane = threadIdx.x % kWarpSize;
-  for (int64_t e = lane; e < cols; e += kWarpSize) {
-    const float v = D::Element(w_row + e * D::kBytes, 0);
+struct FloatDots {
+  __device__ __forceinline__ static void Add(const DecodeArgs& a, const uint8_t* w_row, int64_t x_row, int n_tokens,
+                                             int sub, int lanes, float* acc) {
+    const float* x = a.x + x_row * a.cols;
+    for (int64_t e = sub; e < a.cols; e += lanes) {
+      const float v = D::Element(w_row + e * D::kBytes, 0);
 #pragma unroll
-    for (int t = 0; t < kMaxDecodeTokens; ++t) {
-      if (t >= n_tokens) break;
-      acc[t] += v * x[t * cols + e];
+      for (int t = 0; t < kMaxDecodeTokens; ++t) {
+        if (t >= n_tokens) break;
+        acc[t] += v * x[t * a.cols + e];
+      }
     }
   }
-}
+};
 
-// Sums acc over the warp and lane 0 stores token t's row `row`.
-__device__ __forceinline__ void StoreRow(float* acc, float* out, int64_t out_stride, int64_t row, int n_tokens) {
+// Sums each row's acc over its lanes and stores token t's rows. The
+// partials go through shared memory (one __syncwarp for every row and
+// token of the warp); each (row, token) is then one lane's tree sum over its
+// row's lanes, in the order a __shfl_xor_sync butterfly would give (the
+// widest stride first): the same bits whatever n_tokens is.
+__device__ __forceinline__ void StoreRows(const float* acc, float* out, int64_t out_stride, int64_t first_row,
+                                          int64_t n_rows, int n_tokens, int lanes) {
+  __shared__ float partials[kWarpsPerBlock][kMaxDecodeTokens][kWarpSize];
+  const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
 #pragma unroll
   for (int t = 0; t < kMaxDecodeTokens; ++t) {
-    if (t >= n_tokens) break;  // n_tokens is the same for the whole warp
-    const float sum = WarpReduceSum(acc[t]);
-    if (threadIdx.x % kWarpSize == 0) out[t * out_stride + row] = sum;
+    if (t < n_tokens) partials[warp][t][lane] = acc[t];
   }
+  __syncwarp();
+  const int rows_per_warp = kWarpSize / lanes;
+  for (int sum = lane; sum < rows_per_warp * n_tokens; sum += kWarpSize) {
+    const int sub_row = sum % rows_per_warp, t = sum / rows_per_warp;
+    if (first_row + sub_row >= n_rows) continue;
+    const float* p = &partials[warp][t][sub_row * lanes];
+    float v[kWarpSize];
+#pragma unroll
+    for (int l = 0; l < kWarpSize; ++l) v[l] = l < lanes ? p[l] : 0.0f;
+#pragma unroll
+    for (int width = kWarpSize / 2; width > 0; width /= 2) {
+      if (width >= lanes) continue;
+#pragma unroll
+      for (int l = 0; l < width; ++l) v[l] += v[l + width];
+    }
+    out[t * out_stride + first_row + sub_row] = v[0];
+  }
+  __syncwarp();  // the partials are read before the next ones are written
 }
 
-// Dense: grid.x * kWarpsPerBlock >= rows; every token of the call.
-// Experts: grid.y strides over the choices, one token each.
-template <typename W>
-__global__ void DecodeQ8Kernel(DecodeArgs a) {
-  const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarpSize;
-  if (row >= a.rows) return;  // the whole warp
+// Each warp takes 32 / lanes_per_row consecutive rows; grid.x * warps per
+// block covers them. Dense: every token of the call. Experts: grid.y strides
+// over the choices, one token each.
+template <typename Dots>
+__global__ void DecodeKernel(DecodeArgs a) {
+  const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
+  const int lanes = a.lanes_per_row;
+  const int64_t first_row = (static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + warp) * (kWarpSize / lanes);
+  if (first_row >= a.rows) return;  // the whole warp
+  const int64_t row = first_row + lane / lanes;
+  const bool has_row = row < a.rows;
+  const int sub = lane % lanes;
   float acc[kMaxDecodeTokens] = {};
   if (a.expert_ids == nullptr) {
-    Q8RowDots<W>(a.w + row * a.row_bytes, a.xq, a.xd, a.cols, a.n_tokens, acc);
-    StoreRow(acc, a.out, a.rows, row, a.n_tokens);
+    if (has_row) Dots::Add(a, a.w + row * a.row_bytes, 0, a.n_tokens, sub, lanes, acc);
+    StoreRows(acc, a.out, a.rows, first_row, a.rows, a.n_tokens, lanes);
     return;
   }
   for (int i = blockIdx.y; i < a.n_choices; i += gridDim.y) {
-    const int x_row = a.x_per_choice ? i : i / a.k;
     const int32_t e = a.expert_ids[i];
-    acc[0] = e >= 0 && e < a.n_experts ? 0.0f : __int_as_float(0x7fc00000);  // NaN for an id out of range
-    const int32_t safe = e >= 0 && e < a.n_experts ? e : 0;
-    Q8RowDots<W>(a.w + safe * a.expert_bytes + row * a.row_bytes, a.xq + x_row * a.cols,
-                 a.xd + x_row * (a.cols / kQ8Chunk), a.cols, 1, acc);
-    StoreRow(acc, a.out + static_cast<int64_t>(i) * a.rows, a.rows, row, 1);
-  }
-}
-
-template <typename D>
-__global__ void DecodeFloatKernel(DecodeArgs a) {
-  const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarpSize;
-  if (row >= a.rows) return;
-  float acc[kMaxDecodeTokens] = {};
-  if (a.expert_ids == nullptr) {
-    FloatRowDots<D>(a.w + row * a.row_bytes, a.x, a.cols, a.n_tokens, acc);
-    StoreRow(acc, a.out, a.rows, row, a.n_tokens);
-    return;
-  }
-  for (int i = blockIdx.y; i < a.n_choices; i += gridDim.y) {
-    const int x_row = a.x_per_choice ? i : i / a.k;
-    const int32_t e = a.expert_ids[i];
-    acc[0] = e >= 0 && e < a.n_experts ? 0.0f : __int_as_float(0x7fc00000);
-    const int32_t safe = e >= 0 && e < a.n_experts ? e : 0;
-    FloatRowDots<D>(a.w + safe * a.expert_bytes + row * a.row_bytes, a.x + x_row * a.cols, a.cols, 1, acc);
-    StoreRow(acc, a.out + static_cast<int64_t>(i) * a.rows, a.rows, row, 1);
+    const bool known = e >= 0 && e < a.n_experts;
+    acc[0] = known ? 0.0f : __int_as_float(0x7fc00000);  // NaN rows for an id out of range
+    if (has_row) {
+      Dots::Add(a, a.w + (known ? e : 0) * a.expert_bytes + row * a.row_bytes, a.x_per_choice ? i : i / a.k, 1, sub,
+                lanes, acc);
+    }
+    StoreRows(acc, a.out + static_cast<int64_t>(i) * a.rows, a.rows, first_row, a.rows, 1, lanes);
   }
 }
 
@@ -160,18 +187,20 @@ absl::Status Quantize(const float* x, int64_t n_x, int64_t cols, const Exec& exe
 }
 
 // Launches the decode kernel for w's type over `a` (grid.y choices).
-absl::Status Launch(GgmlType type, const DecodeArgs& a, unsigned grid_y, StreamHandle stream) {
-  const dim3 grid(static_cast<unsigned>((a.rows + kWarpsPerBlock - 1) / kWarpsPerBlock), grid_y);
+absl::Status Launch(GgmlType type, DecodeArgs a, unsigned grid_y, StreamHandle stream) {
+  a.lanes_per_row = LanesPerRow(IsFloat(type) ? a.cols : a.cols / kQ8Chunk);
+  const int64_t rows_per_block = int64_t{kWarpsPerBlock} * (kWarpSize / a.lanes_per_row);
+  const dim3 grid(static_cast<unsigned>((a.rows + rows_per_block - 1) / rows_per_block), grid_y);
   const absl::Status unknown = absl::InternalError("MatMul: no decode kernel for this type");
   if (IsFloat(type)) {
     return block_decode::WithDecoder(type, unknown, [&](auto decoder) {
-      OCTO_LAUNCH(DecodeFloatKernel<decltype(decoder)>, grid, kWarpsPerBlock * kWarpSize, 0, stream, a);
+      OCTO_LAUNCH(DecodeKernel<FloatDots<decltype(decoder)>>, grid, kWarpsPerBlock * kWarpSize, 0, stream, a);
       OCTO_CUDA_RETURN_IF_ERROR(cudaGetLastError());
       return absl::OkStatus();
     });
   }
   return q8::WithQ8Weights(type, unknown, [&](auto weights) {
-    OCTO_LAUNCH(DecodeQ8Kernel<decltype(weights)>, grid, kWarpsPerBlock * kWarpSize, 0, stream, a);
+    OCTO_LAUNCH(DecodeKernel<Q8Dots<decltype(weights)>>, grid, kWarpsPerBlock * kWarpSize, 0, stream, a);
     OCTO_CUDA_RETURN_IF_ERROR(cudaGetLastError());
     return absl::OkStatus();
   });

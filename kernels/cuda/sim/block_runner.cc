@@ -190,7 +190,8 @@ std::string BlockRunner::Run(const KernelLaunch& launch, uint3 block_idx, unsign
   groups_.assign(n_warps, {});
   exited_lanes_.assign(n_warps, 0);
   done_ = exited_ = barrier_count_ = 0;
-  first_exited_ = barrier_first_ = current_ = -1;
+  first_exited_ = barrier_first_ = -1;
+  current_ = resumer_ = kLoop;
   error_.clear();
   aborting_ = false;
   for (int t = 0; t < n_threads_; ++t) {
@@ -203,12 +204,9 @@ std::string BlockRunner::Run(const KernelLaunch& launch, uint3 block_idx, unsign
 
   BlockRunner* const outer = tls_runner;
   tls_runner = this;
-  while (error_.empty() && ready_size_ > 0) {
-    const int t = ready_[ready_head_];
-    ready_head_ = (ready_head_ + 1) % ready_.size();
-    --ready_size_;
-    Resume(t);
-  }
+  // GPU threads hand control straight to one another (Yield); it comes back
+  // here only when none can go on, or after an error.
+  while (error_.empty() && ready_size_ > 0) SwitchTo(PopReady());
   if (error_.empty() && done_ < n_threads_) error_ = Stuck();
   UnwindSuspended();
   tls_runner = outer;
@@ -216,9 +214,17 @@ std::string BlockRunner::Run(const KernelLaunch& launch, uint3 block_idx, unsign
 }
 
 void BlockRunner::MakeReady(int t) {
-  threads_[t].state = threads_[t].state == State::kUnstarted ? State::kUnstarted : State::kReady;
+  if (threads_[t].state != State::kUnstarted) threads_[t].state = State::kReady;
   ready_[(ready_head_ + ready_size_) % ready_.size()] = t;
   ++ready_size_;
+}
+
+int BlockRunner::PopReady() {
+  if (ready_size_ == 0) return kLoop;
+  const int t = ready_[ready_head_];
+  ready_head_ = (ready_head_ + 1) % ready_.size();
+  --ready_size_;
+  return t;
 }
 
 void BlockRunner::Start(int t) {
@@ -227,13 +233,53 @@ void BlockRunner::Start(int t) {
   sctx.size = stack.bytes;
   sctx.sp = static_cast<unsigned char*>(stack.bottom) + stack.bytes;
   threads_[t].fiber = ctx::fiber(std::allocator_arg, ctx::preallocated(sctx.sp, sctx.size, sctx), PooledStack{},
-                                 [this, t](ctx::fiber&& scheduler) {
-                                   scheduler_ = std::move(scheduler);
-                                   FinishSwitch(nullptr, &scheduler_stack_bottom_, &scheduler_stack_bytes_);
+                                 [this, t](ctx::fiber&& from) {
+                                   Arrived(nullptr, std::move(from));
                                    ThreadBody(t);
-                                   StartSwitch(nullptr, scheduler_stack_bottom_, scheduler_stack_bytes_);
-                                   return std::move(scheduler_);
+                                   // After an error, back to Run(); else on to the next thread.
+                                   const int next = aborting_ || !error_.empty() ? kLoop : PopReady();
+                                   return Depart(next, nullptr);
                                  });
+}
+
+ctx::fiber BlockRunner::Depart(int next, void** fake_stack) {
+  resumer_ = current_;
+  current_ = next;
+  if (next == kLoop) {
+    tls_thread = nullptr;
+    StartSwitch(fake_stack, loop_stack_bottom_, loop_stack_bytes_);
+    return std::move(loop_);
+  }
+  Thread& thread = threads_[next];
+  if (thread.state == State::kUnstarted) Start(next);
+  thread.state = State::kRunning;
+  tls_thread = &thread.info;
+  const Stack& stack = stacks_[next];
+  StartSwitch(fake_stack, stack.bottom, stack.bytes);
+  return std::move(thread.fiber);
+}
+
+void BlockRunner::Arrived(void* fake_stack, ctx::fiber&& from) {
+  const void* bottom = nullptr;
+  size_t bytes = 0;
+  FinishSwitch(fake_stack, &bottom, &bytes);
+  // Keep the continuation of whoever switched here, where it will be resumed from.
+  if (resumer_ == kLoop) {
+    loop_ = std::move(from);
+    if (bottom != nullptr) {
+      loop_stack_bottom_ = bottom;
+      loop_stack_bytes_ = bytes;
+    }
+  } else {
+    threads_[resumer_].fiber = std::move(from);
+  }
+}
+
+void BlockRunner::SwitchTo(int next) {
+  void** fake_stack = current_ == kLoop ? &loop_fake_stack_ : &threads_[current_].asan_fake_stack;
+  ctx::fiber target = Depart(next, fake_stack);
+  ctx::fiber from = std::move(target).resume();
+  Arrived(*fake_stack, std::move(from));
 }
 
 void BlockRunner::ThreadBody(int t) {
@@ -249,32 +295,15 @@ void BlockRunner::ThreadBody(int t) {
   ++done_;
 }
 
-void BlockRunner::Resume(int t) {
-  Thread& thread = threads_[t];
-  if (thread.state == State::kUnstarted) Start(t);
-  thread.state = State::kRunning;
-  current_ = t;
-  tls_thread = &thread.info;
-  const Stack& stack = stacks_[t];
-  StartSwitch(&scheduler_fake_stack_, stack.bottom, stack.bytes);
-  thread.fiber = std::move(thread.fiber).resume();
-  FinishSwitch(scheduler_fake_stack_, nullptr, nullptr);
-  tls_thread = nullptr;
-  current_ = -1;
-}
-
 void BlockRunner::Yield() {
-  Thread& me = threads_[current_];
-  StartSwitch(&me.asan_fake_stack, scheduler_stack_bottom_, scheduler_stack_bytes_);
-  scheduler_ = std::move(scheduler_).resume();
-  FinishSwitch(me.asan_fake_stack, &scheduler_stack_bottom_, &scheduler_stack_bytes_);
+  SwitchTo(PopReady());
   if (aborting_) throw KernelAbort{};
 }
 
 void BlockRunner::UnwindSuspended() {
   aborting_ = true;
   for (int t = 0; t < n_threads_; ++t) {
-    if (threads_[t].fiber) Resume(t);
+    if (threads_[t].fiber) SwitchTo(t);
   }
 }
 

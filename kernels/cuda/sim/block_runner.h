@@ -1,7 +1,7 @@
 // Runs one block of a kernel on the calling host thread: each GPU thread is
 // a fiber (Boost.Context) that runs until it must wait (a barrier, a warp
-// operation) or ends; the runner then switches to the next thread that can
-// go on, first come first served.
+// operation) or ends, and then hands the host thread straight to the next
+// GPU thread that can go on, first come first served.
 //
 // What a GPU would hang on, or do silently wrong, is an error here, naming
 // the kernel, the block and the thread:
@@ -90,9 +90,19 @@ class BlockRunner {
     size_t bytes = 0;
   };
 
+  // Run()'s own context, as a switch target.
+  static constexpr int kLoop = -1;
+
   void Start(int t);
-  void Resume(int t);
-  void Yield();  // from the running GPU thread back to Run()'s loop
+  int PopReady();  // the next ready thread, or kLoop if none
+  // Switches from the running context (thread current_, or Run()'s loop) to
+  // `next` (a thread, or kLoop); returns when something switches back.
+  void SwitchTo(int next);
+  // The two halves of a switch: the target's continuation (set up to run),
+  // and, on arrival, keeping the continuation of the context left behind.
+  boost::context::fiber Depart(int next, void** fake_stack);
+  void Arrived(void* fake_stack, boost::context::fiber&& from);
+  void Yield();  // the running GPU thread waits: on to the next ready one
   void ThreadBody(int t);
   void OnExit(int t);
   void MakeReady(int t);
@@ -110,7 +120,8 @@ class BlockRunner {
   std::vector<Thread> threads_;
   std::vector<int> ready_;  // FIFO ring of n_threads_ entries
   size_t ready_head_ = 0, ready_size_ = 0;
-  int current_ = -1;
+  int current_ = kLoop;
+  int resumer_ = kLoop;  // who made the latest switch
   int done_ = 0;
   int exited_ = 0;        // threads that ended normally
   int first_exited_ = -1;
@@ -126,12 +137,12 @@ class BlockRunner {
   std::vector<unsigned> exited_lanes_;
   std::string error_;
   bool aborting_ = false;
-  boost::context::fiber scheduler_;  // Run()'s loop, while a GPU thread runs
+  boost::context::fiber loop_;  // Run()'s loop, while GPU threads run
   std::vector<Stack> stacks_;
   // AddressSanitizer's view of Run()'s own stack (fiber switches are announced).
-  const void* scheduler_stack_bottom_ = nullptr;
-  size_t scheduler_stack_bytes_ = 0;
-  void* scheduler_fake_stack_ = nullptr;
+  const void* loop_stack_bottom_ = nullptr;
+  size_t loop_stack_bytes_ = 0;
+  void* loop_fake_stack_ = nullptr;
 };
 
 }  // namespace octo::cuda_sim

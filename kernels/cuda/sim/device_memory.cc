@@ -199,14 +199,25 @@ void DeviceMemory::Land(int id) {
 }
 
 void DeviceMemory::Reprotect(uintptr_t begin, uintptr_t end) {
+  // Each page: no access under an in-flight destination, read-only under an
+  // in-flight device source, else read-write; one mprotect per run of pages
+  // that agree.
   const size_t page = PageBytes();
-  for (uintptr_t p = begin; p < end; p += page) {
+  auto protection = [&](uintptr_t p) {
     int prot = PROT_READ | PROT_WRITE;
     for (const auto& [id, f] : in_flight_) {
-      if (p >= f.dst_begin && p < f.dst_end) prot = PROT_NONE;
-      if (prot != PROT_NONE && p >= f.src_begin && p < f.src_end) prot = PROT_READ;
+      if (p >= f.dst_begin && p < f.dst_end) return PROT_NONE;
+      if (p >= f.src_begin && p < f.src_end) prot = PROT_READ;
     }
-    mprotect(reinterpret_cast<void*>(p), page, prot);
+    return prot;
+  };
+  uintptr_t run = begin;
+  while (run < end) {
+    const int prot = protection(run);
+    uintptr_t next = run + page;
+    while (next < end && protection(next) == prot) next += page;
+    mprotect(reinterpret_cast<void*>(run), next - run, prot);
+    run = next;
   }
 }
 

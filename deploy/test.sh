@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Runs every test: the main build's (./build; its CUDA tests run on a GPU
+# and skip without one), then the CUDA tests through the host executor
+# (./build-sim, label "cuda"; none may skip there). deploy/build.sh builds both.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+jobs="${OCTO_JOBS:-2}"
+ctest --test-dir build --output-on-failure -j "$jobs"
+if [ -d build-sim ]; then
+  echo "=== the CUDA tests through the executor (build-sim, ctest -L cuda) ==="
+  log="$(mktemp)"
+  trap 'rm -f "$log"' EXIT
+  ctest --test-dir build-sim -L cuda --output-on-failure -j "$jobs" | tee "$log"
+  if grep -q "(Skipped)" "$log"; then
+    echo "test: a CUDA test skipped in the executor build, where every one must run" >&2
+    exit 1
+  fi
+else
+  echo "test: no build-sim (CUDA's host headers were missing at build time): the executor's CUDA tests did not run" >&2
+fi

@@ -1,0 +1,162 @@
+// matmul_cuda_bench: how close cuda::MatMul's decode path comes to the
+// device's memory bandwidth. Not a test; run it by hand on a GPU:
+//
+//   matmul_cuda_bench [--rows R] [--cols C] [--iters N] [TYPE...]
+//
+// For each type (default: all 15) at 1 and 8 tokens it times --iters calls
+// (default 50) on a rows x cols matrix (default 8192 x 8192, larger than any
+// GPU's L2, so every call streams the weights from device memory) with CUDA
+// events, after one untimed call, and prints the weight bytes read per
+// second next to the device's copy bandwidth measured in the same run
+// (cudaMemcpyAsync device to device of a 1 GiB buffer: bytes read plus
+// written per second, the usual "memory bandwidth" figure). The ratio is how
+// near the decode path is to the memory bound.
+//
+// It runs in an OCTO_CUDA_SIM=ON build too (use small --rows/--cols): the
+// figures then measure the host executor, not a GPU.
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <cuda_runtime_api.h>
+
+#include "absl/strings/str_format.h"
+#include "kernels/cuda/device.h"
+#include "kernels/ops.h"
+#include "tests/kernels/quant_test_util.h"
+
+namespace octo {
+namespace {
+
+#define BENCH_CHECK(expr)                                                        \
+  do {                                                                           \
+    const absl::Status status_ = (expr);                                         \
+    if (!status_.ok()) {                                                         \
+      std::fprintf(stderr, "matmul_cuda_bench: %s\n", status_.ToString().c_str()); \
+      std::exit(1);                                                              \
+    }                                                                            \
+  } while (false)
+
+#define BENCH_CUDA(expr)                                                                      \
+  do {                                                                                        \
+    const cudaError_t error_ = (expr);                                                        \
+    if (error_ != cudaSuccess) {                                                              \
+      std::fprintf(stderr, "matmul_cuda_bench: %s: %s\n", #expr, cudaGetErrorString(error_)); \
+      std::exit(1);                                                                           \
+    }                                                                                         \
+  } while (false)
+
+// Milliseconds `run` takes on `stream`, timed by events, over `iters` runs.
+template <typename F>
+float TimeMs(cudaStream_t stream, int iters, F&& run) {
+  cudaEvent_t start, stop;
+  BENCH_CUDA(cudaEventCreate(&start));
+  BENCH_CUDA(cudaEventCreate(&stop));
+  BENCH_CUDA(cudaEventRecord(start, stream));
+  for (int i = 0; i < iters; ++i) run();
+  BENCH_CUDA(cudaEventRecord(stop, stream));
+  BENCH_CUDA(cudaEventSynchronize(stop));
+  float ms = 0;
+  BENCH_CUDA(cudaEventElapsedTime(&ms, start, stop));
+  BENCH_CUDA(cudaEventDestroy(start));
+  BENCH_CUDA(cudaEventDestroy(stop));
+  return ms;
+}
+
+// Device-to-device copy rate of a `bytes` buffer, counting read and write.
+double CopyGBps(cudaStream_t stream, size_t bytes, int iters) {
+  auto src = cuda::DeviceBuffer::Allocate(bytes);
+  auto dst = cuda::DeviceBuffer::Allocate(bytes);
+  BENCH_CHECK(src.status());
+  BENCH_CHECK(dst.status());
+  BENCH_CUDA(cudaMemsetAsync(src->data(), 1, bytes, stream));
+  auto copy = [&] { BENCH_CUDA(cudaMemcpyAsync(dst->data(), src->data(), bytes, cudaMemcpyDeviceToDevice, stream)); };
+  copy();
+  const float ms = TimeMs(stream, iters, copy);
+  return 2.0 * static_cast<double>(bytes) * iters / (ms * 1e-3) / 1e9;
+}
+
+int Main(int argc, char** argv) {
+  int64_t rows = 8192, cols = 8192;
+  int iters = 50;
+  std::vector<GgmlType> types;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if ((arg == "--rows" || arg == "--cols" || arg == "--iters") && i + 1 < argc) {
+      const long long v = std::atoll(argv[++i]);
+      if (v <= 0) {
+        std::fprintf(stderr, "matmul_cuda_bench: %s must be positive\n", arg.c_str());
+        return 2;
+      }
+      if (arg == "--rows") rows = v;
+      if (arg == "--cols") cols = v;
+      if (arg == "--iters") iters = static_cast<int>(v);
+    } else {
+      auto type = LookupGgmlTypeByName(arg);
+      if (!type.ok()) {
+        std::fprintf(stderr, "matmul_cuda_bench: %s\nusage: matmul_cuda_bench [--rows R] [--cols C] [--iters N] [TYPE...]\n",
+                     type.status().ToString().c_str());
+        return 2;
+      }
+      types.push_back(type->type);
+    }
+  }
+  if (types.empty()) {
+    for (const GgmlTypeInfo& info : AllGgmlTypes()) types.push_back(info.type);
+  }
+  if (cuda::CudaDeviceCount() == 0) {
+    std::fprintf(stderr, "matmul_cuda_bench: no CUDA device\n");
+    return 1;
+  }
+  cudaDeviceProp prop;
+  BENCH_CUDA(cudaGetDeviceProperties(&prop, 0));
+  auto stream = cuda::CudaStream::Create();
+  BENCH_CHECK(stream.status());
+  auto blas = cuda::BlasContext::Create();
+  BENCH_CHECK(blas.status());
+  const size_t copy_bytes = std::min<size_t>(size_t{1} << 30, prop.totalGlobalMem / 8);
+  const double copy_gbps = CopyGBps(stream->get(), copy_bytes, 10);
+  std::printf("device: %s\ncopy bandwidth (device to device, %zu MiB, read + write): %.1f GB/s\n\n", prop.name,
+              copy_bytes >> 20, copy_gbps);
+  std::printf("%-7s %6s %12s %10s %10s %12s\n", "type", "tokens", "matrix MiB", "us/call", "GB/s", "of copy GB/s");
+
+  for (GgmlType type : types) {
+    const GgmlTypeInfo& info = GgmlTypeInfoOf(type);
+    if (cols % info.block_size != 0) {
+      std::printf("%-7s skipped: --cols %lld is not a multiple of %u\n", std::string(info.name).c_str(),
+                  static_cast<long long>(cols), info.block_size);
+      continue;
+    }
+    const std::vector<uint8_t> bytes = testing::RandomWeights(type, rows, cols, 1);
+    auto d_w = cuda::DeviceBuffer::Allocate(bytes.size());
+    BENCH_CHECK(d_w.status());
+    BENCH_CHECK(d_w->CopyFromHost(bytes.data(), bytes.size(), stream->get()));
+    const WeightMatrix w{type, d_w->data(), rows, cols};
+    for (int n_tokens : {1, 8}) {
+      const std::vector<float> x = testing::RandomActivations(n_tokens * cols, 2);
+      auto d_x = cuda::DeviceBuffer::Allocate(x.size() * sizeof(float));
+      auto d_out = cuda::DeviceBuffer::Allocate(static_cast<size_t>(n_tokens * rows) * sizeof(float));
+      auto scratch = cuda::DeviceBuffer::Allocate(cuda::MatMulScratchBytes(w, n_tokens));
+      BENCH_CHECK(d_x.status());
+      BENCH_CHECK(d_out.status());
+      BENCH_CHECK(scratch.status());
+      BENCH_CHECK(d_x->CopyFromHost(x.data(), d_x->size(), stream->get()));
+      const cuda::Exec exec{stream->get(), scratch->data(), scratch->size(), blas->get()};
+      auto call = [&] { BENCH_CHECK(cuda::MatMul(w, d_x->as<float>(), d_out->as<float>(), n_tokens, exec)); };
+      call();
+      const float ms = TimeMs(stream->get(), iters, call);
+      const double gbps = static_cast<double>(bytes.size()) * iters / (ms * 1e-3) / 1e9;
+      std::printf("%-7s %6d %12.1f %10.1f %10.1f %11.0f%%\n", std::string(info.name).c_str(), n_tokens,
+                  bytes.size() / 1048576.0, ms * 1e3 / iters, gbps, 100.0 * gbps / copy_gbps);
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace octo
+
+int main(int argc, char** argv) { return octo::Main(argc, argv); }
