@@ -159,6 +159,23 @@ inline absl::StatusOr<int64_t> CheckWeightShape(const char* op, const WeightMatr
   return blocks * static_cast<int64_t>(info->type_size);
 }
 
+// DequantizeRows' checks (cpu::DequantizeRows' messages, but for the type,
+// which the CPU words as "has no CPU kernels"). Returns the bytes of one row
+// of w.
+inline absl::StatusOr<int64_t> CheckDequantizeRowsArgs(const WeightMatrix& w, int64_t first_row, int64_t n_rows,
+                                                       const float* out) {
+  absl::StatusOr<int64_t> row_bytes = CheckWeightShape("DequantizeRows", w);
+  if (!row_bytes.ok()) return row_bytes.status();
+  if (out == nullptr) return absl::InvalidArgumentError("DequantizeRows: out is null");
+  if (first_row < 0 || n_rows <= 0 || n_rows > w.rows - first_row) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("DequantizeRows: rows [first_row %d, + n_rows %d) are not a non-empty range of "
+                        "w's %d rows",
+                        first_row, n_rows, w.rows));
+  }
+  return row_bytes;
+}
+
 inline absl::Status CheckAddArgs(const float* a, const float* b, const float* out, int64_t n) {
   absl::Status null = CheckNotNull("Add", {{"a", a}, {"b", b}, {"out", out}});
   if (!null.ok()) return null;

@@ -364,7 +364,9 @@ absl::Status Attention(const float* q, const uint16_t* k_cache, const uint16_t* 
 // order. The splits depend only on the query's position, so a token gets the
 // same bits alone or in a prefill batch. Scratch:
 // AttentionScratchBytes(p); a smaller scratch that still holds one token's
-// splits runs the tokens in several rounds, same bits.
+// splits runs the tokens in several rounds, same bits. head_dim is at most
+// kMaxCudaHeadDim (q sits in shared memory; INVALID_ARGUMENT beyond).
+inline constexpr int kMaxCudaHeadDim = 256;
 inline constexpr int kAttentionSplit = 256;
 namespace cuda {
 size_t AttentionScratchBytes(const AttentionParams& p);
@@ -376,7 +378,9 @@ absl::Status Attention(const float* q, const uint16_t* k_cache, const uint16_t* 
 // Stores n_tokens new rows of keys and values, rounded to fp16 (nearest,
 // ties to even), at cache rows first_pos .. first_pos + n_tokens - 1:
 //   k, v (n_tokens, kv_dim) fp32; k_cache, v_cache (>= first_pos + n_tokens,
-//   kv_dim) fp16 bits. Both backends give the same bits.
+//   kv_dim) fp16 bits. Both backends give the same bits, except that a NaN
+//   is some fp16 NaN (the CPU keeps its sign, as F16C does; CUDA's
+//   conversion gives its canonical NaN).
 // Preconditions (INVALID_ARGUMENT): pointers non-null, n_tokens and kv_dim
 // positive, first_pos >= 0 (the caches' size is not checkable here).
 namespace cpu {

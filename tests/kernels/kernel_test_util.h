@@ -31,7 +31,7 @@ struct Tolerance {
 
 // Checks every element of got against want (rows of `width`) and reports
 // the first miss (row, index, values) and the count, not thousands of lines.
-// A NaN on either side is a miss unless both are NaN.
+// Equal values (infinities too) match; a NaN matches only a NaN.
 template <typename Want>
 void ExpectClose(const std::vector<float>& got, const std::vector<Want>& want, int width, const Tolerance& tol,
                  const std::string& what) {
@@ -40,8 +40,8 @@ void ExpectClose(const std::vector<float>& got, const std::vector<Want>& want, i
   for (size_t k = 0; k < got.size(); ++k) {
     const double w = static_cast<double>(want[k]);
     const double diff = std::abs(static_cast<double>(got[k]) - w);
-    const bool both_nan = std::isnan(w) && std::isnan(got[k]);
-    if (!both_nan && !(diff <= tol.abs + tol.rel * std::abs(w))) {
+    const bool same = std::isnan(w) ? std::isnan(got[k]) : static_cast<double>(got[k]) == w;  // NaNs, infinities
+    if (!same && !(diff <= tol.abs + tol.rel * std::abs(w))) {
       if (misses == 0) {
         ADD_FAILURE() << what << ": row " << k / width << " index " << k % width << ": got " << got[k]
                       << ", want " << w << " (diff " << diff << ")";

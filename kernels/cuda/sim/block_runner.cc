@@ -14,6 +14,7 @@
 #include "absl/strings/str_format.h"
 
 #if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
 #include <sanitizer/common_interface_defs.h>
 #endif
 
@@ -133,7 +134,13 @@ BlockRunner::BlockRunner() = default;
 
 BlockRunner::~BlockRunner() {
   for (Stack& stack : stacks_) {
-    if (stack.map != nullptr) munmap(stack.map, stack.map_bytes);
+    if (stack.map == nullptr) continue;
+#if defined(__SANITIZE_ADDRESS__)
+    // Frames of the stack's last fiber may still be poisoned: clear them, or
+    // the next mapping at this address inherits the poison.
+    ASAN_UNPOISON_MEMORY_REGION(stack.bottom, stack.bytes);
+#endif
+    munmap(stack.map, stack.map_bytes);
   }
 }
 

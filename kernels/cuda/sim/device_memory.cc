@@ -68,6 +68,11 @@ cudaError_t DeviceMemory::Allocate(size_t bytes, void** out) {
   }
   auto* base = static_cast<unsigned char*>(map);
   mprotect(base + usable, PageBytes(), PROT_NONE);  // the guard page
+#if defined(__SANITIZE_ADDRESS__)
+  // A fresh mapping may sit where poisoned memory (a fiber stack, an earlier
+  // allocation's tail) was: start clean, then poison the tail past the end.
+  ASAN_UNPOISON_MEMORY_REGION(base, usable);
+#endif
   std::memset(base, 0xFF, usable);
 #if defined(__SANITIZE_ADDRESS__)
   ASAN_POISON_MEMORY_REGION(base + bytes, usable - bytes);

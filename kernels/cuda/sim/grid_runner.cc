@@ -21,6 +21,9 @@ struct GridRunner::Grid {
 };
 
 void EnsureSignalStack() {
+  // AddressSanitizer gives every thread an alternate stack of its own (and
+  // unmaps whatever alternate stack a thread has when it exits).
+#if !defined(__SANITIZE_ADDRESS__)
   thread_local std::vector<unsigned char> stack;
   if (!stack.empty()) return;
   stack.resize(256 * 1024);
@@ -28,6 +31,7 @@ void EnsureSignalStack() {
   ss.ss_sp = stack.data();
   ss.ss_size = stack.size();
   sigaltstack(&ss, nullptr);
+#endif
 }
 
 GridRunner::GridRunner(int host_threads) {

@@ -11,14 +11,15 @@ using cuda::DynamicShared;
 
 __global__ void BlockSumKernel(const float* x, float* out, int n, bool skip_sync) {
   float* partial = DynamicShared<float>();  // (n)
-  partial[threadIdx.x] = x[threadIdx.x];
+  const int t = threadIdx.x;
+  partial[t] = x[t];
   // Tree: at each step the lower half adds the upper half's partials.
   for (int half = 512; half > 0; half /= 2) {
     if (!skip_sync) __syncthreads();  // the partials of the last step are written
-    if (threadIdx.x < half && threadIdx.x + half < n) partial[threadIdx.x] += partial[threadIdx.x + half];
+    if (t < half && t + half < n) partial[t] += partial[t + half];
   }
   __syncthreads();
-  if (threadIdx.x == 0) out[0] = partial[0];
+  if (t == 0) out[0] = partial[0];
 }
 
 __global__ void DivergentBarrierKernel(int split) {

@@ -1,0 +1,304 @@
+// Causal grouped-query attention on CUDA, flash-decoding. Semantics,
+// precision and preconditions: kernels/ops.h; the CPU twin is
+// kernels/cpu/attention.cc.
+//
+// The positions 0..pos a query at position pos sees are cut into splits of
+// kAttentionSplit: split s holds positions [s * kAttentionSplit,
+// min((s + 1) * kAttentionSplit, pos + 1)), so a query has pos /
+// kAttentionSplit + 1 splits, fixed by its position alone. Two kernels:
+//
+//  1. AttentionSplitKernel, one block per (token, split, head): scores the
+//     split's positions, takes their max m and sum l of exp(score - m) and
+//     the weighted sum acc (head_dim) of their value rows, and writes the
+//     record (m, l, acc) to the scratch.
+//  2. AttentionCombineKernel, one block per (token, head): rescales the
+//     token's records to their common max, in split order, and writes
+//     out = sum(acc_s * w_s) / sum(l_s * w_s), w_s = exp(m_s - max).
+//
+// Scratch: the records of every (token, split, head) of a round, packed by
+// token, then split, then head ("pairs" are the (token, split) pairs, counted
+// from token 0 of the call):
+//   record r = pair * n_heads + head, (head_dim + 2) floats: m, l, acc.
+// A scratch smaller than AttentionScratchBytes runs the tokens in rounds of
+// as many whole tokens as it holds; every block computes the same thing in
+// any round, so the bits do not change.
+//
+// out may be q: q[t] is read only by the split blocks of token t, and out[t]
+// is written only by the combine kernel, which runs after them (rounds cover
+// whole tokens, and the stream runs them in order).
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_format.h"
+#include "kernels/cuda/common.cuh"
+#include "kernels/op_checks.h"
+#include "kernels/ops.h"
+
+namespace octo::cuda {
+namespace {
+
+// The largest head_dim the kernels take (ops.h): q (head_dim) sits in static
+// shared memory and each thread of a split block owns kDimsPerThread
+// dimensions of acc in registers. 256 covers the models Octo runs (gemma's
+// 256 the largest).
+constexpr int kMaxHeadDim = kMaxCudaHeadDim;
+// Threads of a split block: each scores kPositionsPerThread positions.
+constexpr int kSplitThreads = 128;
+constexpr int kPositionsPerThread = kAttentionSplit / kSplitThreads;
+constexpr int kDimsPerThread = kMaxHeadDim / kSplitThreads;
+static_assert(kAttentionSplit % kSplitThreads == 0 && kMaxHeadDim % kSplitThreads == 0);
+static_assert(kSplitThreads % kWarpSize == 0, "the block max and sum use full-warp shuffles");
+// The most blocks one launch may have (gridDim.x).
+constexpr int64_t kMaxGridBlocks = INT32_MAX;
+
+// --- Split arithmetic (host and device) --------------------------------------
+
+// Splits of a query at position pos (it sees pos + 1 positions).
+__host__ __device__ __forceinline__ int64_t SplitsOf(int64_t pos) { return pos / kAttentionSplit + 1; }
+
+// Splits of the queries of tokens [0, t) of a call starting at first_pos:
+// sum over u < t of SplitsOf(first_pos + u) = t + F(first_pos + t) -
+// F(first_pos), where F(n) = sum_{x < n} floor(x / kAttentionSplit)
+// = kAttentionSplit * q * (q - 1) / 2 + q * r for n = q * kAttentionSplit + r.
+__host__ __device__ __forceinline__ int64_t FloorSum(int64_t n) {
+  const int64_t q = n / kAttentionSplit, r = n % kAttentionSplit;
+  return kAttentionSplit * (q * (q - 1) / 2) + q * r;
+}
+__host__ __device__ __forceinline__ int64_t PairsBefore(int first_pos, int t) {
+  return t + FloorSum(static_cast<int64_t>(first_pos) + t) - FloorSum(first_pos);
+}
+
+// --- Kernels -----------------------------------------------------------------
+
+// What both kernels read, for one round: tokens [first_token, first_token +
+// n_round_tokens) of the call, whose records start at `partials`.
+struct AttentionLaunch {
+  const float* q;             // (n_tokens, n_heads * head_dim)
+  const uint16_t* k_cache;    // (>= first_pos + n_tokens, n_kv_heads * head_dim) fp16 bits
+  const uint16_t* v_cache;    // as k_cache
+  float* out;                 // (n_tokens, n_heads * head_dim)
+  float* partials;            // the round's records, (pairs, n_heads, head_dim + 2)
+  int first_pos;              // position of token 0 of the call
+  int first_token;            // the round's first token
+  int n_round_tokens;
+  int n_heads;
+  int n_kv_heads;
+  int head_dim;               // 1..kMaxHeadDim
+  float scale;
+};
+
+// The max of `v` over the block, returned to every thread.
+// Requirements: blockDim.x == kSplitThreads, every thread calls it, once per
+// block (it does not wait before reusing its shared memory).
+__device__ __forceinline__ float SplitBlockMax(float v) {
+  __shared__ float warp_maxes[kSplitThreads / kWarpSize];
+#pragma unroll
+  for (int offset = kWarpSize / 2; offset > 0; offset /= 2) {
+    v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, offset));
+  }
+  if (threadIdx.x % kWarpSize == 0) warp_maxes[threadIdx.x / kWarpSize] = v;
+  __syncthreads();  // every warp's max is written
+  v = warp_maxes[0];
+  for (int w = 1; w < kSplitThreads / kWarpSize; ++w) v = fmaxf(v, warp_maxes[w]);
+  return v;
+}
+
+// One block per (pair, head) of the round: blockIdx.x = pair * n_heads +
+// head, pair counted from the round's first. Thread i scores positions i and
+// i + kSplitThreads of the split, each dot in dimension order (as the CPU's
+// portable loop: the same float scores); then owns dimensions i and i +
+// kSplitThreads of acc, summed in position order.
+// Launch: blockDim.x == kSplitThreads.
+__global__ void __launch_bounds__(kSplitThreads) AttentionSplitKernel(AttentionLaunch a) {
+  __shared__ float q16[kMaxHeadDim];  // (head_dim) q rounded to fp16, widened back
+  __shared__ float p[kAttentionSplit];  // the split's scores, then exp(score - m)
+
+  // Which token, split and head: the token is the last one whose first pair
+  // is at or before this block's (a binary search over the round's tokens).
+  const int h = static_cast<int>(blockIdx.x % a.n_heads);
+  const int64_t pair = PairsBefore(a.first_pos, a.first_token) + blockIdx.x / a.n_heads;
+  int t = a.first_token, t_end = a.first_token + a.n_round_tokens;
+  while (t_end - t > 1) {
+    const int mid = t + (t_end - t) / 2;
+    if (PairsBefore(a.first_pos, mid) <= pair) {
+      t = mid;
+    } else {
+      t_end = mid;
+    }
+  }
+  const int split = static_cast<int>(pair - PairsBefore(a.first_pos, t));
+  const int begin = split * kAttentionSplit;
+  // Query t sits at position first_pos + t and sees rows 0..first_pos + t.
+  const int n_left = a.first_pos + t + 1 - begin;
+  const int n = n_left < kAttentionSplit ? n_left : kAttentionSplit;  // positions in this split
+
+  const int head_dim = a.head_dim;
+  const float* q_head = a.q + (static_cast<size_t>(t) * a.n_heads + h) * head_dim;
+  for (int d = threadIdx.x; d < head_dim; d += kSplitThreads) q16[d] = ToFloat(FromFloat<__half>(q_head[d]));
+  __syncthreads();  // q16 is written
+
+  const int kv_h = h / (a.n_heads / a.n_kv_heads);
+  const size_t row_stride = static_cast<size_t>(a.n_kv_heads) * head_dim;
+  const uint16_t* k_rows = a.k_cache + static_cast<size_t>(begin) * row_stride + static_cast<size_t>(kv_h) * head_dim;
+  const uint16_t* v_rows = a.v_cache + static_cast<size_t>(begin) * row_stride + static_cast<size_t>(kv_h) * head_dim;
+
+  // Scores, and their max.
+  float m = -INFINITY;
+#pragma unroll
+  for (int j = 0; j < kPositionsPerThread; ++j) {
+    const int i = threadIdx.x + j * kSplitThreads;
+    if (i < n) {
+      const uint16_t* k_row = k_rows + i * row_stride;
+      float dot = 0.0f;
+      for (int d = 0; d < head_dim; ++d) dot += q16[d] * ToFloat(__ushort_as_half(k_row[d]));
+      p[i] = dot * a.scale;
+      m = fmaxf(m, p[i]);
+    }
+  }
+  m = SplitBlockMax(m);
+
+  // exp(score - m) in place (each thread its own positions), and their sum.
+  float l = 0.0f;
+#pragma unroll
+  for (int j = 0; j < kPositionsPerThread; ++j) {
+    const int i = threadIdx.x + j * kSplitThreads;
+    if (i < n) {
+      p[i] = expf(p[i] - m);
+      l += p[i];
+    }
+  }
+  l = BlockReduceSum(l);
+  __syncthreads();  // every p[i] is written
+
+  // The record: m, l, then acc = sum_i p[i] * v[i] in position order.
+  float* record = a.partials + static_cast<size_t>(blockIdx.x) * (head_dim + 2);
+  if (threadIdx.x == 0) {
+    record[0] = m;
+    record[1] = l;
+  }
+  float acc[kDimsPerThread] = {};
+  for (int i = 0; i < n; ++i) {
+    const uint16_t* v_row = v_rows + i * row_stride;
+#pragma unroll
+    for (int j = 0; j < kDimsPerThread; ++j) {
+      const int d = threadIdx.x + j * kSplitThreads;
+      if (d < head_dim) acc[j] += p[i] * ToFloat(__ushort_as_half(v_row[d]));
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < kDimsPerThread; ++j) {
+    const int d = threadIdx.x + j * kSplitThreads;
+    if (d < head_dim) record[2 + d] = acc[j];
+  }
+}
+
+// One block per (token, head) of the round: blockIdx.x = (t - first_token) *
+// n_heads + head. Each thread combines the token's records for its
+// dimensions, every sum in split order (each thread computes the same
+// denominator).
+// Launch: any blockDim.x.
+__global__ void AttentionCombineKernel(AttentionLaunch a) {
+  const int h = static_cast<int>(blockIdx.x % a.n_heads);
+  const int t = a.first_token + static_cast<int>(blockIdx.x / a.n_heads);
+  const int64_t n_splits = SplitsOf(static_cast<int64_t>(a.first_pos) + t);
+  const int64_t first_pair = PairsBefore(a.first_pos, t) - PairsBefore(a.first_pos, a.first_token);
+  const size_t record_floats = static_cast<size_t>(a.head_dim) + 2;
+  const size_t split_stride = static_cast<size_t>(a.n_heads) * record_floats;  // between a token's splits
+  const float* records = a.partials + (static_cast<size_t>(first_pair) * a.n_heads + h) * record_floats;
+
+  float max = -INFINITY;
+  for (int64_t s = 0; s < n_splits; ++s) max = fmaxf(max, records[s * split_stride]);
+
+  float* out_head = a.out + (static_cast<size_t>(t) * a.n_heads + h) * a.head_dim;
+  for (int d = threadIdx.x; d < a.head_dim; d += blockDim.x) {
+    float l = 0.0f, acc = 0.0f;
+    for (int64_t s = 0; s < n_splits; ++s) {
+      const float* record = records + s * split_stride;
+      const float w = expf(record[0] - max);
+      l += record[1] * w;
+      acc += record[2 + d] * w;
+    }
+    out_head[d] = acc / l;
+  }
+}
+
+// --- Host helpers -------------------------------------------------------------
+
+// a * b, or SIZE_MAX if it does not fit.
+size_t SaturatingMul(size_t a, size_t b) { return a != 0 && b > SIZE_MAX / a ? SIZE_MAX : a * b; }
+
+// Bytes of the records of tokens [t0, t1).
+size_t RecordBytes(const AttentionParams& p, int t0, int t1) {
+  const auto pairs = static_cast<size_t>(PairsBefore(p.first_pos, t1) - PairsBefore(p.first_pos, t0));
+  const size_t record_bytes = (static_cast<size_t>(p.head_dim) + 2) * sizeof(float);
+  return SaturatingMul(SaturatingMul(pairs, static_cast<size_t>(p.n_heads)), record_bytes);
+}
+
+// Split blocks of tokens [t0, t1).
+int64_t SplitBlocks(const AttentionParams& p, int t0, int t1) {
+  return (PairsBefore(p.first_pos, t1) - PairsBefore(p.first_pos, t0)) * p.n_heads;
+}
+
+}  // namespace
+
+// --- Launchers ---------------------------------------------------------------
+
+size_t AttentionScratchBytes(const AttentionParams& p) {
+  if (p.n_tokens <= 0 || p.n_heads <= 0 || p.head_dim <= 0 || p.first_pos < 0 ||
+      static_cast<int64_t>(p.first_pos) + p.n_tokens > INT32_MAX) {
+    return 0;  // Attention refuses these before it looks at the scratch
+  }
+  return RecordBytes(p, 0, p.n_tokens);
+}
+
+absl::Status Attention(const float* q, const uint16_t* k_cache, const uint16_t* v_cache, float* out,
+                       const AttentionParams& p, const Exec& exec) {
+  absl::Status args = CheckAttentionArgs(q, k_cache, v_cache, out, p);
+  if (!args.ok()) return args;
+  if (p.head_dim > kMaxHeadDim) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("Attention: head_dim (%d) must be <= %d on CUDA", p.head_dim, kMaxHeadDim));
+  }
+  // The last token sees the most positions: if its records fit, every
+  // token's do, and the tokens run in rounds of as many as fit.
+  const size_t one_token_bytes = RecordBytes(p, p.n_tokens - 1, p.n_tokens);
+  if (exec.scratch_bytes < one_token_bytes) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "Attention: exec.scratch_bytes (%d) is less than %d, the records of the last token alone "
+        "(AttentionScratchBytes: %d for all %d tokens)",
+        exec.scratch_bytes, one_token_bytes, AttentionScratchBytes(p), p.n_tokens));
+  }
+  if (exec.scratch == nullptr) return absl::InvalidArgumentError("Attention: exec.scratch is null");
+  if (SplitBlocks(p, p.n_tokens - 1, p.n_tokens) > kMaxGridBlocks) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "Attention: the last token's %d splits of %d heads exceed %d blocks", SplitsOf(p.first_pos + p.n_tokens - 1),
+        p.n_heads, kMaxGridBlocks));
+  }
+
+  AttentionLaunch a = {q, k_cache, v_cache, out, static_cast<float*>(exec.scratch), p.first_pos, 0, 0,
+                       p.n_heads, p.n_kv_heads, p.head_dim, p.scale};
+  // Combine blocks: one thread per dimension, in whole warps.
+  const int combine_threads = (p.head_dim + kWarpSize - 1) / kWarpSize * kWarpSize;
+  while (a.first_token < p.n_tokens) {
+    // Grow the round while the next token's records fit.
+    int end = a.first_token + 1;
+    while (end < p.n_tokens && RecordBytes(p, a.first_token, end + 1) <= exec.scratch_bytes &&
+           SplitBlocks(p, a.first_token, end + 1) <= kMaxGridBlocks) {
+      ++end;
+    }
+    a.n_round_tokens = end - a.first_token;
+    const auto split_blocks = static_cast<unsigned>(SplitBlocks(p, a.first_token, end));
+    const auto combine_blocks = static_cast<unsigned>(static_cast<int64_t>(a.n_round_tokens) * p.n_heads);
+    // The combine kernel reads what the split kernel wrote: stream order.
+    OCTO_LAUNCH(AttentionSplitKernel, split_blocks, kSplitThreads, 0, exec.stream, a);
+    OCTO_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+    OCTO_LAUNCH(AttentionCombineKernel, combine_blocks, combine_threads, 0, exec.stream, a);
+    OCTO_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+    a.first_token = end;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace octo::cuda

@@ -1,0 +1,60 @@
+// DequantizeRows on CUDA (the embedding lookup): the same values as the CPU
+// twin (kernels/cpu/dequantize.cc), bit for bit, because both decode with
+// the block decoders of kernels/block_decode.h, built without contraction.
+// Semantics and preconditions: kernels/ops.h.
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "kernels/block_decode.h"
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/elementwise.cuh"
+#include "kernels/op_checks.h"
+#include "kernels/ops.h"
+
+namespace octo::cuda {
+namespace {
+
+// --- Kernels -----------------------------------------------------------------
+
+// out[r][c] = element c of row first_row + r of w, decoded from its block by
+// Decoder, one thread per element. Neighbouring threads write neighbouring
+// floats of a row and read the same block.
+//   rows: w's rows from first_row on (the launcher offsets w.data).
+// Launch: one-dimensional, any size (grid-stride).
+template <typename Decoder>
+__global__ void DequantizeRowsKernel(const uint8_t* rows,  // (n_rows, row_bytes) blocks of Decoder's type
+                                     float* out,           // (n_rows, cols)
+                                     int64_t n_rows, int64_t cols, int64_t row_bytes) {
+  const int64_t n = n_rows * cols;
+  for (int64_t i = GridStrideBegin(); i < n; i += GridStrideStep()) {
+    const int64_t r = i / cols;
+    const int64_t c = i - r * cols;
+    const uint8_t* block = rows + r * row_bytes + c / Decoder::kElements * Decoder::kBytes;
+    out[i] = Decoder::Element(block, static_cast<int>(c % Decoder::kElements));
+  }
+}
+
+}  // namespace
+
+// --- Launchers ---------------------------------------------------------------
+
+absl::Status DequantizeRows(const WeightMatrix& w, int64_t first_row, int64_t n_rows, float* out,
+                            StreamHandle stream) {
+  const absl::StatusOr<int64_t> row_bytes = CheckDequantizeRowsArgs(w, first_row, n_rows, out);
+  if (!row_bytes.ok()) return row_bytes.status();
+
+  const uint8_t* rows = static_cast<const uint8_t*>(w.data) + first_row * *row_bytes;
+  const int blocks = ElementwiseBlocks(n_rows * w.cols);
+  // CheckWeightShape accepted the type, so WithDecoder finds it; the
+  // fallback only keeps the switch total.
+  return block_decode::WithDecoder(
+      w.type, absl::InternalError("DequantizeRows: no decoder for a checked type"), [&](auto decoder) {
+        using Decoder = decltype(decoder);
+        OCTO_LAUNCH(DequantizeRowsKernel<Decoder>, blocks, kElementwiseThreads, 0, stream, rows, out, n_rows,
+                    w.cols, *row_bytes);
+        OCTO_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+        return absl::OkStatus();
+      });
+}
+
+}  // namespace octo::cuda

@@ -1,0 +1,391 @@
+// cuda::Attention against cpu::Attention and against a double-precision
+// reference of its own contract; the same bits alone and in a batch, in one
+// round and in several; out == q; the argument and scratch checks.
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "absl/strings/str_format.h"
+#include "kernels/half.h"
+#include "kernels/ops.h"
+#include "tests/kernels/cuda/cuda_test_util.h"
+
+namespace octo {
+namespace {
+
+// --- Tolerances ----------------------------------------------------------------
+// Per query (token, head) seeing n positions in S = ceil(n / 256) splits,
+// with u = 2^-24 and V = max |v| over its value rows (1 here: the caches
+// hold values in [-1, 1]). Both sides compute the same float scores s_i (the
+// dot in dimension order, then times scale: the test runs the CPU's portable
+// path, the kernel has the same loop). Let y = sum_i p_i v_i be the exact
+// attention of those scores, M = max_i s_i, and H = sum_i p_i (M - s_i),
+// which is at most the entropy of p, so H <= ln n. To first order:
+//
+// CUDA vs y: each weight exp(s_i - M) is made of expf(s_i - m_s) and, in the
+//   combine, expf(m_s - M): two subtractions (together (M - s_i) u) and two
+//   expf (2 ulp <= 4u each, the device's documented bound; the executor's is
+//   glibc's), so (8 + M - s_i) u relative. The numerator adds the products
+//   (u), up to 256 of them in position order (255 u), times w_s (u), and S
+//   splits in order ((S - 1) u); the denominator sums a split's exps in a
+//   tree 8 additions deep (8 u), times w_s (u), S splits ((S - 1) u); then
+//   one division (u). So
+//     |cuda - y| <= V u (2 (8 + H) + (256 + S) + (8 + S) + 1)
+//                 = V u (281 + 2 S + 2 H).
+// CPU vs y: each expf(s_i - M) errs by (2 + M - s_i) u (glibc's expf is
+//   within 1 ulp), their double sum by (2 + H) u, the reciprocal and the
+//   product by u each: (6 + 2 H) u on average over p. Then each weight is
+//   rounded to fp16: 2^-11 relative, or 2^-25 absolute below 2^-14 (fp16
+//   subnormals), so at most 2^-11 + n 2^-25 in all. The products with v are
+//   exact (11 by 11 bits) and their float sum in position order errs by
+//   (n - 1) u. So
+//     |cpu - y| <= V (2^-11 + n 2^-25 + (n - 1 + 6 + 2 H) u).
+// Adding the two, with H <= ln n:
+//     tol1 = V (2^-11 + n 2^-25 + (n + 286 + 2 S + 4 ln n) u),
+// and the terms of second order (products of two of these relative errors)
+// are at most tol1^2 / V: the tolerance is tol1 + tol1^2 (for V = 1).
+// The CPU's fp16 weights dominate: 2^-11 = 4.9e-4 for any n, 8.9e-4 in all
+// at n = 4096. Measured over these shapes: see kShapes.
+double CudaVsCpuTolerance(int n) {
+  const double u = 0x1p-24;
+  const double splits = (n + kAttentionSplit - 1) / kAttentionSplit;
+  const double tol1 = 0x1p-11 + n * 0x1p-25 + (n + 286 + 2 * splits + 4 * std::log(n)) * u;
+  return tol1 + tol1 * tol1;
+}
+
+// Against the reference of the CUDA contract itself (the same float scores,
+// then a double softmax and a double sum with unrounded weights): the first
+// bound above alone, u (281 + 2 S + 2 ln n) plus its square. 2e-5 at
+// n = 4096, so unlike the CPU comparison it sees a missing or extra row
+// (about 1 / n = 2.4e-4 there).
+double CudaVsReferenceTolerance(int n) {
+  const double u = 0x1p-24;
+  const double splits = (n + kAttentionSplit - 1) / kAttentionSplit;
+  const double tol1 = (281 + 2 * splits + 2 * std::log(n)) * u;
+  return tol1 + tol1 * tol1;
+}
+
+constexpr uint16_t kFp16NaN = 0x7e00;
+
+struct Shape {
+  int n_tokens;
+  int first_pos;
+  int n_heads;
+  int n_kv_heads;
+  int head_dim;
+};
+
+std::string Describe(const Shape& s) {
+  return absl::StrFormat("n_tokens=%d first_pos=%d n_heads=%d n_kv_heads=%d head_dim=%d", s.n_tokens,
+                         s.first_pos, s.n_heads, s.n_kv_heads, s.head_dim);
+}
+
+AttentionParams ParamsFor(const Shape& s) {
+  AttentionParams p;
+  p.n_tokens = s.n_tokens;
+  p.first_pos = s.first_pos;
+  p.n_heads = s.n_heads;
+  p.n_kv_heads = s.n_kv_heads;
+  p.head_dim = s.head_dim;
+  p.scale = 1.0f / std::sqrt(static_cast<float>(s.head_dim));
+  return p;
+}
+
+size_t TokenSize(const Shape& s) { return static_cast<size_t>(s.n_heads) * s.head_dim; }
+size_t RowSize(const Shape& s) { return static_cast<size_t>(s.n_kv_heads) * s.head_dim; }
+
+// q (n_tokens, n_heads * head_dim) in [-3, 3], so the scores spread over a
+// few units; k and v caches (first_pos + n_tokens + extra_rows, n_kv_heads *
+// head_dim) in [-1, 1] as fp16, the extra rows (which no query may read)
+// NaN.
+struct Inputs {
+  std::vector<float> q;
+  std::vector<uint16_t> k;
+  std::vector<uint16_t> v;
+};
+
+Inputs RandomInputs(const Shape& s, uint32_t seed, int extra_rows = 0) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> q_dist(-3.0f, 3.0f);
+  std::uniform_real_distribution<float> kv_dist(-1.0f, 1.0f);
+  Inputs in;
+  in.q.resize(s.n_tokens * TokenSize(s));
+  for (float& f : in.q) f = q_dist(rng);
+  const size_t visible = (s.first_pos + s.n_tokens) * RowSize(s);
+  in.k.assign(visible + extra_rows * RowSize(s), kFp16NaN);
+  in.v.assign(in.k.size(), kFp16NaN);
+  for (size_t i = 0; i < visible; ++i) in.k[i] = Fp32ToFp16(kv_dist(rng));
+  for (size_t i = 0; i < visible; ++i) in.v[i] = Fp32ToFp16(kv_dist(rng));
+  return in;
+}
+
+// cpu::Attention on its portable path (the scores the tolerances assume).
+std::vector<float> RunCpu(const Inputs& in, const Shape& s) {
+  std::vector<float> out(in.q.size());
+  const absl::Status status = cpu::Attention(in.q.data(), in.k.data(), in.v.data(), out.data(), ParamsFor(s), {});
+  EXPECT_TRUE(status.ok()) << status;
+  return out;
+}
+
+// The CUDA contract in double from the float scores: exact softmax, weights
+// not rounded, exact value sum. Also returns each element's n.
+std::vector<double> Reference(const Inputs& in, const Shape& s, std::vector<int>* n_of) {
+  const AttentionParams p = ParamsFor(s);
+  const int group = s.n_heads / s.n_kv_heads;
+  std::vector<double> out(in.q.size());
+  n_of->resize(in.q.size());
+  for (int t = 0; t < s.n_tokens; ++t) {
+    for (int h = 0; h < s.n_heads; ++h) {
+      const size_t q_at = t * TokenSize(s) + static_cast<size_t>(h) * s.head_dim;
+      const size_t kv_offset = static_cast<size_t>(h / group) * s.head_dim;
+      const int n = s.first_pos + t + 1;
+      std::vector<double> att(n);
+      for (int pos = 0; pos < n; ++pos) {
+        // cpu::Attention's portable score, in float.
+        const uint16_t* k_row = &in.k[pos * RowSize(s) + kv_offset];
+        float dot = 0.0f;
+        for (int d = 0; d < s.head_dim; ++d) {
+          dot += Fp16ToFp32(Fp32ToFp16(in.q[q_at + d])) * Fp16ToFp32(k_row[d]);
+        }
+        att[pos] = dot * p.scale;
+      }
+      const double max = *std::max_element(att.begin(), att.end());
+      double sum = 0;
+      for (double& a : att) sum += a = std::exp(a - max);
+      for (int d = 0; d < s.head_dim; ++d) {
+        double o = 0;
+        for (int pos = 0; pos < n; ++pos) o += att[pos] / sum * Fp16ToFp32(in.v[pos * RowSize(s) + kv_offset + d]);
+        out[q_at + d] = o;
+        (*n_of)[q_at + d] = n;
+      }
+    }
+  }
+  return out;
+}
+
+// The worst |got - want| / tolerance(n) over the elements; counts and
+// reports (first one) the elements over 1.
+template <typename Want>
+double WorstRatio(const std::vector<float>& got, const std::vector<Want>& want, const std::vector<int>& n_of,
+                  double (*tolerance)(int), const std::string& what, double* worst_diff) {
+  EXPECT_EQ(got.size(), want.size()) << what;
+  double worst = 0;
+  size_t misses = 0;
+  for (size_t i = 0; i < got.size() && i < want.size(); ++i) {
+    const double diff = std::abs(got[i] - static_cast<double>(want[i]));
+    const double ratio = diff / tolerance(n_of[i]);
+    if (!(ratio <= 1) && misses++ == 0) {
+      ADD_FAILURE() << what << ": element " << i << " (n " << n_of[i] << "): got " << got[i] << ", want " << want[i]
+                    << ", diff " << diff << " > tolerance " << tolerance(n_of[i]);
+    }
+    if (!(ratio <= worst)) {
+      worst = ratio;
+      *worst_diff = diff;
+    }
+  }
+  EXPECT_EQ(misses, 0u) << what << ": elements outside the tolerance";
+  return worst;
+}
+
+class AttentionCudaTest : public testing::CudaOpTest {
+ protected:
+  // The device's copies of one Inputs.
+  struct DeviceInputs {
+    testing::DeviceVector<float> q;
+    testing::DeviceVector<uint16_t> k;
+    testing::DeviceVector<uint16_t> v;
+  };
+  DeviceInputs UploadInputs(const Inputs& in) { return {Upload(in.q), Upload(in.k), Upload(in.v)}; }
+
+  // cuda::Attention into a fresh buffer with `scratch_bytes` of scratch (the
+  // full AttentionScratchBytes when 0).
+  std::vector<float> Run(const DeviceInputs& d, const Shape& s, size_t scratch_bytes = 0) {
+    const AttentionParams p = ParamsFor(s);
+    cuda::Exec exec = Exec(cuda::AttentionScratchBytes(p));
+    if (scratch_bytes != 0) exec.scratch_bytes = scratch_bytes;
+    auto out = Output<float>(d.q.size());
+    const absl::Status status = cuda::Attention(d.q.get(), d.k.get(), d.v.get(), out.get(), p, exec);
+    EXPECT_TRUE(status.ok()) << status;
+    return out.Download(stream());
+  }
+};
+
+// head_dim 1, 8, 33, 40, 64, 72, 128 and the largest, 256; GQA ratios 1, 2,
+// 3, 8; contexts of 1, under, exactly and just over one split (256, 257),
+// across split edges inside a batch, and a 4096-row decode; n_tokens 1, 9
+// and a 384-token prefill (256 queries of one split, 128 of two). The rows
+// after the last query's are NaN: reading one shows.
+// Measured (executor): |cuda - cpu| at most 2.4e-4, 0.47 of the tolerance,
+// at short contexts where a few large weights carry their fp16 rounding
+// unaveraged (0.02 of it, 1.8e-5, at n = 4096); |cuda - reference| at most
+// 1.7e-7, 0.01 of its tolerance (which is the worst case of every rounding).
+constexpr Shape kShapes[] = {
+    {1, 0, 1, 1, 8},     {9, 0, 4, 2, 64},   {1, 255, 8, 8, 128}, {1, 256, 8, 1, 128},  {9, 250, 4, 4, 72},
+    {3, 1000, 2, 2, 40}, {2, 20, 4, 4, 1},   {2, 10, 2, 1, 256},  {5, 3, 3, 1, 33},     {1, 4095, 8, 1, 128},
+    {384, 0, 8, 2, 64},
+};
+
+TEST_F(AttentionCudaTest, MatchesCpuAndReference) {
+  uint32_t seed = 1;
+  double worst_cpu = 0, worst_cpu_diff = 0, worst_ref = 0, worst_ref_diff = 0;
+  for (const Shape& s : kShapes) {
+    const Inputs in = RandomInputs(s, seed++, /*extra_rows=*/3);
+    const std::vector<float> got = Run(UploadInputs(in), s);
+    std::vector<int> n_of;
+    const std::vector<double> reference = Reference(in, s, &n_of);
+    double diff = 0;
+    const double cpu_ratio = WorstRatio(got, RunCpu(in, s), n_of, CudaVsCpuTolerance, Describe(s) + " vs cpu", &diff);
+    if (cpu_ratio >= worst_cpu) {
+      worst_cpu = cpu_ratio;
+      worst_cpu_diff = diff;
+    }
+    const double ref_ratio =
+        WorstRatio(got, reference, n_of, CudaVsReferenceTolerance, Describe(s) + " vs reference", &diff);
+    if (ref_ratio >= worst_ref) {
+      worst_ref = ref_ratio;
+      worst_ref_diff = diff;
+    }
+  }
+  std::printf("worst |cuda - cpu| %.3g (%.2f of its tolerance), |cuda - reference| %.3g (%.2f of its tolerance)\n",
+              worst_cpu_diff, worst_cpu, worst_ref_diff, worst_ref);
+}
+
+// Token t computed alone (n_tokens 1 at position first_pos + t, the rows
+// after it NaN) gives bit for bit its row of the prefill: the splits depend
+// only on the position.
+TEST_F(AttentionCudaTest, TokenAloneMatchesItsRowOfThePrefillBitForBit) {
+  for (const Shape& prefill : {Shape{300, 0, 4, 2, 64}, Shape{20, 250, 8, 1, 40}}) {
+    const Inputs in = RandomInputs(prefill, 60 + prefill.first_pos);
+    const std::vector<float> all = Run(UploadInputs(in), prefill);
+    for (int t : {0, 1, 5, 6, 7, 100, 254, 255, 256, 257, 299}) {
+      if (t >= prefill.n_tokens) continue;
+      const Shape decode = {1, prefill.first_pos + t, prefill.n_heads, prefill.n_kv_heads, prefill.head_dim};
+      Inputs one = in;
+      one.q.assign(in.q.begin() + t * TokenSize(prefill), in.q.begin() + (t + 1) * TokenSize(prefill));
+      const size_t visible = (decode.first_pos + 1) * RowSize(prefill);
+      std::fill(one.k.begin() + visible, one.k.end(), kFp16NaN);
+      std::fill(one.v.begin() + visible, one.v.end(), kFp16NaN);
+      const std::vector<float> alone = Run(UploadInputs(one), decode);
+      EXPECT_EQ(std::memcmp(alone.data(), all.data() + t * TokenSize(prefill), alone.size() * sizeof(float)), 0)
+          << Describe(decode) << " vs its row of " << Describe(prefill);
+    }
+  }
+}
+
+// A scratch that holds only the last token's records (the least accepted:
+// two tokens of one split, or one of two, per round), one byte more (still
+// no third token), or a third of the full size runs the tokens in rounds:
+// the same bits.
+TEST_F(AttentionCudaTest, RoundsOfASmallScratchGiveTheSameBits) {
+  const Shape s = {120, 200, 4, 2, 72};  // positions 200..319: one split, then two
+  const Inputs in = RandomInputs(s, 9);
+  const DeviceInputs d = UploadInputs(in);
+  const std::vector<float> full = Run(d, s);
+  const size_t last_token_bytes =
+      cuda::AttentionScratchBytes(ParamsFor({1, s.first_pos + s.n_tokens - 1, s.n_heads, s.n_kv_heads, s.head_dim}));
+  for (size_t bytes : {last_token_bytes, last_token_bytes + 1, cuda::AttentionScratchBytes(ParamsFor(s)) / 3}) {
+    const std::vector<float> rounds = Run(d, s, bytes);
+    EXPECT_EQ(std::memcmp(rounds.data(), full.data(), full.size() * sizeof(float)), 0) << bytes << " bytes";
+  }
+}
+
+// The records of every (token, split, head): (head_dim + 2) floats each.
+TEST_F(AttentionCudaTest, ScratchBytesCountsEverySplitOfEveryToken) {
+  const size_t record = (64 + 2) * sizeof(float);
+  EXPECT_EQ(cuda::AttentionScratchBytes(ParamsFor({1, 0, 8, 2, 64})), 8 * record);
+  EXPECT_EQ(cuda::AttentionScratchBytes(ParamsFor({1, 255, 8, 2, 64})), 8 * record);
+  EXPECT_EQ(cuda::AttentionScratchBytes(ParamsFor({1, 256, 8, 2, 64})), 2 * 8 * record);
+  // Positions 250..769: 6 of one split, 256 of two, 256 of three, 2 of four.
+  EXPECT_EQ(cuda::AttentionScratchBytes(ParamsFor({520, 250, 8, 2, 64})), (6 + 512 + 768 + 8) * 8 * record);
+}
+
+// out == q: every query is read before its output is written, across the
+// splits, the combine and the rounds.
+TEST_F(AttentionCudaTest, OutMayBeQ) {
+  const Shape s = {40, 230, 4, 2, 24};
+  const Inputs in = RandomInputs(s, 8);
+  const DeviceInputs d = UploadInputs(in);
+  const std::vector<float> want = Run(d, s);
+  const AttentionParams p = ParamsFor(s);
+  const size_t last_token_bytes =
+      cuda::AttentionScratchBytes(ParamsFor({1, s.first_pos + s.n_tokens - 1, s.n_heads, s.n_kv_heads, s.head_dim}));
+  for (size_t bytes : {cuda::AttentionScratchBytes(p), last_token_bytes}) {
+    const DeviceInputs fresh = UploadInputs(in);
+    cuda::Exec exec = Exec(cuda::AttentionScratchBytes(p));
+    exec.scratch_bytes = bytes;
+    ASSERT_TRUE(cuda::Attention(fresh.q.get(), fresh.k.get(), fresh.v.get(), fresh.q.get(), p, exec).ok());
+    const std::vector<float> got = fresh.q.Download(stream());
+    EXPECT_EQ(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)), 0) << bytes << " bytes of scratch";
+  }
+}
+
+TEST_F(AttentionCudaTest, RejectsBadArgumentsWithoutLaunching) {
+  const Shape ok = {2, 1, 4, 2, 8};
+  const Inputs in = RandomInputs(ok, 1);
+  const DeviceInputs d = UploadInputs(in);
+  auto out = Output<float>(in.q.size());
+  const AttentionParams good = ParamsFor(ok);
+  // Two tokens of one split each, 4 heads, records of 8 + 2 floats.
+  const size_t need = cuda::AttentionScratchBytes(good);
+  ASSERT_EQ(need, 2 * 4 * 10 * sizeof(float));
+  const cuda::Exec exec = Exec(need);
+  auto with = [&](auto change) {
+    AttentionParams p = good;
+    change(p);
+    return p;
+  };
+  auto scratch = [&](void* data, size_t bytes) {
+    cuda::Exec e = exec;
+    e.scratch = data;
+    e.scratch_bytes = bytes;
+    return e;
+  };
+  struct Case {
+    const float* q;
+    const uint16_t* k;
+    const uint16_t* v;
+    float* out;
+    AttentionParams p;
+    cuda::Exec exec;
+    std::string needle;
+  };
+  const float* q = d.q.get();
+  const uint16_t* k = d.k.get();
+  const uint16_t* v = d.v.get();
+  const Case cases[] = {
+      {nullptr, k, v, out.get(), good, exec, "q is null"},
+      {q, nullptr, v, out.get(), good, exec, "k_cache is null"},
+      {q, k, nullptr, out.get(), good, exec, "v_cache is null"},
+      {q, k, v, nullptr, good, exec, "out is null"},
+      {q, k, v, out.get(), with([](AttentionParams& p) { p.n_tokens = 0; }), exec, "n_tokens (0)"},
+      {q, k, v, out.get(), with([](AttentionParams& p) { p.n_heads = -4; }), exec, "n_heads (-4)"},
+      {q, k, v, out.get(), with([](AttentionParams& p) { p.n_kv_heads = 0; }), exec, "n_kv_heads (0)"},
+      {q, k, v, out.get(), with([](AttentionParams& p) { p.n_kv_heads = 3; }), exec,
+       "n_kv_heads (3) must divide n_heads (4)"},
+      {q, k, v, out.get(), with([](AttentionParams& p) { p.head_dim = 0; }), exec, "head_dim (0)"},
+      {q, k, v, out.get(), with([](AttentionParams& p) { p.head_dim = 257; }), exec, "head_dim (257) must be <= 256"},
+      {q, k, v, out.get(), with([](AttentionParams& p) { p.first_pos = -1; }), exec, "first_pos (-1)"},
+      {q, k, v, out.get(), with([](AttentionParams& p) { p.first_pos = 2147483647; }), exec,
+       "first_pos (2147483647)"},
+      {q, k, v, out.get(), with([](AttentionParams& p) { p.scale = NAN; }), exec, "scale (nan)"},
+      // The last token (position 2) has one split: 4 heads * (8 + 2) floats.
+      {q, k, v, out.get(), good, scratch(exec.scratch, 159), "exec.scratch_bytes (159) is less than 160"},
+      {q, k, v, out.get(), good, scratch(exec.scratch, 0), "exec.scratch_bytes (0) is less than 160"},
+      {q, k, v, out.get(), good, scratch(nullptr, need), "exec.scratch is null"},
+  };
+  for (const Case& c : cases) {
+    testing::ExpectInvalidArgument(cuda::Attention(c.q, c.k, c.v, c.out, c.p, c.exec), "Attention", c.needle);
+  }
+  for (float f : out.Download(stream())) ASSERT_TRUE(std::isnan(f)) << "a rejected call wrote to out";
+}
+
+}  // namespace
+}  // namespace octo
