@@ -194,7 +194,8 @@ std::string BlockRunner::Run(const KernelLaunch& launch, uint3 block_idx, unsign
   ready_head_ = 0;
   ready_size_ = 0;
   const int n_warps = (n_threads_ + 31) / 32;
-  groups_.assign(n_warps, {});
+  groups_.resize(n_warps);
+  for (WarpGroups& groups : groups_) groups.n = 0;
   exited_lanes_.assign(n_warps, 0);
   done_ = exited_ = barrier_count_ = 0;
   first_exited_ = barrier_first_ = -1;
@@ -222,14 +223,16 @@ std::string BlockRunner::Run(const KernelLaunch& launch, uint3 block_idx, unsign
 
 void BlockRunner::MakeReady(int t) {
   if (threads_[t].state != State::kUnstarted) threads_[t].state = State::kReady;
-  ready_[(ready_head_ + ready_size_) % ready_.size()] = t;
+  size_t slot = ready_head_ + ready_size_;
+  if (slot >= ready_.size()) slot -= ready_.size();
+  ready_[slot] = t;
   ++ready_size_;
 }
 
 int BlockRunner::PopReady() {
   if (ready_size_ == 0) return kLoop;
   const int t = ready_[ready_head_];
-  ready_head_ = (ready_head_ + 1) % ready_.size();
+  if (++ready_head_ == ready_.size()) ready_head_ = 0;
   --ready_size_;
   return t;
 }
@@ -332,7 +335,8 @@ void BlockRunner::OnExit(int t) {
         Describe(t), barrier_count_, BarrierName(barrier_kind_), Site(barrier_site_), ThreadName(barrier_first_));
     return;
   }
-  for (const WarpGroup& group : groups_[warp]) {
+  for (int g = 0; g < groups_[warp].n; ++g) {
+    const WarpGroup& group = groups_[warp].group[g];
     if ((group.mask >> lane & 1) && !(group.arrived >> lane & 1)) {
       const int waiting = warp * 32 + std::countr_zero(group.arrived);
       error_ = absl::StrFormat("%s (lane %d) ended while lanes of its warp wait for it at %s (%s) with mask 0x%08x",
@@ -413,21 +417,22 @@ uint64_t BlockRunner::Warp(WarpOp op, unsigned mask, uint64_t value, int param, 
   me.width = width;
   me.site = site;
 
-  std::vector<WarpGroup>& groups = groups_[warp];
-  size_t g = 0;
-  while (g < groups.size() && groups[g].mask != mask) ++g;
-  if (g == groups.size()) groups.push_back(WarpGroup{mask, 0, op});
-  if (groups[g].op != op) {
-    const int other = warp * 32 + std::countr_zero(groups[g].arrived);
+  WarpGroups& groups = groups_[warp];
+  int g = 0;
+  while (g < groups.n && groups.group[g].mask != mask) ++g;
+  if (g == groups.n) groups.group[groups.n++] = WarpGroup{mask, 0, op};
+  WarpGroup& group = groups.group[g];
+  if (group.op != op) {
+    const int other = warp * 32 + std::countr_zero(group.arrived);
     Fail(absl::StrFormat("%s calls %s (%s) while %s, under the same mask 0x%08x, waits at %s (%s)", Describe(self),
-                         OpName(op), Site(site), ThreadName(other), mask, OpName(groups[g].op),
+                         OpName(op), Site(site), ThreadName(other), mask, OpName(group.op),
                          Site(threads_[other].site)));
   }
-  groups[g].arrived |= 1u << lane;
-  if (groups[g].arrived == mask) {
-    const WarpGroup group = groups[g];
-    groups.erase(groups.begin() + static_cast<ptrdiff_t>(g));
-    CompleteWarpGroup(warp, group);
+  group.arrived |= 1u << lane;
+  if (group.arrived == mask) {
+    const WarpGroup complete = group;
+    group = groups.group[--groups.n];  // the last takes its place
+    CompleteWarpGroup(warp, complete);
     return me.result;
   }
   me.state = State::kAtWarp;
@@ -483,7 +488,8 @@ std::string BlockRunner::Stuck() const {
   if (at_warp >= 0) {
     const Thread& waiter = threads_[at_warp];
     const int warp = at_warp / 32;
-    for (const WarpGroup& group : groups_[warp]) {
+    for (int g = 0; g < groups_[warp].n; ++g) {
+      const WarpGroup& group = groups_[warp].group[g];
       if (group.mask != waiter.mask) continue;
       const int missing = warp * 32 + std::countr_zero(group.mask & ~group.arrived);
       const Thread& other = threads_[missing];

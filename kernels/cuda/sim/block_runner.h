@@ -83,6 +83,11 @@ class BlockRunner {
     unsigned arrived;
     WarpOp op;
   };
+  // A warp's pending groups: a lane waits in at most one, so at most 32.
+  struct WarpGroups {
+    int n = 0;
+    WarpGroup group[32];
+  };
   struct Stack {
     void* map = nullptr;  // guard page + usable bytes
     size_t map_bytes = 0;
@@ -133,7 +138,7 @@ class BlockRunner {
   int barrier_acc_ = 0;
   int barrier_result_ = 0;
   // Per warp: pending groups, and the lanes that have ended.
-  std::vector<std::vector<WarpGroup>> groups_;
+  std::vector<WarpGroups> groups_;
   std::vector<unsigned> exited_lanes_;
   std::string error_;
   bool aborting_ = false;
