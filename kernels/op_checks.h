@@ -159,9 +159,8 @@ inline absl::StatusOr<int64_t> CheckWeightShape(const char* op, const WeightMatr
   return blocks * static_cast<int64_t>(info->type_size);
 }
 
-// DequantizeRows' checks (cpu::DequantizeRows' messages, but for the type,
-// which the CPU words as "has no CPU kernels"). Returns the bytes of one row
-// of w.
+// DequantizeRows' checks, both backends' (the CPU checks w against its
+// kernel table first). Returns the bytes of one row of w.
 inline absl::StatusOr<int64_t> CheckDequantizeRowsArgs(const WeightMatrix& w, int64_t first_row, int64_t n_rows,
                                                        const float* out) {
   absl::StatusOr<int64_t> row_bytes = CheckWeightShape("DequantizeRows", w);

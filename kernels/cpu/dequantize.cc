@@ -1,8 +1,8 @@
 // DequantizeRows on the CPU (the embedding lookup). Semantics and
 // preconditions: kernels/ops.h; the per-type work is dequantize_row.cc.
 #include "absl/status/status.h"
-#include "absl/strings/str_format.h"
 #include "kernels/cpu/type_kernels.h"
+#include "kernels/op_checks.h"
 #include "kernels/ops.h"
 #include "storage/status_macros.h"
 
@@ -10,13 +10,7 @@ namespace octo::cpu {
 
 absl::Status DequantizeRows(const WeightMatrix& w, int64_t first_row, int64_t n_rows, float* out) {
   OCTO_ASSIGN_OR_RETURN(const CheckedWeights checked, CheckWeightMatrix("DequantizeRows", w));
-  if (out == nullptr) return absl::InvalidArgumentError("DequantizeRows: out is null");
-  if (first_row < 0 || n_rows <= 0 || n_rows > w.rows - first_row) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("DequantizeRows: rows [first_row %d, + n_rows %d) are not a non-empty range of "
-                        "w's %d rows",
-                        first_row, n_rows, w.rows));
-  }
+  OCTO_RETURN_IF_ERROR(CheckDequantizeRowsArgs(w, first_row, n_rows, out).status());
   const auto* data = static_cast<const uint8_t*>(w.data);
   for (int64_t r = 0; r < n_rows; ++r) {
     checked.kernels->dequantize(data + (first_row + r) * checked.row_bytes, w.cols, out + r * w.cols);
