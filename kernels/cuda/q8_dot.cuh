@@ -55,16 +55,19 @@ __device__ __forceinline__ int Iq4Levels(uint32_t w) {
   }
   return static_cast<int>(out);
 }
-// A 32-element nibble block (Q4_0/Q4_1/IQ4 layout): byte j holds element j
-// (low nibble) and j + 16 (high).
-__device__ __forceinline__ void Nibbles(const uint8_t* qs, uint32_t* lo, uint32_t* hi) {
+// A 32-element nibble block (Q4_0/Q4_1/IQ4 layout: byte j holds element j
+// in its low nibble, j + 16 in its high one) into c.q, each word of four
+// nibbles passed through `word` (the type's offset or level table).
+template <typename F>
+__device__ __forceinline__ void NibbleQuants(const uint8_t* qs, F word, Chunk* c) {
 #pragma unroll
   for (int w = 0; w < 4; ++w) {
     const uint32_t v = Load4(qs + 4 * w);
-    lo[w] = v & 0x0F0F0F0Fu;
-    hi[w] = (v >> 4) & 0x0F0F0F0Fu;
+    c->q[w] = word(v & 0x0F0F0F0Fu);
+    c->q[4 + w] = word((v >> 4) & 0x0F0F0F0Fu);
   }
 }
+__device__ __forceinline__ int Plain(uint32_t w) { return static_cast<int>(w); }
 
 template <GgmlType T>
 struct Q8Weights;
@@ -75,12 +78,7 @@ struct Q8Weights<GgmlType::kQ4_0> {
   static constexpr bool kHalves = false, kMins = false;
   __device__ __forceinline__ static Chunk Unpack(const uint8_t* b, int) {
     Chunk c{};
-    uint32_t lo[4], hi[4];
-    Nibbles(b + 2, lo, hi);
-    for (int w = 0; w < 4; ++w) {
-      c.q[w] = SubBytes(lo[w], 8);
-      c.q[4 + w] = SubBytes(hi[w], 8);
-    }
+    NibbleQuants(b + 2, [](uint32_t w) { return SubBytes(w, 8); }, &c);
     c.d[0] = c.d[1] = Half(b);
     return c;
   }
@@ -92,12 +90,7 @@ struct Q8Weights<GgmlType::kQ4_1> {
   static constexpr bool kHalves = false, kMins = true;
   __device__ __forceinline__ static Chunk Unpack(const uint8_t* b, int) {
     Chunk c{};
-    uint32_t lo[4], hi[4];
-    Nibbles(b + 4, lo, hi);
-    for (int w = 0; w < 4; ++w) {
-      c.q[w] = static_cast<int>(lo[w]);
-      c.q[4 + w] = static_cast<int>(hi[w]);
-    }
+    NibbleQuants(b + 4, Plain, &c);
     c.d[0] = c.d[1] = Half(b);
     c.m[0] = c.m[1] = -Half(b + 2);  // x = d * q + m
     return c;
@@ -108,14 +101,12 @@ struct Q8Weights<GgmlType::kQ4_1> {
 template <bool kMin>
 __device__ __forceinline__ Chunk UnpackQ5(const uint8_t* qh_bytes, const uint8_t* qs) {
   Chunk c{};
-  uint32_t lo[4], hi[4];
-  Nibbles(qs, lo, hi);
+  NibbleQuants(qs, Plain, &c);
   const uint32_t qh = Load4(qh_bytes);
-  for (int w = 0; w < 4; ++w) {
-    const uint32_t low = lo[w] | FifthBits(qh >> (4 * w));
-    const uint32_t high = hi[w] | FifthBits(qh >> (16 + 4 * w));
-    c.q[w] = kMin ? static_cast<int>(low) : SubBytes(low, 16);
-    c.q[4 + w] = kMin ? static_cast<int>(high) : SubBytes(high, 16);
+  for (int w = 0; w < 8; ++w) {
+    // Word w holds elements 4w .. 4w + 3 (w < 4) or 16 + 4(w - 4) ..: qh bits 4w ...
+    const uint32_t q = static_cast<uint32_t>(c.q[w]) | FifthBits(qh >> (w < 4 ? 4 * w : 16 + 4 * (w - 4)));
+    c.q[w] = kMin ? static_cast<int>(q) : SubBytes(q, 16);
   }
   return c;
 }
@@ -161,12 +152,7 @@ struct Q8Weights<GgmlType::kIQ4_NL> {
   static constexpr bool kHalves = false, kMins = false;
   __device__ __forceinline__ static Chunk Unpack(const uint8_t* b, int) {
     Chunk c{};
-    uint32_t lo[4], hi[4];
-    Nibbles(b + 2, lo, hi);
-    for (int w = 0; w < 4; ++w) {
-      c.q[w] = Iq4Levels(lo[w]);
-      c.q[4 + w] = Iq4Levels(hi[w]);
-    }
+    NibbleQuants(b + 2, Iq4Levels, &c);
     c.d[0] = c.d[1] = Half(b);
     return c;
   }
@@ -274,12 +260,7 @@ struct Q8Weights<GgmlType::kIQ4_XS> {
   static constexpr bool kHalves = false, kMins = false;
   __device__ __forceinline__ static Chunk Unpack(const uint8_t* b, int chunk) {
     Chunk c{};
-    uint32_t lo[4], hi[4];
-    Nibbles(b + 8 + 16 * chunk, lo, hi);
-    for (int w = 0; w < 4; ++w) {
-      c.q[w] = Iq4Levels(lo[w]);
-      c.q[4 + w] = Iq4Levels(hi[w]);
-    }
+    NibbleQuants(b + 8 + 16 * chunk, Iq4Levels, &c);
     const int scale = cpu::UnpackIq4XsScale(*reinterpret_cast<const cpu::BlockIq4Xs*>(b), chunk) - 32;
     c.d[0] = c.d[1] = Half(b) * static_cast<float>(scale);
     return c;
