@@ -177,7 +177,9 @@ TEST_F(ExecutorDeathTest, AReadOfACopyStillInFlightIsCaught) {
 TEST_F(ExecutorTest, AnEventWaitOrdersACopyBeforeAKernelOnAnotherStream) {
   cuda_sim::Config config = cuda_sim::GetConfig();
   const cuda_sim::Config saved = config;
-  config.copy_delay = std::chrono::milliseconds(50);
+  // Long enough that a loaded machine's scheduling cannot land the copy
+  // before the next lines of this thread run.
+  config.copy_delay = std::chrono::milliseconds(400);
   ASSERT_TRUE(cuda_sim::SetConfig(config).ok());
   cudaStream_t copy_stream;
   cudaEvent_t copied;
@@ -290,7 +292,9 @@ TEST_F(ExecutorTest, DeviceMemoryIsCountedAgainstTheConfiguredSize) {
 TEST_F(ExecutorTest, ACopyFromPageableMemoryReadsItAtTheCallAndFromPinnedMemoryLater) {
   cuda_sim::Config config = cuda_sim::GetConfig();
   const cuda_sim::Config saved = config;
-  config.copy_delay = std::chrono::milliseconds(50);
+  // Long enough that a loaded machine's scheduling cannot land the copy
+  // before the next lines of this thread run.
+  config.copy_delay = std::chrono::milliseconds(400);
   ASSERT_TRUE(cuda_sim::SetConfig(config).ok());
   Device<int> d(std::vector<int>(1024, 0));
   std::vector<int> pageable(1024, 1);
