@@ -18,6 +18,7 @@
 #include "kernels/cpu/thread_pool.h"
 #include "kernels/half.h"
 #include "kernels/ops.h"
+#include "tests/kernels/attention_test_util.h"
 
 namespace octo {
 namespace {
@@ -35,56 +36,13 @@ constexpr double kRefTol = 1e-5;
 // differ. Measured 6.3e-7 at worst; 4e-6 leaves room.
 constexpr double kSimdTol = 4e-6;
 
-constexpr uint16_t kFp16NaN = 0x7e00;
+using Shape = testing::AttentionShape;
+using Inputs = testing::AttentionInputs;
+using testing::Describe;
+using testing::kFp16NaN;
+using testing::ParamsFor;
 
-struct Shape {
-  int n_tokens;
-  int first_pos;
-  int n_heads;
-  int n_kv_heads;
-  int head_dim;
-};
-
-std::string Describe(const Shape& s) {
-  return absl::StrFormat("n_tokens=%d first_pos=%d n_heads=%d n_kv_heads=%d head_dim=%d",
-                         s.n_tokens, s.first_pos, s.n_heads, s.n_kv_heads, s.head_dim);
-}
-
-AttentionParams ParamsFor(const Shape& s) {
-  AttentionParams p;
-  p.n_tokens = s.n_tokens;
-  p.first_pos = s.first_pos;
-  p.n_heads = s.n_heads;
-  p.n_kv_heads = s.n_kv_heads;
-  p.head_dim = s.head_dim;
-  p.scale = 1.0f / std::sqrt(static_cast<float>(s.head_dim));
-  return p;
-}
-
-// q (n_tokens, n_heads * head_dim) in [-3, 3], so the scores spread over a
-// few units and the softmax is not flat; k and v caches (first_pos +
-// n_tokens, n_kv_heads * head_dim) in [-1, 1], as fp16.
-struct Inputs {
-  std::vector<float> q;
-  std::vector<uint16_t> k;
-  std::vector<uint16_t> v;
-};
-
-Inputs RandomInputs(const Shape& s, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> q_dist(-3.0f, 3.0f);
-  std::uniform_real_distribution<float> kv_dist(-1.0f, 1.0f);
-  Inputs in;
-  in.q.resize(static_cast<size_t>(s.n_tokens) * s.n_heads * s.head_dim);
-  for (float& f : in.q) f = q_dist(rng);
-  const size_t cache_size =
-      static_cast<size_t>(s.first_pos + s.n_tokens) * s.n_kv_heads * s.head_dim;
-  in.k.resize(cache_size);
-  in.v.resize(cache_size);
-  for (uint16_t& h : in.k) h = Fp32ToFp16(kv_dist(rng));
-  for (uint16_t& h : in.v) h = Fp32ToFp16(kv_dist(rng));
-  return in;
-}
+Inputs RandomInputs(const Shape& s, uint32_t seed) { return testing::RandomAttentionInputs(s, seed); }
 
 std::vector<float> RunAttention(const Inputs& in, const Shape& s, const cpu::Exec& exec) {
   std::vector<float> out(in.q.size(), -7.0f);

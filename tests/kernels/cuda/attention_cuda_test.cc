@@ -16,6 +16,7 @@
 #include "absl/strings/str_format.h"
 #include "kernels/half.h"
 #include "kernels/ops.h"
+#include "tests/kernels/attention_test_util.h"
 #include "tests/kernels/cuda/cuda_test_util.h"
 
 namespace octo {
@@ -73,58 +74,17 @@ double CudaVsReferenceTolerance(int n) {
   return tol1 + tol1 * tol1;
 }
 
-constexpr uint16_t kFp16NaN = 0x7e00;
-
-struct Shape {
-  int n_tokens;
-  int first_pos;
-  int n_heads;
-  int n_kv_heads;
-  int head_dim;
-};
-
-std::string Describe(const Shape& s) {
-  return absl::StrFormat("n_tokens=%d first_pos=%d n_heads=%d n_kv_heads=%d head_dim=%d", s.n_tokens,
-                         s.first_pos, s.n_heads, s.n_kv_heads, s.head_dim);
-}
-
-AttentionParams ParamsFor(const Shape& s) {
-  AttentionParams p;
-  p.n_tokens = s.n_tokens;
-  p.first_pos = s.first_pos;
-  p.n_heads = s.n_heads;
-  p.n_kv_heads = s.n_kv_heads;
-  p.head_dim = s.head_dim;
-  p.scale = 1.0f / std::sqrt(static_cast<float>(s.head_dim));
-  return p;
-}
+using Shape = testing::AttentionShape;
+using Inputs = testing::AttentionInputs;
+using testing::Describe;
+using testing::kFp16NaN;
+using testing::ParamsFor;
 
 size_t TokenSize(const Shape& s) { return static_cast<size_t>(s.n_heads) * s.head_dim; }
 size_t RowSize(const Shape& s) { return static_cast<size_t>(s.n_kv_heads) * s.head_dim; }
 
-// q (n_tokens, n_heads * head_dim) in [-3, 3], so the scores spread over a
-// few units; k and v caches (first_pos + n_tokens + extra_rows, n_kv_heads *
-// head_dim) in [-1, 1] as fp16, the extra rows (which no query may read)
-// NaN.
-struct Inputs {
-  std::vector<float> q;
-  std::vector<uint16_t> k;
-  std::vector<uint16_t> v;
-};
-
 Inputs RandomInputs(const Shape& s, uint32_t seed, int extra_rows = 0) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> q_dist(-3.0f, 3.0f);
-  std::uniform_real_distribution<float> kv_dist(-1.0f, 1.0f);
-  Inputs in;
-  in.q.resize(s.n_tokens * TokenSize(s));
-  for (float& f : in.q) f = q_dist(rng);
-  const size_t visible = (s.first_pos + s.n_tokens) * RowSize(s);
-  in.k.assign(visible + extra_rows * RowSize(s), kFp16NaN);
-  in.v.assign(in.k.size(), kFp16NaN);
-  for (size_t i = 0; i < visible; ++i) in.k[i] = Fp32ToFp16(kv_dist(rng));
-  for (size_t i = 0; i < visible; ++i) in.v[i] = Fp32ToFp16(kv_dist(rng));
-  return in;
+  return testing::RandomAttentionInputs(s, seed, extra_rows);
 }
 
 // cpu::Attention on its portable path (the scores the tolerances assume).
