@@ -16,6 +16,14 @@
 
 namespace octo {
 
+// Whether the byte ranges [a, a + a_bytes) and [b, b + b_bytes) overlap
+// (MatMul's out must not overlap its x, on either backend).
+inline bool Overlaps(const void* a, int64_t a_bytes, const void* b, int64_t b_bytes) {
+  const auto a0 = reinterpret_cast<uintptr_t>(a);
+  const auto b0 = reinterpret_cast<uintptr_t>(b);
+  return a0 < b0 + static_cast<uintptr_t>(b_bytes) && b0 < a0 + static_cast<uintptr_t>(a_bytes);
+}
+
 // INVALID_ARGUMENT "<op>: <name> is null" for the first null pointer of
 // `args` ({name, pointer} pairs, in the op's argument order); OK if none is.
 inline absl::Status CheckNotNull(const char* op,

@@ -31,6 +31,7 @@
 #include "kernels/cpu/quantize_activation.h"
 #include "kernels/cpu/thread_pool.h"
 #include "kernels/cpu/type_kernels.h"
+#include "kernels/op_checks.h"
 #include "kernels/ops.h"
 #include "storage/status_macros.h"
 
@@ -43,12 +44,6 @@ namespace {
 constexpr int64_t kBatchChunkBytes = 128 << 10;
 // Tasks per pool thread, so a slow thread does not hold up the call.
 constexpr int64_t kTasksPerThread = 4;
-
-bool Overlaps(const void* a, int64_t a_bytes, const void* b, int64_t b_bytes) {
-  const auto a0 = reinterpret_cast<uintptr_t>(a);
-  const auto b0 = reinterpret_cast<uintptr_t>(b);
-  return a0 < b0 + static_cast<uintptr_t>(b_bytes) && b0 < a0 + static_cast<uintptr_t>(a_bytes);
-}
 
 // passes: how many times a task reads its chunk's weights (once per token,
 // or once per tile).

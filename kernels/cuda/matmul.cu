@@ -10,15 +10,6 @@
 #include "kernels/ops.h"
 
 namespace octo::cuda {
-namespace {
-
-bool Overlaps(const void* a, int64_t a_bytes, const void* b, int64_t b_bytes) {
-  const auto* pa = static_cast<const unsigned char*>(a);
-  const auto* pb = static_cast<const unsigned char*>(b);
-  return pa < pb + b_bytes && pb < pa + a_bytes;
-}
-
-}  // namespace
 
 size_t MatMulScratchBytes(const WeightMatrix& w, int n_tokens) {
   if (n_tokens <= kMaxDecodeTokens) return matmul::DecodeScratchBytes(w.type, w.cols, n_tokens);

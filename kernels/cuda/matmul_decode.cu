@@ -169,10 +169,6 @@ __global__ void DecodeKernel(DecodeArgs a) {
   }
 }
 
-bool IsFloat(GgmlType type) {
-  return type == GgmlType::kF32 || type == GgmlType::kF16 || type == GgmlType::kBF16;
-}
-
 // --- Launchers ---------------------------------------------------------------
 
 // Quantizes n_x rows of x into the scratch (act_q8.h's layout).
@@ -188,11 +184,11 @@ absl::Status Quantize(const float* x, int64_t n_x, int64_t cols, const Exec& exe
 
 // Launches the decode kernel for w's type over `a` (grid.y choices).
 absl::Status Launch(GgmlType type, DecodeArgs a, unsigned grid_y, StreamHandle stream) {
-  a.lanes_per_row = LanesPerRow(IsFloat(type) ? a.cols : a.cols / kQ8Chunk);
+  a.lanes_per_row = LanesPerRow(IsFloatWeight(type) ? a.cols : a.cols / kQ8Chunk);
   const int64_t rows_per_block = int64_t{kWarpsPerBlock} * (kWarpSize / a.lanes_per_row);
   const dim3 grid(static_cast<unsigned>((a.rows + rows_per_block - 1) / rows_per_block), grid_y);
   const absl::Status unknown = absl::InternalError("MatMul: no decode kernel for this type");
-  if (IsFloat(type)) {
+  if (IsFloatWeight(type)) {
     return block_decode::WithDecoder(type, unknown, [&](auto decoder) {
       OCTO_LAUNCH(DecodeKernel<FloatDots<decltype(decoder)>>, grid, kWarpsPerBlock * kWarpSize, 0, stream, a);
       OCTO_CUDA_RETURN_IF_ERROR(cudaGetLastError());
@@ -209,7 +205,7 @@ absl::Status Launch(GgmlType type, DecodeArgs a, unsigned grid_y, StreamHandle s
 }  // namespace
 
 size_t DecodeScratchBytes(GgmlType type, int64_t cols, int64_t n_x) {
-  return IsFloat(type) ? 0 : ActQ8Bytes(n_x, cols);
+  return IsFloatWeight(type) ? 0 : ActQ8Bytes(n_x, cols);
 }
 
 absl::Status Decode(const WeightMatrix& w, int64_t row_bytes, const float* x, float* out, int n_tokens,
@@ -222,7 +218,7 @@ absl::Status Decode(const WeightMatrix& w, int64_t row_bytes, const float* x, fl
   a.x = x;
   a.out = out;
   a.n_tokens = n_tokens;
-  if (!IsFloat(w.type)) {
+  if (!IsFloatWeight(w.type)) {
     int8_t* xq = nullptr;
     float* xd = nullptr;
     absl::Status quantized = Quantize(x, n_tokens, w.cols, exec, &xq, &xd);
@@ -250,7 +246,7 @@ absl::Status DecodeExperts(const WeightMatrix& w, int64_t rows, int64_t row_byte
   a.k = p.k;
   a.n_choices = p.n_tokens * p.k;
   a.x_per_choice = p.x_per_choice;
-  if (!IsFloat(w.type)) {
+  if (!IsFloatWeight(w.type)) {
     int8_t* xq = nullptr;
     float* xd = nullptr;
     absl::Status quantized = Quantize(x, p.x_per_choice ? a.n_choices : p.n_tokens, w.cols, exec, &xq, &xd);

@@ -11,6 +11,12 @@
 
 namespace octo::cuda::matmul {
 
+// F32, F16 and BF16 weights are used as they are (no 8-bit activations on
+// the decode path, no dequantized tiles on the prefill path).
+inline bool IsFloatWeight(GgmlType type) {
+  return type == GgmlType::kF32 || type == GgmlType::kF16 || type == GgmlType::kBF16;
+}
+
 // --- Decode (matmul_decode.cu) -----------------------------------------------
 // Scratch for n_x activation rows of cols (the 8-bit activations; 0 for
 // F32/F16/BF16 weights).

@@ -76,16 +76,12 @@ absl::Status Convert(const float* x, T* out, int64_t n, StreamHandle stream) {
   return absl::OkStatus();
 }
 
-bool IsFloat(GgmlType type) {
-  return type == GgmlType::kF32 || type == GgmlType::kF16 || type == GgmlType::kBF16;
-}
-
 }  // namespace
 
 size_t PrefillScratchBytes(GgmlType type, int64_t rows, int64_t cols, int n_tokens) {
   if (type == GgmlType::kF32) return 0;
   const size_t x16 = RoundUp256(static_cast<size_t>(n_tokens) * cols * 2);
-  if (IsFloat(type)) return x16;
+  if (IsFloatWeight(type)) return x16;
   const int64_t tile_rows = rows < kPrefillTileRows ? rows : kPrefillTileRows;
   return x16 + RoundUp256(static_cast<size_t>(tile_rows * cols) * 2);
 }

@@ -3,6 +3,7 @@
 // quantized encodings have quant_test_util.h.
 #pragma once
 
+#include <bit>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -50,6 +51,18 @@ void ExpectClose(const std::vector<float>& got, const std::vector<Want>& want, i
     }
   }
   EXPECT_EQ(misses, 0u) << what << ": elements outside the tolerance";
+}
+
+// Every element of got has want's bits; reports the first that differs and
+// the count.
+inline void ExpectSameBits(const std::vector<float>& got, const std::vector<float>& want, const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  size_t misses = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (std::bit_cast<uint32_t>(got[i]) == std::bit_cast<uint32_t>(want[i])) continue;
+    if (misses++ == 0) ADD_FAILURE() << what << ": index " << i << ": got " << got[i] << ", want " << want[i];
+  }
+  EXPECT_EQ(misses, 0u) << what << ": elements with other bits";
 }
 
 }  // namespace octo::testing

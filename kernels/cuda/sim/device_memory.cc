@@ -127,7 +127,7 @@ cudaError_t DeviceMemory::AllocateHost(size_t bytes, void** out) {
   if (p == nullptr) return cudaErrorMemoryAllocation;
   std::lock_guard<std::mutex> lock(mu_);
   pinned_[reinterpret_cast<uintptr_t>(p)] = bytes;
-  host_allocated_[reinterpret_cast<uintptr_t>(p)] = true;
+  host_allocated_.insert(reinterpret_cast<uintptr_t>(p));
   *out = p;
   return cudaSuccess;
 }

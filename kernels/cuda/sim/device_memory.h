@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -86,7 +87,7 @@ class DeviceMemory {
   size_t used_ ABSL_GUARDED_BY(mu_) = 0;
   std::map<uintptr_t, Allocation> allocations_ ABSL_GUARDED_BY(mu_);  // by begin
   std::map<uintptr_t, size_t> pinned_ ABSL_GUARDED_BY(mu_);           // begin -> bytes
-  std::map<uintptr_t, bool> host_allocated_ ABSL_GUARDED_BY(mu_);     // cudaMallocHost'd begins
+  std::set<uintptr_t> host_allocated_ ABSL_GUARDED_BY(mu_);          // cudaMallocHost'd begins
   std::map<int, InFlight> in_flight_ ABSL_GUARDED_BY(mu_);
   int next_flight_ ABSL_GUARDED_BY(mu_) = 0;
 };

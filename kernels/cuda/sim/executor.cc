@@ -40,21 +40,35 @@ void OnFault(int sig, siginfo_t* info, void*) {
   sigaction(sig, sig == SIGSEGV ? &previous_segv : &previous_bus, nullptr);
 }
 
-const char* PlainErrorString(cudaError_t error) {
-  switch (error) {
-    case cudaSuccess: return "no error";
-    case cudaErrorInvalidValue: return "invalid argument";
-    case cudaErrorMemoryAllocation: return "out of memory";
-    case cudaErrorInvalidConfiguration: return "invalid configuration argument";
-    case cudaErrorInvalidDevice: return "invalid device ordinal";
-    case cudaErrorInvalidResourceHandle: return "invalid resource handle";
-    case cudaErrorNotReady: return "device not ready";
-    case cudaErrorLaunchFailure: return "unspecified launch failure";
-    case cudaErrorHostMemoryAlreadyRegistered: return "part or all of the requested memory range is already mapped";
-    case cudaErrorHostMemoryNotRegistered: return "pointer does not correspond to a registered memory region";
-    case cudaErrorNoDevice: return "no CUDA-capable device is detected";
-    default: return "unknown error";
+// The errors the executor returns: name and text, as the runtime spells them.
+struct ErrorText {
+  cudaError_t error;
+  const char* name;
+  const char* text;
+};
+constexpr ErrorText kErrorTexts[] = {
+    {cudaSuccess, "cudaSuccess", "no error"},
+    {cudaErrorInvalidValue, "cudaErrorInvalidValue", "invalid argument"},
+    {cudaErrorMemoryAllocation, "cudaErrorMemoryAllocation", "out of memory"},
+    {cudaErrorInvalidConfiguration, "cudaErrorInvalidConfiguration", "invalid configuration argument"},
+    {cudaErrorInvalidDevice, "cudaErrorInvalidDevice", "invalid device ordinal"},
+    {cudaErrorInvalidResourceHandle, "cudaErrorInvalidResourceHandle", "invalid resource handle"},
+    {cudaErrorInvalidMemcpyDirection, "cudaErrorInvalidMemcpyDirection", "invalid copy direction for memcpy"},
+    {cudaErrorNotReady, "cudaErrorNotReady", "device not ready"},
+    {cudaErrorLaunchFailure, "cudaErrorLaunchFailure", "unspecified launch failure"},
+    {cudaErrorHostMemoryAlreadyRegistered, "cudaErrorHostMemoryAlreadyRegistered",
+     "part or all of the requested memory range is already mapped"},
+    {cudaErrorHostMemoryNotRegistered, "cudaErrorHostMemoryNotRegistered",
+     "pointer does not correspond to a registered memory region"},
+    {cudaErrorNoDevice, "cudaErrorNoDevice", "no CUDA-capable device is detected"},
+};
+constexpr ErrorText kUnknownError = {cudaErrorUnknown, "cudaErrorUnknown", "unknown error"};
+
+const ErrorText& TextOf(cudaError_t error) {
+  for (const ErrorText& e : kErrorTexts) {
+    if (e.error == error) return e;
   }
+  return kUnknownError;
 }
 
 }  // namespace
@@ -187,7 +201,7 @@ void Executor::ClearStickyError() {
 const char* Executor::ErrorString(cudaError_t error) {
   static std::mutex texts_mu;
   static std::set<std::string>* const texts = new std::set<std::string>();  // pointers handed out stay valid
-  std::string text = PlainErrorString(error);
+  std::string text = TextOf(error).text;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (error == sticky_ && !sticky_description_.empty()) text += ": " + sticky_description_;
@@ -195,6 +209,8 @@ const char* Executor::ErrorString(cudaError_t error) {
   std::lock_guard<std::mutex> lock(texts_mu);
   return texts->insert(std::move(text)).first->c_str();
 }
+
+const char* Executor::ErrorName(cudaError_t error) { return TextOf(error).name; }
 
 Config GetConfig() { return Executor::Get().config(); }
 absl::Status SetConfig(const Config& config) { return Executor::Get().SetConfig(config); }

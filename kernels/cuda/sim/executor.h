@@ -56,6 +56,8 @@ class Executor {
   void ClearStickyError();
   // The text cudaGetErrorString gives for `error` (stable for the process).
   const char* ErrorString(cudaError_t error);
+  // cudaGetErrorName's.
+  static const char* ErrorName(cudaError_t error);
 
  private:
   Executor();

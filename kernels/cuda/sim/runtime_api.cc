@@ -41,8 +41,9 @@ const char* KindName(cudaMemcpyKind kind) {
   }
 }
 
-// Queues a copy of `count` bytes; `delayed` holds it in flight for the
-// configured copy delay first. Returns the stream's ticket for it.
+// Queues a copy of `count` bytes on `stream`; an asynchronous one stays in
+// flight for the configured copy delay first. A synchronous one (and one into
+// pageable memory) is waited for.
 cudaError_t Copy(void* dst, const void* src, size_t count, cudaMemcpyKind kind, cudaStream_t stream,
                  bool asynchronous) {
   Executor& ex = Ex();
@@ -342,23 +343,7 @@ cudaError_t cudaPeekAtLastError(void) {
   return sticky != cudaSuccess ? sticky : octo::cuda_sim::last_error;
 }
 
-const char* cudaGetErrorName(cudaError_t error) {
-  switch (error) {
-    case cudaSuccess: return "cudaSuccess";
-    case cudaErrorInvalidValue: return "cudaErrorInvalidValue";
-    case cudaErrorMemoryAllocation: return "cudaErrorMemoryAllocation";
-    case cudaErrorInvalidConfiguration: return "cudaErrorInvalidConfiguration";
-    case cudaErrorInvalidDevice: return "cudaErrorInvalidDevice";
-    case cudaErrorInvalidResourceHandle: return "cudaErrorInvalidResourceHandle";
-    case cudaErrorInvalidMemcpyDirection: return "cudaErrorInvalidMemcpyDirection";
-    case cudaErrorNotReady: return "cudaErrorNotReady";
-    case cudaErrorLaunchFailure: return "cudaErrorLaunchFailure";
-    case cudaErrorHostMemoryAlreadyRegistered: return "cudaErrorHostMemoryAlreadyRegistered";
-    case cudaErrorHostMemoryNotRegistered: return "cudaErrorHostMemoryNotRegistered";
-    case cudaErrorNoDevice: return "cudaErrorNoDevice";
-    default: return "cudaErrorUnknown";
-  }
-}
+const char* cudaGetErrorName(cudaError_t error) { return octo::cuda_sim::Executor::ErrorName(error); }
 const char* cudaGetErrorString(cudaError_t error) { return Ex().ErrorString(error); }
 
 cudaError_t cudaRuntimeGetVersion(int* runtimeVersion) {

@@ -21,17 +21,7 @@ namespace {
 
 using testing::RandomVector;
 
-// Every element of got has want's bits; reports the first that differs and
-// the count.
-void ExpectSameBits(const std::vector<float>& got, const std::vector<float>& want, const std::string& what) {
-  ASSERT_EQ(got.size(), want.size()) << what;
-  size_t misses = 0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    if (std::bit_cast<uint32_t>(got[i]) == std::bit_cast<uint32_t>(want[i])) continue;
-    if (misses++ == 0) ADD_FAILURE() << what << ": index " << i << ": got " << got[i] << ", want " << want[i];
-  }
-  EXPECT_EQ(misses, 0u) << what << ": elements with other bits";
-}
+using testing::ExpectSameBits;
 
 // n values in [-100, 100) with the corner cases of a float addition sprinkled
 // in: infinities, signed zeros, subnormals (the GPU keeps them: no

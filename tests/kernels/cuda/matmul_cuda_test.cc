@@ -19,6 +19,7 @@
 #include "kernels/cpu/quantize_activation.h"
 #include "kernels/cpu/type_kernels.h"
 #include "kernels/cuda/act_q8.h"
+#include "kernels/cuda/matmul_paths.h"
 #include "kernels/half.h"
 #include "kernels/ops.h"
 #include "tests/kernels/cuda/cuda_test_util.h"
@@ -62,8 +63,6 @@ Problem Make(GgmlType type, int64_t rows, int64_t cols, int n_tokens, uint32_t s
   return Problem{type, rows, cols, n_tokens, RandomWeights(type, rows, cols, seed), RandomActivations(n_tokens * cols, seed + 1)};
 }
 
-bool IsFloat(GgmlType type) { return type == GgmlType::kF32 || type == GgmlType::kF16 || type == GgmlType::kBF16; }
-
 std::vector<float> Dequantized(const Problem& p) {
   std::vector<float> w(static_cast<size_t>(p.rows * p.cols));
   EXPECT_TRUE(cpu::DequantizeRows(p.w(p.w_bytes.data()), 0, p.rows, w.data()).ok());
@@ -77,13 +76,13 @@ std::vector<double> CudaActivations(const Problem& p) {
   std::vector<double> out(p.x.size());
   const bool prefill = p.n_tokens > kMaxDecodeTokens;
   for (size_t i = 0; i < p.x.size(); ++i) {
-    if (p.type == GgmlType::kF32 || (!prefill && IsFloat(p.type))) {
+    if (p.type == GgmlType::kF32 || (!prefill && cuda::matmul::IsFloatWeight(p.type))) {
       out[i] = p.x[i];
     } else if (prefill) {
       out[i] = p.type == GgmlType::kBF16 ? Bf16ToFp32(Fp32ToBf16(p.x[i])) : Fp16ToFp32(Fp32ToFp16(p.x[i]));
     }
   }
-  if (prefill || IsFloat(p.type)) return out;
+  if (prefill || cuda::matmul::IsFloatWeight(p.type)) return out;
   for (size_t c = 0; c < p.x.size(); c += cuda::kQ8Chunk) {
     float amax = 0;
     for (int j = 0; j < cuda::kQ8Chunk; ++j) amax = std::fmax(amax, std::fabs(p.x[c + j]));
@@ -97,7 +96,7 @@ std::vector<double> CudaActivations(const Problem& p) {
 // prefill path of a quantized type rounded to fp16.
 std::vector<double> CudaWeights(const Problem& p, const std::vector<float>& w) {
   std::vector<double> out(w.begin(), w.end());
-  if (p.n_tokens > kMaxDecodeTokens && !IsFloat(p.type)) {
+  if (p.n_tokens > kMaxDecodeTokens && !cuda::matmul::IsFloatWeight(p.type)) {
     for (double& v : out) v = Fp16ToFp32(Fp32ToFp16(static_cast<float>(v)));
   }
   return out;
