@@ -190,6 +190,16 @@ inline absl::Status CheckAddArgs(const float* a, const float* b, const float* ou
   return absl::OkStatus();
 }
 
+inline absl::Status CheckMoeCombineArgs(const MoeCombineParams& p) {
+  absl::Status null = CheckNotNull("MoeCombine", {{"expert_out", p.expert_out}, {"weights", p.weights}, {"out", p.out}});
+  if (!null.ok()) return null;
+  if (p.n_rows <= 0 || p.k <= 0 || p.dim <= 0) {
+    return absl::InvalidArgumentError(absl::StrFormat("MoeCombine: n_rows (%d), k (%d) and dim (%d) must be positive",
+                                                      p.n_rows, p.k, p.dim));
+  }
+  return absl::OkStatus();
+}
+
 inline absl::Status CheckAddBiasArgs(const float* x, const float* bias, int n_rows, int width) {
   absl::Status null = CheckNotNull("AddBias", {{"x", x}, {"bias", bias}});
   if (!null.ok()) return null;

@@ -462,4 +462,32 @@ absl::Status TopKExperts(const float* router_logits, int n_tokens, int n_experts
                          int32_t* expert_ids, float* weights, StreamHandle stream);
 }  // namespace cuda
 
+// --- MoeCombine (kernels/cpu/moe_combine.cc) ------------------------------------
+// The last step of a mixture-of-experts FFN: each row's weighted sum of its
+// k chosen experts' outputs, plus the shared expert's (qwen2moe) gated by
+// sigmoid of its logit:
+//   acc = 0; for j in 0..k-1: acc = acc + expert_out[r][j][i] * weights[r][j]
+//   out[r][i] = acc + shared[r][i] * gate_r   (when shared; gate_r = 1 / (1 +
+//               expf(-shared_gate_logits[r])), or 1 without logits)
+// in float, in that order: both backends give the same bits except for the
+// device's expf in the gate (within 2 ulp).
+// Preconditions (INVALID_ARGUMENT): expert_out, weights, out non-null;
+// n_rows, k, dim > 0. out must not overlap the inputs.
+struct MoeCombineParams {
+  const float* expert_out = nullptr;          // (n_rows, k, dim)
+  const float* weights = nullptr;             // (n_rows, k)
+  const float* shared = nullptr;              // (n_rows, dim) shared expert output, or null
+  const float* shared_gate_logits = nullptr;  // (n_rows), or null: gate 1
+  float* out = nullptr;                       // (n_rows, dim)
+  int n_rows = 0;
+  int k = 0;
+  int dim = 0;
+};
+namespace cpu {
+absl::Status MoeCombine(const MoeCombineParams& p);
+}  // namespace cpu
+namespace cuda {
+absl::Status MoeCombine(const MoeCombineParams& p, StreamHandle stream);
+}  // namespace cuda
+
 }  // namespace octo

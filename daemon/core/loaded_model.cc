@@ -4,7 +4,6 @@
 #include <map>
 
 #include "absl/strings/str_cat.h"
-#include "kernels/cpu/simd.h"
 #include "storage/llama_file_type.h"
 #include "storage/status_macros.h"
 
@@ -64,24 +63,23 @@ absl::StatusOr<std::unique_ptr<LoadedModel>> LoadedModel::Load(const ModelLoadOp
   stream.model_dir = options.dir;
   OCTO_ASSIGN_OR_RETURN(m->residency_,
                         ResidencyManager::Create(m->manifest_, options.residency, stream, options.stream_factory));
-  m->pool_ = std::make_unique<cpu::ThreadPool>(options.n_threads);
-  m->exec_.pool = m->pool_.get();
-  m->exec_.simd = options.allow_simd ? cpu::DetectSimd() : cpu::Simd::kPortable;
+  m->backend_ = std::make_shared<CpuBackend>(options.n_threads, options.allow_simd);
   return m;
 }
 
 std::string LoadedModel::backend() const {
-  return absl::StrCat("cpu (", cpu::SimdName(exec_.simd), ", ", pool_->size(), " threads)");
+  return backend_->Describe();
 }
 
 std::unique_ptr<KvCache> LoadedModel::NewCache(int max_positions) const {
   const int limit = static_cast<int>(std::min<uint32_t>(config().context_length, 1u << 30));
-  return std::make_unique<KvCache>(config(), std::min(max_positions, limit));
+  return std::make_unique<KvCache>(config(), std::min(max_positions, limit), backend_);
 }
 
 absl::Status LoadedModel::Forward(std::span<const SequenceStep> batch, std::vector<float>& logits) {
-  const ModelView view{.config = &manifest_.config, .globals = &globals_.weights(), .layers = residency_.get()};
-  return ForwardLlama(view, batch, state_, exec_, logits);
+  const ModelView view{.config = &manifest_.config, .token_embd = &globals_.weights().token_embd,
+                       .globals = &globals_.weights(), .layers = residency_.get()};
+  return ForwardLlama(view, batch, state_, *backend_, logits);
 }
 
 }  // namespace octo

@@ -21,7 +21,7 @@
 #include "daemon/engine/model_files.h"
 #include "daemon/engine/run_state.h"
 #include "daemon/tokenizer/tokenizer.h"
-#include "kernels/cpu/thread_pool.h"
+#include "daemon/engine/cpu_backend.h"
 
 namespace octo {
 
@@ -66,8 +66,7 @@ class LoadedModel {
   ModelSummary summary_;
   ResidentGlobals globals_;
   std::unique_ptr<ResidencyManager> residency_;
-  std::unique_ptr<cpu::ThreadPool> pool_;
-  cpu::Exec exec_;
+  std::shared_ptr<Backend> backend_;
   RunState state_;
 };
 

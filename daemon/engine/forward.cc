@@ -4,22 +4,10 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "kernels/half.h"
 #include "storage/status_macros.h"
 
 namespace octo {
 namespace {
-
-// x[r] += y[r] for n rows of width dim (a residual connection).
-void AddRows(float* x, const float* y, size_t count) {
-  for (size_t i = 0; i < count; ++i) x[i] += y[i];
-}
-
-// Adds bias (width) to each of n rows.
-void AddBias(float* x, const float* bias, int n, int width) {
-  if (bias == nullptr) return;
-  for (int r = 0; r < n; ++r) AddRows(x + static_cast<size_t>(r) * width, bias, width);
-}
 
 absl::Status CheckBatch(const ModelConfig& c, std::span<const SequenceStep> batch) {
   if (batch.empty()) return absl::InvalidArgumentError("empty batch");
@@ -45,8 +33,20 @@ absl::Status CheckBatch(const ModelConfig& c, std::span<const SequenceStep> batc
 
 }  // namespace
 
+absl::Status SwiGlu(const WeightMatrix& gate, const WeightMatrix& up, const WeightMatrix& down, const float* in,
+                    float* out, int n, RunState& s, Backend& backend) {
+  const size_t width = static_cast<size_t>(gate.rows);
+  OCTO_RETURN_IF_ERROR(s.hb.Grow(backend, n * width));
+  OCTO_RETURN_IF_ERROR(s.hb2.Grow(backend, n * width));
+  const WeightMatrix gate_up[] = {gate, up};
+  float* const gate_up_out[] = {s.hb.data(), s.hb2.data()};
+  OCTO_RETURN_IF_ERROR(backend.MatMulGroup(gate_up, in, gate_up_out, n));
+  OCTO_RETURN_IF_ERROR(backend.SiluMul(s.hb.data(), s.hb2.data(), s.hb.data(), static_cast<int64_t>(n) * width));
+  return backend.MatMul(down, s.hb.data(), out, n);
+}
+
 absl::Status ForwardLlama(const ModelView& model, std::span<const SequenceStep> batch, RunState& s,
-                          const cpu::Exec& exec, std::vector<float>& logits) {
+                          Backend& backend, std::vector<float>& logits) {
   const ModelConfig& c = *model.config;
   const GlobalWeights& g = *model.globals;
   OCTO_RETURN_IF_ERROR(CheckBatch(c, batch));
@@ -61,17 +61,20 @@ absl::Status ForwardLlama(const ModelView& model, std::span<const SequenceStep> 
   int n = 0;  // rows: every new token of every sequence
   int n_out = 0;
   for (const SequenceStep& step : batch) n += static_cast<int>(step.tokens.size());
-  s.Resize(c, n);
+  OCTO_RETURN_IF_ERROR(s.Resize(backend, c, n));
 
-  // Embedding lookup, and each row's position.
+  // Embedding lookup (on the host), and each row's position.
   for (int b = 0, row = 0; b < static_cast<int>(batch.size()); ++b) {
     const SequenceStep& step = batch[b];
     for (size_t t = 0; t < step.tokens.size(); ++t, ++row) {
-      OCTO_RETURN_IF_ERROR(cpu::DequantizeRows(g.token_embd, step.tokens[t], 1, &s.x[static_cast<size_t>(row) * dim]));
-      s.pos[row] = step.kv->size() + static_cast<int>(t);
+      OCTO_RETURN_IF_ERROR(
+          cpu::DequantizeRows(*model.token_embd, step.tokens[t], 1, &s.x_host[static_cast<size_t>(row) * dim]));
+      s.pos_host[row] = step.kv->size() + static_cast<int>(t);
       if (step.all_logits || t + 1 == step.tokens.size()) s.out_rows[n_out++] = row;
     }
   }
+  OCTO_RETURN_IF_ERROR(backend.Upload(s.x.data(), s.x_host.data(), sizeof(float) * n * dim));
+  OCTO_RETURN_IF_ERROR(backend.Upload(s.pos.data(), s.pos_host.data(), sizeof(int32_t) * n));
 
   RopeParams rope_q{.n_heads = static_cast<int>(c.n_heads), .head_dim = head_dim,
                     .rope_dim = static_cast<int>(c.rope_dim), .freq_base = c.rope_theta,
@@ -80,29 +83,30 @@ absl::Status ForwardLlama(const ModelView& model, std::span<const SequenceStep> 
   rope_k.n_heads = static_cast<int>(c.n_kv_heads);
 
   for (uint32_t layer = 0; layer < c.n_layers; ++layer) {
-    // Weights: resident, or streamed in now (may wait for the read).
+    // Weights: resident, or streamed in now (may wait for the read or the copy).
     OCTO_ASSIGN_OR_RETURN(const LayerWeights* w, model.layers->Acquire(layer));
     const LayerWeights& lw = *w;
     auto step_status = [&]() -> absl::Status {
       // Attention norm.
-      OCTO_RETURN_IF_ERROR(cpu::RmsNorm(s.x.data(), lw.attn_norm, s.xb.data(), n, dim, c.norm_eps));
+      OCTO_RETURN_IF_ERROR(backend.RmsNorm(s.x.data(), lw.attn_norm, s.xb.data(), n, dim, c.norm_eps));
       // q, k, v (+ biases for qwen2).
       const WeightMatrix qkv[] = {lw.wq, lw.wk, lw.wv};
       float* const qkv_out[] = {s.q.data(), s.k.data(), s.v.data()};
-      OCTO_RETURN_IF_ERROR(cpu::MatMulGroup(qkv, s.xb.data(), qkv_out, n, exec));
-      AddBias(s.q.data(), lw.bq, n, q_dim);
-      AddBias(s.k.data(), lw.bk, n, kv_dim);
-      AddBias(s.v.data(), lw.bv, n, kv_dim);
+      OCTO_RETURN_IF_ERROR(backend.MatMulGroup(qkv, s.xb.data(), qkv_out, n));
+      if (lw.bq != nullptr) OCTO_RETURN_IF_ERROR(backend.AddBias(s.q.data(), lw.bq, n, q_dim));
+      if (lw.bk != nullptr) OCTO_RETURN_IF_ERROR(backend.AddBias(s.k.data(), lw.bk, n, kv_dim));
+      if (lw.bv != nullptr) OCTO_RETURN_IF_ERROR(backend.AddBias(s.v.data(), lw.bv, n, kv_dim));
       // Per-head q/k norm (qwen3).
       if (lw.q_norm != nullptr) {
-        OCTO_RETURN_IF_ERROR(cpu::RmsNorm(s.q.data(), lw.q_norm, s.q.data(), n * c.n_heads, head_dim, c.norm_eps));
+        OCTO_RETURN_IF_ERROR(backend.RmsNorm(s.q.data(), lw.q_norm, s.q.data(), n * c.n_heads, head_dim, c.norm_eps));
       }
       if (lw.k_norm != nullptr) {
-        OCTO_RETURN_IF_ERROR(cpu::RmsNorm(s.k.data(), lw.k_norm, s.k.data(), n * c.n_kv_heads, head_dim, c.norm_eps));
+        OCTO_RETURN_IF_ERROR(
+            backend.RmsNorm(s.k.data(), lw.k_norm, s.k.data(), n * c.n_kv_heads, head_dim, c.norm_eps));
       }
       // RoPE on q and k.
-      OCTO_RETURN_IF_ERROR(cpu::Rope(s.q.data(), s.pos.data(), n, rope_q));
-      OCTO_RETURN_IF_ERROR(cpu::Rope(s.k.data(), s.pos.data(), n, rope_k));
+      OCTO_RETURN_IF_ERROR(backend.Rope(s.q.data(), s.pos.data(), n, rope_q));
+      OCTO_RETURN_IF_ERROR(backend.Rope(s.k.data(), s.pos.data(), n, rope_k));
       // Append k, v to each sequence's cache (fp16), then attend over it.
       for (int b = 0, row = 0; b < static_cast<int>(batch.size()); ++b) {
         const SequenceStep& step = batch[b];
@@ -110,37 +114,31 @@ absl::Status ForwardLlama(const ModelView& model, std::span<const SequenceStep> 
         const int first_pos = step.kv->size();
         uint16_t* k_cache = step.kv->keys(static_cast<int>(layer));
         uint16_t* v_cache = step.kv->values(static_cast<int>(layer));
-        for (size_t i = 0; i < static_cast<size_t>(n_new) * kv_dim; ++i) {
-          k_cache[static_cast<size_t>(first_pos) * kv_dim + i] = Fp32ToFp16(s.k[static_cast<size_t>(row) * kv_dim + i]);
-          v_cache[static_cast<size_t>(first_pos) * kv_dim + i] = Fp32ToFp16(s.v[static_cast<size_t>(row) * kv_dim + i]);
-        }
+        OCTO_RETURN_IF_ERROR(backend.KvAppend(s.k.data() + static_cast<size_t>(row) * kv_dim,
+                                              s.v.data() + static_cast<size_t>(row) * kv_dim, n_new, kv_dim, k_cache,
+                                              v_cache, first_pos));
         const AttentionParams ap{.n_tokens = n_new, .first_pos = first_pos,
                                  .n_heads = static_cast<int>(c.n_heads),
                                  .n_kv_heads = static_cast<int>(c.n_kv_heads), .head_dim = head_dim,
                                  .scale = 1.0f / std::sqrt(static_cast<float>(head_dim))};
-        OCTO_RETURN_IF_ERROR(cpu::Attention(&s.q[static_cast<size_t>(row) * q_dim], k_cache, v_cache,
-                                            &s.att[static_cast<size_t>(row) * q_dim], ap, exec));
+        OCTO_RETURN_IF_ERROR(backend.Attention(s.q.data() + static_cast<size_t>(row) * q_dim, k_cache, v_cache,
+                                               s.att.data() + static_cast<size_t>(row) * q_dim, ap));
         row += n_new;
       }
       // Output projection + residual.
-      OCTO_RETURN_IF_ERROR(cpu::MatMul(lw.wo, s.att.data(), s.xb.data(), n, exec));
-      AddRows(s.x.data(), s.xb.data(), static_cast<size_t>(n) * dim);
+      OCTO_RETURN_IF_ERROR(backend.MatMul(lw.wo, s.att.data(), s.xb.data(), n));
+      OCTO_RETURN_IF_ERROR(backend.Add(s.x.data(), s.xb.data(), s.x.data(), static_cast<int64_t>(n) * dim));
       // FFN norm.
-      OCTO_RETURN_IF_ERROR(cpu::RmsNorm(s.x.data(), lw.ffn_norm, s.xb.data(), n, dim, c.norm_eps));
+      OCTO_RETURN_IF_ERROR(backend.RmsNorm(s.x.data(), lw.ffn_norm, s.xb.data(), n, dim, c.norm_eps));
       if (c.n_experts > 0) {
         // Routed experts (and qwen2moe's shared one).
-        OCTO_RETURN_IF_ERROR(MoeFfn(c, lw, n, s, exec));
+        OCTO_RETURN_IF_ERROR(MoeFfn(c, lw, n, s, backend));
       } else {
         // gate, up; silu(gate) * up; down.
-        const int hidden = static_cast<int>(lw.w_gate.rows);
-        const WeightMatrix gate_up[] = {lw.w_gate, lw.w_up};
-        float* const gate_up_out[] = {s.hb.data(), s.hb2.data()};
-        OCTO_RETURN_IF_ERROR(cpu::MatMulGroup(gate_up, s.xb.data(), gate_up_out, n, exec));
-        OCTO_RETURN_IF_ERROR(cpu::SiluMul(s.hb.data(), s.hb2.data(), s.hb.data(), static_cast<int64_t>(n) * hidden));
-        OCTO_RETURN_IF_ERROR(cpu::MatMul(lw.w_down, s.hb.data(), s.xb.data(), n, exec));
+        OCTO_RETURN_IF_ERROR(SwiGlu(lw.w_gate, lw.w_up, lw.w_down, s.xb.data(), s.xb.data(), n, s, backend));
       }
       // Residual.
-      AddRows(s.x.data(), s.xb.data(), static_cast<size_t>(n) * dim);
+      OCTO_RETURN_IF_ERROR(backend.Add(s.x.data(), s.xb.data(), s.x.data(), static_cast<int64_t>(n) * dim));
       return absl::OkStatus();
     }();
     // Done with this layer's weights (a streamed layer's buffer is reused).
@@ -150,12 +148,15 @@ absl::Status ForwardLlama(const ModelView& model, std::span<const SequenceStep> 
 
   // Final norm and lm_head, for the rows whose logits were asked for.
   for (int i = 0; i < n_out; ++i) {
-    std::memcpy(&s.x_out[static_cast<size_t>(i) * dim], &s.x[static_cast<size_t>(s.out_rows[i]) * dim],
-                sizeof(float) * dim);
+    OCTO_RETURN_IF_ERROR(backend.Copy(s.x_out.data() + static_cast<size_t>(i) * dim,
+                                      s.x.data() + static_cast<size_t>(s.out_rows[i]) * dim, sizeof(float) * dim));
   }
-  OCTO_RETURN_IF_ERROR(cpu::RmsNorm(s.x_out.data(), g.final_norm, s.x_out.data(), n_out, dim, c.norm_eps));
+  OCTO_RETURN_IF_ERROR(backend.RmsNorm(s.x_out.data(), g.final_norm, s.x_out.data(), n_out, dim, c.norm_eps));
+  OCTO_RETURN_IF_ERROR(s.logits.Grow(backend, static_cast<size_t>(n_out) * c.vocab_size));
+  OCTO_RETURN_IF_ERROR(backend.MatMul(g.lm_head, s.x_out.data(), s.logits.data(), n_out));
   logits.resize(static_cast<size_t>(n_out) * c.vocab_size);
-  OCTO_RETURN_IF_ERROR(cpu::MatMul(g.lm_head, s.x_out.data(), logits.data(), n_out, exec));
+  OCTO_RETURN_IF_ERROR(Annotate(backend.Download(logits.data(), s.logits.data(), sizeof(float) * logits.size()),
+                                "the pass's logits"));
 
   for (const SequenceStep& step : batch) step.kv->Commit(static_cast<int>(step.tokens.size()));
   return absl::OkStatus();

@@ -8,6 +8,11 @@
 // layer -- serves all of them. Each token's logits are the same bits
 // whether it runs alone or in a batch, resident or streamed (the kernels'
 // determinism contract in kernels/ops.h).
+//
+// The pass runs on a Backend (backend.h) and does not know which: the CPU
+// or a CUDA device. The layer weights, the caches and the RunState are that
+// backend's memory; the token embedding stays on the host (the lookup is a
+// host-side row decode, then one upload).
 #pragma once
 
 #include <cstdint>
@@ -15,6 +20,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "daemon/engine/backend.h"
 #include "daemon/engine/kv_cache.h"
 #include "daemon/engine/layer_source.h"
 #include "daemon/engine/layer_weights.h"
@@ -27,8 +33,9 @@ namespace octo {
 // A model as the forward pass needs it. Not owned.
 struct ModelView {
   const ModelConfig* config = nullptr;
-  const GlobalWeights* globals = nullptr;
-  LayerSource* layers = nullptr;
+  const WeightMatrix* token_embd = nullptr;  // host memory
+  const GlobalWeights* globals = nullptr;    // lm_head, final_norm, rope_freqs: backend memory
+  LayerSource* layers = nullptr;             // backend memory
 };
 
 // One sequence's share of a batch.
@@ -46,12 +53,16 @@ struct SequenceStep {
 //   RESOURCE_EXHAUSTED a sequence past its cache's max_positions;
 //   whatever the LayerSource returns (DATA_LOSS for a damaged layer, ...).
 absl::Status ForwardLlama(const ModelView& model, std::span<const SequenceStep> batch, RunState& s,
-                          const cpu::Exec& exec, std::vector<float>& logits);
+                          Backend& backend, std::vector<float>& logits);
+
+// The dense FFN down(silu(gate · in) * (up · in)) for n rows of `in`
+// (n, dim) into `out` (n, dim); s.hb/s.hb2 hold (n, width).
+absl::Status SwiGlu(const WeightMatrix& gate, const WeightMatrix& up, const WeightMatrix& down, const float* in,
+                    float* out, int n, RunState& s, Backend& backend);
 
 // The mixture-of-experts FFN of one layer (forward_moe.cc): for the n rows of
 // s.xb, route, run the chosen experts (and the shared one), and write the
 // weighted sum to s.xb.
-absl::Status MoeFfn(const ModelConfig& c, const LayerWeights& w, int n, RunState& s,
-                    const cpu::Exec& exec);
+absl::Status MoeFfn(const ModelConfig& c, const LayerWeights& w, int n, RunState& s, Backend& backend);
 
 }  // namespace octo

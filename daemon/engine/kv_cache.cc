@@ -7,12 +7,13 @@
 
 namespace octo {
 
-KvCache::KvCache(const ModelConfig& config, int max_positions)
+KvCache::KvCache(const ModelConfig& config, int max_positions, std::shared_ptr<Backend> backend)
     : n_layers_(static_cast<int>(config.n_layers)),
       row_elements_(static_cast<int>(config.n_kv_heads * config.head_dim)),
-      max_positions_(max_positions) {}
+      max_positions_(max_positions),
+      backend_(std::move(backend)) {}
 
-uint64_t KvCache::bytes() const { return data_.size() * sizeof(uint16_t); }
+uint64_t KvCache::bytes() const { return data_.size(); }
 
 int KvCache::CapacityFor(int positions) const {
   if (positions <= capacity_) return capacity_;
@@ -33,16 +34,19 @@ absl::Status KvCache::Reserve(int n) {
   }
   if (size_ + n <= capacity_) return absl::OkStatus();
   const int new_capacity = CapacityFor(size_ + n);
-  std::vector<uint16_t> grown(static_cast<size_t>(n_layers_) * 2 * new_capacity * row_elements_);
+  absl::StatusOr<BackendBuffer> grown =
+      backend_->Allocate(static_cast<size_t>(n_layers_) * 2 * new_capacity * row_elements_ * sizeof(uint16_t));
+  if (!grown.ok()) return grown.status();
   const size_t used = static_cast<size_t>(size_) * row_elements_;
-  for (int l = 0; l < n_layers_; ++l) {
+  for (int l = 0; l < n_layers_ && used > 0; ++l) {
     for (int kind = 0; kind < 2; ++kind) {
-      const uint16_t* from = data_.data() + (static_cast<size_t>(l) * 2 + kind) * capacity_ * row_elements_;
-      uint16_t* to = grown.data() + (static_cast<size_t>(l) * 2 + kind) * new_capacity * row_elements_;
-      if (used > 0) std::memcpy(to, from, used * sizeof(uint16_t));
+      const uint16_t* from = data_.as<uint16_t>() + (static_cast<size_t>(l) * 2 + kind) * capacity_ * row_elements_;
+      uint16_t* to = grown->as<uint16_t>() + (static_cast<size_t>(l) * 2 + kind) * new_capacity * row_elements_;
+      absl::Status copied = backend_->Copy(to, from, used * sizeof(uint16_t));
+      if (!copied.ok()) return copied;
     }
   }
-  data_ = std::move(grown);
+  data_ = std::move(*grown);
   capacity_ = new_capacity;
   return absl::OkStatus();
 }

@@ -10,13 +10,16 @@
 //    or dropped in one piece;
 //  - capacity grows in steps of kKvGrowPositions (copying), so a short chat
 //    does not reserve the whole context.
+// The rows live in backend memory (kernels' memory: the device's for CUDA),
+// where the attention kernels read them.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
-#include <vector>
+#include <memory>
 
 #include "absl/status/status.h"
+#include "daemon/engine/backend.h"
 #include "storage/model_config.h"
 
 namespace octo {
@@ -27,7 +30,8 @@ class KvCache {
  public:
   // max_positions: the most positions this sequence may hold (the context
   // limit the caller grants it), <= config.context_length is not required.
-  KvCache(const ModelConfig& config, int max_positions);
+  // The memory comes from `backend`, which the cache keeps alive.
+  KvCache(const ModelConfig& config, int max_positions, std::shared_ptr<Backend> backend);
 
   int size() const { return size_; }            // positions filled
   int capacity() const { return capacity_; }    // positions allocated
@@ -36,15 +40,16 @@ class KvCache {
   uint64_t bytes() const;                        // memory held now
 
   // Makes room for `n` more positions. RESOURCE_EXHAUSTED naming the limit
-  // when size() + n > max_positions(); nothing changes then.
+  // when size() + n > max_positions(), or when the backend's memory runs
+  // out; nothing changes then.
   absl::Status Reserve(int n);
   // bytes() after Reserve(n) succeeds (the cache grows in steps).
   uint64_t BytesAfterReserve(int n) const;
 
   // Rows of layer `layer`: (capacity, row_elements).
-  uint16_t* keys(int layer) { return data_.data() + LayerOffset(layer); }
+  uint16_t* keys(int layer) { return data_.as<uint16_t>() + LayerOffset(layer); }
   uint16_t* values(int layer) { return keys(layer) + static_cast<size_t>(capacity_) * row_elements_; }
-  const uint16_t* keys(int layer) const { return data_.data() + LayerOffset(layer); }
+  const uint16_t* keys(int layer) const { return data_.as<uint16_t>() + LayerOffset(layer); }
   const uint16_t* values(int layer) const { return keys(layer) + static_cast<size_t>(capacity_) * row_elements_; }
 
   // The forward pass wrote rows [size, size + n) of every layer: count them.
@@ -61,7 +66,8 @@ class KvCache {
   int max_positions_ = 0;
   int capacity_ = 0;
   int size_ = 0;
-  std::vector<uint16_t> data_;  // (n_layers, 2, capacity, row_elements)
+  std::shared_ptr<Backend> backend_;
+  BackendBuffer data_;  // (n_layers, 2, capacity, row_elements)
 };
 
 }  // namespace octo

@@ -14,10 +14,10 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "daemon/engine/cpu_backend.h"
 #include "daemon/engine/forward.h"
 #include "daemon/engine/kv_cache.h"
 #include "daemon/engine/weight_store.h"
-#include "kernels/cpu/thread_pool.h"
 #include "kernels/ops.h"
 
 namespace octo {
@@ -35,7 +35,7 @@ class Model {
   const ModelConfig& config() const { return store_->config(); }
   const Manifest& manifest() const { return store_->manifest(); }
   const WeightStore& store() const { return *store_; }
-  const cpu::Exec& exec() const { return exec_; }
+  const cpu::Exec& exec() const { return cpu_->exec(); }
 
   // A cache for a new sequence of at most max_positions positions (capped
   // at the model's context length).
@@ -47,8 +47,7 @@ class Model {
  private:
   Model() = default;
   std::unique_ptr<WeightStore> store_;
-  std::unique_ptr<cpu::ThreadPool> pool_;
-  cpu::Exec exec_;
+  std::shared_ptr<CpuBackend> cpu_;
   RunState state_;
 };
 

@@ -2,41 +2,37 @@
 
 #include <algorithm>
 
+#include "storage/status_macros.h"
+
 namespace octo {
-namespace {
 
-template <typename T>
-void Grow(std::vector<T>& v, size_t n) {
-  if (v.size() < n) v.resize(n);
-}
-
-}  // namespace
-
-void RunState::Resize(const ModelConfig& c, int n) {
+absl::Status RunState::Resize(Backend& backend, const ModelConfig& c, int n) {
   const size_t rows = static_cast<size_t>(n);
   const size_t q_dim = static_cast<size_t>(c.n_heads) * c.head_dim;
   const size_t kv_dim = static_cast<size_t>(c.n_kv_heads) * c.head_dim;
-  const size_t ffn = std::max<size_t>(c.hidden_dim, c.n_experts > 0 ? c.expert_hidden_dim : 0);
-  Grow(x, rows * c.dim);
-  Grow(xb, rows * c.dim);
-  Grow(q, rows * q_dim);
-  Grow(k, rows * kv_dim);
-  Grow(v, rows * kv_dim);
-  Grow(att, rows * q_dim);
-  Grow(hb, rows * ffn);
-  Grow(hb2, rows * ffn);
-  Grow(pos, rows);
-  Grow(out_rows, rows);
-  Grow(x_out, rows * c.dim);
+  const size_t ffn = std::max<size_t>(c.hidden_dim, static_cast<size_t>(c.n_experts_used) * c.expert_hidden_dim);
+  OCTO_RETURN_IF_ERROR(x.Grow(backend, rows * c.dim));
+  OCTO_RETURN_IF_ERROR(xb.Grow(backend, rows * c.dim));
+  OCTO_RETURN_IF_ERROR(q.Grow(backend, rows * q_dim));
+  OCTO_RETURN_IF_ERROR(k.Grow(backend, rows * kv_dim));
+  OCTO_RETURN_IF_ERROR(v.Grow(backend, rows * kv_dim));
+  OCTO_RETURN_IF_ERROR(att.Grow(backend, rows * q_dim));
+  OCTO_RETURN_IF_ERROR(hb.Grow(backend, rows * ffn));
+  OCTO_RETURN_IF_ERROR(hb2.Grow(backend, rows * ffn));
+  OCTO_RETURN_IF_ERROR(pos.Grow(backend, rows));
+  OCTO_RETURN_IF_ERROR(x_out.Grow(backend, rows * c.dim));
   if (c.n_experts > 0) {
-    Grow(router_logits, rows * c.n_experts);
-    Grow(expert_ids, rows * c.n_experts_used);
-    Grow(expert_weights, rows * c.n_experts_used);
-    Grow(expert_in, rows * c.dim);
-    Grow(expert_out, rows * c.n_experts_used * c.dim);
-    Grow(expert_rows, rows);
-    Grow(expert_slots, rows);
+    OCTO_RETURN_IF_ERROR(router_logits.Grow(backend, rows * c.n_experts));
+    OCTO_RETURN_IF_ERROR(expert_ids.Grow(backend, rows * c.n_experts_used));
+    OCTO_RETURN_IF_ERROR(expert_weights.Grow(backend, rows * c.n_experts_used));
+    OCTO_RETURN_IF_ERROR(expert_out.Grow(backend, rows * c.n_experts_used * c.dim));
+    OCTO_RETURN_IF_ERROR(shared_out.Grow(backend, rows * c.dim));
+    OCTO_RETURN_IF_ERROR(shared_gate.Grow(backend, rows));
   }
+  if (x_host.size() < rows * c.dim) x_host.resize(rows * c.dim);
+  if (pos_host.size() < rows) pos_host.resize(rows);
+  if (out_rows.size() < rows) out_rows.resize(rows);
+  return absl::OkStatus();
 }
 
 }  // namespace octo

@@ -1,40 +1,72 @@
 // RunState: the activations of one forward pass over n tokens (the tokens
-// of every sequence in the batch, one row each). Reused from pass to pass;
-// Resize grows the buffers, it never shrinks them.
+// of every sequence in the batch, one row each), in backend memory (host for
+// the CPU, device for CUDA), plus the few host-side arrays the pass fills
+// before uploading them. Reused from pass to pass; Resize grows the
+// buffers, it never shrinks them.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
+#include "absl/status/status.h"
+#include "daemon/engine/backend.h"
 #include "storage/model_config.h"
 
 namespace octo {
 
+// A backend array of T that only grows (its contents are not kept).
+template <typename T>
+class BackendArray {
+ public:
+  T* data() const { return buffer_.as<T>(); }
+  size_t size() const { return buffer_.size() / sizeof(T); }
+  absl::Status Grow(Backend& backend, size_t count) {
+    if (count <= size()) return absl::OkStatus();
+    buffer_ = BackendBuffer();  // free first: the old and the new need not fit at once
+    absl::StatusOr<BackendBuffer> b = backend.Allocate(count * sizeof(T));
+    if (!b.ok()) return b.status();
+    buffer_ = std::move(*b);
+    return absl::OkStatus();
+  }
+
+ private:
+  BackendBuffer buffer_;
+};
+
 struct RunState {
-  std::vector<float> x;     // (n, dim) the residual stream
-  std::vector<float> xb;    // (n, dim) normed x, then each block's output
-  std::vector<float> q;     // (n, n_heads * head_dim)
-  std::vector<float> k;     // (n, n_kv_heads * head_dim)
-  std::vector<float> v;     // (n, n_kv_heads * head_dim)
-  std::vector<float> att;   // (n, n_heads * head_dim) attention output, before wo
-  std::vector<float> hb;    // (n, ffn width) gate, then silu(gate) * up
-  std::vector<float> hb2;   // (n, ffn width) up
-  std::vector<int32_t> pos; // (n) position of each row in its sequence
+  // Backend memory.
+  BackendArray<float> x;      // (n, dim) the residual stream
+  BackendArray<float> xb;     // (n, dim) normed x, then each block's output
+  BackendArray<float> q;      // (n, n_heads * head_dim)
+  BackendArray<float> k;      // (n, n_kv_heads * head_dim)
+  BackendArray<float> v;      // (n, n_kv_heads * head_dim)
+  BackendArray<float> att;    // (n, n_heads * head_dim) attention output, before wo
+  BackendArray<float> hb;     // (n, ffn width) gate, then silu(gate) * up; (n, k, expert width) for experts
+  BackendArray<float> hb2;    // (n, ffn width) up; likewise
+  BackendArray<int32_t> pos;  // (n) position of each row in its sequence
 
   // Mixture of experts.
-  std::vector<float> router_logits;   // (n, n_experts)
-  std::vector<int32_t> expert_ids;    // (n, n_experts_used)
-  std::vector<float> expert_weights;  // (n, n_experts_used)
-  std::vector<float> expert_in;       // (n, dim) the rows routed to one expert
-  std::vector<float> expert_out;      // (n, n_experts_used, dim) each chosen expert's output
-  std::vector<int32_t> expert_rows;   // (n) which rows went to the current expert
-  std::vector<int32_t> expert_slots;  // (n) and as which of their k choices
+  BackendArray<float> router_logits;   // (n, n_experts)
+  BackendArray<int32_t> expert_ids;    // (n, n_experts_used)
+  BackendArray<float> expert_weights;  // (n, n_experts_used)
+  BackendArray<float> expert_out;      // (n, n_experts_used, dim) each chosen expert's output
+  BackendArray<float> shared_out;      // (n, dim) the shared expert's output (qwen2moe)
+  BackendArray<float> shared_gate;     // (n) its gate logit
 
-  // Rows whose logits the caller wants, and their final-norm activations.
-  std::vector<int32_t> out_rows;  // (n_out)
-  std::vector<float> x_out;       // (n_out, dim)
+  // The rows whose logits the caller wants: their final-norm activations
+  // and logits.
+  BackendArray<float> x_out;   // (n_out, dim)
+  BackendArray<float> logits;  // (n_out, vocab_size)
 
-  void Resize(const ModelConfig& config, int n);
+  // Host memory: filled by the pass, then uploaded.
+  std::vector<float> x_host;        // (n, dim) the embedding rows
+  std::vector<int32_t> pos_host;    // (n)
+  std::vector<int32_t> out_rows;    // (n_out) rows of x whose logits are wanted
+
+  // Room for n rows (logits: grown by the pass to the rows it outputs).
+  // RESOURCE_EXHAUSTED when the
+  // backend's memory runs out.
+  absl::Status Resize(Backend& backend, const ModelConfig& config, int n);
 };
 
 }  // namespace octo

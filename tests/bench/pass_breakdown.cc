@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "absl/strings/str_cat.h"
+#include "daemon/engine/cpu_backend.h"
 #include "daemon/engine/forward.h"
 #include "storage/status_macros.h"
 
@@ -141,14 +142,16 @@ absl::StatusOr<PassBreakdown> BreakDownPass(WeightStore& store, const cpu::Exec&
 
   // The sequences, with their prompts in the caches.
   TimedLayers timed_layers(store);
-  const ModelView view{.config = &c, .globals = &store.globals(), .layers = &timed_layers};
+  const ModelView view{.config = &c, .token_embd = &store.globals().token_embd, .globals = &store.globals(),
+                       .layers = &timed_layers};
+  auto backend = std::make_shared<CpuBackend>(exec);
   RunState run_state;
   std::vector<std::unique_ptr<KvCache>> caches;
   std::vector<std::vector<int32_t>> tokens;
   std::vector<SequenceStep> steps;
   std::vector<float> logits;
   for (int b = 0; b < n_seqs; ++b) {
-    caches.push_back(std::make_unique<KvCache>(c, prompt_tokens + tokens_per_seq));
+    caches.push_back(std::make_unique<KvCache>(c, prompt_tokens + tokens_per_seq, backend));
     tokens.emplace_back(std::max(prompt_tokens, tokens_per_seq));
     for (size_t t = 0; t < tokens[b].size(); ++t)
       tokens[b][t] = static_cast<int32_t>((b * 7919 + t * 104729 + 1) % c.vocab_size);
@@ -157,7 +160,7 @@ absl::StatusOr<PassBreakdown> BreakDownPass(WeightStore& store, const cpu::Exec&
     for (int b = 0; b < n_seqs; ++b) {
       steps.push_back({.kv = caches[b].get(), .tokens = std::span<const int32_t>(tokens[b].data(), prompt_tokens)});
     }
-    OCTO_RETURN_IF_ERROR(ForwardLlama(view, steps, run_state, exec, logits));
+    OCTO_RETURN_IF_ERROR(ForwardLlama(view, steps, run_state, *backend, logits));
     steps.clear();
   }
   for (int b = 0; b < n_seqs; ++b) {
@@ -171,7 +174,7 @@ absl::StatusOr<PassBreakdown> BreakDownPass(WeightStore& store, const cpu::Exec&
   for (int rep = 0; rep < reps; ++rep) {
     for (auto& kv : caches) kv->Truncate(prompt_tokens);
     const Clock::time_point start = Clock::now();
-    OCTO_RETURN_IF_ERROR(ForwardLlama(view, steps, run_state, exec, logits));
+    OCTO_RETURN_IF_ERROR(ForwardLlama(view, steps, run_state, *backend, logits));
     pass_samples.push_back(SecondsSince(start));
     std::vector<double> seconds(result.roles.size(), 0.0);
     OCTO_RETURN_IF_ERROR(TimeMatMuls(store, exec, n_rows, n_seqs, x, out, seconds));

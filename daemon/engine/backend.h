@@ -1,0 +1,118 @@
+// Backend: what the forward pass runs on -- the CPU (kernels/cpu, host
+// memory) or a CUDA device (kernels/cuda, device memory, one compute stream).
+//
+// The forward pass is written once, over this interface (forward.cc), so a
+// new architecture feature has one home and runs on both backends; each
+// backend is a thin table from these calls to its twin in kernels/ops.h.
+// Why an interface and not twin forward files (calm's way): the families
+// here differ in a few optional steps (biases, q/k norms, experts); twins
+// would have to repeat each step in two places and keep them in step by
+// hand, while the ops already have twin signatures, so one forward costs
+// only this table.
+//
+// Memory. Every pointer an op takes is "backend memory" (host memory for
+// the CPU, device memory for CUDA): activations (RunState), KV caches, and
+// the weights the LayerSource hands out. Host data reaches it through
+// Upload and comes back through Download.
+//
+// Order. Ops, Upload and Copy run in the order they are called, possibly
+// asynchronously (CUDA queues them on its compute stream); Download waits
+// for everything before it. An error from an op is a Status naming the op;
+// a fault while a queued kernel runs shows up at the next Download.
+//
+// Threading: one forward pass at a time, from one thread.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "kernels/ops.h"
+
+namespace octo {
+
+// An owned block of backend memory, freed by whoever allocated it. Move-only.
+class BackendBuffer {
+ public:
+  using FreeFn = void (*)(void*);
+  BackendBuffer() = default;
+  BackendBuffer(void* data, size_t bytes, FreeFn free) : data_(data), bytes_(bytes), free_(free) {}
+  BackendBuffer(BackendBuffer&& o) noexcept { *this = std::move(o); }
+  BackendBuffer& operator=(BackendBuffer&& o) noexcept {
+    if (this != &o) {
+      Reset();
+      data_ = o.data_;
+      bytes_ = o.bytes_;
+      free_ = o.free_;
+      o.data_ = nullptr;
+      o.bytes_ = 0;
+    }
+    return *this;
+  }
+  BackendBuffer(const BackendBuffer&) = delete;
+  BackendBuffer& operator=(const BackendBuffer&) = delete;
+  ~BackendBuffer() { Reset(); }
+
+  void* data() const { return data_; }
+  size_t size() const { return bytes_; }
+  template <typename T>
+  T* as() const {
+    return static_cast<T*>(data_);
+  }
+
+ private:
+  void Reset() {
+    if (data_ != nullptr && free_ != nullptr) free_(data_);
+    data_ = nullptr;
+    bytes_ = 0;
+  }
+  void* data_ = nullptr;
+  size_t bytes_ = 0;
+  FreeFn free_ = nullptr;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  // "cpu (avx2, 8 threads)", "cuda (device 0: NVIDIA H100 ..., 80.0 GiB)".
+  virtual std::string Describe() const = 0;
+  // "cpu" or "cuda".
+  virtual std::string kind() const = 0;
+
+  // Zero-filled backend memory. RESOURCE_EXHAUSTED naming the size when
+  // there is not enough.
+  virtual absl::StatusOr<BackendBuffer> Allocate(size_t bytes) = 0;
+  // host -> backend; `src` may be reused when this returns.
+  virtual absl::Status Upload(void* dst, const void* src, size_t bytes) = 0;
+  // backend -> host, after everything queued before it; reports a fault of
+  // the queued work.
+  virtual absl::Status Download(void* dst, const void* src, size_t bytes) = 0;
+  // backend -> backend.
+  virtual absl::Status Copy(void* dst, const void* src, size_t bytes) = 0;
+
+  // The ops of kernels/ops.h, with the same arguments less the exec/stream.
+  virtual absl::Status RmsNorm(const float* x, const float* weight, float* out, int n_rows, int dim,
+                               float eps) = 0;
+  virtual absl::Status MatMul(const WeightMatrix& w, const float* x, float* out, int n_tokens) = 0;
+  // Separate MatMuls over the same x; the CPU shares the activation encoding.
+  virtual absl::Status MatMulGroup(std::span<const WeightMatrix> ws, const float* x, std::span<float* const> outs,
+                                   int n_tokens);
+  virtual absl::Status MatMulExperts(const WeightMatrix& w, const int32_t* expert_ids, const float* x, float* out,
+                                     const MatMulExpertsParams& p) = 0;
+  virtual absl::Status Rope(float* x, const int32_t* positions, int n_tokens, const RopeParams& p) = 0;
+  virtual absl::Status KvAppend(const float* k, const float* v, int n_tokens, int kv_dim, uint16_t* k_cache,
+                                uint16_t* v_cache, int first_pos) = 0;
+  virtual absl::Status Attention(const float* q, const uint16_t* k_cache, const uint16_t* v_cache, float* out,
+                                 const AttentionParams& p) = 0;
+  virtual absl::Status SiluMul(const float* gate, const float* up, float* out, int64_t n) = 0;
+  virtual absl::Status Add(const float* a, const float* b, float* out, int64_t n) = 0;
+  virtual absl::Status AddBias(float* x, const float* bias, int n_rows, int width) = 0;
+  virtual absl::Status TopKExperts(const float* router_logits, int n_tokens, int n_experts, int k, bool normalize,
+                                   int32_t* expert_ids, float* weights) = 0;
+  virtual absl::Status MoeCombine(const MoeCombineParams& p) = 0;
+};
+
+}  // namespace octo

@@ -1,0 +1,91 @@
+#include "daemon/engine/cpu_backend.h"
+
+#include <cstdlib>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "kernels/cpu/simd.h"
+#include "storage/format.h"
+
+namespace octo {
+namespace {
+
+void FreeHost(void* p) { std::free(p); }
+
+}  // namespace
+
+absl::Status Backend::MatMulGroup(std::span<const WeightMatrix> ws, const float* x, std::span<float* const> outs,
+                                  int n_tokens) {
+  if (ws.size() != outs.size()) return absl::InvalidArgumentError("MatMulGroup: as many outputs as matrices");
+  for (size_t i = 0; i < ws.size(); ++i) {
+    absl::Status s = MatMul(ws[i], x, outs[i], n_tokens);
+    if (!s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+CpuBackend::CpuBackend(int n_threads, bool allow_simd) : pool_(std::make_unique<cpu::ThreadPool>(n_threads)) {
+  exec_.pool = pool_.get();
+  exec_.simd = allow_simd ? cpu::DetectSimd() : cpu::Simd::kPortable;
+}
+
+std::string CpuBackend::Describe() const {
+  const int threads = exec_.pool != nullptr ? exec_.pool->size() : 1;
+  return absl::StrCat("cpu (", cpu::SimdName(exec_.simd), ", ", threads, " threads)");
+}
+
+absl::StatusOr<BackendBuffer> CpuBackend::Allocate(size_t bytes) {
+  if (bytes == 0) return BackendBuffer();
+  const size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
+  void* p = std::aligned_alloc(kAlignment, rounded);
+  if (p == nullptr) return absl::ResourceExhaustedError(absl::StrCat("cannot allocate ", bytes, " bytes of host memory"));
+  std::memset(p, 0, rounded);
+  return BackendBuffer(p, bytes, FreeHost);
+}
+
+absl::Status CpuBackend::Upload(void* dst, const void* src, size_t bytes) {
+  if (bytes > 0) std::memmove(dst, src, bytes);
+  return absl::OkStatus();
+}
+absl::Status CpuBackend::Download(void* dst, const void* src, size_t bytes) { return Upload(dst, src, bytes); }
+absl::Status CpuBackend::Copy(void* dst, const void* src, size_t bytes) { return Upload(dst, src, bytes); }
+
+absl::Status CpuBackend::RmsNorm(const float* x, const float* weight, float* out, int n_rows, int dim, float eps) {
+  return cpu::RmsNorm(x, weight, out, n_rows, dim, eps);
+}
+absl::Status CpuBackend::MatMul(const WeightMatrix& w, const float* x, float* out, int n_tokens) {
+  return cpu::MatMul(w, x, out, n_tokens, exec_);
+}
+absl::Status CpuBackend::MatMulGroup(std::span<const WeightMatrix> ws, const float* x, std::span<float* const> outs,
+                                     int n_tokens) {
+  return cpu::MatMulGroup(ws, x, outs, n_tokens, exec_);
+}
+absl::Status CpuBackend::MatMulExperts(const WeightMatrix& w, const int32_t* expert_ids, const float* x, float* out,
+                                       const MatMulExpertsParams& p) {
+  return cpu::MatMulExperts(w, expert_ids, x, out, p, exec_);
+}
+absl::Status CpuBackend::Rope(float* x, const int32_t* positions, int n_tokens, const RopeParams& p) {
+  return cpu::Rope(x, positions, n_tokens, p);
+}
+absl::Status CpuBackend::KvAppend(const float* k, const float* v, int n_tokens, int kv_dim, uint16_t* k_cache,
+                                  uint16_t* v_cache, int first_pos) {
+  return cpu::KvAppend(k, v, n_tokens, kv_dim, k_cache, v_cache, first_pos);
+}
+absl::Status CpuBackend::Attention(const float* q, const uint16_t* k_cache, const uint16_t* v_cache, float* out,
+                                   const AttentionParams& p) {
+  return cpu::Attention(q, k_cache, v_cache, out, p, exec_);
+}
+absl::Status CpuBackend::SiluMul(const float* gate, const float* up, float* out, int64_t n) {
+  return cpu::SiluMul(gate, up, out, n);
+}
+absl::Status CpuBackend::Add(const float* a, const float* b, float* out, int64_t n) { return cpu::Add(a, b, out, n); }
+absl::Status CpuBackend::AddBias(float* x, const float* bias, int n_rows, int width) {
+  return cpu::AddBias(x, bias, n_rows, width);
+}
+absl::Status CpuBackend::TopKExperts(const float* router_logits, int n_tokens, int n_experts, int k, bool normalize,
+                                     int32_t* expert_ids, float* weights) {
+  return cpu::TopKExperts(router_logits, n_tokens, n_experts, k, normalize, expert_ids, weights);
+}
+absl::Status CpuBackend::MoeCombine(const MoeCombineParams& p) { return cpu::MoeCombine(p); }
+
+}  // namespace octo
