@@ -43,6 +43,8 @@ DaemonCommands::DaemonCommands(CLI::App& app) {
   residency_->add_option("--pin-first", pin_first_, "First layers always resident");
   residency_->add_option("--pin-last", pin_last_, "Last layers always resident");
   residency_->add_option("--budget", budget_, "Layer memory: SIZE (e.g. 4GiB) or auto");
+  residency_->add_option("--vram-budget", vram_budget_,
+                         "CUDA: VRAM tier (device layers + staging buffers): SIZE (e.g. 60GiB) or auto");
   residency_->add_flag("--json", json_, "The plan in force as JSON");
 
   load_ = app.add_subcommand("load", "Load a model directory (relative to octod's models root)");
@@ -113,6 +115,18 @@ int DaemonCommands::Residency(OctoClient& client) {
     }
     request.set_budget_bytes(*bytes);
     request.set_auto_budget(false);
+  }
+  if (vram_budget_ == "auto") {
+    request.set_vram_auto(true);
+  } else if (!vram_budget_.empty()) {
+    const std::optional<uint64_t> bytes = ParseByteSize(vram_budget_);
+    if (!bytes.has_value() || *bytes == 0) {
+      absl::FPrintF(stderr, "octo-ctl: --vram-budget '%s' is not a size such as 60GiB or 512M, or auto\n",
+                    vram_budget_);
+      return 2;
+    }
+    request.set_vram_budget_bytes(*bytes);
+    request.set_vram_auto(false);
   }
   absl::StatusOr<v1::ResidencyStatus> residency = client.SetResidency(request);
   if (!residency.ok()) return Fail(residency.status());

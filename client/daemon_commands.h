@@ -4,6 +4,7 @@
 //                                                  vs budgets, loader, per-layer
 //                                                  times, overlap, sessions
 //   octo-ctl residency [--pin-first N] [--pin-last N] [--budget SIZE|auto]
+//                      [--vram-budget SIZE|auto]
 //   octo-ctl load PATH          load a model (relative to octod's models root)
 //   octo-ctl unload
 //   octo-ctl models [--json]    model directories under the models root
@@ -47,6 +48,7 @@ class DaemonCommands {
   double watch_seconds_ = 0;
   std::optional<uint32_t> pin_first_, pin_last_;
   std::string budget_;
+  std::string vram_budget_;
   std::string model_path_;
   CLI::App* status_ = nullptr;
   CLI::App* residency_ = nullptr;

@@ -30,16 +30,42 @@ std::string ModelLine(const v1::ModelInfo& model) {
                          model.chat_template().empty() ? "" : absl::StrCat(", chat ", model.chat_template()));
 }
 
+// The per-layer table. With a device (CUDA) each row also has the layer's
+// host-to-device copy time and how long the compute stream waited for it.
 void AppendLayerTable(const v1::GetStatusResponse& status, std::string& out) {
+  const bool device = status.residency().device().present();
   absl::StrAppend(&out, "layers\n");
-  absl::StrAppendFormat(&out, "  %5s  %-5s  %10s  %7s  %8s  %8s  %10s\n", "LAYER", "STATE", "BYTES", "LOADS",
-                        "LOAD ms", "WAIT ms", "COMPUTE ms");
+  absl::StrAppendFormat(&out, "  %5s  %-5s  %-4s  %10s  %7s  %8s  %8s  %10s", "LAYER", "STATE", "TIER", "BYTES",
+                        "LOADS", "LOAD ms", "WAIT ms", "COMPUTE ms");
+  absl::StrAppend(&out, device ? absl::StrFormat("  %8s  %12s", "COPY ms", "COPY WAIT ms") : "", "\n");
   for (const v1::LayerStatus& layer : status.layers()) {
     const char* state = layer.pinned() ? "P" : layer.resident() ? "R" : "S";
-    absl::StrAppendFormat(&out, "  %5u  %-5s  %10s  %7u  %8s  %8s  %10s\n", layer.layer(), state,
-                          FormatByteSize(layer.bytes()), layer.loads(), Millis(layer.load_seconds()),
-                          Millis(layer.load_wait_seconds()), Millis(layer.compute_seconds()));
+    absl::StrAppendFormat(&out, "  %5u  %-5s  %-4s  %10s  %7u  %8s  %8s  %10s", layer.layer(), state,
+                          layer.tier().empty() ? "-" : layer.tier(), FormatByteSize(layer.bytes()), layer.loads(),
+                          Millis(layer.load_seconds()), Millis(layer.load_wait_seconds()),
+                          Millis(layer.compute_seconds()));
+    absl::StrAppend(&out,
+                    device ? absl::StrFormat("  %8s  %12s", Millis(layer.copy_seconds()),
+                                             Millis(layer.copy_wait_seconds()))
+                           : "",
+                    "\n");
   }
+}
+
+// The VRAM tier in three lines: the device, what octod holds on it, and the
+// host-to-device layer copies.
+std::string FormatDevice(const v1::DeviceStatus& d) {
+  return absl::StrFormat(
+      "device      cuda:%d %s; VRAM %s total, %s free\n"
+      "vram        %u layers; held %s, peak %s, budget %s%s; staging %u x %s\n"
+      "            globals %s, kv cache %s, workspaces %s\n"
+      "h2d copies  %s at %.1f GB/s, overlap %.0f%%\n",
+      d.index(), d.name().empty() ? "(unnamed)" : d.name(), FormatByteSize(d.total_bytes()),
+      FormatByteSize(d.free_bytes()), d.device_layers(), FormatByteSize(d.held_bytes()),
+      FormatByteSize(d.peak_bytes()), FormatByteSize(d.budget_bytes()), d.auto_budget() ? " (auto)" : "",
+      d.staging_buffers(), FormatByteSize(d.staging_bytes()), FormatByteSize(d.global_bytes()),
+      FormatByteSize(d.kv_bytes()), FormatByteSize(d.workspace_bytes()), FormatByteSize(d.copied_bytes()),
+      d.h2d_gbps(), d.overlap() * 100);
 }
 
 void AppendSessions(const v1::GetStatusResponse& status, std::string& out) {
@@ -64,12 +90,14 @@ std::string ResidencyMap(const v1::GetStatusResponse& status) {
 }
 
 std::string FormatResidency(const v1::ResidencyStatus& r) {
-  return absl::StrFormat(
+  std::string out = absl::StrFormat(
       "residency   %u resident, %u streamed; pinned first %u, last %u\n"
       "memory      layers %s held, peak %s, budget %s%s; ring %u x %s; globals %s\n",
       r.resident_layers(), r.streamed_layers(), r.pin_first(), r.pin_last(), FormatByteSize(r.held_bytes()),
       FormatByteSize(r.peak_bytes()), FormatByteSize(r.budget_bytes()), r.auto_budget() ? " (auto)" : "",
       r.ring_slots(), FormatByteSize(r.slot_bytes()), FormatByteSize(r.global_bytes()));
+  if (r.device().present()) absl::StrAppend(&out, FormatDevice(r.device()));
+  return out;
 }
 
 std::string FormatStatus(const v1::GetStatusResponse& status) {

@@ -12,11 +12,13 @@ namespace octo {
 // S streamed through the ring.
 std::string ResidencyMap(const v1::GetStatusResponse& status);
 
-// The whole status: model, residency map, memory against budgets, loader,
-// throughput and overlap, sessions, and a per-layer timing table.
+// The whole status: model, residency map, memory against budgets (and the
+// VRAM tier with a device), loader, throughput and overlap, sessions, and a
+// per-layer table of tiers and times (copy times too with a device).
 std::string FormatStatus(const v1::GetStatusResponse& status);
 
-// The residency plan in two lines, "residency ..." and "memory ..."
+// The residency plan in two lines, "residency ..." and "memory ...", and
+// with a CUDA device its VRAM tier: "device ...", "vram ...", "h2d copies ..."
 // (octo-ctl residency prints it after a change).
 std::string FormatResidency(const v1::ResidencyStatus& residency);
 

@@ -118,10 +118,13 @@ struct WeightMatrix {
 // Precision: the CPU version does what llama.cpp's CPU backend does: each
 // square is a float product, the squares are summed in double in index
 // order, the mean (sum / dim) is rounded to float, then
-// scale = 1.0f / sqrtf(mean + eps) in float. The CUDA version sums the squares
-// in float in a block-wide tree (as llama2.c and llama.cpp's CUDA backend do),
-// so the two agree to rounding, not bit for bit (the test states the
-// tolerance). sqrt and the division are IEEE-rounded in both.
+// scale = 1.0f / sqrtf(mean + eps) in float. The CUDA version sums the same
+// float squares in double in a block-wide tree: exact enough that the float
+// mean is the CPU's except at a rounding tie, so the two agree bit for bit
+// but for such ties (the test states the tolerance). A float sum (llama.cpp's
+// CUDA backend) moves the 8-bit activations downstream off the CPU's, and
+// the tokens off llama.cpp's reference. sqrt and the division are
+// IEEE-rounded in both.
 //
 // Preconditions (INVALID_ARGUMENT otherwise): x, weight and out non-null;
 // n_rows > 0; dim > 0; eps >= 0 (NaN is rejected). With eps == 0 an all-zero
@@ -181,16 +184,17 @@ absl::Status MatMul(const WeightMatrix& w, const float* x, float* out, int n_tok
 // out (n_tokens, w.rows) = x (n_tokens, w.cols) · w^T, as cpu::MatMul, on two
 // paths chosen by n_tokens:
 //
-//  - Decode, n_tokens <= kMaxDecodeTokens (kernels/cuda/matmul_decode.cu):
+//  - Decode, n_tokens <= kMaxDecodePathTokens (kernels/cuda/matmul_decode.cu),
+//    in launches of up to kMaxDecodeTokens tokens:
 //    every weight decoded from its block as it is read, each weight byte read
-//    once per call whatever the token count. For the quantized types x is
-//    first rounded to 8 bits per 32-element block (kernels/cuda/act_q8.h:
-//    d = max|x| / 127, q = round(x / d), as llama.cpp's CUDA backend does for
-//    every quantized type) and the dot products are integer (__dp4a) per 32
-//    elements, scaled in float; F32/F16/BF16 weights meet x in fp32. Row r of
-//    token t is summed in the same order whatever n_tokens is, so a token gets
-//    the same bits alone or in a decode batch.
-//  - Prefill, n_tokens > kMaxDecodeTokens (kernels/cuda/matmul_prefill.cu):
+//    once per launch whatever its token count. For the quantized types x is
+//    first rounded to 8 bits exactly as the CPU encodes it for the weight's
+//    type (kernels/cuda/act_q8.h: per 32 with an fp16 scale for the Q8_0/Q8_1
+//    types, per 256 for the Q8_K ones) and the dot products are integer
+//    (__dp4a) per 32 elements, scaled in float; F32/F16/BF16 weights meet x
+//    in fp32. Row r of token t is summed in the same order whatever n_tokens
+//    is, so a token gets the same bits alone or in a decode-path batch.
+//  - Prefill, n_tokens > kMaxDecodePathTokens (kernels/cuda/matmul_prefill.cu):
 //    w dequantized to fp16 a tile of rows at a time (F16/BF16/F32 used as they
 //    are), x rounded to w's 16-bit type (fp32 for F32), and cublasGemmEx with
 //    fp32 accumulation.
@@ -206,6 +210,10 @@ absl::Status MatMul(const WeightMatrix& w, const float* x, float* out, int n_tok
 // argument), plus the scratch and, for prefill, exec.blas. out must not
 // overlap x.
 inline constexpr int kMaxDecodeTokens = 16;
+// Short prefills (a chat turn, a verified draft) stay on the decode path, so
+// their activations round as the CPU's do and their tokens track llama.cpp's
+// as closely; the weights are then read once per 16 tokens.
+inline constexpr int kMaxDecodePathTokens = 64;
 namespace cuda {
 size_t MatMulScratchBytes(const WeightMatrix& w, int n_tokens);
 absl::Status MatMul(const WeightMatrix& w, const float* x, float* out, int n_tokens, const Exec& exec);
@@ -357,11 +365,12 @@ absl::Status Attention(const float* q, const uint16_t* k_cache, const uint16_t* 
 }  // namespace cpu
 // CUDA (kernels/cuda/attention.cu), flash-decoding: the positions a query
 // sees are cut into splits of kAttentionSplit; one block per (token, head,
-// split) scores them (q rounded to fp16 as on the CPU, the dot in fp32),
-// keeps a running max and sum of exp and the weighted sum of V in fp32 (the
-// weights are not rounded to fp16: the CPU's rounding is the difference the
-// test bounds), and a second kernel combines a query's splits in split
-// order. The splits depend only on the query's position, so a token gets the
+// split) scores them (q rounded to fp16 as on the CPU, the dot in fp32)
+// and takes their max and sum of exp; a query's splits are reduced to its
+// max M and sum S (split order); a second pass over each split scores again
+// and sums fp16(exp(score - M) / S) * V in fp32 (the weights rounded to fp16
+// as on the CPU: on llama.cpp's quantized references this rounding decides
+// near-ties); the splits' sums are added in split order. The splits depend only on the query's position, so a token gets the
 // same bits alone or in a prefill batch. Scratch:
 // AttentionScratchBytes(p); a smaller scratch that still holds one token's
 // splits runs the tokens in several rounds, same bits. head_dim is at most

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <map>
 
+#include "daemon/engine/model_files.h"
+
 #include "absl/strings/str_cat.h"
 #include "storage/llama_file_type.h"
 #include "storage/status_macros.h"
@@ -59,12 +61,112 @@ absl::StatusOr<std::unique_ptr<LoadedModel>> LoadedModel::Load(const ModelLoadOp
   m->summary_ = SummarizeManifest(m->manifest_, options.path);
   m->summary_.loaded = true;
   OCTO_ASSIGN_OR_RETURN(m->globals_, ResidentGlobals::Load(options.dir, m->manifest_));
+  OCTO_ASSIGN_OR_RETURN(m->backend_, CreateBackend(BackendChoice{.kind = options.backend,
+                                                                 .gpu = options.gpu,
+                                                                 .n_threads = options.n_threads,
+                                                                 .allow_simd = options.allow_simd}));
+  m->dir_ = options.dir;
+  m->vram_ = options.vram;
+  m->vram_.pin_first = options.residency.pin_first;
+  m->vram_.pin_last = options.residency.pin_last;
+  LayerPlan vram;
+  if (m->backend_->kind() != "cpu") {
+    OCTO_ASSIGN_OR_RETURN(vram, m->PlanVramTier(m->vram_, &m->vram_budget_));
+  }
   LayerStreamOptions stream = options.stream;
   stream.model_dir = options.dir;
-  OCTO_ASSIGN_OR_RETURN(m->residency_,
-                        ResidencyManager::Create(m->manifest_, options.residency, stream, options.stream_factory));
-  m->backend_ = std::make_shared<CpuBackend>(options.n_threads, options.allow_simd);
+  OCTO_ASSIGN_OR_RETURN(m->residency_, ResidencyManager::Create(m->manifest_, options.residency, stream,
+                                                                options.stream_factory, vram.resident));
+  OCTO_ASSIGN_OR_RETURN(m->weights_, BackendWeights::Create(*m->backend_, m->manifest_, options.dir,
+                                                            m->globals_.weights(), *m->residency_,
+                                                            *m->residency_, vram));
   return m;
+}
+
+absl::StatusOr<LayerPlan> LoadedModel::PlanVramTier(const VramSettings& v, uint64_t* budget_out) const {
+  OCTO_ASSIGN_OR_RETURN(const std::vector<uint64_t> layer_bytes, LayerFileSizes(manifest_));
+  uint64_t budget = v.budget_bytes;
+  if (v.auto_budget) {
+    // Free VRAM now, less what the device will also need: the sessions'
+    // caches (the KV budget), the model's own tensors, the activations and
+    // scratch of a pass (estimated generously) and the named reserve.
+    const DeviceTierStats now = weights_ != nullptr ? weights_->DeviceStats() : DeviceTierStats{};
+    uint64_t free = now.free_bytes + now.held_bytes;  // what this model's layers hold is free to re-plan
+    if (weights_ == nullptr) {
+      const DeviceMemory memory = QueryDeviceMemory();
+      free = memory.free_bytes;
+    }
+    const ModelConfig& c = manifest_.config;
+    const uint64_t globals = globals_.bytes();
+    const uint64_t workspace = WorkspaceEstimate(c);
+    const uint64_t reserved = v.kv_budget_bytes + globals + workspace + kVramReserveBytes;
+    if (free <= reserved) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "the auto VRAM budget is empty: ", free, " bytes free on the device, ", reserved,
+          " needed beside the layers (KV budget ", v.kv_budget_bytes, ", model tensors ", globals, ", workspaces ",
+          workspace, ", reserve ", kVramReserveBytes, ")"));
+    }
+    budget = free - reserved;
+  }
+  *budget_out = budget;
+  return PlanVram(layer_bytes, VramPlanSettings{.budget_bytes = budget,
+                                                .staging_buffers = v.staging_buffers,
+                                                .pin_first = v.pin_first,
+                                                .pin_last = v.pin_last});
+}
+
+absl::Status LoadedModel::ApplyResidency(const ResidencySettings& host, const VramSettings& vram_in) {
+  if (!weights_->on_device()) return residency_->Apply(host);
+  VramSettings vram = vram_in;
+  vram.pin_first = host.pin_first;
+  vram.pin_last = host.pin_last;
+  uint64_t budget = 0;
+  OCTO_ASSIGN_OR_RETURN(const LayerPlan plan, PlanVramTier(vram, &budget));
+  OCTO_RETURN_IF_ERROR(weights_->Drain());
+  std::vector<bool> old_device(manifest_.config.n_layers, false);
+  for (uint32_t l = 0; l < old_device.size(); ++l) old_device[l] = residency_->on_device(l);
+  residency_->SetDeviceLayers(plan.resident);
+  absl::Status host_status = residency_->Apply(host);
+  if (!host_status.ok()) {
+    residency_->SetDeviceLayers(old_device);
+    return host_status;
+  }
+  OCTO_RETURN_IF_ERROR(weights_->Apply(plan));
+  vram_ = vram;
+  vram_budget_ = budget;
+  return absl::OkStatus();
+}
+
+void LoadedModel::AddDeviceReport(ResidencyReport& report, std::vector<LayerReport>& layers) {
+  if (!weights_->on_device()) return;
+  const DeviceTierStats s = weights_->DeviceStats();
+  DeviceReport& d = report.device;
+  d.present = true;
+  d.name = backend_->Describe();
+  d.total_bytes = s.total_bytes;
+  d.free_bytes = s.free_bytes;
+  d.auto_budget = vram_.auto_budget;
+  d.budget_bytes = vram_budget_;
+  d.workspace_bytes = WorkspaceEstimate(manifest_.config);
+  d.held_bytes = s.held_bytes;
+  d.peak_bytes = s.peak_bytes;
+  d.device_layers = s.vram_layers;
+  d.staging_buffers = s.staging_buffers;
+  d.staging_bytes = s.staging_bytes;
+  d.global_bytes = s.global_bytes;
+  d.copied_bytes = s.copied_bytes;
+  d.copy_seconds = s.copy_seconds;
+  d.h2d_gbps = s.copy_seconds > 0 ? s.copied_bytes / s.copy_seconds / 1e9 : 0;
+  d.overlap = s.copy_seconds > 0 ? std::clamp(1.0 - s.wait_seconds / s.copy_seconds, 0.0, 1.0) : 0;
+  for (size_t l = 0; l < layers.size() && l < s.copies.size(); ++l) {
+    LayerReport& r = layers[l];
+    r.copies = s.copies[l];
+    if (s.copies[l] > 0) r.copy_seconds = s.copy_seconds_by_layer[l] / s.copies[l];
+    if (s.passes[l] > 0) {
+      r.copy_wait_seconds = s.wait_seconds_by_layer[l] / s.passes[l];
+      r.compute_seconds = s.compute_seconds_by_layer[l] / s.passes[l];  // from events: the device's time
+    }
+  }
 }
 
 std::string LoadedModel::backend() const {
@@ -78,7 +180,7 @@ std::unique_ptr<KvCache> LoadedModel::NewCache(int max_positions) const {
 
 absl::Status LoadedModel::Forward(std::span<const SequenceStep> batch, std::vector<float>& logits) {
   const ModelView view{.config = &manifest_.config, .token_embd = &globals_.weights().token_embd,
-                       .globals = &globals_.weights(), .layers = residency_.get()};
+                       .globals = &weights_->globals(), .layers = &weights_->layers()};
   return ForwardLlama(view, batch, state_, *backend_, logits);
 }
 

@@ -21,9 +21,18 @@
 #include "daemon/engine/model_files.h"
 #include "daemon/engine/run_state.h"
 #include "daemon/tokenizer/tokenizer.h"
-#include "daemon/engine/cpu_backend.h"
+#include "daemon/engine/backend_setup.h"
 
 namespace octo {
+
+// The VRAM tier's settings (CUDA).
+struct VramSettings {
+  bool auto_budget = true;       // free VRAM at load - kv_budget - workspaces - kVramReserveBytes
+  uint64_t budget_bytes = 0;     // when !auto_budget
+  uint32_t staging_buffers = 2;
+  uint64_t kv_budget_bytes = 0;  // what auto leaves for the sessions' caches
+  uint32_t pin_first = 1, pin_last = 1;  // the residency pins: these layers go to VRAM first
+};
 
 struct ModelLoadOptions {
   std::string dir;                 // absolute model directory
@@ -33,6 +42,10 @@ struct ModelLoadOptions {
   LayerStreamFactory stream_factory;
   int n_threads = 0;
   bool allow_simd = true;
+  // The backend (backend_setup.h) and, on CUDA, the VRAM tier.
+  std::string backend = "auto";
+  int gpu = 0;
+  VramSettings vram;
 };
 
 class LoadedModel {
@@ -50,6 +63,14 @@ class LoadedModel {
 
   ResidencyManager& residency() { return *residency_; }
   const ResidencyManager& residency() const { return *residency_; }
+  bool on_device() const { return weights_->on_device(); }
+
+  // Between passes: re-plans the host tier under `host` and, on CUDA, the
+  // VRAM tier under `vram`. On an error the previous plans stay in force.
+  absl::Status ApplyResidency(const ResidencySettings& host, const VramSettings& vram);
+  const VramSettings& vram() const { return vram_; }
+  // The VRAM tier's report and per-layer copy times (CUDA), into `report`.
+  void AddDeviceReport(ResidencyReport& report, std::vector<LayerReport>& layers);
 
   // A cache of at most max_positions (capped at the context length).
   std::unique_ptr<KvCache> NewCache(int max_positions) const;
@@ -66,7 +87,14 @@ class LoadedModel {
   ModelSummary summary_;
   ResidentGlobals globals_;
   std::unique_ptr<ResidencyManager> residency_;
+  // The VRAM plan under `vram`; *budget gets the budget it used.
+  absl::StatusOr<LayerPlan> PlanVramTier(const VramSettings& vram, uint64_t* budget) const;
+
+  std::string dir_;
   std::shared_ptr<Backend> backend_;
+  std::unique_ptr<BackendWeights> weights_;
+  VramSettings vram_;
+  uint64_t vram_budget_ = 0;  // in force
   RunState state_;
 };
 

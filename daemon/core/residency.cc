@@ -18,8 +18,10 @@ ResidencyManager::~ResidencyManager() = default;
 absl::StatusOr<std::unique_ptr<ResidencyManager>> ResidencyManager::Create(const Manifest& manifest,
                                                                            const ResidencySettings& settings,
                                                                            const LayerStreamOptions& stream_options,
-                                                                           LayerStreamFactory factory) {
+                                                                           LayerStreamFactory factory,
+                                                                           std::vector<bool> on_device) {
   std::unique_ptr<ResidencyManager> m(new ResidencyManager(manifest, stream_options, std::move(factory)));
+  m->device_ = std::move(on_device);
   OCTO_ASSIGN_OR_RETURN(m->layer_bytes_, LayerFileSizes(manifest));
   const size_t n = m->layer_bytes_.size();
   m->resident_buffers_.resize(n);
@@ -46,7 +48,13 @@ void ResidencyManager::SetHeld(uint64_t held) {
 }
 
 absl::Status ResidencyManager::Apply(const ResidencySettings& settings) {
-  OCTO_ASSIGN_OR_RETURN(const LayerPlan plan, PlanLayers(layer_bytes_, settings));
+  // Layers in VRAM cost the host nothing: planned as resident at 0 bytes,
+  // and never read here (MoveTo skips them).
+  std::vector<uint64_t> host_bytes = layer_bytes_;
+  for (size_t l = 0; l < host_bytes.size(); ++l) {
+    if (on_device(static_cast<uint32_t>(l))) host_bytes[l] = 0;
+  }
+  OCTO_ASSIGN_OR_RETURN(const LayerPlan plan, PlanLayers(host_bytes, settings));
   const LayerPlan old_plan = plan_;
   absl::Status moved = MoveTo(plan);
   if (!moved.ok()) {
@@ -62,17 +70,23 @@ absl::Status ResidencyManager::Apply(const ResidencySettings& settings) {
   report_.budget_bytes = settings.budget();
   report_.ring_slots = plan.ring_slots;
   report_.slot_bytes = plan.slot_bytes;
-  report_.resident_layers = static_cast<uint32_t>(std::count(plan.resident.begin(), plan.resident.end(), true));
-  report_.streamed_layers = static_cast<uint32_t>(plan.resident.size()) - report_.resident_layers;
+  report_.resident_layers = 0;
+  report_.streamed_layers = 0;
+  for (uint32_t l = 0; l < plan.resident.size(); ++l) {
+    if (on_device(l)) continue;
+    ++(plan.resident[l] ? report_.resident_layers : report_.streamed_layers);
+  }
   return absl::OkStatus();
 }
 
 absl::Status ResidencyManager::MoveTo(const LayerPlan& plan) {
   const size_t n = layer_bytes_.size();
   uint64_t held = 0;
-  // 1. Free the layers the new plan streams.
+  // 1. Free the layers the new plan streams (or the device now holds).
   for (size_t l = 0; l < n; ++l) {
-    if (!plan.resident[l] && resident_buffers_[l].size() > 0) resident_buffers_[l] = AlignedBuffer();
+    if ((!plan.resident[l] || on_device(static_cast<uint32_t>(l))) && resident_buffers_[l].size() > 0) {
+      resident_buffers_[l] = AlignedBuffer();
+    }
     held += resident_buffers_[l].size();
   }
   // 2. Drop the ring when its shape changes (slots, slot size, or none needed).
@@ -92,11 +106,13 @@ absl::Status ResidencyManager::MoveTo(const LayerPlan& plan) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     SetHeld(held);
-    for (size_t l = 0; l < n; ++l) plan_.resident[l] = resident_buffers_[l].size() > 0;
+    for (size_t l = 0; l < n; ++l) {
+      plan_.resident[l] = resident_buffers_[l].size() > 0 || on_device(static_cast<uint32_t>(l));
+    }
   }
   // 3. Read the layers the new plan adds (the budget leaves room: step 1 freed).
   for (uint32_t l = 0; l < n; ++l) {
-    if (!plan.resident[l] || resident_buffers_[l].size() > 0) continue;
+    if (!plan.resident[l] || resident_buffers_[l].size() > 0 || on_device(l)) continue;
     const ManifestFile& file = *manifest_.Layer(l);
     AlignedBuffer buffer;
     OCTO_RETURN_IF_ERROR(ReadModelFile(stream_options_.model_dir, file, buffer));
@@ -170,6 +186,40 @@ void ResidencyManager::Release(uint32_t layer) {
   counters_[layer].compute_seconds += seconds;
 }
 
+absl::StatusOr<LayerBytesSource::Bytes> ResidencyManager::AcquireBytes(uint32_t layer) {
+  if (layer >= layer_bytes_.size() || on_device(layer)) {
+    return absl::InvalidArgumentError(absl::StrCat("layer ", layer, " is not held by the host"));
+  }
+  if (plan_.resident[layer]) {
+    return Bytes{.data = resident_buffers_[layer].data(), .size = layer_bytes_[layer], .from_disk = false};
+  }
+  if (stream_ == nullptr) return absl::InternalError(absl::StrCat("layer ", layer, " is streamed but no ring exists"));
+  absl::StatusOr<StreamedLayer> streamed = stream_->Acquire(layer);
+  if (!streamed.ok()) return Annotate(streamed.status(), absl::StrCat("layer ", layer));
+  pass_timing_.load_wait_seconds += streamed->wait_seconds;
+  std::lock_guard<std::mutex> lock(mu_);
+  LayerCounters& c = counters_[layer];
+  ++c.loads;
+  c.load_seconds += streamed->load_seconds;
+  c.wait_seconds += streamed->wait_seconds;
+  total_wait_seconds_ += streamed->wait_seconds;
+  total_load_seconds_ += streamed->load_seconds;
+  return Bytes{.data = streamed->data, .size = layer_bytes_[layer], .from_disk = true};
+}
+
+void ResidencyManager::ReleaseBytes(uint32_t layer) {
+  if (layer < layer_bytes_.size() && !plan_.resident[layer] && stream_ != nullptr) stream_->Release(layer);
+}
+
+std::vector<std::pair<const void*, size_t>> ResidencyManager::HostRegions() const {
+  std::vector<std::pair<const void*, size_t>> regions;
+  for (const AlignedBuffer& b : resident_buffers_) {
+    if (b.size() > 0) regions.emplace_back(b.data(), b.size());
+  }
+  if (stream_ != nullptr && stream_->slot_memory().first != nullptr) regions.push_back(stream_->slot_memory());
+  return regions;
+}
+
 PassTiming ResidencyManager::TakePassTiming() { return std::exchange(pass_timing_, PassTiming{}); }
 
 ResidencyReport ResidencyManager::Report() const {
@@ -185,6 +235,8 @@ std::vector<LayerReport> ResidencyManager::LayerReports() const {
     LayerReport& r = out[l];
     r.resident = plan_.resident[l];
     r.pinned = plan_.pinned[l];
+    r.tier = on_device(static_cast<uint32_t>(l)) ? LayerTier::kDevice
+                                                  : (plan_.resident[l] ? LayerTier::kHost : LayerTier::kDisk);
     r.bytes = layer_bytes_[l];
     r.loads = c.loads;
     if (c.loads > 0) {

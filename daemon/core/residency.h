@@ -19,11 +19,12 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
-#include "daemon/core/residency_plan.h"
+#include "daemon/engine/residency_plan.h"
 #include "daemon/core/runtime.h"
 #include "daemon/engine/aligned_buffer.h"
 #include "daemon/engine/layer_source.h"
@@ -42,20 +43,32 @@ struct PassTiming {
   double compute_seconds = 0;
 };
 
-class ResidencyManager : public LayerSource {
+class ResidencyManager : public LayerSource, public LayerBytesSource {
  public:
   // stream_options: loader path, model dir, direct I/O; slots and slot
-  // bytes are the plan's. Errors as Apply.
+  // bytes are the plan's. on_device: SetDeviceLayers's. Errors as Apply.
   static absl::StatusOr<std::unique_ptr<ResidencyManager>> Create(const Manifest& manifest,
                                                                   const ResidencySettings& settings,
                                                                   const LayerStreamOptions& stream_options,
-                                                                  LayerStreamFactory factory);
+                                                                  LayerStreamFactory factory,
+                                                                  std::vector<bool> on_device = {});
   ~ResidencyManager() override;
 
   // Re-plans under `settings` and moves layers accordingly. On an error
   // (bad settings, a budget too small, a layer that fails to read) the
   // previous plan stays in force.
   absl::Status Apply(const ResidencySettings& settings);
+  // A GPU backend's VRAM tier: these layers are neither held nor streamed
+  // here (by layer; empty = none). Takes effect at the next Apply.
+  void SetDeviceLayers(std::vector<bool> on_device) { device_ = std::move(on_device); }
+  bool on_device(uint32_t layer) const { return layer < device_.size() && device_[layer]; }
+
+  // LayerBytesSource, for a GPU backend: host-tier layers from their
+  // buffers, disk-tier ones through the ring (up to its slot count held).
+  absl::StatusOr<Bytes> AcquireBytes(uint32_t layer) override;
+  void ReleaseBytes(uint32_t layer) override;
+  uint32_t max_disk_held() const override { return std::max<uint32_t>(plan_.ring_slots, 1); }
+  std::vector<std::pair<const void*, size_t>> HostRegions() const override;
 
   absl::StatusOr<const LayerWeights*> Acquire(uint32_t layer) override;
   void Release(uint32_t layer) override;
@@ -82,6 +95,7 @@ class ResidencyManager : public LayerSource {
   LayerStreamOptions stream_options_;
   LayerStreamFactory factory_;
   std::vector<uint64_t> layer_bytes_;
+  std::vector<bool> device_;  // layers the GPU holds (SetDeviceLayers)
 
   ResidencySettings settings_;
   LayerPlan plan_;  // written under mu_ (reports read it), read freely on the scheduler thread

@@ -26,6 +26,9 @@ namespace octo {
 inline constexpr size_t kMaxPromptBytes = 1 << 20;
 inline constexpr size_t kMaxChatMessages = 256;
 inline constexpr size_t kMaxSessionIdBytes = 64;
+// Auto VRAM budget: what is left free on the device for the CUDA context's
+// own growth, cuBLAS and fragmentation.
+inline constexpr uint64_t kVramReserveBytes = 512ull << 20;
 
 struct RuntimeOptions {
   std::string models_root;          // LoadModel paths are relative to it, confined to it
@@ -33,6 +36,15 @@ struct RuntimeOptions {
   std::string loader_path;          // the octo-loader executable
   int n_threads = 0;                // CPU backend threads; < 1: one per core
   bool allow_simd = true;
+  // Backend: "auto" (CUDA when a device is usable, else the CPU), "cuda"
+  // (an error when none is), "cpu". gpu: the CUDA device index.
+  std::string backend = "auto";
+  int gpu = 0;
+  // VRAM tier (CUDA): layers kept on the device plus the staging buffers
+  // the other layers are copied through. 0 = auto: free VRAM at load minus
+  // the KV budget, the workspaces and kVramReserveBytes.
+  uint64_t vram_budget_bytes = 0;
+  uint32_t staging_buffers = 2;     // device staging buffers, >= 2 (the prefetch depth)
   // Residency (SetResidency changes these at run time).
   uint32_t pin_first = 1;
   uint32_t pin_last = 1;
@@ -113,12 +125,44 @@ struct ResidencyChange {  // unset: keep
   std::optional<uint32_t> pin_first, pin_last;
   std::optional<uint64_t> budget_bytes;
   std::optional<bool> auto_budget;
+  std::optional<uint64_t> vram_budget_bytes;  // CUDA: the VRAM tier's budget
+  std::optional<bool> vram_auto;
 };
 
+// Where a layer lives between passes.
+enum class LayerTier { kDevice, kHost, kDisk };
+const char* LayerTierName(LayerTier tier);  // "vram", "host", "disk"
+
 struct LayerReport {
-  bool resident = false, pinned = false;
+  bool resident = false, pinned = false;  // resident: in the device or host tier
+  LayerTier tier = LayerTier::kHost;
   uint64_t bytes = 0, loads = 0;
   double load_seconds = 0, load_wait_seconds = 0, compute_seconds = 0;  // means
+  // CUDA, from events, means per pass: the host-to-device copy, the time the
+  // compute stream waited for it, and the layer's compute.
+  uint64_t copies = 0;
+  double copy_seconds = 0, copy_wait_seconds = 0;
+};
+
+// The VRAM tier (CUDA backend only; empty otherwise).
+struct DeviceReport {
+  bool present = false;
+  std::string name;               // "NVIDIA H100 80GB HBM3"
+  int index = 0;
+  uint64_t total_bytes = 0, free_bytes = 0;  // cudaMemGetInfo, now
+  bool auto_budget = true;
+  uint64_t budget_bytes = 0;      // VRAM tier: layers + staging
+  uint64_t held_bytes = 0, peak_bytes = 0;
+  uint32_t device_layers = 0;     // layers held in VRAM
+  uint32_t staging_buffers = 0;
+  uint64_t staging_bytes = 0;     // each
+  uint64_t global_bytes = 0;      // lm_head, final norm, rope factors on the device
+  uint64_t workspace_bytes = 0;   // activations and scratch
+  uint64_t kv_bytes = 0;          // sessions' caches on the device
+  uint64_t copied_bytes = 0;      // host-to-device layer copies since load
+  double copy_seconds = 0;        // their summed event time
+  double h2d_gbps = 0;            // copied_bytes / copy_seconds
+  double overlap = 0;             // fraction of copy time hidden behind compute, [0, 1]
 };
 
 struct ResidencyReport {
@@ -127,8 +171,9 @@ struct ResidencyReport {
   uint64_t budget_bytes = 0, held_bytes = 0, peak_bytes = 0;
   uint32_t ring_slots = 0;
   uint64_t slot_bytes = 0;
-  uint32_t resident_layers = 0, streamed_layers = 0;
+  uint32_t resident_layers = 0, streamed_layers = 0;  // host side: resident = host tier, streamed = disk tier
   uint64_t global_bytes = 0;
+  DeviceReport device;
 };
 
 struct SessionReport {

@@ -47,11 +47,18 @@ RuntimeImpl::RuntimeImpl(const RuntimeOptions& options, LayerStreamFactory facto
   residency_.budget_bytes = options.layer_budget_bytes;
   residency_.auto_budget_bytes = options.auto_budget_bytes > 0 ? options.auto_budget_bytes : DefaultAutoBudget();
   residency_.ring_slots = options.ring_slots;
+  vram_.auto_budget = options.vram_budget_bytes == 0;
+  vram_.budget_bytes = options.vram_budget_bytes;
+  vram_.staging_buffers = options.staging_buffers;
+  vram_.kv_budget_bytes = options.kv_budget_bytes;
 }
 
 absl::StatusOr<std::unique_ptr<RuntimeImpl>> RuntimeImpl::Create(const RuntimeOptions& options,
                                                                  LayerStreamFactory factory) {
   OCTO_RETURN_IF_ERROR(ValidateOptions(options));
+  // The backend asked for must exist before anything loads.
+  OCTO_RETURN_IF_ERROR(CreateBackend(BackendChoice{.kind = options.backend, .gpu = options.gpu, .n_threads = 1})
+                           .status());
   std::unique_ptr<RuntimeImpl> r(new RuntimeImpl(options, std::move(factory)));
   if (!options.model.empty()) OCTO_RETURN_IF_ERROR(r->LoadModel(options.model).status());
   r->scheduler_ = std::thread([p = r.get()] { p->SchedulerLoop(); });
@@ -89,6 +96,9 @@ absl::StatusOr<ModelSummary> RuntimeImpl::LoadModel(const std::string& path) {
   load.stream_factory = factory_;
   load.n_threads = options_.n_threads;
   load.allow_simd = options_.allow_simd;
+  load.backend = options_.backend;
+  load.gpu = options_.gpu;
+  load.vram = vram_;
   absl::StatusOr<std::unique_ptr<LoadedModel>> loaded = LoadedModel::Load(load);
   if (!loaded.ok()) return Annotate(loaded.status(), absl::StrCat("loading ", path));
   std::lock_guard<std::mutex> lock(mu_);
@@ -280,9 +290,19 @@ absl::StatusOr<ResidencyReport> RuntimeImpl::SetResidency(const ResidencyChange&
   if (!next.auto_budget && next.budget_bytes == 0) {
     return absl::InvalidArgumentError("budget_bytes must be set (more than 0) when auto_budget is off");
   }
+  VramSettings next_vram = vram_;
+  if (change.vram_budget_bytes.has_value()) {
+    next_vram.budget_bytes = *change.vram_budget_bytes;
+    next_vram.auto_budget = false;
+  }
+  if (change.vram_auto.has_value()) next_vram.auto_budget = *change.vram_auto;
+  if (!next_vram.auto_budget && next_vram.budget_bytes == 0) {
+    return absl::InvalidArgumentError("vram_budget_bytes must be set (more than 0) when the VRAM budget is not auto");
+  }
   std::shared_ptr<LoadedModel> m = model();
-  if (m != nullptr) OCTO_RETURN_IF_ERROR(m->residency().Apply(next));
+  if (m != nullptr) OCTO_RETURN_IF_ERROR(m->ApplyResidency(next, next_vram));
   residency_ = next;
+  vram_ = next_vram;
   if (m == nullptr) {
     ResidencyReport report;
     report.pin_first = next.pin_first;
@@ -293,6 +313,8 @@ absl::StatusOr<ResidencyReport> RuntimeImpl::SetResidency(const ResidencyChange&
   }
   ResidencyReport report = m->residency().Report();
   report.global_bytes = m->global_bytes();
+  std::vector<LayerReport> layers = m->residency().LayerReports();
+  m->AddDeviceReport(report, layers);
   return report;
 }
 

@@ -97,6 +97,7 @@ class RuntimeImpl : public Runtime {
   const LayerStreamFactory factory_;
   const Clock::time_point started_ = Clock::now();
   ResidencySettings residency_;  // guarded by pass_mu_
+  VramSettings vram_;            // likewise
 
   std::mutex pass_mu_;
   std::atomic<int> control_waiting_{0};

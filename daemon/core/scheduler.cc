@@ -189,6 +189,8 @@ RuntimeReport RuntimeImpl::Report() {
   r.residency = res.Report();
   r.residency.global_bytes = m->global_bytes();
   r.layers = res.LayerReports();
+  m->AddDeviceReport(r.residency, r.layers);
+  if (r.residency.device.present) r.residency.device.kv_bytes = r.kv_used_bytes;  // the caches live on the device
   r.overlap = res.overlap();
   const LoaderStats ls = res.loader_stats();
   r.loader = LoaderReport{.running = ls.running, .pid = ls.pid, .restarts = ls.restarts,

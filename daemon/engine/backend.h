@@ -93,6 +93,14 @@ class Backend {
   // backend -> backend.
   virtual absl::Status Copy(void* dst, const void* src, size_t bytes) = 0;
 
+  // The rows of the next MatMuls come in these groups, one per sequence of
+  // the batch, in order (the forward pass says so before the layers, and
+  // again before lm_head). A backend whose matmul rounds by the number of
+  // rows (CUDA's decode and prefill paths) picks its path per group, so a
+  // sequence's rows get the same bits whatever else shares the pass. MatMul
+  // calls whose row count differs from the groups' sum ignore them.
+  virtual void SetRowGroups(std::span<const int> rows_per_sequence) {}
+
   // The ops of kernels/ops.h, with the same arguments less the exec/stream.
   virtual absl::Status RmsNorm(const float* x, const float* weight, float* out, int n_rows, int dim,
                                float eps) = 0;

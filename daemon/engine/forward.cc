@@ -62,6 +62,10 @@ absl::Status ForwardLlama(const ModelView& model, std::span<const SequenceStep> 
   int n_out = 0;
   for (const SequenceStep& step : batch) n += static_cast<int>(step.tokens.size());
   OCTO_RETURN_IF_ERROR(s.Resize(backend, c, n));
+  std::vector<int>& groups = s.row_groups;
+  groups.clear();
+  for (const SequenceStep& step : batch) groups.push_back(static_cast<int>(step.tokens.size()));
+  backend.SetRowGroups(groups);
 
   // Embedding lookup (on the host), and each row's position.
   for (int b = 0, row = 0; b < static_cast<int>(batch.size()); ++b) {
@@ -152,6 +156,9 @@ absl::Status ForwardLlama(const ModelView& model, std::span<const SequenceStep> 
                                       s.x.data() + static_cast<size_t>(s.out_rows[i]) * dim, sizeof(float) * dim));
   }
   OCTO_RETURN_IF_ERROR(backend.RmsNorm(s.x_out.data(), g.final_norm, s.x_out.data(), n_out, dim, c.norm_eps));
+  groups.clear();
+  for (const SequenceStep& step : batch) groups.push_back(step.all_logits ? static_cast<int>(step.tokens.size()) : 1);
+  backend.SetRowGroups(groups);
   OCTO_RETURN_IF_ERROR(s.logits.Grow(backend, static_cast<size_t>(n_out) * c.vocab_size));
   OCTO_RETURN_IF_ERROR(backend.MatMul(g.lm_head, s.x_out.data(), s.logits.data(), n_out));
   logits.resize(static_cast<size_t>(n_out) * c.vocab_size);

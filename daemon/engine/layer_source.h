@@ -13,6 +13,8 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "daemon/engine/layer_weights.h"
@@ -30,6 +32,30 @@ class LayerSource {
 
   // The forward pass is done with `layer`'s views.
   virtual void Release(uint32_t layer) = 0;
+};
+
+// LayerBytesSource: the host side of a device backend's layers -- each
+// layer file's bytes as read (and checksummed) on the host, for the device
+// source (daemon/engine/cuda/device_layers.h) to copy to the GPU. Several
+// layers may be held at once: every host-tier (resident) layer, and up to
+// max_disk_held() layers that are read from disk for the occasion.
+class LayerBytesSource {
+ public:
+  struct Bytes {
+    const uint8_t* data = nullptr;  // the whole file, header page included
+    uint64_t size = 0;
+    bool from_disk = false;         // counts against max_disk_held()
+  };
+  virtual ~LayerBytesSource() = default;
+
+  // Errors as LayerSource::Acquire's.
+  virtual absl::StatusOr<Bytes> AcquireBytes(uint32_t layer) = 0;
+  virtual void ReleaseBytes(uint32_t layer) = 0;
+  // The most disk-tier layers held at once (ring slots); >= 1.
+  virtual uint32_t max_disk_held() const = 0;
+  // The host memory the bytes come from (resident buffers, the ring), for
+  // the device to pin (cudaHostRegister). Valid until the source re-plans.
+  virtual std::vector<std::pair<const void*, size_t>> HostRegions() const = 0;
 };
 
 }  // namespace octo

@@ -62,6 +62,7 @@ struct RunState {
   std::vector<float> x_host;        // (n, dim) the embedding rows
   std::vector<int32_t> pos_host;    // (n)
   std::vector<int32_t> out_rows;    // (n_out) rows of x whose logits are wanted
+  std::vector<int> row_groups;      // rows per sequence (Backend::SetRowGroups)
 
   // Room for n rows (logits: grown by the pass to the rows it outputs).
   // RESOURCE_EXHAUSTED when the

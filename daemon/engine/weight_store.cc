@@ -89,4 +89,21 @@ void WeightStore::Release(uint32_t layer) {
   if (layer == staged_layer_) staged_layer_ = kNoLayer;
 }
 
+absl::StatusOr<LayerBytesSource::Bytes> WeightStore::AcquireBytes(uint32_t layer) {
+  OCTO_RETURN_IF_ERROR(Acquire(layer).status());
+  if (plan_.resident[layer]) {
+    return Bytes{.data = resident_buffers_[layer].data(), .size = resident_buffers_[layer].size(), .from_disk = false};
+  }
+  return Bytes{.data = staging_.data(), .size = manifest_.Layer(layer)->size, .from_disk = true};
+}
+
+std::vector<std::pair<const void*, size_t>> WeightStore::HostRegions() const {
+  std::vector<std::pair<const void*, size_t>> regions;
+  for (const AlignedBuffer& b : resident_buffers_) {
+    if (b.size() > 0) regions.emplace_back(b.data(), b.size());
+  }
+  if (staging_.size() > 0) regions.emplace_back(staging_.data(), staging_.size());
+  return regions;
+}
+
 }  // namespace octo

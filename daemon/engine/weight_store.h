@@ -45,7 +45,7 @@ struct ResidencyPlan {
 };
 absl::StatusOr<ResidencyPlan> PlanResidency(const std::vector<uint64_t>& layer_bytes, uint64_t budget);
 
-class WeightStore : public LayerSource {
+class WeightStore : public LayerSource, public LayerBytesSource {
  public:
   // Reads and checks the manifest and the resident files. Errors name the
   // file: NOT_FOUND/INVALID_ARGUMENT for a missing or malformed directory,
@@ -63,6 +63,13 @@ class WeightStore : public LayerSource {
 
   absl::StatusOr<const LayerWeights*> Acquire(uint32_t layer) override;
   void Release(uint32_t layer) override;
+
+  // For a device backend: a resident layer's buffer, or a streamed layer read
+  // into the one staging buffer (so one disk layer at a time).
+  absl::StatusOr<Bytes> AcquireBytes(uint32_t layer) override;
+  void ReleaseBytes(uint32_t layer) override { Release(layer); }
+  uint32_t max_disk_held() const override { return 1; }
+  std::vector<std::pair<const void*, size_t>> HostRegions() const override;
 
  private:
   WeightStore() = default;

@@ -29,6 +29,10 @@ constexpr absl::Duration kWaitSlice = absl::Seconds(1);
 
 class RingLayerStream final : public LayerStream {
  public:
+  std::pair<const void*, size_t> slot_memory() const override {
+    return {ring_->slot_data(0), static_cast<size_t>(ring_->slot_count()) * ring_->slot_bytes()};
+  }
+
   RingLayerStream(const LayerStreamOptions& options, std::unique_ptr<Ring> ring)
       : options_(options), ring_(std::move(ring)), slots_(ring_->slot_count()) {}
 

@@ -30,6 +30,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -100,6 +101,10 @@ class LayerStream {
   virtual void Release(uint32_t layer) = 0;
 
   virtual LoaderStats stats() const = 0;
+
+  // The slots' memory (one block), for a GPU backend to pin with
+  // cudaHostRegister; {nullptr, 0} when the stream has no shared ring.
+  virtual std::pair<const void*, size_t> slot_memory() const { return {nullptr, 0}; }
 };
 
 }  // namespace octo

@@ -80,6 +80,12 @@ absl::Status ResolveModel(const OctodFlags& flags, RuntimeOptions& runtime) {
   return absl::OkStatus();
 }
 
+// "auto", "cuda" or "cpu" (RuntimeOptions::backend).
+absl::Status CheckBackend(const std::string& backend) {
+  if (backend == "auto" || backend == "cuda" || backend == "cpu") return absl::OkStatus();
+  return KeyError("backend", absl::StrCat("'", backend, "' is not one of auto, cuda, cpu"));
+}
+
 absl::Status ResolveLoader(const std::string& loader, std::string* out) {
   std::error_code ec;
   if (loader.empty()) {
@@ -105,6 +111,14 @@ void AddOctodFlags(CLI::App& app, OctodFlags& flags) {
   app.add_option("--loader", flags.loader, "The octo-loader executable (default: beside octod)");
   app.add_option("-t,--threads", flags.threads, "CPU backend threads (0: one per core)");
   app.add_flag("--portable", flags.portable, "Portable CPU kernels, no AVX2");
+  app.add_option("--backend", flags.backend, "auto (CUDA when a device is usable, else the CPU), cuda or cpu");
+  app.add_option("--gpu", flags.gpu, "CUDA device index");
+  app.add_option("--vram-budget", flags.vram_budget,
+                 absl::StrCat("VRAM tier (CUDA): device-resident layers + staging buffers, SIZE or auto (free VRAM "
+                              "at load minus the KV cache, workspaces and a ",
+                              FormatByteSize(kVramReserveBytes), " reserve)"));
+  app.add_option("--staging-buffers", flags.staging_buffers,
+                 "CUDA: device staging buffers the other layers are copied through (the prefetch depth)");
   app.add_option("--pin-first", flags.pin_first, "First layers always resident");
   app.add_option("--pin-last", flags.pin_last, "Last layers always resident");
   app.add_option("--layer-budget", flags.layer_budget, "Layer memory (resident layers + ring), SIZE or auto");
@@ -132,6 +146,12 @@ absl::StatusOr<OctodConfig> ValidateOctodFlags(const OctodFlags& flags) {
   OCTO_RETURN_IF_ERROR(ResolveLoader(flags.loader, &runtime.loader_path));
   OCTO_RETURN_IF_ERROR(CheckRange("threads", flags.threads, 0, kMaxThreads, &runtime.n_threads));
   runtime.allow_simd = !flags.portable;
+  OCTO_RETURN_IF_ERROR(CheckBackend(flags.backend));
+  runtime.backend = flags.backend;
+  OCTO_RETURN_IF_ERROR(CheckRange("gpu", flags.gpu, 0, kMaxGpuIndex, &runtime.gpu));
+  OCTO_RETURN_IF_ERROR(ParseSize("vram-budget", flags.vram_budget, /*allow_auto=*/true, &runtime.vram_budget_bytes));
+  OCTO_RETURN_IF_ERROR(CheckRange("staging-buffers", flags.staging_buffers, kMinStagingBuffers, kMaxStagingBuffers,
+                                  &runtime.staging_buffers));
   OCTO_RETURN_IF_ERROR(CheckRange("pin-first", flags.pin_first, 0, kMaxPinnedLayers, &runtime.pin_first));
   OCTO_RETURN_IF_ERROR(CheckRange("pin-last", flags.pin_last, 0, kMaxPinnedLayers, &runtime.pin_last));
   OCTO_RETURN_IF_ERROR(ParseSize("layer-budget", flags.layer_budget, /*allow_auto=*/true, &runtime.layer_budget_bytes));

@@ -9,6 +9,8 @@
 //   layer-budget = "4GiB"     # or "auto"
 //   ring-slots = 3
 //   direct-io = false
+//   backend = "cuda"
+//   vram-budget = "60GiB"     # or "auto"
 //
 // An unknown key is an error, as is every out-of-range value: the message
 // starts with the key ("ring-slots: 0 is out of range [1, 16]"). Sizes are
@@ -21,7 +23,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "daemon/core/residency_plan.h"  // kMaxRingSlots
+#include "daemon/engine/residency_plan.h"  // kMaxRingSlots
 #include "daemon/core/runtime.h"
 #include "daemon/http/listen_address.h"
 
@@ -37,6 +39,9 @@ inline constexpr int64_t kMaxPinnedLayers = 1 << 16;
 inline constexpr int64_t kMaxSessionContext = 1 << 24;
 inline constexpr int64_t kMaxSessions = 1 << 16;
 inline constexpr int64_t kMaxPrefillChunk = 1 << 16;
+inline constexpr int64_t kMaxGpuIndex = 63;
+inline constexpr int64_t kMinStagingBuffers = 2;  // double buffering: copy one while computing the other
+inline constexpr int64_t kMaxStagingBuffers = 16;
 
 // The settings as written, before validation.
 struct OctodFlags {
@@ -45,6 +50,10 @@ struct OctodFlags {
   std::string loader;
   int64_t threads = 0;
   bool portable = false;
+  std::string backend = "auto";
+  int64_t gpu = 0;
+  std::string vram_budget = "auto";
+  int64_t staging_buffers = 2;
   int64_t pin_first = 1;
   int64_t pin_last = 1;
   std::string layer_budget = "auto";

@@ -66,6 +66,24 @@ void LogModel(Runtime& runtime) {
                       report.residency.resident_layers, report.residency.streamed_layers, report.backend));
 }
 
+// The backend asked for (--backend); the "model loaded" line says which one runs.
+void LogBackendAsked(const RuntimeOptions& options) {
+  if (options.backend == "cpu") {
+    Log("backend asked: cpu");
+    return;
+  }
+  const std::string vram = absl::StrFormat(
+      "vram budget %s, %u staging buffers",
+      options.vram_budget_bytes == 0 ? std::string("auto") : FormatByteSize(options.vram_budget_bytes),
+      options.staging_buffers);
+  if (options.backend == "cuda") {
+    Log(absl::StrFormat("backend asked: cuda, gpu %d; %s", options.gpu, vram));
+  } else {
+    Log(absl::StrFormat("backend asked: %s (cuda gpu %d when usable, else the cpu); %s", options.backend,
+                        options.gpu, vram));
+  }
+}
+
 int Serve(const OctodConfig& config, const sigset_t& stop_signals) {
   bool removed_stale = false;
   if (absl::Status ready = PrepareSocketPath(config.socket_path, &removed_stale); !ready.ok()) {
@@ -74,6 +92,7 @@ int Serve(const OctodConfig& config, const sigset_t& stop_signals) {
   }
   if (removed_stale) Log(absl::StrCat("removed a stale socket at ", config.socket_path));
 
+  LogBackendAsked(config.runtime);
   absl::StatusOr<std::unique_ptr<Runtime>> runtime = Runtime::Create(config.runtime);
   if (!runtime.ok()) {
     Log(absl::StrCat("cannot start: ", runtime.status().ToString()));

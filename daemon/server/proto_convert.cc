@@ -88,6 +88,8 @@ ResidencyChange ResidencyChangeFromProto(const v1::SetResidencyRequest& request)
   if (request.has_pin_last()) change.pin_last = request.pin_last();
   if (request.has_budget_bytes()) change.budget_bytes = request.budget_bytes();
   if (request.has_auto_budget()) change.auto_budget = request.auto_budget();
+  if (request.has_vram_budget_bytes()) change.vram_budget_bytes = request.vram_budget_bytes();
+  if (request.has_vram_auto()) change.vram_auto = request.vram_auto();
   return change;
 }
 
@@ -134,6 +136,28 @@ void ToProto(const ModelSummary& model, v1::ModelInfo* proto) {
   proto->set_quantization(model.quantization);
 }
 
+void ToProto(const DeviceReport& device, v1::DeviceStatus* proto) {
+  proto->set_present(device.present);
+  proto->set_name(device.name);
+  proto->set_index(device.index);
+  proto->set_total_bytes(device.total_bytes);
+  proto->set_free_bytes(device.free_bytes);
+  proto->set_auto_budget(device.auto_budget);
+  proto->set_budget_bytes(device.budget_bytes);
+  proto->set_held_bytes(device.held_bytes);
+  proto->set_peak_bytes(device.peak_bytes);
+  proto->set_device_layers(device.device_layers);
+  proto->set_staging_buffers(device.staging_buffers);
+  proto->set_staging_bytes(device.staging_bytes);
+  proto->set_global_bytes(device.global_bytes);
+  proto->set_workspace_bytes(device.workspace_bytes);
+  proto->set_kv_bytes(device.kv_bytes);
+  proto->set_copied_bytes(device.copied_bytes);
+  proto->set_copy_seconds(device.copy_seconds);
+  proto->set_h2d_gbps(device.h2d_gbps);
+  proto->set_overlap(device.overlap);
+}
+
 void ToProto(const ResidencyReport& residency, v1::ResidencyStatus* proto) {
   proto->set_pin_first(residency.pin_first);
   proto->set_pin_last(residency.pin_last);
@@ -146,6 +170,8 @@ void ToProto(const ResidencyReport& residency, v1::ResidencyStatus* proto) {
   proto->set_resident_layers(residency.resident_layers);
   proto->set_streamed_layers(residency.streamed_layers);
   proto->set_global_bytes(residency.global_bytes);
+  // The CPU backend leaves the device message unset (absent from JSON).
+  if (residency.device.present) ToProto(residency.device, proto->mutable_device());
 }
 
 void ToProto(const SessionReport& session, v1::SessionStatus* proto) {
@@ -179,6 +205,10 @@ void ToProto(const RuntimeReport& report, v1::GetStatusResponse* proto) {
     status->set_load_seconds(layer.load_seconds);
     status->set_load_wait_seconds(layer.load_wait_seconds);
     status->set_compute_seconds(layer.compute_seconds);
+    status->set_tier(LayerTierName(layer.tier));
+    status->set_copies(layer.copies);
+    status->set_copy_seconds(layer.copy_seconds);
+    status->set_copy_wait_seconds(layer.copy_wait_seconds);
   }
   for (const SessionReport& session : report.sessions) ToProto(session, proto->add_sessions());
   proto->set_kv_budget_bytes(report.kv_budget_bytes);

@@ -25,6 +25,8 @@ ResidencyChange ResidencyChangeFromProto(const v1::SetResidencyRequest& request)
 void ToProto(const GeneratedToken& token, bool with_logprobs, v1::GeneratedToken* proto);
 void ToProto(const JobStats& stats, v1::GenerateStats* proto);
 void ToProto(const ModelSummary& model, v1::ModelInfo* proto);
+void ToProto(const DeviceReport& device, v1::DeviceStatus* proto);
+// residency.device only when present (the CPU backend leaves it unset).
 void ToProto(const ResidencyReport& residency, v1::ResidencyStatus* proto);
 void ToProto(const SessionReport& session, v1::SessionStatus* proto);
 // Everything but the version (the service's to set).

@@ -138,10 +138,15 @@ grpc::ServerUnaryReactor* OctoService::SetResidency(grpc::CallbackServerContext*
     OCTO_ASSIGN_OR_RETURN(const ResidencyReport residency,
                           runtime_.SetResidency(ResidencyChangeFromProto(*request)));
     ToProto(residency, response->mutable_residency());
-    Log(absl::StrFormat("residency: pin first %u, last %u; budget %s%s; %u layers resident, %u streamed",
+    const DeviceReport& device = residency.device;
+    Log(absl::StrFormat("residency: pin first %u, last %u; budget %s%s; %u layers resident, %u streamed%s",
                         residency.pin_first, residency.pin_last, FormatByteSize(residency.budget_bytes),
                         residency.auto_budget ? " (auto)" : "", residency.resident_layers,
-                        residency.streamed_layers));
+                        residency.streamed_layers,
+                        device.present ? absl::StrFormat("; vram budget %s%s, %u layers in vram",
+                                                         FormatByteSize(device.budget_bytes),
+                                                         device.auto_budget ? " (auto)" : "", device.device_layers)
+                                       : ""));
     return absl::OkStatus();
   });
 }

@@ -2,9 +2,22 @@
 // quantizing kernel (kernels/cuda/matmul_decode.cu) and the tests that
 // rebuild them on the host.
 //
-// x (n_tokens, cols) becomes, per 32-element chunk:
-//   d = max |x| / 127 (fp32), q = clamp(round(x / d), -127, 127), 0 when d = 0
-// with roundf (halves away from zero), as llama.cpp's CUDA quantize_q8_1.
+// x (n_tokens, cols) becomes 8-bit quants q and a float scale d per
+// 32-element chunk, x ~ d * q, rounded exactly as the CPU backend (and so
+// llama.cpp's CPU build, whose outputs are Octo's reference) encodes the
+// activations of the weight's type (kernels/cpu/quantize_activation.h):
+//   kPer32   (the Q8_0/Q8_1 rule: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL):
+//            amax = max |x| over the chunk; q = rint(x * (127 / amax))
+//            (halves to even), 0 when amax = 0; d = amax / 127 rounded to
+//            fp16, as the CPU stores it.
+//   kPer256  (the Q8_K rule: the K-quants and IQ4_XS): over 256 elements,
+//            max = the x of largest |x| (the first on ties), sign kept;
+//            iscale = -127 / max; q = min(127, rint(iscale * x)); d = 1 /
+//            iscale in fp32, written to each of the block's 8 chunks.
+// llama.cpp's CUDA backend rounds every type per 32 with an fp32 scale;
+// following the CPU instead makes the GPU's tokens track the reference as
+// closely as the CPU backend's do (the quants are then the same; only the
+// float summation order differs).
 // Layout in the scratch: q (n_tokens, cols) int8 first, then d
 // (n_tokens, cols / 32) fp32, each starting on a 256-byte boundary so every
 // chunk's 32 quants load as two 16-byte vectors.
@@ -15,6 +28,7 @@
 #include <cstdint>
 
 #include "kernels/host_device.h"
+#include "storage/ggml_type.h"
 
 namespace octo::cuda {
 
@@ -30,12 +44,36 @@ inline constexpr size_t ActQ8Bytes(int64_t n_tokens, int64_t cols) {
   return ActQ8QuantBytes(n_tokens, cols) + RoundUp256(static_cast<size_t>(n_tokens * (cols / kQ8Chunk)) * 4);
 }
 
-// One element's quant, given its chunk's d (the kernel computes d with a
-// warp-wide max).
-OCTO_HD inline int8_t ActQ8Quant(float x, float d) {
-  if (d == 0.0f) return 0;
-  const float q = roundf(x / d);
+enum class ActQ8Rule { kPer32, kPer256 };
+inline constexpr int kQ8KBlock = 256;
+
+// The rule for a quantized weight type (the CPU's activation type for it).
+inline constexpr ActQ8Rule ActQ8RuleFor(GgmlType type) {
+  switch (type) {
+    case GgmlType::kQ2_K:
+    case GgmlType::kQ3_K:
+    case GgmlType::kQ4_K:
+    case GgmlType::kQ5_K:
+    case GgmlType::kQ6_K:
+    case GgmlType::kIQ4_XS:
+      return ActQ8Rule::kPer256;
+    default:
+      return ActQ8Rule::kPer32;
+  }
+}
+
+// One element's quant under kPer32, given its chunk's amax.
+OCTO_HD inline int8_t ActQ8QuantPer32(float x, float amax) {
+  if (amax == 0.0f) return 0;
+  const float q = rintf(x * (127.0f / amax));
   return static_cast<int8_t>(fminf(fmaxf(q, -127.0f), 127.0f));  // a NaN x gives -127, not UB
+}
+
+// One element's quant under kPer256, given iscale = -127 / max (0 for an
+// all-zero block).
+OCTO_HD inline int8_t ActQ8QuantPer256(float x, float iscale) {
+  const float q = rintf(iscale * x);
+  return static_cast<int8_t>(fminf(fmaxf(q, -128.0f), 127.0f));
 }
 
 }  // namespace octo::cuda

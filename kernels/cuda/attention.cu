@@ -87,7 +87,13 @@ struct AttentionLaunch {
   int n_kv_heads;
   int head_dim;               // 1..kMaxHeadDim
   float scale;
+  bool value_pass;            // AttentionSplitKernel: false the stats pass, true the value pass
 };
+
+// The record of split 0 of token t (head 0) within the round.
+__host__ __device__ __forceinline__ int64_t FirstRecordOf(const AttentionLaunch& a, int t) {
+  return (PairsBefore(a.first_pos, t) - PairsBefore(a.first_pos, a.first_token)) * a.n_heads;
+}
 
 // The max of `v` over the block, returned to every thread.
 // Requirements: blockDim.x == kSplitThreads, every thread calls it, once per
@@ -144,7 +150,7 @@ __global__ void __launch_bounds__(kSplitThreads) AttentionSplitKernel(AttentionL
   const uint16_t* k_rows = a.k_cache + static_cast<size_t>(begin) * row_stride + static_cast<size_t>(kv_h) * head_dim;
   const uint16_t* v_rows = a.v_cache + static_cast<size_t>(begin) * row_stride + static_cast<size_t>(kv_h) * head_dim;
 
-  // Scores, and their max.
+  // Scores (and their max, for the stats pass).
   float m = -INFINITY;
 #pragma unroll
   for (int j = 0; j < kPositionsPerThread; ++j) {
@@ -157,27 +163,35 @@ __global__ void __launch_bounds__(kSplitThreads) AttentionSplitKernel(AttentionL
       m = fmaxf(m, p[i]);
     }
   }
-  m = SplitBlockMax(m);
+  float* record = a.partials + static_cast<size_t>(blockIdx.x) * (head_dim + 2);
 
-  // exp(score - m) in place (each thread its own positions), and their sum.
-  float l = 0.0f;
+  if (!a.value_pass) {
+    // Stats: the split's max, and the sum of exp(score - m).
+    m = SplitBlockMax(m);
+    float l = 0.0f;
+#pragma unroll
+    for (int j = 0; j < kPositionsPerThread; ++j) {
+      const int i = threadIdx.x + j * kSplitThreads;
+      if (i < n) l += expf(p[i] - m);
+    }
+    l = BlockReduceSum(l);
+    if (threadIdx.x == 0) {
+      record[0] = m;
+      record[1] = l;
+    }
+    return;
+  }
+
+  // Values: the normalized weights, rounded to fp16, then acc = sum_i p[i] * v[i]
+  // in position order. The norm kernel left (M, 1 / S) in split 0's record.
+  const float* norm = a.partials + (static_cast<size_t>(FirstRecordOf(a, t)) + h) * (head_dim + 2);
+  const float max = norm[0], inv_sum = norm[1];
 #pragma unroll
   for (int j = 0; j < kPositionsPerThread; ++j) {
     const int i = threadIdx.x + j * kSplitThreads;
-    if (i < n) {
-      p[i] = expf(p[i] - m);
-      l += p[i];
-    }
+    if (i < n) p[i] = ToFloat(FromFloat<__half>(expf(p[i] - max) * inv_sum));
   }
-  l = BlockReduceSum(l);
   __syncthreads();  // every p[i] is written
-
-  // The record: m, l, then acc = sum_i p[i] * v[i] in position order.
-  float* record = a.partials + static_cast<size_t>(blockIdx.x) * (head_dim + 2);
-  if (threadIdx.x == 0) {
-    record[0] = m;
-    record[1] = l;
-  }
   float acc[kDimsPerThread] = {};
   for (int i = 0; i < n; ++i) {
     const uint16_t* v_row = v_rows + i * row_stride;
@@ -195,32 +209,42 @@ __global__ void __launch_bounds__(kSplitThreads) AttentionSplitKernel(AttentionL
 }
 
 // One block per (token, head) of the round: blockIdx.x = (t - first_token) *
-// n_heads + head. Each thread combines the token's records for its
-// dimensions, every sum in split order (each thread computes the same
-// denominator).
+// n_heads + head; thread 0 reduces the token's split statistics in split
+// order and leaves (M, 1 / S) in its first split's record.
+// Launch: any blockDim.x (one warp).
+__global__ void AttentionNormKernel(AttentionLaunch a) {
+  if (threadIdx.x != 0) return;
+  const int h = static_cast<int>(blockIdx.x % a.n_heads);
+  const int t = a.first_token + static_cast<int>(blockIdx.x / a.n_heads);
+  const int64_t n_splits = SplitsOf(static_cast<int64_t>(a.first_pos) + t);
+  const size_t record_floats = static_cast<size_t>(a.head_dim) + 2;
+  const size_t split_stride = static_cast<size_t>(a.n_heads) * record_floats;
+  float* records = a.partials + (static_cast<size_t>(FirstRecordOf(a, t)) + h) * record_floats;
+  float max = -INFINITY;
+  for (int64_t s = 0; s < n_splits; ++s) max = fmaxf(max, records[s * split_stride]);
+  float sum = 0.0f;
+  for (int64_t s = 0; s < n_splits; ++s) sum += records[s * split_stride + 1] * expf(records[s * split_stride] - max);
+  records[0] = max;
+  records[1] = 1.0f / sum;
+}
+
+// One block per (token, head) of the round: blockIdx.x = (t - first_token) *
+// n_heads + head. Each thread sums the token's records for its dimensions,
+// in split order (the weights are already normalized).
 // Launch: any blockDim.x.
 __global__ void AttentionCombineKernel(AttentionLaunch a) {
   const int h = static_cast<int>(blockIdx.x % a.n_heads);
   const int t = a.first_token + static_cast<int>(blockIdx.x / a.n_heads);
   const int64_t n_splits = SplitsOf(static_cast<int64_t>(a.first_pos) + t);
-  const int64_t first_pair = PairsBefore(a.first_pos, t) - PairsBefore(a.first_pos, a.first_token);
   const size_t record_floats = static_cast<size_t>(a.head_dim) + 2;
   const size_t split_stride = static_cast<size_t>(a.n_heads) * record_floats;  // between a token's splits
-  const float* records = a.partials + (static_cast<size_t>(first_pair) * a.n_heads + h) * record_floats;
-
-  float max = -INFINITY;
-  for (int64_t s = 0; s < n_splits; ++s) max = fmaxf(max, records[s * split_stride]);
+  const float* records = a.partials + (static_cast<size_t>(FirstRecordOf(a, t)) + h) * record_floats;
 
   float* out_head = a.out + (static_cast<size_t>(t) * a.n_heads + h) * a.head_dim;
   for (int d = threadIdx.x; d < a.head_dim; d += blockDim.x) {
-    float l = 0.0f, acc = 0.0f;
-    for (int64_t s = 0; s < n_splits; ++s) {
-      const float* record = records + s * split_stride;
-      const float w = expf(record[0] - max);
-      l += record[1] * w;
-      acc += record[2 + d] * w;
-    }
-    out_head[d] = acc / l;
+    float acc = 0.0f;
+    for (int64_t s = 0; s < n_splits; ++s) acc += records[s * split_stride + 2 + d];
+    out_head[d] = acc;
   }
 }
 
@@ -278,7 +302,7 @@ absl::Status Attention(const float* q, const uint16_t* k_cache, const uint16_t* 
   }
 
   AttentionLaunch a = {q, k_cache, v_cache, out, static_cast<float*>(exec.scratch), p.first_pos, 0, 0,
-                       p.n_heads, p.n_kv_heads, p.head_dim, p.scale};
+                       p.n_heads, p.n_kv_heads, p.head_dim, p.scale, false};
   // Combine blocks: one thread per dimension, in whole warps.
   const int combine_threads = (p.head_dim + kWarpSize - 1) / kWarpSize * kWarpSize;
   while (a.first_token < p.n_tokens) {
@@ -291,7 +315,13 @@ absl::Status Attention(const float* q, const uint16_t* k_cache, const uint16_t* 
     a.n_round_tokens = end - a.first_token;
     const auto split_blocks = static_cast<unsigned>(SplitBlocks(p, a.first_token, end));
     const auto combine_blocks = static_cast<unsigned>(static_cast<int64_t>(a.n_round_tokens) * p.n_heads);
-    // The combine kernel reads what the split kernel wrote: stream order.
+    // Each kernel reads what the one before wrote: stream order.
+    a.value_pass = false;
+    OCTO_LAUNCH(AttentionSplitKernel, split_blocks, kSplitThreads, 0, exec.stream, a);
+    OCTO_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+    OCTO_LAUNCH(AttentionNormKernel, combine_blocks, kWarpSize, 0, exec.stream, a);
+    OCTO_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+    a.value_pass = true;
     OCTO_LAUNCH(AttentionSplitKernel, split_blocks, kSplitThreads, 0, exec.stream, a);
     OCTO_CUDA_RETURN_IF_ERROR(cudaGetLastError());
     OCTO_LAUNCH(AttentionCombineKernel, combine_blocks, combine_threads, 0, exec.stream, a);

@@ -98,8 +98,9 @@ __device__ __forceinline__ T* DynamicShared() {
 // --- Reductions --------------------------------------------------------------
 
 // Sum of `v` over the 32 lanes of a warp, returned to every lane. All 32
-// lanes must call it.
-__device__ __forceinline__ float WarpReduceSum(float v) {
+// lanes must call it. T is float or double.
+template <typename T>
+__device__ __forceinline__ T WarpReduceSum(T v) {
 #pragma unroll
   for (int offset = kWarpSize / 2; offset > 0; offset /= 2) {
     v += __shfl_xor_sync(0xffffffffu, v, offset);

@@ -1,6 +1,7 @@
 // cuda::MatMul (kernels/ops.h): checks the arguments, then takes the decode
-// path (matmul_decode.cu) for up to kMaxDecodeTokens tokens and the prefill
-// path (matmul_prefill.cu) beyond.
+// path (matmul_decode.cu, kMaxDecodeTokens tokens per launch) for up to
+// kMaxDecodePathTokens tokens and the prefill path (matmul_prefill.cu)
+// beyond.
 #include <cstdint>
 
 #include "absl/status/status.h"
@@ -12,7 +13,9 @@
 namespace octo::cuda {
 
 size_t MatMulScratchBytes(const WeightMatrix& w, int n_tokens) {
-  if (n_tokens <= kMaxDecodeTokens) return matmul::DecodeScratchBytes(w.type, w.cols, n_tokens);
+  if (n_tokens <= kMaxDecodePathTokens) {
+    return matmul::DecodeScratchBytes(w.type, w.cols, n_tokens < kMaxDecodeTokens ? n_tokens : kMaxDecodeTokens);
+  }
   return matmul::PrefillScratchBytes(w.type, w.rows, w.cols, n_tokens);
 }
 
@@ -34,10 +37,19 @@ absl::Status MatMul(const WeightMatrix& w, const float* x, float* out, int n_tok
     return absl::InvalidArgumentError(absl::StrFormat(
         "MatMul: exec.scratch holds %d bytes, this call needs %d (MatMulScratchBytes)", exec.scratch_bytes, scratch));
   }
-  if (n_tokens <= kMaxDecodeTokens) return matmul::Decode(w, *row_bytes, x, out, n_tokens, exec);
+  if (n_tokens <= kMaxDecodePathTokens) {
+    // Launches of kMaxDecodeTokens tokens, in order on one stream (so they
+    // share the scratch).
+    for (int t0 = 0; t0 < n_tokens; t0 += kMaxDecodeTokens) {
+      const int n = n_tokens - t0 < kMaxDecodeTokens ? n_tokens - t0 : kMaxDecodeTokens;
+      absl::Status s = matmul::Decode(w, *row_bytes, x + int64_t{t0} * w.cols, out + int64_t{t0} * w.rows, n, exec);
+      if (!s.ok()) return s;
+    }
+    return absl::OkStatus();
+  }
   if (exec.blas == nullptr) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "MatMul: exec.blas is null; %d tokens (more than %d) take the cuBLAS path", n_tokens, kMaxDecodeTokens));
+        "MatMul: exec.blas is null; %d tokens (more than %d) take the cuBLAS path", n_tokens, kMaxDecodePathTokens));
   }
   return matmul::Prefill(w, *row_bytes, x, out, n_tokens, exec);
 }

@@ -25,13 +25,22 @@ __global__ void RmsNormKernel(const float* x,       // (n_rows, dim)
   const float* x_row = x + row_offset;
   float* out_row = out + row_offset;
 
-  float ss = 0.0f;
-  for (int i = threadIdx.x; i < dim; i += blockDim.x) ss += x_row[i] * x_row[i];
-  ss = BlockReduceSum(ss);
-  // The CPU version's expression, but on a float sum (the CPU sums in double
-  // and rounds the mean to float); without --use_fast_math both the division
+  // The squares (float products, as on the CPU) summed in double: each is
+  // exact in double and the sum of up to 2^20 of them errs by far less than
+  // half a float ulp of the mean, so the mean rounded to float is the CPU's
+  // (which sums in index order) but for a tie at a rounding boundary.
+  __shared__ double warp_sums[kMaxBlockSize / kWarpSize];
+  double ss = 0.0;
+  for (int i = threadIdx.x; i < dim; i += blockDim.x) ss += static_cast<double>(x_row[i] * x_row[i]);
+  ss = WarpReduceSum(ss);
+  if (threadIdx.x % kWarpSize == 0) warp_sums[threadIdx.x / kWarpSize] = ss;
+  __syncthreads();  // every warp's sum is written
+  ss = 0.0;
+  for (int w = 0; w < static_cast<int>(blockDim.x / kWarpSize); ++w) ss += warp_sums[w];
+  // The CPU version's expression; without --use_fast_math both the division
   // and sqrtf are IEEE-rounded.
-  const float scale = 1.0f / sqrtf(ss / dim + eps);
+  const float mean = static_cast<float>(ss / dim);
+  const float scale = 1.0f / sqrtf(mean + eps);
 
   for (int i = threadIdx.x; i < dim; i += blockDim.x) out_row[i] = x_row[i] * scale * weight[i];
 }

@@ -120,6 +120,25 @@ TEST_F(DaemonClientsTest, ResidencySendsWhatWasGiven) {
   EXPECT_NE(r.err.find("--budget 'lots'"), std::string::npos) << r.err;
 }
 
+TEST_F(DaemonClientsTest, ResidencySendsTheVramBudget) {
+  RunResult r = Ctl("residency", {"--vram-budget", "60GiB"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  r = Ctl("residency", {"--vram-budget", "auto", "--json"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  const std::vector<ResidencyChange> changes = server_.runtime().residency_changes();
+  ASSERT_EQ(changes.size(), 2u);
+  EXPECT_EQ(changes[0].vram_budget_bytes, std::optional<uint64_t>(60ull << 30));
+  EXPECT_EQ(changes[0].vram_auto, std::optional<bool>(false));
+  EXPECT_FALSE(changes[0].budget_bytes.has_value()) << "the host budget is left alone";
+  EXPECT_FALSE(changes[0].auto_budget.has_value());
+  EXPECT_FALSE(changes[1].vram_budget_bytes.has_value());
+  EXPECT_EQ(changes[1].vram_auto, std::optional<bool>(true));
+  r = Ctl("residency", {"--vram-budget", "0"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--vram-budget '0'"), std::string::npos) << r.err;
+  EXPECT_EQ(server_.runtime().residency_changes().size(), 2u) << "a bad size is not sent";
+}
+
 TEST_F(DaemonClientsTest, LoadUnloadModelsHealth) {
   RunResult r = Ctl("models");
   EXPECT_EQ(r.exit_code, 0) << r.err;

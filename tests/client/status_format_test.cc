@@ -20,6 +20,7 @@ v1::GetStatusResponse Status(const std::string& states) {
     layer->set_layer(static_cast<uint32_t>(i));
     layer->set_pinned(states[i] == 'P');
     layer->set_resident(states[i] != 'S');
+    layer->set_tier(states[i] == 'S' ? "disk" : "host");
     layer->set_bytes(1 << 20);
     if (states[i] == 'S') {
       layer->set_loads(7);
@@ -55,9 +56,65 @@ TEST(StatusFormatTest, TextShowsMapBudgetsLoaderSessionsAndLayerTimes) {
                                "active", "LOAD ms", "WAIT ms"}) {
     EXPECT_NE(text.find(expected), std::string::npos) << "missing '" << expected << "' in\n" << text;
   }
-  // The streamed layer's row: its load count and wait time in ms.
-  EXPECT_NE(text.find("      2  S        1.00 MiB        7         -      2.50        1.00"), std::string::npos)
+  // The streamed layer's row: its tier, load count and wait time in ms.
+  EXPECT_NE(text.find("      2  S      disk    1.00 MiB        7         -      2.50        1.00\n"),
+            std::string::npos)
       << text;
+  // No device: no VRAM lines, no copy columns.
+  for (const char* absent : {"device ", "vram ", "h2d", "COPY"}) {
+    EXPECT_EQ(text.find(absent), std::string::npos) << "unexpected '" << absent << "' in\n" << text;
+  }
+}
+
+TEST(StatusFormatTest, DeviceBlockAndCopyColumnsWithADevice) {
+  v1::GetStatusResponse status = Status("PVSH");
+  status.set_backend("cuda (NVIDIA H100 80GB HBM3)");
+  v1::LayerStatus* vram = status.mutable_layers(1);
+  vram->set_tier("vram");
+  v1::LayerStatus* host = status.mutable_layers(3);
+  host->set_copies(40);
+  host->set_copy_seconds(0.0125);
+  host->set_copy_wait_seconds(0.0005);
+  v1::DeviceStatus* device = status.mutable_residency()->mutable_device();
+  device->set_present(true);
+  device->set_name("NVIDIA H100 80GB HBM3");
+  device->set_index(1);
+  device->set_total_bytes(80ull << 30);
+  device->set_free_bytes(6ull << 30);
+  device->set_auto_budget(false);
+  device->set_budget_bytes(60ull << 30);
+  device->set_held_bytes(58ull << 30);
+  device->set_peak_bytes(59ull << 30);
+  device->set_device_layers(70);
+  device->set_staging_buffers(3);
+  device->set_staging_bytes(800ull << 20);
+  device->set_global_bytes(1ull << 30);
+  device->set_kv_bytes(2ull << 30);
+  device->set_workspace_bytes(256ull << 20);
+  device->set_copied_bytes(100ull << 30);
+  device->set_h2d_gbps(53.66);
+  device->set_overlap(0.9);
+  const std::string text = FormatStatus(status);
+  for (const char* expected :
+       {"device      cuda:1 NVIDIA H100 80GB HBM3; VRAM 80.0 GiB total, 6.00 GiB free\n",
+        "vram        70 layers; held 58.0 GiB, peak 59.0 GiB, budget 60.0 GiB; staging 3 x 800.0 MiB\n",
+        "            globals 1.00 GiB, kv cache 2.00 GiB, workspaces 256.0 MiB\n",
+        "h2d copies  100.0 GiB at 53.7 GB/s, overlap 90%\n", "TIER", "COPY ms  COPY WAIT ms\n"}) {
+    EXPECT_NE(text.find(expected), std::string::npos) << "missing '" << expected << "' in\n" << text;
+  }
+  // The host-tier layer: copied every pass, its copy and wait in ms.
+  EXPECT_NE(text.find("      3  R      host    1.00 MiB        0         -         -        1.00"
+                      "     12.50          0.50\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("      1  R      vram    1.00 MiB        0         -         -        1.00"
+                      "         -             -\n"),
+            std::string::npos)
+      << text;
+
+  device->set_auto_budget(true);
+  EXPECT_NE(FormatResidency(status.residency()).find("budget 60.0 GiB (auto); staging"), std::string::npos)
+      << FormatResidency(status.residency());
 }
 
 TEST(StatusFormatTest, LongMapsWrap) {

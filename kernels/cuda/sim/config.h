@@ -1,6 +1,8 @@
 // Settings of the host executor (OCTO_CUDA_SIM builds). The defaults suit
 // the tests; octod and the benchmarks may set them before their first CUDA
-// call.
+// call. The environment sets them at start too: OCTO_SIM_DEVICE_MEMORY
+// (bytes) and OCTO_SIM_COPY_DELAY_US (microseconds), so a test can run a
+// whole octod on a small or slow device.
 #pragma once
 
 #include <chrono>

@@ -1,5 +1,7 @@
 #include "kernels/cuda/sim/executor.h"
 
+#include <cstdlib>
+
 #include <signal.h>
 #include <unistd.h>
 
@@ -78,8 +80,23 @@ Executor& Executor::Get() {
   return *executor;
 }
 
+// The defaults, with the environment's overrides (config.h): so a test can
+// start octod on a small device, or with slow copies, without code in octod.
+Config ConfigFromEnvironment() {
+  Config c;
+  if (const char* v = std::getenv("OCTO_SIM_DEVICE_MEMORY"); v != nullptr && *v != '\0') {
+    c.device_memory_bytes = std::strtoull(v, nullptr, 10);
+  }
+  if (const char* v = std::getenv("OCTO_SIM_COPY_DELAY_US"); v != nullptr && *v != '\0') {
+    c.copy_delay = std::chrono::microseconds(std::strtoll(v, nullptr, 10));
+  }
+  return c;
+}
+
 Executor::Executor()
-    : memory_(Config{}.device_memory_bytes), legacy_(std::make_unique<CUstream_st>(true, "the legacy default stream")) {
+    : config_(ConfigFromEnvironment()),
+      memory_(config_.device_memory_bytes),
+      legacy_(std::make_unique<CUstream_st>(true, "the legacy default stream")) {
   InstallFaultHandler();
 }
 

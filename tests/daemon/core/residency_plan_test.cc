@@ -1,5 +1,5 @@
 // The residency rules (residency_plan.h), one per test.
-#include "daemon/core/residency_plan.h"
+#include "daemon/engine/residency_plan.h"
 
 #include <gtest/gtest.h>
 

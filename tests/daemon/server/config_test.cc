@@ -50,6 +50,10 @@ TEST_F(ConfigTest, DefaultsAreTheRuntimeDefaults) {
   EXPECT_EQ(runtime.model, "");
   EXPECT_EQ(runtime.n_threads, defaults.n_threads);
   EXPECT_EQ(runtime.allow_simd, defaults.allow_simd);
+  EXPECT_EQ(runtime.backend, defaults.backend);
+  EXPECT_EQ(runtime.gpu, defaults.gpu);
+  EXPECT_EQ(runtime.vram_budget_bytes, defaults.vram_budget_bytes);
+  EXPECT_EQ(runtime.staging_buffers, defaults.staging_buffers);
   EXPECT_EQ(runtime.pin_first, defaults.pin_first);
   EXPECT_EQ(runtime.pin_last, defaults.pin_last);
   EXPECT_EQ(runtime.layer_budget_bytes, defaults.layer_budget_bytes);
@@ -72,12 +76,17 @@ TEST_F(ConfigTest, EveryFlagReachesItsField) {
       {"--model", "tiny", "--threads", "3", "--portable", "--pin-first", "2", "--pin-last", "0", "--layer-budget",
        "4GiB", "--memory-limit", "12G", "--ring-slots", "4", "--no-direct-io", "--kv-budget", "512M",
        "--session-context", "8192", "--max-sessions", "5", "--evict-idle-sessions", "--prefill-chunk", "128",
-       "--listen", "127.0.0.1:7070", "--token-file", dir_.Path("token")}));
+       "--listen", "127.0.0.1:7070", "--token-file", dir_.Path("token"), "--backend", "cuda", "--gpu", "3",
+       "--vram-budget", "60GiB", "--staging-buffers", "4"}));
   ASSERT_TRUE(config.ok()) << config.status();
   const RuntimeOptions& runtime = config->runtime;
   EXPECT_EQ(runtime.model, "tiny");
   EXPECT_EQ(runtime.n_threads, 3);
   EXPECT_FALSE(runtime.allow_simd);
+  EXPECT_EQ(runtime.backend, "cuda");
+  EXPECT_EQ(runtime.gpu, 3);
+  EXPECT_EQ(runtime.vram_budget_bytes, 60ull << 30);
+  EXPECT_EQ(runtime.staging_buffers, 4u);
   EXPECT_EQ(runtime.pin_first, 2u);
   EXPECT_EQ(runtime.pin_last, 0u);
   EXPECT_EQ(runtime.layer_budget_bytes, 4ull << 30);
@@ -150,6 +159,53 @@ TEST_F(ConfigTest, EveryBadValueIsNamed) {
   ExpectError({"--listen", "::1:80"}, "listen:");
   ExpectError({"--listen", "127.0.0.1:7070"}, "token-file: required with listen");
   ExpectError({"--no-such-flag"}, "--no-such-flag");
+}
+
+TEST_F(ConfigTest, BackendSettingsAcceptTheirRanges) {
+  for (const char* backend : {"auto", "cuda", "cpu"}) {
+    const absl::StatusOr<OctodConfig> config = ParseOctodConfig(Args({"--backend", backend}));
+    ASSERT_TRUE(config.ok()) << backend << ": " << config.status();
+    EXPECT_EQ(config->runtime.backend, backend);
+  }
+  absl::StatusOr<OctodConfig> config =
+      ParseOctodConfig(Args({"--gpu", "0", "--vram-budget", "auto", "--staging-buffers", "2"}));
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->runtime.gpu, 0);
+  EXPECT_EQ(config->runtime.vram_budget_bytes, 0u) << "auto";
+  EXPECT_EQ(config->runtime.staging_buffers, 2u);
+  config = ParseOctodConfig(Args({"--gpu", "63", "--vram-budget", "512M", "--staging-buffers", "16"}));
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->runtime.gpu, 63);
+  EXPECT_EQ(config->runtime.vram_budget_bytes, 512ull << 20);
+  EXPECT_EQ(config->runtime.staging_buffers, 16u);
+
+  const std::string file = WriteFile("cuda.toml",
+                                     "backend = \"cuda\"\n"
+                                     "gpu = 1\n"
+                                     "vram-budget = \"20GiB\"\n"
+                                     "staging-buffers = 3\n");
+  config = ParseOctodConfig(Args({"--config", file}));
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->runtime.backend, "cuda");
+  EXPECT_EQ(config->runtime.gpu, 1);
+  EXPECT_EQ(config->runtime.vram_budget_bytes, 20ull << 30);
+  EXPECT_EQ(config->runtime.staging_buffers, 3u);
+}
+
+TEST_F(ConfigTest, BadBackendSettingsAreNamed) {
+  ExpectError({"--backend", "gpu"}, "backend: 'gpu' is not one of auto, cuda, cpu");
+  ExpectError({"--backend", "CUDA"}, "backend: 'CUDA'");
+  ExpectError({"--backend", ""}, "backend: ''");
+  ExpectError({"--gpu", "-1"}, "gpu: -1 is out of range [0, 63]");
+  ExpectError({"--gpu", "64"}, "gpu: 64 is out of range [0, 63]");
+  ExpectError({"--gpu", "first"}, "--gpu");
+  ExpectError({"--vram-budget", "0"}, "vram-budget: '0' is not a size such as 4GiB or 512M, or auto");
+  ExpectError({"--vram-budget", "lots"}, "vram-budget: 'lots'");
+  ExpectError({"--vram-budget", "-1G"}, "vram-budget");
+  ExpectError({"--staging-buffers", "1"}, "staging-buffers: 1 is out of range [2, 16]");
+  ExpectError({"--staging-buffers", "17"}, "staging-buffers: 17 is out of range [2, 16]");
+  ExpectError({"--config", WriteFile("backend.toml", "backend = \"rocm\"\n")}, "backend: 'rocm'");
+  ExpectError({"--config", WriteFile("staging.toml", "staging-buffers = 0\n")}, "staging-buffers: 0");
 }
 
 TEST_F(ConfigTest, SocketPathMustFitASocketAddress) {

@@ -276,6 +276,8 @@ absl::StatusOr<ResidencyReport> FakeRuntime::SetResidency(const ResidencyChange&
   if (change.pin_last) residency_.pin_last = *change.pin_last;
   if (change.budget_bytes) residency_.budget_bytes = *change.budget_bytes;
   if (change.auto_budget) residency_.auto_budget = *change.auto_budget;
+  if (change.vram_budget_bytes) residency_.device.budget_bytes = *change.vram_budget_bytes;
+  if (change.vram_auto) residency_.device.auto_budget = *change.vram_auto;
   return residency_;
 }
 

@@ -151,6 +151,31 @@ TEST(ProtoConvertTest, ResidencyChangeKeepsUnsetFields) {
   EXPECT_EQ(change.pin_last, std::optional<uint32_t>(0));
   EXPECT_FALSE(change.budget_bytes.has_value());
   EXPECT_EQ(change.auto_budget, std::optional<bool>(true));
+  EXPECT_FALSE(change.vram_budget_bytes.has_value());
+  EXPECT_FALSE(change.vram_auto.has_value());
+}
+
+// As for the host budget, the presence bit decides: a VRAM budget of 0 is
+// passed on for the core to refuse, not taken for "unset".
+TEST(ProtoConvertTest, ResidencyChangeCopiesTheVramBudget) {
+  v1::SetResidencyRequest request;
+  request.set_vram_budget_bytes(40ull << 30);
+  request.set_vram_auto(false);
+  ResidencyChange change = ResidencyChangeFromProto(request);
+  EXPECT_EQ(change.vram_budget_bytes, std::optional<uint64_t>(40ull << 30));
+  EXPECT_EQ(change.vram_auto, std::optional<bool>(false));
+  EXPECT_FALSE(change.budget_bytes.has_value()) << "the host budget is a different field";
+  EXPECT_FALSE(change.auto_budget.has_value());
+
+  request.Clear();
+  request.set_vram_auto(true);
+  change = ResidencyChangeFromProto(request);
+  EXPECT_FALSE(change.vram_budget_bytes.has_value());
+  EXPECT_EQ(change.vram_auto, std::optional<bool>(true));
+
+  request.Clear();
+  request.set_vram_budget_bytes(0);
+  EXPECT_EQ(ResidencyChangeFromProto(request).vram_budget_bytes, std::optional<uint64_t>(0));
 }
 
 TEST(ProtoConvertTest, TokenLogprobsOnlyWhenAskedFor) {
@@ -217,6 +242,87 @@ TEST(ProtoConvertTest, ReportNumbersLayersAndLeavesModelUnsetWhenNone) {
   ASSERT_TRUE(proto.has_model());
   EXPECT_EQ(proto.model().path(), "tiny");
   EXPECT_EQ(proto.model().n_layers(), 3u);
+}
+
+TEST(ProtoConvertTest, LayerTiersAndCopyTimes) {
+  RuntimeReport report;
+  report.layers.resize(3);
+  report.layers[0].tier = LayerTier::kDevice;
+  report.layers[0].resident = true;
+  report.layers[1].tier = LayerTier::kHost;
+  report.layers[1].resident = true;
+  report.layers[1].copies = 12;
+  report.layers[1].copy_seconds = 0.002;
+  report.layers[1].copy_wait_seconds = 0.0005;
+  report.layers[2].tier = LayerTier::kDisk;
+  v1::GetStatusResponse proto;
+  ToProto(report, &proto);
+  ASSERT_EQ(proto.layers_size(), 3);
+  EXPECT_EQ(proto.layers(0).tier(), "vram");
+  EXPECT_EQ(proto.layers(1).tier(), "host");
+  EXPECT_EQ(proto.layers(2).tier(), "disk");
+  EXPECT_EQ(proto.layers(1).copies(), 12u);
+  EXPECT_EQ(proto.layers(1).copy_seconds(), 0.002);
+  EXPECT_EQ(proto.layers(1).copy_wait_seconds(), 0.0005);
+  EXPECT_EQ(proto.layers(0).copies(), 0u);
+}
+
+TEST(ProtoConvertTest, DeviceOnlyWhenPresent) {
+  ResidencyReport residency;
+  v1::ResidencyStatus proto;
+  ToProto(residency, &proto);
+  EXPECT_FALSE(proto.has_device()) << "CPU backend: no device message";
+
+  DeviceReport& device = residency.device;
+  device.present = true;
+  device.name = "NVIDIA H100 80GB HBM3";
+  device.index = 1;
+  device.total_bytes = 80ull << 30;
+  device.free_bytes = 10ull << 30;
+  device.auto_budget = false;
+  device.budget_bytes = 60ull << 30;
+  device.held_bytes = 58ull << 30;
+  device.peak_bytes = 59ull << 30;
+  device.device_layers = 70;
+  device.staging_buffers = 3;
+  device.staging_bytes = 800ull << 20;
+  device.global_bytes = 1ull << 30;
+  device.workspace_bytes = 256ull << 20;
+  device.kv_bytes = 2ull << 30;
+  device.copied_bytes = 100ull << 30;
+  device.copy_seconds = 2.0;
+  device.h2d_gbps = 53.7;
+  device.overlap = 0.9;
+  proto.Clear();
+  ToProto(residency, &proto);
+  ASSERT_TRUE(proto.has_device());
+  const v1::DeviceStatus& status = proto.device();
+  EXPECT_TRUE(status.present());
+  EXPECT_EQ(status.name(), "NVIDIA H100 80GB HBM3");
+  EXPECT_EQ(status.index(), 1);
+  EXPECT_EQ(status.total_bytes(), 80ull << 30);
+  EXPECT_EQ(status.free_bytes(), 10ull << 30);
+  EXPECT_FALSE(status.auto_budget());
+  EXPECT_EQ(status.budget_bytes(), 60ull << 30);
+  EXPECT_EQ(status.held_bytes(), 58ull << 30);
+  EXPECT_EQ(status.peak_bytes(), 59ull << 30);
+  EXPECT_EQ(status.device_layers(), 70u);
+  EXPECT_EQ(status.staging_buffers(), 3u);
+  EXPECT_EQ(status.staging_bytes(), 800ull << 20);
+  EXPECT_EQ(status.global_bytes(), 1ull << 30);
+  EXPECT_EQ(status.workspace_bytes(), 256ull << 20);
+  EXPECT_EQ(status.kv_bytes(), 2ull << 30);
+  EXPECT_EQ(status.copied_bytes(), 100ull << 30);
+  EXPECT_EQ(status.copy_seconds(), 2.0);
+  EXPECT_EQ(status.h2d_gbps(), 53.7);
+  EXPECT_EQ(status.overlap(), 0.9);
+
+  // And through the whole report.
+  RuntimeReport report;
+  report.residency = residency;
+  v1::GetStatusResponse full;
+  ToProto(report, &full);
+  EXPECT_EQ(full.residency().device().device_layers(), 70u);
 }
 
 }  // namespace

@@ -74,7 +74,7 @@ std::vector<float> Dequantized(const Problem& p) {
 // as it is otherwise.
 std::vector<double> CudaActivations(const Problem& p) {
   std::vector<double> out(p.x.size());
-  const bool prefill = p.n_tokens > kMaxDecodeTokens;
+  const bool prefill = p.n_tokens > kMaxDecodePathTokens;
   for (size_t i = 0; i < p.x.size(); ++i) {
     if (p.type == GgmlType::kF32 || (!prefill && cuda::matmul::IsFloatWeight(p.type))) {
       out[i] = p.x[i];
@@ -83,11 +83,28 @@ std::vector<double> CudaActivations(const Problem& p) {
     }
   }
   if (prefill || cuda::matmul::IsFloatWeight(p.type)) return out;
+  if (cuda::ActQ8RuleFor(p.type) == cuda::ActQ8Rule::kPer256) {
+    for (size_t b = 0; b < p.x.size(); b += cuda::kQ8KBlock) {
+      float max = 0, best_abs = -1;
+      for (int j = 0; j < cuda::kQ8KBlock; ++j) {
+        if (std::fabs(p.x[b + j]) > best_abs) {
+          best_abs = std::fabs(p.x[b + j]);
+          max = p.x[b + j];
+        }
+      }
+      const float iscale = best_abs == 0 ? 0.0f : -127.0f / max;
+      const float d = iscale == 0 ? 0.0f : 1.0f / iscale;
+      for (int j = 0; j < cuda::kQ8KBlock; ++j) {
+        out[b + j] = static_cast<double>(d) * cuda::ActQ8QuantPer256(p.x[b + j], iscale);
+      }
+    }
+    return out;
+  }
   for (size_t c = 0; c < p.x.size(); c += cuda::kQ8Chunk) {
     float amax = 0;
     for (int j = 0; j < cuda::kQ8Chunk; ++j) amax = std::fmax(amax, std::fabs(p.x[c + j]));
-    const float d = amax / 127.0f;
-    for (int j = 0; j < cuda::kQ8Chunk; ++j) out[c + j] = static_cast<double>(d) * cuda::ActQ8Quant(p.x[c + j], d);
+    const float d = Fp16ToFp32(Fp32ToFp16(amax / 127.0f));
+    for (int j = 0; j < cuda::kQ8Chunk; ++j) out[c + j] = static_cast<double>(d) * cuda::ActQ8QuantPer32(p.x[c + j], amax);
   }
   return out;
 }
@@ -96,7 +113,7 @@ std::vector<double> CudaActivations(const Problem& p) {
 // prefill path of a quantized type rounded to fp16.
 std::vector<double> CudaWeights(const Problem& p, const std::vector<float>& w) {
   std::vector<double> out(w.begin(), w.end());
-  if (p.n_tokens > kMaxDecodeTokens && !cuda::matmul::IsFloatWeight(p.type)) {
+  if (p.n_tokens > kMaxDecodePathTokens && !cuda::matmul::IsFloatWeight(p.type)) {
     for (double& v : out) v = Fp16ToFp32(Fp32ToFp16(static_cast<float>(v)));
   }
   return out;
@@ -145,7 +162,7 @@ class MatMulCudaTest : public testing::CudaOpTest {
     const std::vector<testing::ExactDot> cpu_exact = CpuExact(p, w);
     std::vector<float> cpu_out(got.size());
     EXPECT_TRUE(cpu::MatMul(p.w(p.w_bytes.data()), p.x.data(), cpu_out.data(), p.n_tokens, cpu::Exec{}).ok());
-    const bool prefill = p.n_tokens > kMaxDecodeTokens;
+    const bool prefill = p.n_tokens > kMaxDecodePathTokens;
     const double tol_ulps = prefill ? static_cast<double>(p.cols) : kDecodeTolUlps;
     double worst = 0;
     int misses = 0;
@@ -205,7 +222,8 @@ TEST_F(MatMulCudaTest, DecodeEveryTypeMatchesTheExactProductAndTheCpu) {
 TEST_F(MatMulCudaTest, PrefillEveryTypeMatchesTheExactProductAndTheCpu) {
   uint32_t seed = 500;
   for (const GgmlTypeInfo& info : AllGgmlTypes()) {
-    Check(Make(info.type, 70, 1024, kMaxDecodeTokens + 1, seed += 2));
+    Check(Make(info.type, 70, 1024, kMaxDecodeTokens + 1, seed += 2));  // two decode launches
+    Check(Make(info.type, 70, 1024, kMaxDecodePathTokens + 1, seed += 2));
     Check(Make(info.type, 600, 256, 20, seed += 2));  // two tiles of dequantized rows
     Check(Make(info.type, 33, 512, 512, seed += 2));
   }
@@ -213,7 +231,7 @@ TEST_F(MatMulCudaTest, PrefillEveryTypeMatchesTheExactProductAndTheCpu) {
 
 TEST_F(MatMulCudaTest, ATokenGetsTheSameBitsAloneAndInADecodeBatch) {
   for (GgmlType type : {GgmlType::kQ4_K, GgmlType::kQ6_K, GgmlType::kQ8_0, GgmlType::kF16, GgmlType::kF32}) {
-    const Problem batch = Make(type, 37, 512, kMaxDecodeTokens, 77);
+    const Problem batch = Make(type, 37, 512, kMaxDecodePathTokens, 77);
     const std::vector<float> together = Run(batch);
     for (int t = 0; t < batch.n_tokens; t += 5) {
       Problem alone = batch;
@@ -277,8 +295,9 @@ TEST_F(MatMulCudaTest, AnExpertIdOutOfRangeGivesNanRows) {
 TEST_F(MatMulCudaTest, RejectsBadArgumentsWithoutLaunching) {
   const std::vector<uint8_t> bytes = RandomWeights(GgmlType::kQ4_K, 4, 256, 1);
   auto d_w = Upload(bytes);
-  auto d_x = Upload(std::vector<float>(32 * 256, 1.0f));
-  auto d_out = Output<float>(32 * 4);
+  constexpr int kPrefill = kMaxDecodePathTokens + 1;  // takes the cuBLAS path
+  auto d_x = Upload(std::vector<float>(kPrefill * 256, 1.0f));
+  auto d_out = Output<float>(kPrefill * 4);
   const WeightMatrix w{GgmlType::kQ4_K, d_w.get(), 4, 256};
   const cuda::Exec exec = Exec(1 << 20);
   cuda::Exec no_blas = exec;
@@ -302,7 +321,7 @@ TEST_F(MatMulCudaTest, RejectsBadArgumentsWithoutLaunching) {
            Case{{GgmlType::kQ4_K, d_w.get(), 0, 256}, d_x.get(), d_out.get(), 1, exec, "w.rows (0)"},
            Case{w, d_x.get(), d_out.get(), 0, exec, "n_tokens (0)"},
            Case{w, d_x.get(), d_out.get(), 2, small, "exec.scratch holds 100 bytes"},
-           Case{w, d_x.get(), d_out.get(), 32, no_blas, "exec.blas is null"},
+           Case{w, d_x.get(), d_out.get(), kPrefill, no_blas, "exec.blas is null"},
            Case{w, d_x.get(), reinterpret_cast<float*>(d_x.get()) + 8, 2, exec, "out overlaps x"},
        }) {
     testing::ExpectInvalidArgument(cuda::MatMul(c.w, c.x, c.out, c.n_tokens, c.exec), "MatMul", c.needle);

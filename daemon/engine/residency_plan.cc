@@ -1,4 +1,4 @@
-#include "daemon/core/residency_plan.h"
+#include "daemon/engine/residency_plan.h"
 
 #include <algorithm>
 

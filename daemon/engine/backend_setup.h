@@ -1,0 +1,98 @@
+// Choosing a backend and putting a model's weights where it computes.
+//
+// CreateBackend: "cpu", "cuda" (device `gpu`; FAILED_PRECONDITION naming
+// why when there is none, or when this build has no CUDA), or "auto" (CUDA
+// when a device is usable, else the CPU).
+//
+// BackendWeights: what the forward pass reads on that backend. On the CPU,
+// the host's own views (resident layers and the layer source as they are).
+// On CUDA: lm_head, the final norm and the rope factors copied to the
+// device, and the layers through DeviceLayers (daemon/engine/cuda): the
+// VRAM tier plus staging buffers fed from the host source. The token
+// embedding stays on the host either way (forward.h).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "daemon/engine/backend.h"
+#include "daemon/engine/layer_source.h"
+#include "daemon/engine/layer_weights.h"
+#include "daemon/engine/residency_plan.h"
+#include "storage/manifest.h"
+
+namespace octo {
+
+struct BackendChoice {
+  std::string kind = "auto";  // auto | cuda | cpu
+  int gpu = 0;
+  int n_threads = 0;          // CPU backend
+  bool allow_simd = true;     // CPU backend
+};
+
+// INVALID_ARGUMENT for an unknown kind.
+absl::StatusOr<std::shared_ptr<Backend>> CreateBackend(const BackendChoice& choice);
+
+// Whether this build has the CUDA backend, and how many devices it sees.
+bool BuiltWithCuda();
+int UsableCudaDevices();
+
+// The device's memory now (cudaMemGetInfo); zeros without a device.
+struct DeviceMemory {
+  uint64_t free_bytes = 0, total_bytes = 0;
+};
+DeviceMemory QueryDeviceMemory();
+
+// Device memory a pass's activations and op scratch take, generously, for a
+// pass of up to max_rows token rows: what an auto VRAM budget leaves aside.
+uint64_t WorkspaceEstimate(const ModelConfig& config, int max_rows = 512);
+
+// The VRAM tier's plan: layers kept on the device (pinned first and last,
+// then outermost first) and staging buffers for the rest, within
+// vram_budget (layers + staging). Pure arithmetic over PlanLayers.
+struct VramPlanSettings {
+  uint64_t budget_bytes = 0;
+  uint32_t staging_buffers = 2;
+  uint32_t pin_first = 1, pin_last = 1;
+};
+absl::StatusOr<LayerPlan> PlanVram(const std::vector<uint64_t>& layer_bytes, const VramPlanSettings& settings);
+
+// What the device holds and how it is doing (CUDA only).
+struct DeviceTierStats {
+  uint64_t held_bytes = 0, peak_bytes = 0, global_bytes = 0;
+  uint64_t budget_bytes = 0;  // filled by the owner of the plan
+  uint32_t vram_layers = 0, staging_buffers = 0;
+  uint64_t staging_bytes = 0, copied_bytes = 0;
+  double copy_seconds = 0, wait_seconds = 0;
+  uint64_t free_bytes = 0, total_bytes = 0;  // cudaMemGetInfo
+  std::vector<bool> in_vram;                 // by layer
+  // Per layer, sums: copies, passes, copy/wait/compute seconds.
+  std::vector<uint64_t> copies, passes;
+  std::vector<double> copy_seconds_by_layer, wait_seconds_by_layer, compute_seconds_by_layer;
+};
+
+class BackendWeights {
+ public:
+  virtual ~BackendWeights() = default;
+  // host_* must outlive the result. vram: the device plan (ignored on CPU).
+  static absl::StatusOr<std::unique_ptr<BackendWeights>> Create(Backend& backend, const Manifest& manifest,
+                                                                const std::string& model_dir,
+                                                                const GlobalWeights& host_globals,
+                                                                LayerSource& host_layers,
+                                                                LayerBytesSource& host_bytes, const LayerPlan& vram);
+
+  virtual const GlobalWeights& globals() const = 0;
+  virtual LayerSource& layers() = 0;
+  // CUDA: drain before the host source re-plans, then Apply the new VRAM
+  // plan. The CPU: nothing to do.
+  virtual absl::Status Drain() = 0;
+  virtual absl::Status Apply(const LayerPlan& vram) = 0;
+  // Empty (present false) on the CPU.
+  virtual bool on_device() const = 0;
+  virtual DeviceTierStats DeviceStats() = 0;
+};
+
+}  // namespace octo

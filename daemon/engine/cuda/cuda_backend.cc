@@ -1,0 +1,176 @@
+#include "daemon/engine/cuda/cuda_backend.h"
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "storage/status_macros.h"
+
+namespace octo {
+namespace {
+
+void FreeDevice(void* p) { cudaFree(p); }
+
+// Prefixes an op's error with its name (the forward pass adds the layer).
+absl::Status Op(const char* name, absl::Status s) {
+  if (s.ok()) return s;
+  return absl::Status(s.code(), absl::StrCat(name, ": ", s.message()));
+}
+
+}  // namespace
+
+absl::Status CudaCallStatus(cudaError_t error, const std::string& what) {
+  if (error == cudaSuccess) return absl::OkStatus();
+  const std::string text = absl::StrCat(what, " failed: ", cudaGetErrorName(error), " (", cudaGetErrorString(error), ")");
+  if (error == cudaErrorMemoryAllocation) return absl::ResourceExhaustedError(text);
+  if (error == cudaErrorInvalidValue) return absl::InvalidArgumentError(text);
+  return absl::InternalError(text);
+}
+
+absl::StatusOr<std::shared_ptr<CudaBackend>> CudaBackend::Create(int gpu) {
+  const int count = cuda::CudaDeviceCount();
+  if (gpu < 0 || gpu >= count) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("no CUDA device ", gpu, ": this machine has ", count, count == 1 ? " usable device" : " usable devices"));
+  }
+  std::shared_ptr<CudaBackend> b(new CudaBackend());
+  b->gpu_ = gpu;
+  OCTO_RETURN_IF_ERROR(CudaCallStatus(cudaSetDevice(gpu), absl::StrCat("cudaSetDevice(", gpu, ")")));
+  cudaDeviceProp prop{};
+  OCTO_RETURN_IF_ERROR(CudaCallStatus(cudaGetDeviceProperties(&prop, gpu), "cudaGetDeviceProperties"));
+  b->name_ = prop.name;
+  b->total_bytes_ = prop.totalGlobalMem;
+  OCTO_ASSIGN_OR_RETURN(b->stream_, cuda::CudaStream::Create());
+  OCTO_ASSIGN_OR_RETURN(b->blas_, cuda::BlasContext::Create());
+  return b;
+}
+
+CudaBackend::~CudaBackend() {
+  if (stream_.get() != nullptr) stream_.Synchronize().IgnoreError();
+}
+
+std::string CudaBackend::Describe() const {
+  return absl::StrFormat("cuda (device %d: %s, %.1f GiB)", gpu_, name_, total_bytes_ / double(1ull << 30));
+}
+
+absl::StatusOr<BackendBuffer> CudaBackend::Allocate(size_t bytes) {
+  if (bytes == 0) return BackendBuffer();
+  void* p = nullptr;
+  const cudaError_t e = cudaMalloc(&p, bytes);
+  if (e != cudaSuccess) {
+    cudaGetLastError();  // not sticky: clear it
+    size_t free = 0, total = 0;
+    cudaMemGetInfo(&free, &total);
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "out of device memory: %d bytes asked, %d of %d free on device %d (%s)", bytes, free, total, gpu_,
+        cudaGetErrorString(e)));
+  }
+  BackendBuffer buffer(p, bytes, FreeDevice);
+  OCTO_RETURN_IF_ERROR(CudaCallStatus(cudaMemsetAsync(p, 0, bytes, stream_.get()), "cudaMemsetAsync"));
+  return buffer;
+}
+
+absl::Status CudaBackend::Upload(void* dst, const void* src, size_t bytes) {
+  if (bytes == 0) return absl::OkStatus();
+  return CudaCallStatus(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_.get()), "upload");
+}
+
+absl::Status CudaBackend::Download(void* dst, const void* src, size_t bytes) {
+  if (bytes > 0) {
+    OCTO_RETURN_IF_ERROR(
+        CudaCallStatus(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_.get()), "download"));
+  }
+  return CudaCallStatus(cudaStreamSynchronize(stream_.get()), "the compute stream");
+}
+
+absl::Status CudaBackend::Copy(void* dst, const void* src, size_t bytes) {
+  if (bytes == 0) return absl::OkStatus();
+  return CudaCallStatus(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_.get()),
+                        "device copy");
+}
+
+absl::StatusOr<cuda::Exec> CudaBackend::ExecWithScratch(size_t bytes) {
+  if (bytes > scratch_.size()) {
+    OCTO_RETURN_IF_ERROR(stream_.Synchronize());
+    scratch_ = cuda::DeviceBuffer();
+    OCTO_ASSIGN_OR_RETURN(scratch_, cuda::DeviceBuffer::Allocate(std::max(bytes, 2 * scratch_.size())));
+  }
+  return cuda::Exec{.stream = stream_.get(), .scratch = scratch_.data(), .scratch_bytes = scratch_.size(),
+                    .blas = blas_.get()};
+}
+
+absl::Status CudaBackend::RmsNorm(const float* x, const float* weight, float* out, int n_rows, int dim, float eps) {
+  return Op("RmsNorm", cuda::RmsNorm(x, weight, out, n_rows, dim, eps, stream_.get()));
+}
+void CudaBackend::SetRowGroups(std::span<const int> rows_per_sequence) {
+  row_groups_.assign(rows_per_sequence.begin(), rows_per_sequence.end());
+  row_groups_sum_ = 0;
+  for (int g : row_groups_) row_groups_sum_ += g;
+}
+
+absl::Status CudaBackend::MatMul(const WeightMatrix& w, const float* x, float* out, int n_tokens) {
+  // `n` rows from `row` on: cuda::MatMul in one call (n > kMaxDecodePathTokens
+  // takes the cuBLAS path), or in decode launches of kMaxDecodeTokens.
+  auto run = [&](int row, int n, bool decode) -> absl::Status {
+    const int step = decode ? kMaxDecodeTokens : n;
+    for (int r = row; r < row + n; r += step) {
+      const int m = std::min(step, row + n - r);
+      OCTO_ASSIGN_OR_RETURN(cuda::Exec exec, ExecWithScratch(cuda::MatMulScratchBytes(w, m)));
+      OCTO_RETURN_IF_ERROR(Op("MatMul", cuda::MatMul(w, x + int64_t{r} * w.cols, out + int64_t{r} * w.rows, m, exec)));
+    }
+    return absl::OkStatus();
+  };
+  if (row_groups_sum_ != n_tokens || n_tokens <= kMaxDecodePathTokens) return run(0, n_tokens, n_tokens <= kMaxDecodePathTokens);
+  // Consecutive short sequences share decode launches; a long one runs alone.
+  int row = 0, decode_from = 0;
+  for (int g : row_groups_) {
+    if (g <= kMaxDecodePathTokens) {
+      row += g;
+      continue;
+    }
+    if (row > decode_from) OCTO_RETURN_IF_ERROR(run(decode_from, row - decode_from, true));
+    OCTO_RETURN_IF_ERROR(run(row, g, false));
+    row += g;
+    decode_from = row;
+  }
+  if (row > decode_from) OCTO_RETURN_IF_ERROR(run(decode_from, row - decode_from, true));
+  return absl::OkStatus();
+}
+absl::Status CudaBackend::MatMulExperts(const WeightMatrix& w, const int32_t* expert_ids, const float* x, float* out,
+                                        const MatMulExpertsParams& p) {
+  OCTO_ASSIGN_OR_RETURN(cuda::Exec exec, ExecWithScratch(cuda::MatMulExpertsScratchBytes(w, p)));
+  return Op("MatMulExperts", cuda::MatMulExperts(w, expert_ids, x, out, p, exec));
+}
+absl::Status CudaBackend::Rope(float* x, const int32_t* positions, int n_tokens, const RopeParams& p) {
+  return Op("Rope", cuda::Rope(x, positions, n_tokens, p, stream_.get()));
+}
+absl::Status CudaBackend::KvAppend(const float* k, const float* v, int n_tokens, int kv_dim, uint16_t* k_cache,
+                                   uint16_t* v_cache, int first_pos) {
+  return Op("KvAppend", cuda::KvAppend(k, v, n_tokens, kv_dim, k_cache, v_cache, first_pos, stream_.get()));
+}
+absl::Status CudaBackend::Attention(const float* q, const uint16_t* k_cache, const uint16_t* v_cache, float* out,
+                                    const AttentionParams& p) {
+  OCTO_ASSIGN_OR_RETURN(cuda::Exec exec, ExecWithScratch(cuda::AttentionScratchBytes(p)));
+  return Op("Attention", cuda::Attention(q, k_cache, v_cache, out, p, exec));
+}
+absl::Status CudaBackend::SiluMul(const float* gate, const float* up, float* out, int64_t n) {
+  return Op("SiluMul", cuda::SiluMul(gate, up, out, n, stream_.get()));
+}
+absl::Status CudaBackend::Add(const float* a, const float* b, float* out, int64_t n) {
+  return Op("Add", cuda::Add(a, b, out, n, stream_.get()));
+}
+absl::Status CudaBackend::AddBias(float* x, const float* bias, int n_rows, int width) {
+  return Op("AddBias", cuda::AddBias(x, bias, n_rows, width, stream_.get()));
+}
+absl::Status CudaBackend::TopKExperts(const float* router_logits, int n_tokens, int n_experts, int k, bool normalize,
+                                      int32_t* expert_ids, float* weights) {
+  return Op("TopKExperts",
+            cuda::TopKExperts(router_logits, n_tokens, n_experts, k, normalize, expert_ids, weights, stream_.get()));
+}
+absl::Status CudaBackend::MoeCombine(const MoeCombineParams& p) {
+  return Op("MoeCombine", cuda::MoeCombine(p, stream_.get()));
+}
+
+}  // namespace octo

@@ -1,0 +1,84 @@
+// CudaBackend: the Backend of kernels/cuda on one device. Every op is queued
+// on one compute stream (non-blocking, so copies on other streams overlap
+// it); the host runs ahead until a Download, which is the pass's one wait.
+//
+// MatMul's path is chosen per sequence (SetRowGroups): the rows of the
+// sequences that bring at most kMaxDecodePathTokens tokens take the decode
+// path together, in launches of kMaxDecodeTokens rows (row-independent
+// bits); a longer sequence's rows take the cuBLAS path alone, as they do
+// when it runs alone. So a sequence gets its solo bits in any batch.
+//
+// Scratch: one device buffer for the ops that need one (MatMul's dequantized
+// tiles and quantized activations, attention's splits), grown on demand. A
+// growth waits for the compute stream first (the old buffer may be in use),
+// so it costs a stream wait the first time a larger batch runs, never in
+// the steady state.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "daemon/engine/backend.h"
+#include "kernels/cuda/device.h"
+
+namespace octo {
+
+class CudaBackend : public Backend {
+ public:
+  // Device `gpu`. FAILED_PRECONDITION naming the count when there is no
+  // such device (or no usable driver).
+  static absl::StatusOr<std::shared_ptr<CudaBackend>> Create(int gpu);
+  ~CudaBackend() override;
+
+  int gpu() const { return gpu_; }
+  const std::string& device_name() const { return name_; }
+  cudaStream_t stream() const { return stream_.get(); }
+  uint64_t total_bytes() const { return total_bytes_; }
+  uint64_t scratch_bytes() const { return scratch_.size(); }
+
+  std::string Describe() const override;
+  std::string kind() const override { return "cuda"; }
+  absl::StatusOr<BackendBuffer> Allocate(size_t bytes) override;
+  absl::Status Upload(void* dst, const void* src, size_t bytes) override;
+  absl::Status Download(void* dst, const void* src, size_t bytes) override;
+  absl::Status Copy(void* dst, const void* src, size_t bytes) override;
+
+  void SetRowGroups(std::span<const int> rows_per_sequence) override;
+  absl::Status RmsNorm(const float* x, const float* weight, float* out, int n_rows, int dim, float eps) override;
+  absl::Status MatMul(const WeightMatrix& w, const float* x, float* out, int n_tokens) override;
+  absl::Status MatMulExperts(const WeightMatrix& w, const int32_t* expert_ids, const float* x, float* out,
+                             const MatMulExpertsParams& p) override;
+  absl::Status Rope(float* x, const int32_t* positions, int n_tokens, const RopeParams& p) override;
+  absl::Status KvAppend(const float* k, const float* v, int n_tokens, int kv_dim, uint16_t* k_cache,
+                        uint16_t* v_cache, int first_pos) override;
+  absl::Status Attention(const float* q, const uint16_t* k_cache, const uint16_t* v_cache, float* out,
+                         const AttentionParams& p) override;
+  absl::Status SiluMul(const float* gate, const float* up, float* out, int64_t n) override;
+  absl::Status Add(const float* a, const float* b, float* out, int64_t n) override;
+  absl::Status AddBias(float* x, const float* bias, int n_rows, int width) override;
+  absl::Status TopKExperts(const float* router_logits, int n_tokens, int n_experts, int k, bool normalize,
+                           int32_t* expert_ids, float* weights) override;
+  absl::Status MoeCombine(const MoeCombineParams& p) override;
+
+ private:
+  CudaBackend() = default;
+  // An Exec whose scratch holds at least `bytes`.
+  absl::StatusOr<cuda::Exec> ExecWithScratch(size_t bytes);
+
+  int gpu_ = 0;
+  std::string name_;
+  uint64_t total_bytes_ = 0;
+  cuda::CudaStream stream_;
+  cuda::BlasContext blas_;
+  cuda::DeviceBuffer scratch_;
+  std::vector<int> row_groups_;
+  int row_groups_sum_ = 0;
+};
+
+// A Status for a failed runtime call `what` (cudaGetErrorString's text).
+absl::Status CudaCallStatus(cudaError_t error, const std::string& what);
+
+}  // namespace octo

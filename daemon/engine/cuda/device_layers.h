@@ -1,0 +1,152 @@
+// DeviceLayers: the forward pass's LayerSource on the CUDA backend -- the
+// three tiers seen from the GPU.
+//
+//   VRAM tier: layers read (and checksummed) once at load, copied to device
+//              memory and kept there.
+//   host/disk: every other layer comes from a LayerBytesSource (the host
+//              tier's pinned buffers, or octo-loader's ring) and is copied
+//              into one of `staging_buffers` device buffers, on a copy stream
+//              of its own, while the compute stream runs earlier layers.
+//
+// The pipeline, with S staging buffers, in the cyclic order of the non-VRAM
+// layers (the next pass's first ones follow the last):
+//   - Release(layer) records "slot free" on the compute stream and queues
+//     the next layers of the order into free slots: AcquireBytes (may wait
+//     for the loader), then on the copy stream: wait "slot free" of that
+//     slot's previous layer, memcpy, record "copy done". So up to S - 1
+//     layers are in flight ahead of the one computing: the prefetch depth.
+//   - Acquire(layer) makes the compute stream wait for that slot's "copy
+//     done" (cudaStreamWaitEvent: no host wait) and binds the views over
+//     the staging buffer.
+//   - A layer's host bytes (a ring slot) go back as soon as its copy is
+//     done: polled with cudaEventQuery at every Acquire/Release, and waited
+//     for (that one event) only when the ring has no free slot.
+// There is no device-wide synchronise in the loop; the pass's one wait is
+// the logits' download.
+//
+// Timing, from events: per layer the copy (copy start .. copy done), the
+// wait (the compute stream's gap before the layer: end of the previous
+// layer .. start of this one) and the compute (start .. end). Read back the
+// next time the layer comes round, or by Stats(), once the events are done.
+//
+// Threading: Acquire/Release/Apply from the forward pass's thread;
+// Stats/LayerStats from any thread.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "daemon/engine/cuda/cuda_backend.h"
+#include "daemon/engine/layer_source.h"
+#include "storage/manifest.h"
+
+namespace octo {
+
+struct DeviceLayersPlan {
+  std::vector<bool> in_vram;     // by layer
+  uint32_t staging_buffers = 2;  // >= 1 when any layer is not in VRAM
+};
+
+struct DeviceLayerTiming {
+  uint64_t copies = 0, passes = 0;
+  double copy_seconds = 0, wait_seconds = 0, compute_seconds = 0;  // sums
+};
+
+struct DeviceLayersStats {
+  uint64_t held_bytes = 0, peak_bytes = 0;  // VRAM layers + staging
+  uint32_t vram_layers = 0;
+  uint32_t staging_buffers = 0;
+  uint64_t staging_bytes = 0;               // each
+  uint64_t copied_bytes = 0;                // host -> device layer copies
+  double copy_seconds = 0;                  // their event time, summed
+  double wait_seconds = 0;                  // compute-stream gaps before streamed layers, summed
+};
+
+class DeviceLayers : public LayerSource {
+ public:
+  // `host` and `backend` must outlive this. Reads the VRAM layers from
+  // model_dir. RESOURCE_EXHAUSTED naming the sizes when the device cannot
+  // hold them; DATA_LOSS for a damaged file.
+  static absl::StatusOr<std::unique_ptr<DeviceLayers>> Create(CudaBackend& backend, const Manifest& manifest,
+                                                              const std::string& model_dir, LayerBytesSource& host,
+                                                              const DeviceLayersPlan& plan);
+  ~DeviceLayers() override;
+
+  // Between passes: finishes every copy, gives all host bytes back and
+  // unpins the host memory (call before the host source re-plans).
+  absl::Status Drain();
+  // Moves to `plan` (frees what it drops first, then allocates), and pins
+  // the host source's regions anew. On error the device holds a subset of
+  // both plans; Apply again.
+  absl::Status Apply(const DeviceLayersPlan& plan);
+
+  absl::StatusOr<const LayerWeights*> Acquire(uint32_t layer) override;
+  void Release(uint32_t layer) override;
+
+  DeviceLayersStats Stats();
+  std::vector<DeviceLayerTiming> LayerTimings();
+
+ private:
+  struct Slot {
+    uint32_t layer = kNoLayer;
+    enum State { kFree, kCopying, kAcquired } state = kFree;
+    bool host_held = false;       // the host bytes are held until the copy is done
+    bool host_from_disk = false;
+    bool used = false;            // slot_free has been recorded
+    cudaEvent_t copy_done = nullptr;  // the layer's, for this round
+    cudaEvent_t slot_free = nullptr;  // the slot's last layer finished computing
+    BackendBuffer memory;
+  };
+  // A layer's events for one round (a use of it). Two sets per layer, used
+  // in turn: a set is reused two rounds later, when the pass that used it
+  // has ended (each pass ends waiting for its logits), so reading its times
+  // back never waits.
+  struct EventSet {
+    cudaEvent_t copy_start = nullptr, copy_done = nullptr;
+    cudaEvent_t gap_start = nullptr, start = nullptr, end = nullptr;
+    bool copy_pending = false, compute_pending = false, waited = false;
+  };
+  struct LayerEvents {
+    EventSet sets[2];
+    uint64_t queued = 0, acquired = 0;  // rounds so far
+  };
+
+  DeviceLayers(CudaBackend& backend, const Manifest& manifest, std::string model_dir, LayerBytesSource& host);
+  void PollCopies();
+  absl::Status ReleaseOldestDiskBytes();
+  absl::Status Queue(uint32_t layer, int slot);
+  void TopUp();
+  int SlotOf(uint32_t layer) const;
+  void HarvestCopy(uint32_t layer, EventSet& set);
+  void HarvestCompute(uint32_t layer, EventSet& set);
+  absl::Status Pin();
+  void Unpin();
+  void SetHeld(uint64_t held);
+
+  CudaBackend& backend_;
+  const Manifest& manifest_;
+  std::string model_dir_;
+  LayerBytesSource& host_;
+  cuda::CudaStream copy_stream_;
+
+  DeviceLayersPlan plan_;
+  std::vector<BackendBuffer> vram_;  // by layer
+  std::vector<LayerWeights> weights_;
+  std::vector<uint32_t> order_;      // non-VRAM layers, ascending
+  size_t cursor_ = 0;                // order_ index of the next layer to queue
+  std::vector<Slot> slots_;
+  std::vector<LayerEvents> events_;  // by layer
+  std::vector<const void*> pinned_;  // host regions we registered
+  uint32_t acquired_ = kNoLayer;
+
+  std::mutex mu_;
+  DeviceLayersStats stats_ ABSL_GUARDED_BY(mu_);
+  std::vector<DeviceLayerTiming> timings_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace octo

@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# Benchmark: the CUDA backend on a generated Llama-3-8B-shaped Q4_K_M model
+# (random weights, real shapes). Generates the model with octo-make-model,
+# decomposes it, and runs gpu_bench on it, which prints the pinned H2D and
+# device-memory bandwidths, then streamed decode (2 GiB VRAM budget), the
+# H2D rate its copies reached, the copy/compute overlap, resident decode,
+# prefill of 2048 tokens streamed and resident, and 1/8/32 concurrent
+# sessions streamed, each next to its limit and target (see gpu_bench.cc),
+# and fails when the bytes copied to the device disagree with the streamed
+# layers' sizes.
+#
+#   [BUILD_DIR=build] [PRESET=llama-3-8b] [TYPE=Q4_K_M] \
+#     tests/bench/gpu_bench.sh [WORK_DIR] [-- GPU_BENCH_FLAGS...]
+#   e.g. tests/bench/gpu_bench.sh /data/octo-bench -- --vram-budget 4GiB --tokens 64
+#
+# Needs a GPU (nvidia-smi) and an nvcc build; exits 2 without one. WORK_DIR
+# (default BUILD_DIR/gpu-bench) keeps the model directory, so a second run
+# skips generation; about 5 GB (twice that while decomposing).
+#
+#   [BUILD_DIR=build-sim] tests/bench/gpu_bench.sh --executor-accounting [WORK_DIR] [-- FLAGS...]
+#
+# runs only the accounting check, on the host executor (an OCTO_CUDA_SIM=ON
+# build, no GPU), over a tiny 6-layer model generated afresh each time, of
+# which gpu_bench streams 3 layers: the ctest gpu_bench_accounting.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/../.." && pwd)"
+executor=0
+if [ "${1:-}" = "--executor-accounting" ]; then executor=1; shift; fi
+if [ "$executor" = 1 ]; then
+  build="${BUILD_DIR:-$root/build-sim}"
+else
+  build="${BUILD_DIR:-$root/build}"
+fi
+work="$build/gpu-bench"
+if [ $# -gt 0 ] && [ "$1" != "--" ]; then work="$1"; shift; fi
+[ "${1:-}" = "--" ] && shift
+bin="$build/bin"
+source "$root/tests/bench/bench_models.sh"
+
+if [ "$executor" = 1 ]; then
+  bench_need gpu_bench octo-make-model octo-ctl
+  if ! grep -q '^OCTO_CUDA_SIM:BOOL=ON' "$build/CMakeCache.txt" 2>/dev/null; then
+    echo "$(basename "$0"): $build is not an OCTO_CUDA_SIM=ON build; --executor-accounting runs the executor's gpu_bench" >&2
+    exit 2
+  fi
+  # Regenerated every run (under a second): a stale model from an older
+  # format would test nothing.
+  name="tiny6-Q4_K_M"
+  mkdir -p "$work"
+  rm -rf "${work:?}/$name" "$work/$name.gguf"
+  "$bin/octo-make-model" --preset tiny --layers 6 --type Q4_K_M -o "$work/$name.gguf" >/dev/null
+  "$bin/octo-ctl" decompose -q --force "$work/$name.gguf" "$work/$name"
+  rm -f "$work/$name.gguf"
+  # A small executor device; copies keep the executor's default delay, so
+  # they are still in flight while earlier layers compute, as on a GPU.
+  OCTO_SIM_DEVICE_MEMORY=$((512 << 20)) "$bin/gpu_bench" --model "$work/$name" --accounting-only "$@"
+  exit
+fi
+
+if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
+  echo "$(basename "$0"): no GPU here (nvidia-smi finds none); this benchmark needs one." >&2
+  echo "  On a machine without a GPU, '$0 --executor-accounting' checks the copy accounting on the host executor." >&2
+  exit 2
+fi
+if grep -q '^OCTO_CUDA_SIM:BOOL=ON' "$build/CMakeCache.txt" 2>/dev/null; then
+  echo "$(basename "$0"): $build is an OCTO_CUDA_SIM=ON (host executor) build; point BUILD_DIR at an nvcc build" >&2
+  exit 2
+fi
+bench_need gpu_bench
+preset="${PRESET:-llama-3-8b}"
+type="${TYPE:-Q4_K_M}"
+if [ ! -f "$work/$preset-$type/manifest.json" ]; then
+  # bench_model's own free-space check is sized for 1B models: the 8B GGUF
+  # and its directory are about 5 GB each.
+  mkdir -p "$work"
+  free_kib=$(df -Pk "$work" | awk 'NR == 2 { print $4 }')
+  if [ "$free_kib" -lt $((11 * 1024 * 1024)) ]; then
+    echo "$(basename "$0"): $work has $((free_kib / 1024)) MiB free, needs about 11 GiB for $preset-$type; pass another WORK_DIR" >&2
+    exit 2
+  fi
+fi
+dir="$(bench_model "$preset" "$type" "$work")"
+nvidia-smi --query-gpu=name,memory.total,pcie.link.gen.current,pcie.link.width.current --format=csv,noheader >&2 || true
+"$bin/gpu_bench" --model "$dir" "$@"

@@ -1,0 +1,240 @@
+// The forward pass on the CUDA backend (through the host executor in CI, on
+// the device where there is one), against:
+//   - itself, bit for bit: every layer streamed through the staging buffers
+//     (a VRAM budget of one layer plus staging) equals every layer in VRAM,
+//     and layers copied from the host tier equal layers read from disk per
+//     pass, over many greedy steps and for every architecture the engine has;
+//   - the CPU backend: the same greedy tokens on generated models of each
+//     architecture, except at a near-tie;
+//   - llama.cpp's references (../shared/reference): every divergence in the
+//     first 32 greedy tokens at a near-tie in llama.cpp's own
+//     log-probabilities, the float models (F32/F16/BF16) all equal, and at
+//     least as many records equal as the CPU backend's portable kernels get
+//     (less a record of slack). Why not "90% of records", the bar the CPU
+//     backend's AVX2 kernels meet (43 of 44): those sum in the order of
+//     llama.cpp's own x86 build; the same rounding summed in another order
+//     -- our portable CPU kernels, or any GPU -- flips near-ties on the
+//     quantized models (measured: portable CPU 35 of 44, CUDA 34 of 44, every
+//     divergence within 0.12 nats). The CUDA kernels do round as the CPU
+//     does: 8-bit activations per the weight type, fp16 attention weights,
+//     a double RMSNorm sum.
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "daemon/engine/backend_setup.h"
+#include "daemon/engine/model.h"
+#include "daemon/engine/model_files.h"
+#include "storage/decompose.h"
+#include "tests/daemon/engine/engine_test_util.h"
+#include "tests/daemon/engine/reference_records.h"
+#include "tests/shared_data.h"
+#include "tests/storage/test_models.h"
+#include "tests/temp_dir.h"
+
+namespace octo::testing {
+namespace {
+
+constexpr int kSteps = 12;
+
+std::vector<int32_t> PromptFor(uint32_t vocab) {
+  std::vector<int32_t> p = {1};
+  for (int t = 0; t < 6; ++t) p.push_back(static_cast<int32_t>((7 + t * 131) % vocab));
+  return p;
+}
+
+absl::StatusOr<std::unique_ptr<Model>> OpenCuda(const std::string& dir, uint64_t vram_budget, uint64_t host_budget,
+                                                uint32_t pins = 1) {
+  ModelOptions o;
+  o.backend = "cuda";
+  o.vram_budget_bytes = vram_budget;
+  o.weights.layer_budget_bytes = host_budget;
+  o.vram_pin_first = pins;
+  o.vram_pin_last = pins;
+  return Model::Open(dir, o);
+}
+
+void ExpectSameRun(const GreedyRun& want, const GreedyRun& got, const std::string& what) {
+  ASSERT_EQ(want.tokens, got.tokens) << what;
+  for (size_t i = 0; i < want.logits.size(); ++i) {
+    ASSERT_EQ(want.logits[i].size(), got.logits[i].size());
+    for (size_t j = 0; j < want.logits[i].size(); ++j) {
+      ASSERT_EQ(std::bit_cast<uint32_t>(want.logits[i][j]), std::bit_cast<uint32_t>(got.logits[i][j]))
+          << what << ": step " << i << " logit " << j;
+    }
+  }
+}
+
+// Every tier arrangement gives the resident run's bits.
+void ExpectTiersAgree(const std::string& dir) {
+  auto files = ReadManifest(dir);
+  ASSERT_TRUE(files.ok()) << files.status();
+  auto sizes = LayerFileSizes(*files);
+  ASSERT_TRUE(sizes.ok());
+  const uint64_t largest = *std::max_element(sizes->begin(), sizes->end());
+  const std::vector<int32_t> prompt = PromptFor(files->config.vocab_size);
+
+  auto resident = OpenCuda(dir, kUnlimitedBudget, kUnlimitedBudget);
+  ASSERT_TRUE(resident.ok()) << resident.status();
+  EXPECT_EQ((*resident)->weights().DeviceStats().vram_layers, files->config.n_layers);
+  auto want = Greedy(**resident, prompt, kSteps);
+  ASSERT_TRUE(want.ok()) << want.status();
+
+  // One layer in VRAM plus two staging buffers; the host tier holds the rest.
+  auto host_tier = OpenCuda(dir, 3 * largest, kUnlimitedBudget, /*pins=*/0);
+  ASSERT_TRUE(host_tier.ok()) << host_tier.status();
+  const DeviceTierStats s = (*host_tier)->weights().DeviceStats();
+  EXPECT_EQ(s.vram_layers, 1u);
+  EXPECT_EQ(s.staging_buffers, 2u);
+  EXPECT_LE(s.peak_bytes, 3 * largest);
+  auto streamed = Greedy(**host_tier, prompt, kSteps);
+  ASSERT_TRUE(streamed.ok()) << streamed.status();
+  ExpectSameRun(*want, *streamed, "host tier through staging");
+  // Every non-VRAM layer was copied once per pass: prefill + kSteps - 1 decodes.
+  const DeviceTierStats after = (*host_tier)->weights().DeviceStats();
+  uint64_t streamed_bytes = 0;
+  for (uint32_t l = 0; l < files->config.n_layers; ++l) {
+    if (!after.in_vram[l]) streamed_bytes += (*sizes)[l];
+  }
+  const uint64_t passes = kSteps;
+  EXPECT_GE(after.copied_bytes, passes * streamed_bytes);
+  EXPECT_LE(after.copied_bytes, (passes + 1) * streamed_bytes);  // + the next pass's prefetch
+
+  // The same with the host holding one layer at a time: the disk tier.
+  auto disk_tier = OpenCuda(dir, 3 * largest, largest, /*pins=*/0);
+  ASSERT_TRUE(disk_tier.ok()) << disk_tier.status();
+  auto from_disk = Greedy(**disk_tier, prompt, kSteps);
+  ASSERT_TRUE(from_disk.ok()) << from_disk.status();
+  ExpectSameRun(*want, *from_disk, "disk tier through staging");
+}
+
+// In an nvcc build on a machine without a GPU there is nothing to run on.
+#define OCTO_NEED_DEVICE() \
+  if (UsableCudaDevices() == 0) GTEST_SKIP() << "no CUDA device"
+
+class CudaGeneratedModel : public ::testing::TestWithParam<const char*> {
+ protected:
+  void SetUp() override { OCTO_NEED_DEVICE(); }
+};
+
+TEST_P(CudaGeneratedModel, StreamedHostAndDiskTiersGiveTheResidentBits) {
+  TempDir tmp;
+  // Five layers: one in VRAM, four through two staging buffers.
+  GenerateModel(tmp.Path("m.gguf"), GetParam(), "Q4_K_M", [](ModelShape& s) { s.n_layers = 5; });
+  ASSERT_TRUE(Decompose(tmp.Path("m.gguf"), tmp.Path("m"), DecomposeOptions{}).ok());
+  ExpectTiersAgree(tmp.Path("m"));
+}
+
+// CUDA rounds differently from the CPU (8-bit activations for every
+// quantized type, float sums in another order): the tokens agree, or the CPU's
+// top two logits are within kNearTie of each other where they part.
+TEST_P(CudaGeneratedModel, GreedyTokensMatchTheCpuBackend) {
+  constexpr double kNearTie = 0.05;
+  TempDir tmp;
+  GenerateModel(tmp.Path("m.gguf"), GetParam(), "Q8_0");
+  ASSERT_TRUE(Decompose(tmp.Path("m.gguf"), tmp.Path("m"), DecomposeOptions{}).ok());
+  auto cpu = Model::Open(tmp.Path("m"), ModelOptions{});
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  auto gpu = OpenCuda(tmp.Path("m"), kUnlimitedBudget, kUnlimitedBudget);
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  const std::vector<int32_t> prompt = PromptFor((*cpu)->config().vocab_size);
+  auto want = Greedy(**cpu, prompt, kSteps);
+  auto got = Greedy(**gpu, prompt, kSteps);
+  ASSERT_TRUE(want.ok() && got.ok());
+  for (int i = 0; i < kSteps; ++i) {
+    if (want->tokens[i] == got->tokens[i]) continue;
+    std::vector<double> lp = LogSoftmax(want->logits[i]);
+    EXPECT_LT(std::abs(lp[want->tokens[i]] - lp[got->tokens[i]]), kNearTie)
+        << "step " << i << ": cpu " << want->tokens[i] << " vs cuda " << got->tokens[i];
+    break;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Presets, CudaGeneratedModel,
+                         ::testing::Values("tiny", "tiny-moe", "tiny-qwen2", "tiny-qwen3", "tiny-qwen3moe"),
+                         [](const auto& info) {
+                           std::string n = info.param;
+                           for (char& c : n) if (c == '-') c = '_';
+                           return n;
+                         });
+
+// ../shared's trained models: the tiers agree on real weights too.
+TEST(CudaSharedModel, TiersAgreeOnTrainedModels) {
+  OCTO_NEED_DEVICE();
+  if (!HaveShared("models/stories260K.gguf")) GTEST_SKIP() << "../shared is absent";
+  for (const char* m : {"stories260K.gguf", "widened/moe-Q8_0.gguf", "widened/qwen2-Q4_K_M-mix.gguf"}) {
+    // (each has 5 layers: one in VRAM, four streamed)
+    SCOPED_TRACE(m);
+    ExpectTiersAgree(DecomposedSharedModel(m));
+  }
+}
+
+// The first divergence from llama.cpp's greedy tokens within `prefix`
+// (prefix when none), and llama.cpp's own gap there between its token and ours.
+struct Divergence {
+  int at = 0;
+  double gap = 0;
+};
+absl::StatusOr<Divergence> Diverge(Model& model, const ReferenceRecord& r, int prefix) {
+  absl::StatusOr<GreedyRun> run = Greedy(model, r.prompt_tokens, prefix);
+  if (!run.ok()) return run.status();
+  Divergence d{.at = prefix};
+  for (int i = 0; i < prefix; ++i) {
+    if (run->tokens[i] == r.tokens[i]) continue;
+    d.at = i;
+    double ours = -INFINITY;
+    for (const auto& [id, lp] : r.top5[i]) {
+      if (id == run->tokens[i]) ours = lp;
+    }
+    d.gap = r.top5[i][0].second - ours;
+    break;
+  }
+  return d;
+}
+
+TEST(CudaLlamaCppReference, GreedyTokensDivergeOnlyAtNearTies) {
+  OCTO_NEED_DEVICE();
+  if (!HaveShared("models/stories260K.gguf")) GTEST_SKIP() << "../shared is absent";
+  constexpr int kPrefix = 32;
+  constexpr double kNearTieNats = 0.15;  // as llamacpp_reference_test.cc
+  const std::vector<ReferenceRecord> records = LoadReferenceRecords();
+  ASSERT_FALSE(records.empty());
+  int equal = 0, portable_equal = 0;
+  for (const ReferenceRecord& r : records) {
+    const std::string dir = DecomposedSharedModel(r.model);
+    auto gpu = OpenCuda(dir, kUnlimitedBudget, kUnlimitedBudget);
+    ASSERT_TRUE(gpu.ok()) << r.model << ": " << gpu.status();
+    auto d = Diverge(**gpu, r, kPrefix);
+    ASSERT_TRUE(d.ok()) << r.model << ": " << d.status();
+    ModelOptions portable_options;
+    portable_options.allow_simd = false;
+    auto portable = Model::Open(dir, portable_options);
+    ASSERT_TRUE(portable.ok()) << portable.status();
+    auto p = Diverge(**portable, r, kPrefix);
+    ASSERT_TRUE(p.ok()) << p.status();
+    portable_equal += p->at == kPrefix;
+    if (d->at == kPrefix) {
+      ++equal;
+      std::printf("%-34s %d/%d tokens equal\n", r.model.c_str(), kPrefix, kPrefix);
+      continue;
+    }
+    std::printf("%-34s diverges at %d, llama.cpp's gap %.4f nats (portable CPU: %d)\n", r.model.c_str(), d->at,
+                d->gap, p->at);
+    EXPECT_LT(d->gap, kNearTieNats) << r.model << " at " << d->at << ": not a near-tie";
+    for (const char* exact : {"F32", "F16", "BF16"}) {
+      EXPECT_EQ(r.model.find(exact), std::string::npos) << r.model << ": a float model diverges";
+    }
+  }
+  std::printf("%d of %zu records 32 tokens equal on CUDA; %d with the portable CPU kernels\n", equal,
+              records.size(), portable_equal);
+  EXPECT_GE(equal, portable_equal - 1);
+}
+
+}  // namespace
+}  // namespace octo::testing

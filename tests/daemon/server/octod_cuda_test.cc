@@ -1,0 +1,228 @@
+// octod on the CUDA backend as real processes (through the host executor in
+// an OCTO_CUDA_SIM build, with its copy delay on; on the GPU in an nvcc
+// build, skipped without one): octo-gen's tokens, the VRAM budget, the
+// tiers in status, concurrent clients, the loader killed mid-generation,
+// residency changed mid-generation, a device too small, bad flags.
+#include <signal.h>
+#include <stdlib.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "daemon/engine/backend_setup.h"
+#include "gtest/gtest.h"
+#include "tests/client/subprocess.h"
+#include "tests/daemon/server/octod_harness.h"
+
+namespace octo::testing {
+namespace {
+
+constexpr int kLayers = 8;
+constexpr char kPrompt[] = "Once upon a time";
+constexpr char kLongPrompt[] = "The little dog";
+
+class OctodCudaTest : public OctodTest {
+ protected:
+  void SetUp() override {
+    if (UsableCudaDevices() == 0) GTEST_SKIP() << "no CUDA device";
+    MakeModel("m", kLayers);
+    largest_ = LargestLayerFile(ModelDir("m"));
+  }
+
+  // octod on CUDA with `vram_layers` layers' worth of VRAM beside two
+  // staging buffers (0: every layer through staging but the pinned none);
+  // the host tier holds what `host` says ("" = auto).
+  std::vector<std::string> CudaArgs(int vram_layers, std::vector<std::string> extra = {}) const {
+    std::vector<std::string> args = {"--backend", "cuda", "--pin-first", "0", "--pin-last", "0"};
+    if (vram_layers >= 0) {
+      args.insert(args.end(), {"--vram-budget", std::to_string((vram_layers + 2) * largest_)});
+    }
+    args.insert(args.end(), extra.begin(), extra.end());
+    return ServeArgs("m", args);
+  }
+
+  RunResult Greedy(int n, const std::string& prompt = kPrompt) const {
+    return octod_.Gen({prompt, "--temp", "0", "-n", std::to_string(n), "--json"});
+  }
+
+  std::vector<int> Tokens(int n, const std::string& prompt = kPrompt) const {
+    const RunResult r = Greedy(n, prompt);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return TokenIds(r.out);
+  }
+
+  uint64_t largest_ = 0;
+};
+
+// Every layer in VRAM, or one there and the rest through two staging
+// buffers from the host tier, or from disk through the ring: the same
+// tokens; and status shows the device, the tiers and the copies.
+TEST_F(OctodCudaTest, StreamedTiersGiveTheResidentTokensAndStatusShowsThem) {
+  ASSERT_TRUE(octod_.Start(ServeArgs("m", {"--backend", "cuda"})));
+  nlohmann::json status = octod_.Status();
+  EXPECT_NE(status["backend"].get<std::string>().find("cuda"), std::string::npos) << status.dump();
+  EXPECT_EQ(JsonU64(status["residency"]["device"]["device_layers"]), static_cast<uint64_t>(kLayers));
+  const std::vector<int> resident = Tokens(24);
+  ASSERT_EQ(resident.size(), 24u);
+  ASSERT_TRUE(octod_.Stop());
+
+  for (const bool from_disk : {false, true}) {
+    SCOPED_TRACE(from_disk ? "disk tier" : "host tier");
+    std::vector<std::string> extra;
+    if (from_disk) extra = {"--layer-budget", std::to_string(largest_)};  // one ring slot, nothing held
+    ASSERT_TRUE(octod_.Start(CudaArgs(1, extra)));
+    EXPECT_EQ(Tokens(24), resident);
+    status = octod_.Status();
+    const nlohmann::json& device = status["residency"]["device"];
+    ASSERT_TRUE(device["present"].get<bool>()) << status.dump();
+    EXPECT_EQ(JsonU64(device["device_layers"]), 1u) << device.dump();
+    EXPECT_EQ(JsonU64(device["staging_buffers"]), 2u) << device.dump();
+    EXPECT_LE(JsonU64(device["peak_bytes"]), JsonU64(device["budget_bytes"])) << device.dump();
+    EXPECT_GT(JsonU64(device["copied_bytes"]), 0u) << device.dump();
+    EXPECT_GT(device["h2d_gbps"].get<double>(), 0.0) << device.dump();
+    int vram = 0, host = 0, disk = 0;
+    for (const nlohmann::json& layer : status["layers"]) {
+      const std::string tier = layer["tier"].get<std::string>();
+      vram += tier == "vram";
+      host += tier == "host";
+      disk += tier == "disk";
+      if (tier != "vram") EXPECT_GT(JsonU64(layer["copies"]), 0u) << layer.dump();
+    }
+    EXPECT_EQ(vram, 1);
+    EXPECT_EQ(from_disk ? disk : host, kLayers - 1) << status.dump();
+    ASSERT_TRUE(octod_.Stop());
+  }
+}
+
+// Eight octo-gen processes at once, streamed: each gets its solo tokens.
+TEST_F(OctodCudaTest, EightConcurrentClientsGetTheirSoloTokens) {
+  ASSERT_TRUE(octod_.Start(CudaArgs(1)));
+  const std::vector<std::string> prompts = {"Once upon a time", "The little dog", "In a small town", "She opened",
+                                            "One day", "The sun was hot", "Tom and Sam", "A big red ball"};
+  constexpr int kTokens = 12;
+  std::vector<std::vector<int>> alone;
+  for (const std::string& p : prompts) alone.push_back(Tokens(kTokens, p));
+  std::vector<RunResult> results(prompts.size());
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    threads.emplace_back([&, i] {
+      results[i] = octod_.Gen({prompts[i], "--temp", "0", "-n", std::to_string(kTokens), "--json"});
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  int batch_peak = 0;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    ASSERT_EQ(results[i].exit_code, 0) << results[i].err;
+    EXPECT_EQ(TokenIds(results[i].out), alone[i]) << prompts[i];
+    batch_peak = std::max(batch_peak, DoneEvent(results[i].out)["stats"]["batch_peak"].get<int>());
+  }
+  EXPECT_GE(batch_peak, 2) << "no client shared a pass";
+}
+
+// Runs `during` once a long greedy generation has printed 8 tokens.
+RunResult DuringAGeneration(const OctodProcess& octod, const std::string& prefix, int n,
+                            const std::function<void()>& during) {
+  std::unique_ptr<BackgroundRun> client =
+      octod.GenInBackground({kLongPrompt, "--temp", "0", "-n", std::to_string(n), "--json"}, prefix);
+  const bool flowing = WaitFor([&] { return TokenIds(client->Out()).size() >= 8; }, std::chrono::seconds(60));
+  EXPECT_TRUE(flowing) << "no tokens within 60 s";
+  if (flowing) during();
+  return client->Wait();
+}
+
+// kill -9 of the loader while layers stream from disk: the same tokens.
+TEST_F(OctodCudaTest, KilledLoaderMidGenerationKeepsTheTokens) {
+  ASSERT_TRUE(octod_.Start(CudaArgs(1, {"--layer-budget", std::to_string(largest_)})));
+  const std::vector<int> expected = Tokens(48, kLongPrompt);
+  ASSERT_EQ(expected.size(), 48u);
+  const pid_t loader = octod_.Status()["loader"]["pid"].get<int>();
+  ASSERT_GT(loader, 0);
+  const RunResult r = DuringAGeneration(octod_, dir_.Path("gen"), 48, [&] { ::kill(loader, SIGKILL); });
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(TokenIds(r.out), expected);
+  EXPECT_GE(octod_.Status()["loader"]["restarts"].get<int>(), 1);
+}
+
+// octo-ctl residency moves layers between VRAM and staging mid-generation:
+// the generation keeps its tokens, and the new plan is in force.
+TEST_F(OctodCudaTest, ResidencyChangedMidGenerationKeepsTheTokens) {
+  ASSERT_TRUE(octod_.Start(CudaArgs(1)));
+  const std::vector<int> expected = Tokens(48, kLongPrompt);
+  const std::string wider = std::to_string(5 * largest_);  // three layers in VRAM
+  const RunResult r = DuringAGeneration(octod_, dir_.Path("gen"), 48, [&] {
+    const RunResult ctl = octod_.Ctl("residency", {"--vram-budget", wider});
+    EXPECT_EQ(ctl.exit_code, 0) << ctl.err;
+  });
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(TokenIds(r.out), expected);
+  EXPECT_EQ(JsonU64(octod_.Status()["residency"]["device"]["device_layers"]), 3u);
+}
+
+// A small device (the executor's size, or the auto budget on a GPU): the
+// auto VRAM budget fits beside the KV budget and the reserve, and its peak
+// never exceeds it.
+TEST_F(OctodCudaTest, SmallDeviceAutoBudgetIsNeverExceeded) {
+  const uint64_t device = 1024ull << 20;  // 1 GiB: 512 MiB reserve + 256 MiB KV + a few layers
+  ::setenv("OCTO_SIM_DEVICE_MEMORY", std::to_string(device).c_str(), 1);
+  const bool started = octod_.Start(ServeArgs("m", {"--backend", "cuda", "--kv-budget", "256MiB"}));
+  ::unsetenv("OCTO_SIM_DEVICE_MEMORY");
+  ASSERT_TRUE(started);
+  ASSERT_EQ(Tokens(16).size(), 16u);
+  const nlohmann::json d = octod_.Status()["residency"]["device"];
+  EXPECT_TRUE(d["auto_budget"].get<bool>()) << d.dump();
+  EXPECT_GT(JsonU64(d["budget_bytes"]), 0u) << d.dump();
+  EXPECT_LE(JsonU64(d["peak_bytes"]), JsonU64(d["budget_bytes"])) << d.dump();
+  EXPECT_LE(JsonU64(d["total_bytes"]) - JsonU64(d["free_bytes"]), device) << d.dump();
+}
+
+// A device too small for the pinned layers: RESOURCE_EXHAUSTED naming sizes
+// at load; octod itself refuses to start with that model.
+TEST_F(OctodCudaTest, TooSmallVramBudgetIsRefusedWithTheSizes) {
+  ASSERT_TRUE(octod_.Start(ServeArgs("", {"--backend", "cuda", "--vram-budget", std::to_string(largest_ / 2)})));
+  const RunResult load = octod_.Ctl("load", {"m"});
+  EXPECT_NE(load.exit_code, 0);
+  EXPECT_NE(load.err.find("RESOURCE_EXHAUSTED"), std::string::npos) << load.err;
+  EXPECT_NE(load.err.find("VRAM"), std::string::npos) << load.err;
+  EXPECT_EQ(octod_.Ctl("health").exit_code, 0) << "octod stays up";
+}
+
+// A flipped byte in a layer streamed from disk: DATA_LOSS naming the file.
+TEST_F(OctodCudaTest, CorruptedStreamedLayerIsDataLossAndOctodStaysUp) {
+  ASSERT_TRUE(octod_.Start(CudaArgs(1, {"--layer-budget", std::to_string(largest_)})));
+  ASSERT_EQ(Tokens(4).size(), 4u);
+  const std::string file = ModelDir("m") + "/layer_005.bin";
+  const auto middle = static_cast<std::streamoff>(std::filesystem::file_size(file) / 2);
+  {
+    std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(middle);
+    const char byte = static_cast<char>(f.get() ^ 0x5a);
+    f.seekp(middle);
+    f.put(byte);
+  }
+  const RunResult bad = Greedy(4);
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.err.find("DATA_LOSS"), std::string::npos) << bad.err;
+  EXPECT_NE(bad.err.find("layer_005.bin"), std::string::npos) << bad.err;
+  EXPECT_EQ(octod_.Ctl("health").exit_code, 0);
+}
+
+}  // namespace
+
+// Flags that name what is wrong, CUDA device or not.
+TEST_F(OctodTest, BadBackendFlagsAreNamed) {
+  for (const auto& [flag, value, needle] :
+       std::vector<std::tuple<std::string, std::string, std::string>>{{"--backend", "gpu", "backend"},
+                                                                       {"--staging-buffers", "1", "staging-buffers"},
+                                                                       {"--gpu", "99", "gpu"},
+                                                                       {"--vram-budget", "lots", "vram-budget"}}) {
+    const RunResult r = RunCommand({OctodPath(), "--socket", dir_.Path("x.sock"), "--models-root", dir_.Path("root"),
+                                    flag, value});
+    EXPECT_NE(r.exit_code, 0) << flag << " " << value;
+    EXPECT_NE((r.err + r.out).find(needle), std::string::npos) << flag << ": " << r.err;
+  }
+}
+
+}  // namespace octo::testing
