@@ -8,6 +8,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs="${OCTO_JOBS:-$(nproc)}"
+# build and build-sim compile most sources with the same flags: let them
+# share ccache entries (the build directory is not part of the key).
+export CCACHE_NOHASHDIR=1
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@"
 cmake --build build -j "$jobs"
 if [ -f /usr/local/cuda/include/cuda_runtime_api.h ]; then
