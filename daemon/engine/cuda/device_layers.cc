@@ -311,10 +311,22 @@ absl::StatusOr<const LayerWeights*> DeviceLayers::Acquire(uint32_t layer) {
       // Not prefetched (the first pass, or after an error): restart the cycle here.
       const auto it = std::find(order_.begin(), order_.end(), layer);
       if (it == order_.end()) return absl::InternalError(absl::StrCat("layer ", layer, " has no tier"));
+      // What was prefetched is for another point of the cycle (a pass that
+      // failed part way): drop it, giving its host bytes back once copied.
+      for (Slot& slot : slots_) {
+        if (slot.state != Slot::kCopying) continue;
+        if (slot.host_held) {
+          OCTO_RETURN_IF_ERROR(CudaCallStatus(cudaEventSynchronize(slot.copy_done), "a layer copy"));
+          host_.ReleaseBytes(slot.layer);
+          slot.host_held = false;
+        }
+        slot.state = Slot::kFree;
+        slot.layer = kNoLayer;
+      }
       for (size_t s = 0; s < slots_.size() && i < 0; ++s) {
         if (slots_[s].state == Slot::kFree) i = static_cast<int>(s);
       }
-      if (i < 0) return absl::FailedPreconditionError("every staging buffer is in use");
+      if (i < 0) return absl::InternalError("every staging buffer is in use");
       OCTO_RETURN_IF_ERROR(Queue(layer, i));
       cursor_ = (static_cast<size_t>(it - order_.begin()) + 1) % order_.size();
     }

@@ -192,21 +192,25 @@ TEST_F(OctodCudaTest, TooSmallVramBudgetIsRefusedWithTheSizes) {
 // A flipped byte in a layer streamed from disk: DATA_LOSS naming the file.
 TEST_F(OctodCudaTest, CorruptedStreamedLayerIsDataLossAndOctodStaysUp) {
   ASSERT_TRUE(octod_.Start(CudaArgs(1, {"--layer-budget", std::to_string(largest_)})));
-  ASSERT_EQ(Tokens(4).size(), 4u);
+  const std::vector<int> good = Tokens(4);
+  ASSERT_EQ(good.size(), 4u);
   const std::string file = ModelDir("m") + "/layer_005.bin";
   const auto middle = static_cast<std::streamoff>(std::filesystem::file_size(file) / 2);
-  {
+  auto flip = [&] {
     std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
     f.seekg(middle);
     const char byte = static_cast<char>(f.get() ^ 0x5a);
     f.seekp(middle);
     f.put(byte);
-  }
+  };
+  flip();
   const RunResult bad = Greedy(4);
   EXPECT_EQ(bad.exit_code, 1);
   EXPECT_NE(bad.err.find("DATA_LOSS"), std::string::npos) << bad.err;
   EXPECT_NE(bad.err.find("layer_005.bin"), std::string::npos) << bad.err;
   EXPECT_EQ(octod_.Ctl("health").exit_code, 0);
+  flip();  // whole again: the pipeline recovers
+  EXPECT_EQ(Tokens(4), good);
 }
 
 }  // namespace
