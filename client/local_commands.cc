@@ -28,6 +28,7 @@ absl::StatusOr<std::unique_ptr<Model>> OpenModel(const LocalModelFlags& flags) {
   ModelOptions options;
   options.n_threads = flags.threads;
   options.allow_simd = !flags.portable;
+  options.backend = flags.backend;
   if (!flags.budget.empty()) {
     std::optional<uint64_t> bytes = ParseByteSize(flags.budget);
     if (!bytes.has_value()) {

@@ -18,6 +18,7 @@ struct LocalModelFlags {
   int threads = 0;                 // 0: one per core
   std::string budget;              // layer byte budget ("2G", "512M", bytes) or "" for all resident
   bool portable = false;           // no AVX2 kernels
+  std::string backend = "cpu";     // cpu | cuda | auto (as octod's --backend)
 };
 
 struct RunFlags {

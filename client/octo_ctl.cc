@@ -63,6 +63,8 @@ int main(int argc, char** argv) {
     cmd->add_option("--budget", m.budget,
                     "Bytes of layer weights to hold in memory (e.g. 2G); the rest are read from disk per pass");
     cmd->add_flag("--portable", m.portable, "Use the portable kernels, not AVX2");
+    cmd->add_option("--backend", m.backend, "cpu (default), cuda, or auto: CUDA when a device is usable")
+        ->check(CLI::IsMember({"cpu", "cuda", "auto"}));
   };
 
   octo::RunFlags run;

@@ -63,7 +63,7 @@ gen() { ./build/bin/octo-gen --socket "$socket" "$@"; }
 token_ids() { sed -n 's/.*"event":"token","id":\([0-9]*\).*/\1/p' | tr '\n' ' ' | sed 's/ *$//'; }
 
 prompt="Once upon a time"
-engine=$(./build/bin/octo-ctl run "$out" "$prompt" -n 24 --temp 0 --tokens | tr -s ' ' | sed 's/ *$//')
+engine=$(./build/bin/octo-ctl run "$out" "$prompt" -n 24 --temp 0 --tokens --backend auto | tr -s ' ' | sed 's/ *$//')
 
 # 1. Everything resident.
 start_octod
