@@ -43,6 +43,14 @@ bool BuiltWithCuda() {
 #endif
 }
 
+bool BuiltForExecutor() {
+#if defined(OCTO_CUDA_SIM)
+  return true;
+#else
+  return false;
+#endif
+}
+
 int UsableCudaDevices() {
 #if defined(OCTO_HAVE_CUDA)
   return cuda::CudaDeviceCount();
@@ -56,7 +64,10 @@ absl::StatusOr<std::shared_ptr<Backend>> CreateBackend(const BackendChoice& choi
     return absl::InvalidArgumentError(
         absl::StrCat("backend \"", choice.kind, "\" is not one of auto, cuda, cpu"));
   }
-  const bool cuda = choice.kind == "cuda" || (choice.kind == "auto" && UsableCudaDevices() > 0);
+  // The host executor is a test device, not a GPU: "auto" never picks it
+  // (a build for the executor runs the CPU unless told "cuda").
+  const bool executor = BuiltForExecutor();
+  const bool cuda = choice.kind == "cuda" || (choice.kind == "auto" && !executor && UsableCudaDevices() > 0);
   if (!cuda) return std::make_shared<CpuBackend>(choice.n_threads, choice.allow_simd);
 #if defined(OCTO_HAVE_CUDA)
   OCTO_ASSIGN_OR_RETURN(std::shared_ptr<CudaBackend> backend, CudaBackend::Create(choice.gpu));

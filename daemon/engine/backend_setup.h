@@ -2,7 +2,8 @@
 //
 // CreateBackend: "cpu", "cuda" (device `gpu`; FAILED_PRECONDITION naming
 // why when there is none, or when this build has no CUDA), or "auto" (CUDA
-// when a device is usable, else the CPU).
+// when a GPU is usable, else the CPU; in a build for the host executor,
+// always the CPU: the executor runs only when asked for by name).
 //
 // BackendWeights: what the forward pass reads on that backend. On the CPU,
 // the host's own views (resident layers and the layer source as they are).
@@ -38,6 +39,7 @@ absl::StatusOr<std::shared_ptr<Backend>> CreateBackend(const BackendChoice& choi
 
 // Whether this build has the CUDA backend, and how many devices it sees.
 bool BuiltWithCuda();
+bool BuiltForExecutor();  // OCTO_CUDA_SIM: "cuda" is the host executor
 int UsableCudaDevices();
 
 // The device's memory now (cudaMemGetInfo); zeros without a device.
