@@ -37,8 +37,10 @@ struct RuntimeOptions {
   int n_threads = 0;                // CPU backend threads; < 1: one per core
   bool allow_simd = true;
   // Backend: "auto" (CUDA when a device is usable, else the CPU), "cuda"
-  // (an error when none is), "cpu". gpu: the CUDA device index.
-  std::string backend = "auto";
+  // (an error when none is), "cpu". gpu: the CUDA device index. octod's
+  // --backend defaults to auto; a Runtime made in code (tests) to the CPU,
+  // the reference, so it computes the same on any machine.
+  std::string backend = "cpu";
   int gpu = 0;
   // VRAM tier (CUDA): layers kept on the device plus the staging buffers
   // the other layers are copied through. 0 = auto: free VRAM at load minus

@@ -309,6 +309,10 @@ void OctodTest::MakeModel(const std::string& name, int n_layers) {
 std::vector<std::string> OctodTest::ServeArgs(const std::string& model, std::vector<std::string> extra) const {
   std::vector<std::string> args = {"--models-root", dir_.Path("root")};
   if (!model.empty()) args.insert(args.end(), {"--model", model});
+  // The CPU backend unless the test names one: its tokens are compared with
+  // the in-process engine's, which runs on the CPU (a GPU box would
+  // otherwise serve them from CUDA).
+  if (std::find(extra.begin(), extra.end(), "--backend") == extra.end()) args.insert(args.end(), {"--backend", "cpu"});
   args.insert(args.end(), extra.begin(), extra.end());
   return args;
 }

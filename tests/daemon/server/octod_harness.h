@@ -122,7 +122,7 @@ class OctodTest : public ::testing::Test {
   // `n_layers` layers and decomposes it to root/NAME.
   void MakeModel(const std::string& name, int n_layers);
   // octod flags: the models root, `model` loaded at start (none when
-  // empty), then `extra`.
+  // empty), `--backend cpu` unless `extra` names a backend, then `extra`.
   std::vector<std::string> ServeArgs(const std::string& model, std::vector<std::string> extra = {}) const;
   // Flags that stream every layer of `model` through one ring slot.
   std::vector<std::string> StreamEveryLayer(const std::string& model) const;
