@@ -225,6 +225,15 @@ void DeviceLayers::PollCopies() {
   cudaGetLastError();  // cudaErrorNotReady from the queries is not an error
 }
 
+// Waits for `slot`'s copy (that one event), then gives its host bytes back.
+absl::Status DeviceLayers::GiveBackWhenCopied(Slot& slot) {
+  if (!slot.host_held) return absl::OkStatus();
+  absl::Status copied = CudaCallStatus(cudaEventSynchronize(slot.copy_done), "a layer copy");
+  host_.ReleaseBytes(slot.layer);
+  slot.host_held = false;
+  return copied;
+}
+
 // Waits for the copy of the earliest-queued disk layer still held, and
 // gives its ring slot back.
 absl::Status DeviceLayers::ReleaseOldestDiskBytes() {
@@ -232,10 +241,7 @@ absl::Status DeviceLayers::ReleaseOldestDiskBytes() {
     const uint32_t layer = order_[(cursor_ + step) % order_.size()];
     const int i = SlotOf(layer);
     if (i < 0 || !slots_[i].host_held || !slots_[i].host_from_disk) continue;
-    OCTO_RETURN_IF_ERROR(CudaCallStatus(cudaEventSynchronize(slots_[i].copy_done), "a layer copy"));
-    host_.ReleaseBytes(layer);
-    slots_[i].host_held = false;
-    return absl::OkStatus();
+    return GiveBackWhenCopied(slots_[i]);
   }
   return absl::FailedPreconditionError("every ring slot is held by a copy not yet queued");
 }
@@ -315,11 +321,7 @@ absl::StatusOr<const LayerWeights*> DeviceLayers::Acquire(uint32_t layer) {
       // failed part way): drop it, giving its host bytes back once copied.
       for (Slot& slot : slots_) {
         if (slot.state != Slot::kCopying) continue;
-        if (slot.host_held) {
-          OCTO_RETURN_IF_ERROR(CudaCallStatus(cudaEventSynchronize(slot.copy_done), "a layer copy"));
-          host_.ReleaseBytes(slot.layer);
-          slot.host_held = false;
-        }
+        OCTO_RETURN_IF_ERROR(GiveBackWhenCopied(slot));
         slot.state = Slot::kFree;
         slot.layer = kNoLayer;
       }
@@ -354,15 +356,8 @@ void DeviceLayers::Release(uint32_t layer) {
     if (i >= 0) {
       cudaEventRecord(slots_[i].slot_free, compute);
       slots_[i].used = true;
-      if (slots_[i].host_held) {  // an error before its copy was known done
-        PollCopies();
-      }
       slots_[i].state = Slot::kFree;
-      if (slots_[i].host_held) {
-        cudaEventSynchronize(slots_[i].copy_done);
-        host_.ReleaseBytes(layer);
-        slots_[i].host_held = false;
-      }
+      GiveBackWhenCopied(slots_[i]).IgnoreError();  // a copy still in flight: the slot is reused next
       slots_[i].layer = kNoLayer;
     }
   }

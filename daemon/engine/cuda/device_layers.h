@@ -118,6 +118,7 @@ class DeviceLayers : public LayerSource {
 
   DeviceLayers(CudaBackend& backend, const Manifest& manifest, std::string model_dir, LayerBytesSource& host);
   void PollCopies();
+  absl::Status GiveBackWhenCopied(Slot& slot);
   absl::Status ReleaseOldestDiskBytes();
   absl::Status Queue(uint32_t layer, int slot);
   void TopUp();

@@ -195,14 +195,7 @@ TEST_F(OctodCudaTest, CorruptedStreamedLayerIsDataLossAndOctodStaysUp) {
   const std::vector<int> good = Tokens(4);
   ASSERT_EQ(good.size(), 4u);
   const std::string file = ModelDir("m") + "/layer_005.bin";
-  const auto middle = static_cast<std::streamoff>(std::filesystem::file_size(file) / 2);
-  auto flip = [&] {
-    std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
-    f.seekg(middle);
-    const char byte = static_cast<char>(f.get() ^ 0x5a);
-    f.seekp(middle);
-    f.put(byte);
-  };
+  auto flip = [&] { FlipMiddleByte(file); };
   flip();
   const RunResult bad = Greedy(4);
   EXPECT_EQ(bad.exit_code, 1);

@@ -136,14 +136,7 @@ TEST_F(OctodFaultTest, CorruptedLayerFileIsDataLossAndOctodStaysUp) {
   ASSERT_EQ(good.exit_code, 0) << good.err;
 
   const std::string file = ModelDir("m") + "/layer_003.bin";
-  const auto middle = static_cast<std::streamoff>(std::filesystem::file_size(file) / 2);
-  auto flip = [&] {
-    std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
-    f.seekg(middle);
-    const char byte = static_cast<char>(f.get() ^ 0x5a);
-    f.seekp(middle);
-    f.put(byte);
-  };
+  auto flip = [&] { FlipMiddleByte(file); };
   flip();
   const RunResult bad = Greedy(8);
   EXPECT_EQ(bad.exit_code, 1);

@@ -317,6 +317,15 @@ std::vector<std::string> OctodTest::ServeArgs(const std::string& model, std::vec
   return args;
 }
 
+void FlipMiddleByte(const std::string& file) {
+  const auto middle = static_cast<std::streamoff>(std::filesystem::file_size(file) / 2);
+  std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekg(middle);
+  const char byte = static_cast<char>(f.get() ^ 0x5a);
+  f.seekp(middle);
+  f.put(byte);
+}
+
 std::vector<std::string> OctodTest::StreamEveryLayer(const std::string& model) const {
   return {"--pin-first", "0", "--pin-last", "0", "--layer-budget", std::to_string(LargestLayerFile(ModelDir(model)))};
 }

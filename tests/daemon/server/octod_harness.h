@@ -44,6 +44,8 @@ std::vector<int> EngineTokens(const std::string& model_dir, const std::string& p
 // Size of the largest layer_*.bin of a model directory: the smallest
 // layer budget that streams every layer through one ring slot.
 uint64_t LargestLayerFile(const std::string& model_dir);
+// XORs the byte in the middle of `file` with 0x5a; a second call restores it.
+void FlipMiddleByte(const std::string& file);
 
 // /dev/shm entries of the rings octod `octod_pid` created (storage/ring.cc
 // names them /octo-ring-<octod pid>-<counter>).
