@@ -50,7 +50,10 @@ TEST_F(ConfigTest, DefaultsAreTheRuntimeDefaults) {
   EXPECT_EQ(runtime.model, "");
   EXPECT_EQ(runtime.n_threads, defaults.n_threads);
   EXPECT_EQ(runtime.allow_simd, defaults.allow_simd);
-  EXPECT_EQ(runtime.backend, defaults.backend);
+  // octod picks the device when there is one; a Runtime made in code (tests,
+  // embedders) stays on the CPU unless told.
+  EXPECT_EQ(runtime.backend, "auto");
+  EXPECT_EQ(defaults.backend, "cpu");
   EXPECT_EQ(runtime.gpu, defaults.gpu);
   EXPECT_EQ(runtime.vram_budget_bytes, defaults.vram_budget_bytes);
   EXPECT_EQ(runtime.staging_buffers, defaults.staging_buffers);
