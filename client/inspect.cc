@@ -46,7 +46,7 @@ absl::Status InspectModelDir(const std::string& dir, int max_elements, std::ostr
   OCTO_ASSIGN_OR_RETURN(Manifest m, ReadManifest(dir));
   const ModelConfig& c = m.config;
   out << absl::StrFormat("%s: Octo model directory (format %u), from %s (GGUF v%u, %u bytes)\n", dir,
-                         kFormatVersion, m.source_name, m.source_gguf_version, m.source_bytes);
+                         m.format_version, m.source_name, m.source_gguf_version, m.source_bytes);
   out << absl::StrFormat(
       "\nconfig: %s \"%s\"\n  dim %u, hidden_dim %u, layers %u, heads %u, kv heads %u, head_dim %u\n"
       "  vocab %u, context %u, rope %s dim %u theta %g, norm eps %g, %s embeddings\n",

@@ -1,5 +1,6 @@
-// Decompose: copy each tensor of a GGUF into its layer-directory file, hash
-// as we go, then publish the directory with one rename.
+// Decompose: copy each tensor of a GGUF into its layer-directory file (a MoE
+// layer's stacked expert tensors slice by slice into their expert blocks),
+// hash as we go, then publish the directory with one rename.
 #include "storage/decompose.h"
 
 #include <dirent.h>
@@ -9,8 +10,9 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
-#include <cerrno>
+#include <algorithm>
 #include <array>
+#include <cerrno>
 #include <cstdio>
 #include <filesystem>
 #include <vector>
@@ -19,10 +21,11 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "storage/chunk_pipeline.h"
+#include "storage/expert_blocks.h"
 #include "storage/file.h"
 #include "storage/layer_file.h"
+#include "storage/section_hasher.h"
 #include "storage/status_macros.h"
-#include "storage/xxhash64.h"
 
 namespace octo {
 namespace {
@@ -66,52 +69,82 @@ absl::Status CheckCancelled(const DecomposeOptions& options) {
   return absl::OkStatus();
 }
 
-// One read of up to a buffer's worth of one tensor.
+// One read of up to a buffer's worth of one tensor, and where it goes.
 struct Chunk {
   const ManifestTensor* tensor;
   const GgufTensorInfo* source;
-  uint64_t offset;  // into the tensor
+  uint64_t source_offset;  // into the tensor's bytes in the GGUF
+  uint64_t file_offset;    // in the file being written
   uint64_t size;
 };
 
-// Writes one file: header page, tensors at their offsets, zero padding;
-// returns its XXH64. The file is sized first so padding is never written.
-absl::StatusOr<uint64_t> WriteModelFile(const GgufFile& gguf, const ManifestFile& plan, const std::string& path,
-                                        const DecomposeOptions& options, ChunkBuffers& buffers,
-                                        uint64_t& bytes_done, uint64_t bytes_total) {
+// Cuts `bytes` of `t` at `source_offset` in the GGUF, going to `file_offset`,
+// into chunks of at most `chunk_bytes`.
+void AddChunks(const ManifestTensor& t, const GgufTensorInfo* source, uint64_t source_offset, uint64_t file_offset,
+               uint64_t bytes, uint64_t chunk_bytes, std::vector<Chunk>& chunks) {
+  for (uint64_t done = 0; done < bytes; done += chunk_bytes) {
+    chunks.push_back({&t, source, source_offset + done, file_offset + done, std::min(chunk_bytes, bytes - done)});
+  }
+}
+
+// Every chunk of `plan`, in file order (so the file is hashed front to
+// back). A packed tensor is copied whole; a strided one (format 2's stacked
+// expert tensors) slice by slice, expert e's slice to offset + e * stride.
+std::vector<Chunk> PlanChunks(const GgufFile& gguf, const ManifestFile& plan, uint64_t chunk_bytes) {
   std::vector<Chunk> chunks;
   for (const ManifestTensor& t : plan.tensors) {
     const GgufTensorInfo* source = gguf.FindTensor(t.name);
-    for (uint64_t offset = 0; offset < t.bytes; offset += buffers[0].size()) {
-      chunks.push_back({&t, source, offset, std::min<uint64_t>(buffers[0].size(), t.bytes - offset)});
+    if (t.expert_stride == 0) {
+      AddChunks(t, source, 0, t.offset, t.bytes, chunk_bytes, chunks);
+      continue;
+    }
+    const uint64_t slice = t.bytes / plan.experts->count;
+    for (uint64_t e = 0; e < plan.experts->count; ++e) {
+      AddChunks(t, source, e * slice, t.offset + e * t.expert_stride, slice, chunk_bytes, chunks);
     }
   }
+  std::sort(chunks.begin(), chunks.end(), [](const Chunk& a, const Chunk& b) { return a.file_offset < b.file_offset; });
+  return chunks;
+}
+
+// What writing a file hashed: the whole file, and for a format-2 MoE layer
+// file its dense part and each expert block.
+struct FileDigests {
+  uint64_t whole = 0;
+  uint64_t dense = 0;
+  std::vector<uint64_t> experts;
+};
+
+// Writes one file: header page, tensors at their offsets, zero padding;
+// returns its checksums. The file is sized first so padding is never written.
+absl::StatusOr<FileDigests> WriteModelFile(const GgufFile& gguf, const ManifestFile& plan, const std::string& path,
+                                           const DecomposeOptions& options, ChunkBuffers& buffers,
+                                           uint64_t& bytes_done, uint64_t bytes_total) {
+  const std::vector<Chunk> chunks = PlanChunks(gguf, plan, buffers[0].size());
   OCTO_ASSIGN_OR_RETURN(File out, File::CreateNew(path));
   OCTO_RETURN_IF_ERROR(out.Truncate(plan.size));
-  Xxh64 hasher;
+  SectionHasher hasher(ExpertChecksumRanges(plan));
   std::vector<uint8_t> page(kHeaderBytes);
-  EncodeFileHeader({plan.kind, plan.layer, static_cast<uint32_t>(plan.tensors.size()), plan.size}, page);
+  FileHeader header;
+  header.kind = plan.kind;
+  header.layer = plan.layer;
+  header.tensor_count = static_cast<uint32_t>(plan.tensors.size());
+  header.file_size = plan.size;
+  EncodeFileHeader(header, page);
   OCTO_RETURN_IF_ERROR(out.WriteAt(0, page));
   hasher.Update(page);
-  static const std::vector<uint8_t> kZeros(kAlignment, 0);
-  uint64_t pos = kHeaderBytes;  // bytes hashed so far
-  auto hash_zeros_to = [&](uint64_t end) {
-    for (; pos < end; pos += kZeros.size()) hasher.Update(std::span(kZeros).first(std::min<uint64_t>(kZeros.size(), end - pos)));
-    pos = end;
-  };
   auto read = [&](size_t k, std::span<uint8_t> buffer) -> absl::StatusOr<std::span<uint8_t>> {
     const Chunk& c = chunks[k];
     std::span<uint8_t> data = buffer.first(c.size);
-    absl::Status status = gguf.ReadTensorData(*c.source, c.offset, data);
+    absl::Status status = gguf.ReadTensorData(*c.source, c.source_offset, data);
     if (!status.ok()) return Annotate(status, "reading tensor " + c.tensor->name);
     return data;
   };
   auto write = [&](size_t k, std::span<const uint8_t> data) -> absl::Status {
     OCTO_RETURN_IF_ERROR(CheckCancelled(options));
-    const uint64_t file_offset = chunks[k].tensor->offset + chunks[k].offset;
-    hash_zeros_to(file_offset);
+    const uint64_t file_offset = chunks[k].file_offset;
+    hasher.UpdateZerosTo(file_offset);
     hasher.Update(data);
-    pos += data.size();
     OCTO_RETURN_IF_ERROR(out.WriteAt(file_offset, data));
     // Keep the disk writing as we go rather than leaving the whole file to
     // the Sync() at the end.
@@ -121,11 +154,17 @@ absl::StatusOr<uint64_t> WriteModelFile(const GgufFile& gguf, const ManifestFile
     return absl::OkStatus();
   };
   OCTO_RETURN_IF_ERROR(PipelineChunks(chunks.size(), buffers, read, write));
-  hash_zeros_to(plan.size);
+  hasher.UpdateZerosTo(plan.size);
   OCTO_RETURN_IF_ERROR(out.Sync());
   out.DropCache();  // written and synced: keep the page cache for other work
   OCTO_RETURN_IF_ERROR(out.Close());
-  return hasher.Digest();
+  FileDigests digests;
+  digests.whole = hasher.Digest();
+  if (plan.experts.has_value()) {
+    digests.dense = hasher.SectionDigest(0);
+    for (size_t e = 0; e < plan.experts->count; ++e) digests.experts.push_back(hasher.SectionDigest(1 + e));
+  }
+  return digests;
 }
 
 // Fails before writing anything when the output file system cannot hold
@@ -186,12 +225,16 @@ absl::StatusOr<Manifest> Decompose(const std::string& gguf_path, const std::stri
   ChunkBuffers buffers = {std::vector<uint8_t>(chunk_bytes), std::vector<uint8_t>(chunk_bytes)};
   absl::Status status;
   for (ManifestFile& f : manifest.files) {
-    auto checksum = WriteModelFile(gguf, f, (partial / f.name).string(), options, buffers, bytes_done, bytes_total);
-    if (!checksum.ok()) {
-      status = Annotate(checksum.status(), f.name);
+    auto digests = WriteModelFile(gguf, f, (partial / f.name).string(), options, buffers, bytes_done, bytes_total);
+    if (!digests.ok()) {
+      status = Annotate(digests.status(), f.name);
       break;
     }
-    f.checksum = *checksum;
+    f.checksum = digests->whole;
+    if (f.experts.has_value()) {
+      f.experts->dense_checksum = digests->dense;
+      f.experts->checksums = digests->experts;
+    }
   }
   // The manifest goes last: its presence marks a complete directory.
   if (status.ok()) status = WriteNewFile((partial / kManifestName).string(), ManifestToJson(manifest));

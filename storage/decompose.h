@@ -34,9 +34,10 @@ struct DecomposeOptions {
   uint64_t chunk_bytes = 8ull << 20;
 };
 
-// Lays out the directory for `gguf` without writing anything: every file
-// with its tensors at 4 KiB-aligned offsets, sizes, the tokenizer and other
-// metadata. Checksums are left zero. Fails naming the defect when the model
+// Lays out the directory for `gguf` in format kFormatVersion without writing
+// anything: every file with its tensors at 4 KiB-aligned offsets (a MoE
+// layer file's stacked expert tensors in per-expert blocks, see FORMAT.md),
+// sizes, the tokenizer and other metadata. Checksums are left zero. Fails naming the defect when the model
 // is not one Octo can run (architecture, missing or misshapen tensors).
 absl::StatusOr<Manifest> PlanLayerDirectory(const GgufFile& gguf, const std::string& source_name);
 

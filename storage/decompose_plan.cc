@@ -1,16 +1,77 @@
 // PlanLayerDirectory: which tensor goes where, before any byte is written.
 #include <map>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "storage/byte_order.h"
 #include "storage/decompose.h"
+#include "storage/expert_blocks.h"
 #include "storage/gguf_json.h"
 #include "storage/layer_file.h"
 #include "storage/status_macros.h"
 #include "storage/tensor_layout.h"
 
 namespace octo {
+namespace {
+
+// Places `t` at `*offset` and moves `*offset` to the next aligned byte after it.
+absl::Status Place(ManifestTensor& t, uint64_t* offset) {
+  t.offset = *offset;
+  if (!AlignUp(*offset + t.bytes, kAlignment, offset)) return absl::OutOfRangeError("file size overflows");
+  return absl::OkStatus();
+}
+
+// Format 1's layout, and format 2's for every file but a MoE layer's: the
+// tensors one after another in GGUF order, each at an aligned offset.
+absl::Status LayOutPacked(ManifestFile& f) {
+  uint64_t offset = kHeaderBytes;
+  for (ManifestTensor& t : f.tensors) OCTO_RETURN_IF_ERROR(Place(t, &offset));
+  f.size = offset;
+  return absl::OkStatus();
+}
+
+// A MoE layer file: every tensor but the stacked expert tensors packed as
+// above (the dense part), then one block per expert holding its slices of
+// gate, up and down, in that order, each at an aligned offset in the block.
+// Slice e of a stacked tensor is expert e's rows: bytes / n_experts at
+// e * slice in the GGUF (ggml shape [cols, rows, n_experts]).
+absl::Status LayOutExpertBlocks(ManifestFile& f, uint32_t n_experts) {
+  uint64_t offset = kHeaderBytes;
+  for (ManifestTensor& t : f.tensors) {
+    if (!IsStackedExpertTensor(t.name)) OCTO_RETURN_IF_ERROR(Place(t, &offset));
+  }
+  ExpertBlocks blocks;
+  blocks.offset = offset;
+  blocks.count = n_experts;
+  blocks.checksums.assign(n_experts, 0);
+  uint64_t in_block = 0;
+  std::vector<ManifestTensor*> stacked;
+  for (absl::string_view suffix : kStackedExpertSuffixes) {
+    for (ManifestTensor& t : f.tensors) {
+      if (IsStackedExpertTensor(t.name) && absl::EndsWith(t.name, suffix)) {
+        t.offset = in_block;  // made absolute once the stride is known
+        if (!AlignUp(in_block + t.bytes / n_experts, kAlignment, &in_block)) {
+          return absl::OutOfRangeError("expert block size overflows");
+        }
+        stacked.push_back(&t);
+      }
+    }
+  }
+  blocks.stride = in_block;
+  for (ManifestTensor* t : stacked) {
+    t->offset += blocks.offset;
+    t->expert_stride = blocks.stride;
+  }
+  if (__builtin_mul_overflow(uint64_t{n_experts}, blocks.stride, &f.size) ||
+      __builtin_add_overflow(f.size, blocks.offset, &f.size)) {
+    return absl::OutOfRangeError("file size overflows");
+  }
+  f.experts = std::move(blocks);
+  return absl::OkStatus();
+}
+
+}  // namespace
 
 absl::StatusOr<Manifest> PlanLayerDirectory(const GgufFile& gguf, const std::string& source_name) {
   Manifest m;
@@ -35,14 +96,16 @@ absl::StatusOr<Manifest> PlanLayerDirectory(const GgufFile& gguf, const std::str
     f.name = FileNameFor(slot.kind, slot.layer);
     f.tensors.push_back({t.name, t.type, t.dims, 0, t.n_bytes});
   }
+  // Refuse a model that cannot run before laying it out, so a missing or
+  // misshapen expert tensor is named as such.
+  OCTO_RETURN_IF_ERROR(CheckModelTensors(m.config, [&](absl::string_view name) -> const std::vector<uint64_t>* {
+    const GgufTensorInfo* t = gguf.FindTensor(name);
+    return t == nullptr ? nullptr : &t->dims;
+  }));
   for (auto& [key, f] : files) {
     if (f.tensors.size() > kMaxTensorsPerFile) return absl::InvalidArgumentError(f.name + ": too many tensors");
-    uint64_t offset = kHeaderBytes;
-    for (ManifestTensor& t : f.tensors) {
-      t.offset = offset;
-      if (!AlignUp(offset + t.bytes, kAlignment, &offset)) return absl::OutOfRangeError("file size overflows");
-    }
-    f.size = offset;
+    const bool moe_layer = f.kind == FileKind::kLayer && m.config.n_experts > 0;
+    OCTO_RETURN_IF_ERROR(moe_layer ? LayOutExpertBlocks(f, m.config.n_experts) : LayOutPacked(f));
     m.files.push_back(std::move(f));
   }
   OCTO_RETURN_IF_ERROR(ValidateManifestLayout(m));

@@ -49,8 +49,10 @@ int OpenFile(const std::string& path, bool direct) {
 // The reads of one file, cut into chunks kept `depth` in flight.
 class ChunkedRead {
  public:
-  ChunkedRead(ReadQueue& queue, const std::string& path, uint64_t size, uint64_t chunk_bytes, std::span<uint8_t> dest)
-      : queue_(queue), path_(path), size_(size), chunk_bytes_(chunk_bytes), dest_(dest),
+  // Reads file bytes [base, base + size) into dest[0, size).
+  ChunkedRead(ReadQueue& queue, const std::string& path, uint64_t base, uint64_t size, uint64_t chunk_bytes,
+              std::span<uint8_t> dest)
+      : queue_(queue), path_(path), base_(base), size_(size), chunk_bytes_(chunk_bytes), dest_(dest),
         filled_((size + chunk_bytes - 1) / chunk_bytes, 0) {}
 
   // Reads everything through `fd` (direct when `direct`). Sets *refused when
@@ -97,13 +99,13 @@ class ChunkedRead {
       }
       fd = buffered_fd_.get();
     }
-    return queue_.Submit(fd, offset, rest, c);
+    return queue_.Submit(fd, base_ + offset, rest, c);
   }
 
   absl::Status OnCompletion(const ReadQueue::Completion& done, bool* refused) {
     const uint64_t c = done.tag;
     if (c >= filled_.size()) return absl::InternalError(absl::StrCat("read queue returned unknown tag ", c));
-    const uint64_t offset = c * chunk_bytes_ + filled_[c];
+    const uint64_t offset = base_ + c * chunk_bytes_ + filled_[c];
     if (done.result == -EINTR || done.result == -EAGAIN) return absl::OkStatus();
     if (done.result == -EINVAL && direct_) {
       *refused = true;
@@ -127,6 +129,7 @@ class ChunkedRead {
 
   ReadQueue& queue_;
   const std::string& path_;
+  const uint64_t base_;
   const uint64_t size_;
   const uint64_t chunk_bytes_;
   std::span<uint8_t> dest_;
@@ -187,24 +190,34 @@ absl::Status DirectReader::Probe(const std::string& path) {
 }
 
 absl::StatusOr<uint64_t> DirectReader::ReadFile(const std::string& path, uint64_t size, std::span<uint8_t> dest) {
-  bool refused = false;
-  absl::StatusOr<uint64_t> digest = ReadOnce(path, size, dest, &refused);
-  if (refused) {
-    direct_ = false;  // the file system takes no O_DIRECT; every file here is on it
-    digest = ReadOnce(path, size, dest, &refused);
-  }
-  return digest;
-}
-
-absl::StatusOr<uint64_t> DirectReader::ReadOnce(const std::string& path, uint64_t size, std::span<uint8_t> dest,
-                                                bool* refused) {
   if (dest.size() < size) {
     return absl::InvalidArgumentError(
         absl::StrCat(path, " is ", size, " bytes, larger than the ", dest.size(), "-byte buffer"));
   }
-  // Direct reads need an aligned buffer and length; anything else goes
-  // through the cache (never the case for ring slots and layer files).
-  bool direct = direct_ && Aligned(reinterpret_cast<uintptr_t>(dest.data())) && Aligned(size);
+  return ReadRange(path, size, 0, dest.first(size));
+}
+
+absl::StatusOr<uint64_t> DirectReader::ReadRange(const std::string& path, uint64_t file_size, uint64_t offset,
+                                                 std::span<uint8_t> dest) {
+  if (offset > file_size || dest.size() > file_size - offset) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": bytes [", offset, ", ", offset + dest.size(),
+                                                   ") are outside its ", file_size, " bytes"));
+  }
+  bool refused = false;
+  absl::StatusOr<uint64_t> digest = ReadOnce(path, file_size, offset, dest, &refused);
+  if (refused) {
+    direct_ = false;  // the file system takes no O_DIRECT; every file here is on it
+    digest = ReadOnce(path, file_size, offset, dest, &refused);
+  }
+  return digest;
+}
+
+absl::StatusOr<uint64_t> DirectReader::ReadOnce(const std::string& path, uint64_t file_size, uint64_t offset,
+                                                std::span<uint8_t> dest, bool* refused) {
+  const uint64_t size = dest.size();
+  // Direct reads need an aligned buffer, offset and length; anything else
+  // goes through the cache (never the case for ring slots and layer files).
+  bool direct = direct_ && Aligned(reinterpret_cast<uintptr_t>(dest.data())) && Aligned(offset) && Aligned(size);
   int opened = OpenFile(path, direct);
   if (opened == -EINVAL && direct) {
     *refused = true;
@@ -215,11 +228,11 @@ absl::StatusOr<uint64_t> DirectReader::ReadOnce(const std::string& path, uint64_
   struct stat st;
   if (::fstat(fd.get(), &st) != 0) return ErrnoStatus(errno, "cannot stat", path);
   if (!S_ISREG(st.st_mode)) return absl::InvalidArgumentError(absl::StrCat(path, " is not a regular file"));
-  if (static_cast<uint64_t>(st.st_size) != size) {
-    return absl::DataLossError(absl::StrCat(path, " is ", st.st_size, " bytes; the manifest says ", size));
+  if (static_cast<uint64_t>(st.st_size) != file_size) {
+    return absl::DataLossError(absl::StrCat(path, " is ", st.st_size, " bytes; the manifest says ", file_size));
   }
   if (size == 0) return Xxh64Hash({});
-  ChunkedRead read(*queue_, path, size, options_.chunk_bytes, dest);
+  ChunkedRead read(*queue_, path, offset, size, options_.chunk_bytes, dest);
   return read.Run(fd.get(), direct, refused);
 }
 

@@ -43,6 +43,13 @@ class LayerFileReader {
   // returns, no read into `dest` is still running, error or not.
   virtual absl::StatusOr<uint64_t> ReadFile(const std::string& path, uint64_t size, std::span<uint8_t> dest) = 0;
 
+  // Reads bytes [offset, offset + dest.size()) of the file at `path`, which
+  // must be exactly `file_size` bytes, into dest, and returns their XXH64:
+  // one expert's block of a format-2 layer file. Errors as ReadFile's, and
+  // INVALID_ARGUMENT for a range outside the file.
+  virtual absl::StatusOr<uint64_t> ReadRange(const std::string& path, uint64_t file_size, uint64_t offset,
+                                             std::span<uint8_t> dest) = 0;
+
   // How reads are done, e.g. "io_uring+direct", "threads+buffered".
   virtual std::string io_mode() const = 0;
 
@@ -65,6 +72,8 @@ class DirectReader : public LayerFileReader {
   absl::Status Probe(const std::string& path) override;
 
   absl::StatusOr<uint64_t> ReadFile(const std::string& path, uint64_t size, std::span<uint8_t> dest) override;
+  absl::StatusOr<uint64_t> ReadRange(const std::string& path, uint64_t file_size, uint64_t offset,
+                                     std::span<uint8_t> dest) override;
   std::string io_mode() const override;
 
   // True while reads still use O_DIRECT.
@@ -73,7 +82,8 @@ class DirectReader : public LayerFileReader {
  private:
   DirectReader(const DirectReaderOptions& options, std::unique_ptr<ReadQueue> queue);
   // One attempt; *refused is set when O_DIRECT was refused mid-file.
-  absl::StatusOr<uint64_t> ReadOnce(const std::string& path, uint64_t size, std::span<uint8_t> dest, bool* refused);
+  absl::StatusOr<uint64_t> ReadOnce(const std::string& path, uint64_t file_size, uint64_t offset,
+                                    std::span<uint8_t> dest, bool* refused);
 
   DirectReaderOptions options_;
   std::unique_ptr<ReadQueue> queue_;

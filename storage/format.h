@@ -7,7 +7,10 @@
 
 namespace octo {
 
-inline constexpr uint32_t kFormatVersion = 1;
+// Version 2 lays each MoE layer file out in per-expert blocks (see
+// FORMAT.md); readers still accept version 1 directories.
+inline constexpr uint32_t kFormatVersion = 2;
+inline constexpr uint32_t kOldestFormatVersion = 1;
 inline constexpr char kManifestName[] = "manifest.json";
 inline constexpr char kManifestFormatName[] = "octo-model-dir";
 
@@ -45,5 +48,6 @@ enum class FileKind : uint32_t {
 inline constexpr uint64_t kMaxManifestBytes = 512ull << 20;
 inline constexpr uint32_t kMaxLayers = 4096;
 inline constexpr uint32_t kMaxTensorsPerFile = 65536;
+inline constexpr uint32_t kMaxExperts = 1024;  // per MoE layer
 
 }  // namespace octo

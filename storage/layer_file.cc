@@ -12,7 +12,7 @@ namespace octo {
 void EncodeFileHeader(const FileHeader& header, std::span<uint8_t> page) {
   std::memset(page.data(), 0, page.size());
   std::memcpy(page.data() + kHeaderMagicOffset, kFileMagic, sizeof(kFileMagic));
-  StoreLE<uint32_t>(page.data() + kHeaderVersionOffset, kFormatVersion);
+  StoreLE<uint32_t>(page.data() + kHeaderVersionOffset, header.format_version);
   StoreLE<uint32_t>(page.data() + kHeaderKindOffset, static_cast<uint32_t>(header.kind));
   StoreLE<uint32_t>(page.data() + kHeaderLayerOffset, header.layer);
   StoreLE<uint32_t>(page.data() + kHeaderTensorCountOffset, header.tensor_count);
@@ -31,11 +31,12 @@ absl::StatusOr<FileHeader> DecodeFileHeader(std::span<const uint8_t> page) {
     return absl::DataLossError(absl::StrFormat("header checksum mismatch (stored %016x, computed %016x)", stored, actual));
   }
   const uint32_t version = LoadLE<uint32_t>(page.data() + kHeaderVersionOffset);
-  if (version != kFormatVersion) {
-    return absl::FailedPreconditionError(absl::StrCat("file has format version ", version, ", this build reads version ",
-                                                      kFormatVersion));
+  if (version < kOldestFormatVersion || version > kFormatVersion) {
+    return absl::FailedPreconditionError(absl::StrCat("file has format version ", version, ", this build reads versions ",
+                                                      kOldestFormatVersion, " to ", kFormatVersion));
   }
   FileHeader header;
+  header.format_version = version;
   header.kind = static_cast<FileKind>(LoadLE<uint32_t>(page.data() + kHeaderKindOffset));
   if (FileKindName(header.kind).empty()) return absl::DataLossError("header has an unknown file kind");
   header.layer = LoadLE<uint32_t>(page.data() + kHeaderLayerOffset);

@@ -16,13 +16,17 @@ struct FileHeader {
   uint32_t layer = kNoLayer;  // layer index for kLayer files
   uint32_t tensor_count = 0;
   uint64_t file_size = 0;
+  // Written as given (decompose writes kFormatVersion); decoding accepts
+  // kOldestFormatVersion .. kFormatVersion.
+  uint32_t format_version = kFormatVersion;
 };
 
 // Fills `page` (kHeaderBytes long) with the encoded header.
 void EncodeFileHeader(const FileHeader& header, std::span<uint8_t> page);
 
 // Decodes and checks magic, version and header checksum. DATA_LOSS naming
-// the defect when the page is not a valid header.
+// the defect when the page is not a valid header; FAILED_PRECONDITION for a
+// format version this build does not read.
 absl::StatusOr<FileHeader> DecodeFileHeader(std::span<const uint8_t> page);
 
 // "layer_007.bin", "embed.bin", ...

@@ -156,7 +156,7 @@ class Server {
     uint32_t expected = ring::kRequested;
     if (!d.state.compare_exchange_strong(expected, ring::kLoading, std::memory_order_acq_rel)) return;
     const auto start = std::chrono::steady_clock::now();
-    absl::StatusOr<uint64_t> bytes = ReadLayer(d.layer, ring_.slot_data(i));
+    absl::StatusOr<uint64_t> bytes = Read(d, ring_.slot_data(i));
     d.load_nanos = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count();
     d.bytes = bytes.ok() ? *bytes : 0;
     d.status_code = static_cast<int32_t>(bytes.status().code());
@@ -167,8 +167,10 @@ class Server {
     d.state.store(bytes.ok() ? ring::kReady : ring::kFailed, std::memory_order_release);
   }
 
-  // Reads layer `layer`'s file into `data` (a slot) and checks it; its size.
-  absl::StatusOr<uint64_t> ReadLayer(uint32_t layer, uint8_t* data) {
+  // Reads what request `d` asks for into `data` (a slot holding an image of
+  // the layer file: each part at its file offset) and checks it; the bytes read.
+  absl::StatusOr<uint64_t> Read(const SlotDescriptor& d, uint8_t* data) {
+    const uint32_t layer = d.layer;
     if (layer >= layers_.size() || layers_[layer] == nullptr) {
       return absl::InvalidArgumentError(
           absl::StrCat("layer ", layer, " is not in the model (it has layers 0..", layers_.size() - 1, ")"));
@@ -178,19 +180,59 @@ class Server {
       return absl::InvalidArgumentError(absl::StrCat(file.name, " is ", file.size, " bytes; a ring slot holds ",
                                                      ring_.slot_bytes(), " (raise the slot size)"));
     }
-    std::span<uint8_t> slot(data, file.size);
-    OCTO_ASSIGN_OR_RETURN(uint64_t digest, reader_.ReadFile(config_.model_dir + "/" + file.name, file.size, slot));
-    if (digest != file.checksum) {
-      return absl::DataLossError(absl::StrCat(file.name, ": checksum mismatch (read ", FormatChecksum(digest),
-                                              ", the manifest says ", FormatChecksum(file.checksum),
+    if (d.part != ring::kWholeFile && !file.experts.has_value()) {
+      return absl::InvalidArgumentError(absl::StrCat(file.name, " has no expert blocks (format ",
+                                                     manifest_.format_version, "): read it whole"));
+    }
+    switch (d.part) {
+      case ring::kWholeFile:
+        OCTO_RETURN_IF_ERROR(ReadPart(file, {0, file.size}, file.checksum, "", data));
+        OCTO_RETURN_IF_ERROR(CheckHeader(file, data));
+        return file.size;
+      case ring::kDensePart: {
+        const ByteRange dense = DenseRange(file);
+        OCTO_RETURN_IF_ERROR(ReadPart(file, dense, file.experts->dense_checksum, "dense part: ", data));
+        OCTO_RETURN_IF_ERROR(CheckHeader(file, data));
+        return dense.bytes;
+      }
+      case ring::kExpertBlocks: {
+        uint64_t bytes = 0;
+        for (uint32_t e = 0; e < file.experts->count && e < ring::kMaxRingExperts; ++e) {
+          if ((d.experts[e / 64] >> (e % 64) & 1) == 0) continue;
+          const ByteRange range = ExpertRange(file, e);
+          OCTO_RETURN_IF_ERROR(ReadPart(file, range, file.experts->checksums[e],
+                                        absl::StrCat("expert ", e, " of layer ", layer, ": "), data));
+          bytes += range.bytes;
+        }
+        return bytes;
+      }
+      default:
+        return absl::InvalidArgumentError(absl::StrCat("request part ", d.part, " is unknown"));
+    }
+  }
+
+  // Reads `range` of `file` to the same offset of `data` and checks it
+  // against `checksum`; `what` names the part in the error.
+  absl::Status ReadPart(const ManifestFile& file, ByteRange range, uint64_t checksum, absl::string_view what,
+                        uint8_t* data) {
+    OCTO_ASSIGN_OR_RETURN(uint64_t digest, reader_.ReadRange(config_.model_dir + "/" + file.name, file.size,
+                                                             range.offset, {data + range.offset, range.bytes}));
+    if (digest != checksum) {
+      return absl::DataLossError(absl::StrCat(file.name, ": ", what, "checksum mismatch (read ",
+                                              FormatChecksum(digest), ", the manifest says ", FormatChecksum(checksum),
                                               "); the file is damaged: run `octo-ctl verify`"));
     }
-    absl::StatusOr<FileHeader> header = DecodeFileHeader(slot.first(kHeaderBytes));
+    return absl::OkStatus();
+  }
+
+  // The header page at the start of the slot names this layer's file.
+  static absl::Status CheckHeader(const ManifestFile& file, const uint8_t* data) {
+    absl::StatusOr<FileHeader> header = DecodeFileHeader({data, kHeaderBytes});
     if (!header.ok()) return Annotate(header.status(), file.name);
-    if (header->kind != FileKind::kLayer || header->layer != layer) {
+    if (header->kind != FileKind::kLayer || header->layer != file.layer) {
       return absl::DataLossError(absl::StrCat(file.name, ": its header says ", FileNameFor(header->kind, header->layer)));
     }
-    return file.size;
+    return absl::OkStatus();
   }
 
   const LoaderConfig& config_;

@@ -8,6 +8,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/match.h"
+#include "storage/expert_blocks.h"
 #include "storage/file.h"
 #include "storage/gguf.h"
 #include "storage/gguf_json.h"
@@ -85,7 +86,37 @@ absl::StatusOr<ManifestTensor> TensorFromJson(const json& j, absl::string_view f
   }
   OCTO_ASSIGN_OR_RETURN(t.offset, U64(j, "offset", what));
   OCTO_ASSIGN_OR_RETURN(t.bytes, U64(j, "bytes", what));
+  if (j.contains("expert_stride")) {
+    OCTO_ASSIGN_OR_RETURN(t.expert_stride, U64(j, "expert_stride", what));
+  }
   return t;
+}
+
+absl::StatusOr<ExpertBlocks> ExpertsFromJson(const json& j, const std::string& file) {
+  const std::string what = file + ": experts";
+  if (!j.is_object()) return absl::InvalidArgumentError(what + " is not an object");
+  ExpertBlocks x;
+  OCTO_ASSIGN_OR_RETURN(x.offset, U64(j, "offset", what));
+  OCTO_ASSIGN_OR_RETURN(x.stride, U64(j, "stride", what));
+  OCTO_ASSIGN_OR_RETURN(uint64_t count, U64(j, "count", what));
+  if (count > kMaxExperts) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": count ", count, " is above ", kMaxExperts));
+  }
+  x.count = static_cast<uint32_t>(count);
+  OCTO_ASSIGN_OR_RETURN(std::string dense, Str(j, "dense_checksum", what));
+  OCTO_ASSIGN_OR_RETURN(x.dense_checksum, ParseChecksum(dense, what + ": dense part"));
+  auto checksums = j.find("checksums");
+  if (checksums == j.end() || !checksums->is_array() || checksums->size() > kMaxExperts) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": \"checksums\" is missing or not an array of at most ", kMaxExperts));
+  }
+  for (const json& c : *checksums) {
+    const std::string expert = absl::StrCat(what, ": expert ", x.checksums.size());
+    if (!c.is_string()) return absl::InvalidArgumentError(expert + ": checksum is not a string");
+    OCTO_ASSIGN_OR_RETURN(uint64_t v, ParseChecksum(c.get<std::string>(), expert));
+    x.checksums.push_back(v);
+  }
+  return x;
 }
 
 absl::StatusOr<ManifestFile> FileFromJson(const json& j) {
@@ -113,10 +144,14 @@ absl::StatusOr<ManifestFile> FileFromJson(const json& j) {
     OCTO_ASSIGN_OR_RETURN(ManifestTensor tensor, TensorFromJson(t, f.name));
     f.tensors.push_back(std::move(tensor));
   }
+  if (j.contains("experts")) {
+    OCTO_ASSIGN_OR_RETURN(f.experts, ExpertsFromJson(j["experts"], f.name));
+  }
   return f;
 }
 
-absl::Status ValidateFile(const ManifestFile& f, uint32_t n_layers) {
+absl::Status ValidateFile(const ManifestFile& f, const ModelConfig& c, uint32_t format_version) {
+  const uint32_t n_layers = c.n_layers;
   if (f.kind == FileKind::kLayer && f.layer >= n_layers) {
     return absl::InvalidArgumentError(absl::StrCat(f.name, ": layer ", f.layer, " but the model has ", n_layers));
   }
@@ -129,7 +164,8 @@ absl::Status ValidateFile(const ManifestFile& f, uint32_t n_layers) {
                                                    " holding at least the header"));
   }
   if (f.tensors.empty()) return absl::InvalidArgumentError(f.name + ": has no tensors");
-  std::vector<const ManifestTensor*> sorted;
+  OCTO_RETURN_IF_ERROR(CheckExpertBlocks(f, c.n_experts, format_version));
+  std::vector<const ManifestTensor*> packed;  // the tensors stored whole, by offset below
   for (const ManifestTensor& t : f.tensors) {
     const std::string what = absl::StrCat(f.name, ": tensor ", t.name);
     auto slot = FileForTensor(t.name, n_layers);
@@ -149,20 +185,23 @@ absl::Status ValidateFile(const ManifestFile& f, uint32_t n_layers) {
       return absl::InvalidArgumentError(
           absl::StrCat(what, ": \"bytes\" is ", t.bytes, " but its type and shape need ", *bytes));
     }
-    if (t.offset % kAlignment != 0 || t.offset < kHeaderBytes || t.offset > f.size || t.bytes > f.size - t.offset) {
-      return absl::InvalidArgumentError(absl::StrCat(what, ": bytes [", t.offset, ", +", t.bytes,
+    if (t.expert_stride != 0) OCTO_RETURN_IF_ERROR(CheckStridedTensor(f, t));
+    const uint64_t extent = TensorExtent(f, t);
+    if (t.offset % kAlignment != 0 || t.offset < kHeaderBytes || t.offset > f.size || extent > f.size - t.offset) {
+      return absl::InvalidArgumentError(absl::StrCat(what, ": bytes [", t.offset, ", +", extent,
                                                      ") are not a ", kAlignment, "-aligned range inside the file"));
     }
-    sorted.push_back(&t);
+    if (t.expert_stride == 0) packed.push_back(&t);
   }
-  std::sort(sorted.begin(), sorted.end(), [](auto* a, auto* b) { return a->offset < b->offset; });
-  for (size_t i = 1; i < sorted.size(); ++i) {
-    if (sorted[i]->offset < sorted[i - 1]->offset + sorted[i - 1]->bytes) {
+  std::sort(packed.begin(), packed.end(), [](auto* a, auto* b) { return a->offset < b->offset; });
+  for (size_t i = 1; i < packed.size(); ++i) {
+    if (packed[i]->offset < packed[i - 1]->offset + packed[i - 1]->bytes) {
       return absl::InvalidArgumentError(
-          absl::StrCat(f.name, ": tensor ", sorted[i]->name, " overlaps tensor ", sorted[i - 1]->name));
+          absl::StrCat(f.name, ": tensor ", packed[i]->name, " overlaps tensor ", packed[i - 1]->name));
     }
   }
-  return absl::OkStatus();
+  // Format 2: the packed tensors before the expert blocks, no two expert slices overlapping.
+  return CheckExpertSlices(f);
 }
 
 absl::StatusOr<Manifest> ParseManifestJson(absl::string_view text);
@@ -190,22 +229,34 @@ std::string ManifestToJson(const Manifest& m) {
   for (const ManifestFile& f : m.files) {
     json tensors = json::array();
     for (const ManifestTensor& t : f.tensors) {
-      tensors.push_back({{"name", t.name},
-                         {"type", std::string(t.type.name)},
-                         {"shape", t.shape},
-                         {"offset", t.offset},
-                         {"bytes", t.bytes}});
+      json tensor = {{"name", t.name},
+                     {"type", std::string(t.type.name)},
+                     {"shape", t.shape},
+                     {"offset", t.offset},
+                     {"bytes", t.bytes}};
+      if (t.expert_stride != 0) tensor["expert_stride"] = t.expert_stride;
+      tensors.push_back(std::move(tensor));
     }
     json entry = {{"name", f.name}, {"kind", std::string(FileKindName(f.kind))}};
     if (f.kind == FileKind::kLayer) entry["layer"] = f.layer;
     entry["size"] = f.size;
     entry["checksum"] = FormatChecksum(f.checksum);
     entry["tensors"] = std::move(tensors);
+    if (f.experts.has_value()) {
+      const ExpertBlocks& x = *f.experts;
+      json checksums = json::array();
+      for (uint64_t c : x.checksums) checksums.push_back(FormatChecksum(c));
+      entry["experts"] = {{"offset", x.offset},
+                          {"stride", x.stride},
+                          {"count", x.count},
+                          {"dense_checksum", FormatChecksum(x.dense_checksum)},
+                          {"checksums", std::move(checksums)}};
+    }
     files.push_back(std::move(entry));
   }
   json j = {
       {"format", kManifestFormatName},
-      {"format_version", kFormatVersion},
+      {"format_version", m.format_version},
       {"source", {{"file", m.source_name}, {"bytes", m.source_bytes}, {"gguf_version", m.source_gguf_version}}},
       {"config", ModelConfigToJson(m.config)},
       {"tokenizer", MetadataToJson(m.tokenizer)},
@@ -218,11 +269,16 @@ std::string ManifestToJson(const Manifest& m) {
 }
 
 absl::Status ValidateManifestLayout(const Manifest& m) {
+  if (m.format_version < kOldestFormatVersion || m.format_version > kFormatVersion) {
+    return absl::FailedPreconditionError(absl::StrCat("format version ", m.format_version,
+                                                      "; this build reads versions ", kOldestFormatVersion, " to ",
+                                                      kFormatVersion));
+  }
   const ModelConfig& c = m.config;
   std::set<std::string> names;
   std::map<std::string, const std::vector<uint64_t>*> shapes;
   for (const ManifestFile& f : m.files) {
-    OCTO_RETURN_IF_ERROR(ValidateFile(f, c.n_layers));
+    OCTO_RETURN_IF_ERROR(ValidateFile(f, c, m.format_version));
     if (!names.insert(f.name).second) return absl::InvalidArgumentError("file " + f.name + " is listed twice");
     for (const ManifestTensor& t : f.tensors) {
       if (!shapes.emplace(t.name, &t.shape).second) {
@@ -252,11 +308,13 @@ absl::StatusOr<Manifest> ParseManifestJson(absl::string_view text) {
     return absl::InvalidArgumentError(absl::StrCat("manifest.json: \"format\" is not \"", kManifestFormatName, "\""));
   }
   OCTO_ASSIGN_OR_RETURN(uint64_t version, U64(j, "format_version", "manifest.json"));
-  if (version != kFormatVersion) {
+  if (version < kOldestFormatVersion || version > kFormatVersion) {
     return absl::FailedPreconditionError(absl::StrCat("manifest.json has format version ", version,
-                                                      "; this build reads version ", kFormatVersion));
+                                                      "; this build reads versions ", kOldestFormatVersion, " to ",
+                                                      kFormatVersion));
   }
   Manifest m;
+  m.format_version = static_cast<uint32_t>(version);
   if (!j.contains("config")) return absl::InvalidArgumentError("manifest.json: \"config\" is missing");
   auto config = ModelConfigFromJson(j["config"]);
   if (!config.ok()) return Annotate(config.status(), "manifest.json");

@@ -122,9 +122,9 @@ absl::Status ValidateModelConfig(const ModelConfig& c) {
   }
   if (c.n_experts > 0) {
     OCTO_RETURN_IF_ERROR(Positive(c.expert_hidden_dim, "expert_hidden_dim"));
-    if (c.n_experts > 1024 || c.n_experts_used == 0 || c.n_experts_used > c.n_experts) {
+    if (c.n_experts > kMaxExperts || c.n_experts_used == 0 || c.n_experts_used > c.n_experts) {
       return absl::InvalidArgumentError(absl::StrCat("expert counts are inconsistent: ", c.n_experts_used, " used of ",
-                                                     c.n_experts, " (need 1 <= used <= experts <= 1024)"));
+                                                     c.n_experts, " (need 1 <= used <= experts <= ", kMaxExperts, ")"));
     }
   } else if (c.n_experts_used != 0) {
     return absl::InvalidArgumentError("n_experts_used is set but n_experts is 0");

@@ -30,7 +30,7 @@
 namespace octo::ring {
 
 inline constexpr char kRingMagic[8] = {'O', 'C', 'T', 'O', 'R', 'N', 'G', '1'};
-inline constexpr uint32_t kRingVersion = 1;
+inline constexpr uint32_t kRingVersion = 2;
 
 inline constexpr uint64_t kRingPageBytes = 4096;    // O_DIRECT alignment of slot data
 inline constexpr uint64_t kRingHeaderBytes = 4096;  // the header's page
@@ -43,6 +43,18 @@ inline constexpr size_t kIoModeBytes = 64;          // the loader's io mode, NUL
 //   octod:  FREE -> REQUESTED; READY/FAILED -> FREE;
 //           LOADING -> REQUESTED only after the loader that set LOADING is dead and reaped
 //   loader: REQUESTED -> LOADING (CAS); LOADING -> READY or FAILED
+// The most experts a layer may have for per-expert requests (the request's
+// bit mask); a model with more streams its MoE layers whole.
+inline constexpr uint32_t kMaxRingExperts = 1024;
+
+// What a request asks the loader to read into the slot. The slot is an image
+// of the layer file: every part lands at its own file offset.
+enum RequestPart : uint32_t {
+  kWholeFile = 0,     // the whole file, against its file checksum
+  kDensePart = 1,     // a format-2 MoE layer's dense part, against its dense checksum
+  kExpertBlocks = 2,  // the expert blocks in `experts`, each against its own checksum
+};
+
 enum SlotState : uint32_t {
   kFree = 0,       // octod may write the descriptor and the data area
   kRequested = 1,  // octod asks for `layer`; the loader has not started
@@ -74,17 +86,19 @@ struct SlotDescriptor {
   std::atomic<uint32_t> state;  // SlotState
   uint32_t layer;               // requested layer index (octod)
   uint64_t sequence;            // request number, increasing (octod); the loader serves the lowest first
-  uint64_t bytes;               // file bytes in the data area (loader)
+  uint64_t bytes;               // bytes this request read (loader)
   uint64_t load_nanos;          // read + checksum time (loader)
   int32_t status_code;          // absl::StatusCode of a FAILED load (loader)
-  uint32_t reserved0;
+  uint32_t part;                // RequestPart (octod)
   char message[kSlotMessageBytes];  // FAILED: what went wrong, naming the file (loader)
+  uint64_t experts[kMaxRingExperts / 64];  // kExpertBlocks: bit e asks for expert e's block (octod)
 };
 
 static_assert(std::atomic<uint32_t>::is_always_lock_free && std::atomic<int32_t>::is_always_lock_free,
               "shared-memory atomics must be lock-free (address-free) to work across processes");
 static_assert(sizeof(RingHeader) == 64 && offsetof(RingHeader, loader_pid) == 52);
-static_assert(sizeof(SlotDescriptor) == 488 && offsetof(SlotDescriptor, message) == 40);
+static_assert(sizeof(SlotDescriptor) == 616 && offsetof(SlotDescriptor, message) == 40 &&
+              offsetof(SlotDescriptor, experts) == 488);
 static_assert(sizeof(RingHeader) <= kRingHeaderBytes);
 
 inline constexpr uint64_t RoundUpToPage(uint64_t n) { return (n + kRingPageBytes - 1) / kRingPageBytes * kRingPageBytes; }

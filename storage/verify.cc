@@ -5,9 +5,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "storage/chunk_pipeline.h"
+#include "storage/expert_blocks.h"
 #include "storage/file.h"
 #include "storage/layer_file.h"
+#include "storage/section_hasher.h"
 #include "storage/status_macros.h"
 #include "storage/xxhash64.h"
 
@@ -22,11 +25,34 @@ absl::Status CheckHeader(const FileHeader& h, const ManifestFile& entry) {
                                             h.kind == FileKind::kLayer ? absl::StrCat(" ", h.layer) : "",
                                             ", the manifest expects ", entry.name));
   }
+  if (entry.experts.has_value() && h.format_version < 2) {
+    return absl::DataLossError(absl::StrCat("header says format version ", h.format_version,
+                                            ", but the manifest lays the file out in expert blocks (version 2)"));
+  }
   if (h.tensor_count != entry.tensors.size() || h.file_size != entry.size) {
     return absl::DataLossError(absl::StrCat("header says ", h.tensor_count, " tensors and ", h.file_size,
                                             " bytes, the manifest says ", entry.tensors.size(), " and ", entry.size));
   }
   return absl::OkStatus();
+}
+
+// For a file with expert blocks: the dense part's and each block's checksum.
+// One DATA_LOSS naming every part that does not match.
+absl::Status CheckExpertChecksums(const ManifestFile& entry, const SectionHasher& hasher) {
+  if (!entry.experts.has_value()) return absl::OkStatus();
+  const ExpertBlocks& x = *entry.experts;
+  std::vector<std::string> bad;
+  auto check = [&](const std::string& part, uint64_t want, uint64_t got) {
+    if (want == got) return;
+    bad.push_back(absl::StrCat(part, ": checksum mismatch (the manifest says ", FormatChecksum(want),
+                               ", the bytes hash to ", FormatChecksum(got), ")"));
+  };
+  check("dense part", x.dense_checksum, hasher.SectionDigest(0));
+  for (uint32_t e = 0; e < x.count; ++e) {
+    check(absl::StrCat("expert ", e, " of layer ", entry.layer), x.checksums[e], hasher.SectionDigest(1 + e));
+  }
+  if (bad.empty()) return absl::OkStatus();
+  return absl::DataLossError(absl::StrJoin(bad, "; "));
 }
 
 }  // namespace
@@ -41,7 +67,7 @@ absl::Status VerifyModelFile(const std::string& path, const ManifestFile& entry,
   // Chunk k covers bytes [k * chunk, min(size, (k + 1) * chunk)).
   const uint64_t chunk = std::min(kVerifyChunkBytes, size);
   ChunkBuffers buffers = {std::vector<uint8_t>(chunk), std::vector<uint8_t>(chunk)};
-  Xxh64 hasher;
+  SectionHasher hasher(ExpertChecksumRanges(entry));
   absl::Status header_status;
   auto read = [&](size_t k, std::span<uint8_t> buffer) -> absl::StatusOr<std::span<uint8_t>> {
     const uint64_t pos = k * chunk;
@@ -62,6 +88,8 @@ absl::Status VerifyModelFile(const std::string& path, const ManifestFile& entry,
   OCTO_RETURN_IF_ERROR(PipelineChunks(n_chunks, buffers, read, check));
   file.DropCache();
   if (!header_status.ok()) return header_status;
+  // The parts first: damage inside one expert's block is named as such.
+  OCTO_RETURN_IF_ERROR(CheckExpertChecksums(entry, hasher));
   const uint64_t digest = hasher.Digest();
   if (digest != entry.checksum) {
     return absl::DataLossError(absl::StrCat("checksum mismatch: the manifest says ", FormatChecksum(entry.checksum),

@@ -30,8 +30,12 @@ struct VerifyReport {
 VerifyReport VerifyModelDir(const std::string& dir,
                             const std::function<void(uint64_t, uint64_t)>& progress = {});
 
-// Checks one file against its manifest entry: size, header, checksum.
-// DATA_LOSS naming the defect.
+// Checks one file against its manifest entry: size, header (format version
+// kOldestFormatVersion .. kFormatVersion) and the whole file's checksum; for
+// a format-2 MoE layer file also the dense part's and each expert block's,
+// naming each part that does not match ("expert 5 of layer 3: checksum
+// mismatch (...)", "dense part: ..."). DATA_LOSS naming the defect.
+// `entry` must be one ValidateManifestLayout accepts (as from ReadManifest).
 absl::Status VerifyModelFile(const std::string& path, const ManifestFile& entry,
                              const std::function<void(uint64_t)>& on_bytes = {});
 

@@ -7,11 +7,17 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <span>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "storage/file.h"
 #include "storage/gguf_json.h"
+#include "storage/layer_file.h"
+#include "storage/tensor_layout.h"
 #include "storage/verify.h"
+#include "storage/xxhash64.h"
 #include "tests/shared_data.h"
 #include "tests/storage/test_models.h"
 
@@ -27,6 +33,19 @@ std::vector<uint8_t> ReadRange(const std::string& path, uint64_t offset, uint64_
   EXPECT_TRUE(file.ok()) << file.status();
   std::vector<uint8_t> bytes(n);
   EXPECT_TRUE(file->ReadAt(offset, bytes).ok());
+  return bytes;
+}
+
+// A tensor's bytes as the GGUF holds them: read whole when packed, gathered
+// slice by slice from the expert blocks when strided (format 2).
+std::vector<uint8_t> ReadTensorBytes(const std::string& path, const ManifestFile& f, const ManifestTensor& t) {
+  if (t.expert_stride == 0) return ReadRange(path, t.offset, t.bytes);
+  std::vector<uint8_t> bytes;
+  const uint64_t slice = t.bytes / f.experts->count;
+  for (uint32_t e = 0; e < f.experts->count; ++e) {
+    std::vector<uint8_t> part = ReadRange(path, t.offset + e * t.expert_stride, slice);
+    bytes.insert(bytes.end(), part.begin(), part.end());
+  }
   return bytes;
 }
 
@@ -54,7 +73,7 @@ void DecomposeAndCheck(const std::string& gguf_path, const std::string& out) {
       EXPECT_EQ(t.shape, src->dims);
       std::vector<uint8_t> want(src->n_bytes);
       ASSERT_TRUE(gguf->ReadTensorData(*src, 0, want).ok());
-      EXPECT_EQ(ReadRange(out + "/" + f.name, t.offset, t.bytes), want) << t.name;
+      EXPECT_EQ(ReadTensorBytes(out + "/" + f.name, f, t), want) << t.name;
     }
   }
   EXPECT_EQ(tensors_seen, gguf->tensors().size());
@@ -117,6 +136,161 @@ TEST(DecomposeTest, QwenMixtureOfExpertsKeepsItsExpertWidthAndRope) {
   bool has_q_norm = false;
   for (const ManifestTensor& t : layer0->tensors) has_q_norm |= t.name == "blk.0.attn_q_norm.weight";
   EXPECT_TRUE(has_q_norm);
+}
+
+// Format 2: a MoE layer file holds its dense tensors first, then one block
+// per expert with that expert's slices of gate, up and down, each at an
+// aligned offset, so a loader can read one expert alone with O_DIRECT and
+// check it with its own checksum.
+TEST(DecomposeTest, MoeLayerFilesKeepEachExpertInItsOwnAlignedBlock) {
+  TempDir tmp;
+  testing::GenerateMoeModel(tmp.Path("moe.gguf"));
+  auto manifest = Decompose(tmp.Path("moe.gguf"), tmp.Path("moe"), {});
+  ASSERT_TRUE(manifest.ok()) << manifest.status();
+  EXPECT_EQ(manifest->format_version, 2u);
+  auto gguf = GgufFile::Open(tmp.Path("moe.gguf"));
+  ASSERT_TRUE(gguf.ok()) << gguf.status();
+  const uint64_t slice = testing::kMoeModelSliceBytes;
+  ASSERT_NE(slice % kAlignment, 0u) << "the model should need padding between slices";
+  const uint64_t padded_slice = (slice + kAlignment - 1) / kAlignment * kAlignment;
+  const std::map<std::string, uint64_t> in_block = {
+      {"ffn_gate_exps.weight", 0}, {"ffn_up_exps.weight", padded_slice}, {"ffn_down_exps.weight", 2 * padded_slice}};
+  for (const ManifestFile& f : manifest->files) {
+    SCOPED_TRACE(f.name);
+    const std::string path = tmp.Path("moe/" + f.name);
+    EXPECT_EQ(Xxh64Hash(ReadRange(path, 0, f.size)), f.checksum);
+    if (f.kind != FileKind::kLayer) {
+      EXPECT_FALSE(f.experts.has_value());
+      continue;
+    }
+    ASSERT_TRUE(f.experts.has_value());
+    const ExpertBlocks& x = *f.experts;
+    EXPECT_EQ(x.count, testing::kMoeModelExperts);
+    EXPECT_EQ(x.offset % kAlignment, 0u);
+    EXPECT_EQ(x.stride, 3 * padded_slice);
+    EXPECT_EQ(x.offset + x.count * x.stride, f.size);
+    ASSERT_EQ(x.checksums.size(), x.count);
+
+    // The dense part: the header and every other tensor, before the blocks.
+    EXPECT_EQ(DenseRange(f).offset, 0u);
+    EXPECT_EQ(DenseRange(f).bytes, x.offset);
+    EXPECT_EQ(Xxh64Hash(ReadRange(path, 0, x.offset)), x.dense_checksum);
+    const std::string prefix = absl::StrCat("blk.", f.layer, ".");
+    int n_stacked = 0;
+    for (const ManifestTensor& t : f.tensors) {
+      auto it = in_block.find(t.name.substr(prefix.size()));
+      if (it == in_block.end()) {
+        EXPECT_EQ(t.expert_stride, 0u) << t.name;
+        EXPECT_LE(t.offset + t.bytes, x.offset) << t.name;
+        continue;
+      }
+      ++n_stacked;
+      EXPECT_EQ(t.offset, x.offset + it->second) << t.name;
+      EXPECT_EQ(t.expert_stride, x.stride) << t.name;
+      EXPECT_EQ(t.bytes, x.count * slice) << t.name;
+    }
+    EXPECT_EQ(n_stacked, 3);
+
+    // Each block read alone: aligned for O_DIRECT, its own checksum, and
+    // expert e's slice of each stacked tensor (bytes [e * slice, +slice) of
+    // it in the GGUF) at its in-block offset, zeros between.
+    for (uint32_t e = 0; e < x.count; ++e) {
+      SCOPED_TRACE(absl::StrCat("expert ", e));
+      const ByteRange r = ExpertRange(f, e);
+      EXPECT_EQ(r.offset, x.offset + e * x.stride);
+      EXPECT_EQ(r.bytes, x.stride);
+      EXPECT_EQ(r.offset % kAlignment, 0u);
+      const std::vector<uint8_t> block = ReadRange(path, r.offset, r.bytes);
+      EXPECT_EQ(Xxh64Hash(block), x.checksums[e]);
+      std::vector<uint8_t> want(r.bytes, 0);
+      for (const auto& [suffix, offset] : in_block) {
+        const GgufTensorInfo* src = gguf->FindTensor(prefix + suffix);
+        ASSERT_NE(src, nullptr) << suffix;
+        ASSERT_TRUE(gguf->ReadTensorData(*src, e * slice, std::span(want).subspan(offset, slice)).ok());
+      }
+      EXPECT_TRUE(block == want);
+    }
+  }
+
+  // The manifest on disk says the same, and the directory verifies.
+  const std::string text = *ReadSmallFile(tmp.Path("moe/manifest.json"), 1 << 24);
+  EXPECT_NE(text.find("\"format_version\": 2"), std::string::npos);
+  EXPECT_NE(text.find("\"expert_stride\": "), std::string::npos);
+  auto reread = ReadManifest(tmp.Path("moe"));
+  ASSERT_TRUE(reread.ok()) << reread.status();
+  EXPECT_EQ(reread->format_version, 2u);
+  ASSERT_TRUE(reread->Layer(1)->experts.has_value());
+  EXPECT_EQ(reread->Layer(1)->experts->checksums, manifest->Layer(1)->experts->checksums);
+  EXPECT_EQ(reread->Layer(1)->experts->dense_checksum, manifest->Layer(1)->experts->dense_checksum);
+  EXPECT_TRUE(VerifyModelDir(tmp.Path("moe")).ok());
+}
+
+// Copying page-sized chunks (many per slice) writes the same bytes, and
+// progress still counts every tensor byte once.
+TEST(DecomposeTest, ExpertSlicesCopiedInSmallChunksComeOutTheSame) {
+  TempDir tmp;
+  testing::GenerateMoeModel(tmp.Path("moe.gguf"));
+  auto whole = Decompose(tmp.Path("moe.gguf"), tmp.Path("whole"), {});
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  DecomposeOptions options;
+  options.chunk_bytes = 4096;
+  uint64_t last_done = 0, last_total = 0;
+  options.progress = [&](uint64_t done, uint64_t total) {
+    EXPECT_GE(done, last_done);
+    last_done = done;
+    last_total = total;
+  };
+  auto chunked = Decompose(tmp.Path("moe.gguf"), tmp.Path("chunked"), options);
+  ASSERT_TRUE(chunked.ok()) << chunked.status();
+  EXPECT_EQ(ManifestToJson(*chunked), ManifestToJson(*whole));
+  EXPECT_EQ(last_done, last_total);
+  uint64_t tensor_bytes = 0;
+  for (const ManifestFile& f : whole->files) {
+    for (const ManifestTensor& t : f.tensors) tensor_bytes += t.bytes;
+  }
+  EXPECT_EQ(last_total, tensor_bytes);
+}
+
+// Format 2 changes nothing for dense models but the version fields: each
+// file is the header page, then its tensors in GGUF order, each at the next
+// aligned offset, and the size is the aligned end. So are a MoE model's
+// files other than its layers.
+TEST(DecomposeTest, DenseFilesKeepTheVersion1Layout) {
+  TempDir tmp;
+  GenerateModel(tmp.Path("dense.gguf"), "tiny-qwen2", "Q4_K_M");
+  testing::GenerateMoeModel(tmp.Path("moe.gguf"));
+  for (const char* name : {"dense", "moe"}) {
+    SCOPED_TRACE(name);
+    auto manifest = Decompose(tmp.Path(absl::StrCat(name, ".gguf")), tmp.Path(name), {});
+    ASSERT_TRUE(manifest.ok()) << manifest.status();
+    auto gguf = GgufFile::Open(tmp.Path(absl::StrCat(name, ".gguf")));
+    ASSERT_TRUE(gguf.ok());
+    for (const ManifestFile& f : manifest->files) {
+      SCOPED_TRACE(f.name);
+      auto header = DecodeFileHeader(ReadRange(tmp.Path(name) + "/" + f.name, 0, kHeaderBytes));
+      ASSERT_TRUE(header.ok()) << header.status();
+      EXPECT_EQ(header->format_version, 2u);
+      if (f.experts.has_value()) continue;
+      std::vector<std::string> gguf_order;
+      for (const GgufTensorInfo& t : gguf->tensors()) {
+        auto slot = FileForTensor(t.name, manifest->config.n_layers);
+        if (slot.ok() && slot->kind == f.kind && slot->layer == f.layer) gguf_order.push_back(t.name);
+      }
+      ASSERT_EQ(f.tensors.size(), gguf_order.size());
+      uint64_t offset = kHeaderBytes;
+      for (size_t i = 0; i < f.tensors.size(); ++i) {
+        const ManifestTensor& t = f.tensors[i];
+        EXPECT_EQ(t.name, gguf_order[i]);
+        EXPECT_EQ(t.offset, offset) << t.name;
+        EXPECT_EQ(t.expert_stride, 0u) << t.name;
+        offset = (offset + t.bytes + kAlignment - 1) / kAlignment * kAlignment;
+      }
+      EXPECT_EQ(f.size, offset);
+    }
+  }
+  const std::string dense_text = *ReadSmallFile(tmp.Path("dense/manifest.json"), 1 << 24);
+  EXPECT_EQ(dense_text.find("\"experts\""), std::string::npos);
+  EXPECT_EQ(dense_text.find("\"expert_stride\""), std::string::npos);
 }
 
 TEST(DecomposeTest, TiedEmbeddingsHaveNoLmHeadFile) {

@@ -2,7 +2,9 @@
 
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "storage/byte_order.h"
 
 namespace octo {
 namespace {
@@ -16,6 +18,39 @@ TEST(LayerFileTest, HeaderRoundTrips) {
   EXPECT_EQ(header->layer, 17u);
   EXPECT_EQ(header->tensor_count, 9u);
   EXPECT_EQ(header->file_size, 123 * kAlignment);
+}
+
+TEST(LayerFileTest, ReadsVersion1And2AndRefusesOthers) {
+  for (uint32_t version : {1u, 2u}) {
+    std::vector<uint8_t> page(kHeaderBytes);
+    FileHeader header;
+    header.kind = FileKind::kLayer;
+    header.layer = 3;
+    header.tensor_count = 9;
+    header.file_size = 8 * kAlignment;
+    header.format_version = version;
+    EncodeFileHeader(header, page);
+    auto decoded = DecodeFileHeader(page);
+    ASSERT_TRUE(decoded.ok()) << decoded.status();
+    EXPECT_EQ(decoded->format_version, version);
+  }
+  for (uint32_t version : {0u, 3u}) {
+    std::vector<uint8_t> page(kHeaderBytes);
+    FileHeader header;
+    header.format_version = version;
+    EncodeFileHeader(header, page);
+    auto decoded = DecodeFileHeader(page);
+    EXPECT_EQ(decoded.status().code(), absl::StatusCode::kFailedPrecondition) << version;
+    EXPECT_NE(decoded.status().message().find(absl::StrCat("format version ", version)), absl::string_view::npos)
+        << decoded.status();
+  }
+}
+
+TEST(LayerFileTest, NewHeadersCarryTheCurrentVersion) {
+  std::vector<uint8_t> page(kHeaderBytes);
+  EncodeFileHeader(FileHeader{}, page);
+  EXPECT_EQ(LoadLE<uint32_t>(page.data() + kHeaderVersionOffset), 2u);
+  EXPECT_EQ(kFormatVersion, 2u);
 }
 
 TEST(LayerFileTest, EveryCorruptedHeaderByteIsDataLoss) {

@@ -104,7 +104,7 @@ TEST_F(LoaderProcessTest, RefusesARingWithABadMagicOrVersion) {
     const char* message;
   };
   for (const Case& c : {Case{[](ring::RingHeader& h) { h.magic[7] = '9'; }, "bad magic"},
-                        Case{[](ring::RingHeader& h) { h.version = 2; }, "ring version 2"}}) {
+                        Case{[](ring::RingHeader& h) { h.version = ring::kRingVersion + 1; }, "ring version 3"}}) {
     SCOPED_TRACE(c.message);
     std::unique_ptr<Ring> ring = MakeRing(1);
     c.corrupt(ring->header());

@@ -131,10 +131,23 @@ TEST(ManifestHostileTest, WrongFormat) {
   EXPECT_TRUE(RejectsMutation([](json& j) { j.erase("format"); }, "\"format\""));
 }
 
-TEST(ManifestHostileTest, FormatVersion2) {
+TEST(ManifestHostileTest, FormatVersionThisBuildDoesNotRead) {
+  for (int version : {0, 3, 1000}) {
+    json j = Valid();
+    j["format_version"] = version;
+    EXPECT_TRUE(Rejects(j.dump(), absl::StatusCode::kFailedPrecondition,
+                        absl::StrCat("format version ", version, "; this build reads versions 1 to 2")));
+  }
+}
+
+TEST(ManifestHostileTest, FormatVersion1StillParses) {
   json j = Valid();
-  j["format_version"] = 2;
-  EXPECT_TRUE(Rejects(j.dump(), absl::StatusCode::kFailedPrecondition, "format version 2"));
+  EXPECT_EQ(j["format_version"], 2);
+  j["format_version"] = 1;
+  auto m = ParseManifest(j.dump());
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(m->format_version, 1u);
+  EXPECT_NE(ManifestToJson(*m).find("\"format_version\": 1"), std::string::npos);
 }
 
 TEST(ManifestHostileTest, FormatVersionNotANumber) {
