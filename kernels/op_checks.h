@@ -228,7 +228,13 @@ inline absl::Status CheckKvAppendArgs(const float* k, const float* v, int n_toke
 
 // MatMulExperts' shapes (both backends; the CPU also checks the ids). Returns
 // the bytes of one expert's matrix.
-inline absl::StatusOr<int64_t> CheckMatMulExpertsArgs(const WeightMatrix& w, const int32_t* expert_ids,
+// One expert's matrix within a stacked one: its row length in bytes, and the
+// bytes from one expert's first row to the next expert's.
+struct ExpertLayout {
+  int64_t row_bytes = 0;
+  int64_t expert_bytes = 0;
+};
+inline absl::StatusOr<ExpertLayout> CheckMatMulExpertsArgs(const WeightMatrix& w, const int32_t* expert_ids,
                                                       const float* x, const float* out,
                                                       const MatMulExpertsParams& p) {
   absl::StatusOr<int64_t> row_bytes = CheckWeightShape("MatMulExperts", w);
@@ -246,7 +252,12 @@ inline absl::StatusOr<int64_t> CheckMatMulExpertsArgs(const WeightMatrix& w, con
   if (p.n_tokens <= 0) {
     return absl::InvalidArgumentError(absl::StrFormat("MatMulExperts: n_tokens (%d) must be positive", p.n_tokens));
   }
-  return *row_bytes * (w.rows / p.n_experts);
+  const int64_t packed = *row_bytes * (w.rows / p.n_experts);
+  if (w.expert_stride != 0 && w.expert_stride < packed) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "MatMulExperts: expert_stride (%d) is below one expert's matrix (%d bytes)", w.expert_stride, packed));
+  }
+  return ExpertLayout{*row_bytes, w.expert_stride != 0 ? w.expert_stride : packed};
 }
 
 }  // namespace octo

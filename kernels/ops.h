@@ -107,6 +107,11 @@ struct WeightMatrix {
   const void* data = nullptr;
   int64_t rows = 0;
   int64_t cols = 0;
+  // A stacked expert matrix only (MatMulExperts): bytes from expert e's
+  // matrix to expert e+1's. 0 = packed, each expert right after the previous
+  // one; a format-2 layer file pads each expert's block to 4 KiB, so that
+  // one expert can be read alone (storage/FORMAT.md).
+  int64_t expert_stride = 0;
 };
 
 // --- RMSNorm -----------------------------------------------------------------
@@ -255,7 +260,8 @@ absl::Status DequantizeRows(const WeightMatrix& w, int64_t first_row, int64_t n_
 //   out[t][j] (rows) = x_tj · (expert e = expert_ids[t][j] of w)^T
 // where w stacks the experts' matrices along its rows, (n_experts * rows,
 // cols), expert e's being rows [e * rows, (e + 1) * rows) (ExpertSlice's
-// layout), and x_tj is row t of x (n_tokens, cols), shared by the token's k
+// layout) starting at byte e * w.expert_stride when that is set (>= the
+// packed size of one expert's matrix), and x_tj is row t of x (n_tokens, cols), shared by the token's k
 // choices, or with x_per_choice row (t, j) of x (n_tokens, k, cols) (the down
 // projection reads each choice's own hidden row).
 //   expert_ids (n_tokens, k), out (n_tokens, k, rows).

@@ -17,7 +17,7 @@ namespace octo::cpu {
 
 absl::Status MatMulExperts(const WeightMatrix& w, const int32_t* expert_ids, const float* x, float* out,
                            const MatMulExpertsParams& p, const Exec& exec) {
-  OCTO_ASSIGN_OR_RETURN(const int64_t expert_bytes, CheckMatMulExpertsArgs(w, expert_ids, x, out, p));
+  OCTO_ASSIGN_OR_RETURN(const ExpertLayout layout, CheckMatMulExpertsArgs(w, expert_ids, x, out, p));
   const int n_choices = p.n_tokens * p.k;
   for (int i = 0; i < n_choices; ++i) {
     if (expert_ids[i] < 0 || expert_ids[i] >= p.n_experts) {
@@ -44,7 +44,7 @@ absl::Status MatMulExperts(const WeightMatrix& w, const int32_t* expert_ids, con
       const float* x_row = x + (p.x_per_choice ? static_cast<size_t>(i) : static_cast<size_t>(i / p.k)) * cols;
       std::memcpy(&in[r * cols], x_row, cols * sizeof(float));
     }
-    const WeightMatrix expert{w.type, static_cast<const uint8_t*>(w.data) + e * expert_bytes, rows, w.cols};
+    const WeightMatrix expert{w.type, static_cast<const uint8_t*>(w.data) + e * layout.expert_bytes, rows, w.cols};
     OCTO_RETURN_IF_ERROR(MatMul(expert, in.data(), result.data(), m, exec));
     for (int r = 0; r < m; ++r) {
       std::memcpy(out + static_cast<size_t>(choices[r]) * rows, &result[static_cast<size_t>(r) * rows],

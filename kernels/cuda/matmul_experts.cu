@@ -18,8 +18,8 @@ size_t MatMulExpertsScratchBytes(const WeightMatrix& w, const MatMulExpertsParam
 
 absl::Status MatMulExperts(const WeightMatrix& w, const int32_t* expert_ids, const float* x, float* out,
                            const MatMulExpertsParams& p, const Exec& exec) {
-  absl::StatusOr<int64_t> expert_bytes = CheckMatMulExpertsArgs(w, expert_ids, x, out, p);
-  if (!expert_bytes.ok()) return expert_bytes.status();
+  absl::StatusOr<ExpertLayout> layout = CheckMatMulExpertsArgs(w, expert_ids, x, out, p);
+  if (!layout.ok()) return layout.status();
   if (w.cols > INT32_MAX || int64_t{p.n_tokens} * p.k > INT32_MAX) {
     return absl::InvalidArgumentError("MatMulExperts: more than 2^31 columns or choices");
   }
@@ -30,7 +30,7 @@ absl::Status MatMulExperts(const WeightMatrix& w, const int32_t* expert_ids, con
                         exec.scratch_bytes, scratch));
   }
   const int64_t rows = w.rows / p.n_experts;
-  return matmul::DecodeExperts(w, rows, *expert_bytes / rows, *expert_bytes, expert_ids, x, out, p, exec);
+  return matmul::DecodeExperts(w, rows, layout->row_bytes, layout->expert_bytes, expert_ids, x, out, p, exec);
 }
 
 }  // namespace octo::cuda

@@ -49,6 +49,36 @@ TEST(MatMulExpertsCpuTest, EveryChoiceIsMatMulOfItsExpertBitForBit) {
   }
 }
 
+// A format-2 layer file pads each expert's block to 4 KiB: with
+// expert_stride the same experts give the same bits as packed.
+TEST(MatMulExpertsCpuTest, StridedExpertsGiveThePackedBits) {
+  cpu::ThreadPool pool(2);
+  const cpu::Exec exec{&pool, cpu::Simd::kPortable};
+  const int n_experts = 4, rows = 24, cols = 256, n_tokens = 3, k = 2;
+  const std::vector<int32_t> ids = {3, 1, 0, 3, 2, 1};
+  for (GgmlType type : {GgmlType::kQ4_K, GgmlType::kQ8_0}) {
+    const std::vector<uint8_t> packed = RandomWeights(type, n_experts * rows, cols, 5);
+    const int64_t packed_bytes = static_cast<int64_t>(packed.size()) / n_experts;
+    const int64_t stride = (packed_bytes + 4095) / 4096 * 4096 + 4096;
+    std::vector<uint8_t> strided(static_cast<size_t>(stride) * n_experts, 0xA5);  // padding: garbage
+    for (int e = 0; e < n_experts; ++e) std::memcpy(&strided[e * stride], &packed[e * packed_bytes], packed_bytes);
+    const std::vector<float> x = RandomActivations(n_tokens * cols, 6);
+    std::vector<float> want(static_cast<size_t>(n_tokens) * k * rows), got(want.size());
+    const MatMulExpertsParams p{n_experts, k, n_tokens, false};
+    ASSERT_TRUE(cpu::MatMulExperts({type, packed.data(), n_experts * rows, cols}, ids.data(), x.data(), want.data(),
+                                   p, exec)
+                    .ok());
+    ASSERT_TRUE(cpu::MatMulExperts({type, strided.data(), n_experts * rows, cols, stride}, ids.data(), x.data(),
+                                   got.data(), p, exec)
+                    .ok());
+    EXPECT_EQ(0, std::memcmp(want.data(), got.data(), want.size() * sizeof(float))) << GgmlTypeInfoOf(type).name;
+    const WeightMatrix short_stride{type, strided.data(), n_experts * rows, cols, packed_bytes - 1};
+    const absl::Status status = cpu::MatMulExperts(short_stride, ids.data(), x.data(), got.data(), p, exec);
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(status.message().find("expert_stride"), std::string::npos) << status;
+  }
+}
+
 TEST(MatMulExpertsCpuTest, RejectsBadArguments) {
   const std::vector<uint8_t> bytes = RandomWeights(GgmlType::kQ8_0, 8, 32, 1);
   const WeightMatrix w{GgmlType::kQ8_0, bytes.data(), 8, 32};

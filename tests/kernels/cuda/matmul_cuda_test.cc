@@ -249,15 +249,23 @@ TEST_F(MatMulCudaTest, ExpertChoicesGetWhatMatMulGivesEachAlone) {
   const std::vector<int32_t> ids = {4, 1, 0, 4, 2, 2, 3, 0};
   for (GgmlType type : {GgmlType::kQ4_K, GgmlType::kQ5_0, GgmlType::kBF16}) {
     const int64_t cols = 512;
-    const std::vector<uint8_t> bytes = RandomWeights(type, n_experts * rows, cols, 9);
-    const int64_t expert_bytes = static_cast<int64_t>(RowBytes(type, cols)) * rows;
-    auto d_w = Upload(bytes);
-    auto d_ids = Upload(ids);
+    const std::vector<uint8_t> packed = RandomWeights(type, n_experts * rows, cols, 9);
+    const int64_t packed_bytes = static_cast<int64_t>(RowBytes(type, cols)) * rows;
+    // Packed, and each expert in its own 4 KiB-aligned block as a format-2
+    // layer file lays them out (the padding is garbage the kernel must skip).
+    for (const int64_t stride : {int64_t{0}, (packed_bytes + 4095) / 4096 * 4096 + 4096})
     for (bool per_choice : {false, true}) {
+      const int64_t expert_bytes = stride != 0 ? stride : packed_bytes;
+      std::vector<uint8_t> bytes(static_cast<size_t>(expert_bytes) * n_experts, 0xA5);
+      for (int e = 0; e < n_experts; ++e) {
+        std::memcpy(&bytes[e * expert_bytes], &packed[e * packed_bytes], packed_bytes);
+      }
+      auto d_w = Upload(bytes);
+      auto d_ids = Upload(ids);
       const std::vector<float> x = RandomActivations((per_choice ? n_tokens * k : n_tokens) * cols, 10);
       auto d_x = Upload(x);
       auto d_out = Output<float>(static_cast<size_t>(n_tokens * k * rows));
-      const WeightMatrix w{type, d_w.get(), n_experts * rows, cols};
+      const WeightMatrix w{type, d_w.get(), n_experts * rows, cols, stride};
       const MatMulExpertsParams p{n_experts, k, n_tokens, per_choice};
       ASSERT_TRUE(cuda::MatMulExperts(w, d_ids.get(), d_x.get(), d_out.get(), p,
                                       Exec(cuda::MatMulExpertsScratchBytes(w, p)))
@@ -269,7 +277,7 @@ TEST_F(MatMulCudaTest, ExpertChoicesGetWhatMatMulGivesEachAlone) {
         const float* x_row = d_x.get() + (per_choice ? i : i / k) * cols;
         ASSERT_TRUE(cuda::MatMul(expert, x_row, alone.get(), 1, Exec(cuda::MatMulScratchBytes(expert, 1))).ok());
         EXPECT_EQ(0, std::memcmp(alone.Download(stream()).data(), &got[i * rows], rows * sizeof(float)))
-            << GgmlTypeInfoOf(type).name << " choice " << i << " per_choice " << per_choice;
+            << GgmlTypeInfoOf(type).name << " choice " << i << " per_choice " << per_choice << " stride " << stride;
       }
     }
   }
