@@ -75,8 +75,12 @@ absl::StatusOr<std::unique_ptr<LoadedModel>> LoadedModel::Load(const ModelLoadOp
   }
   LayerStreamOptions stream = options.stream;
   stream.model_dir = options.dir;
-  OCTO_ASSIGN_OR_RETURN(m->residency_, ResidencyManager::Create(m->manifest_, options.residency, stream,
-                                                                options.stream_factory, vram.resident));
+  // The CPU computes on the ring's slots, so it can take a layer in two
+  // phases; the CUDA backend copies whole layers to the device.
+  OCTO_ASSIGN_OR_RETURN(m->residency_,
+                        ResidencyManager::Create(m->manifest_, options.residency, stream, options.stream_factory,
+                                                 vram.resident,
+                                                 options.selective_experts && m->backend_->kind() == "cpu"));
   OCTO_ASSIGN_OR_RETURN(m->weights_, BackendWeights::Create(*m->backend_, m->manifest_, options.dir,
                                                             m->globals_.weights(), *m->residency_,
                                                             *m->residency_, vram));

@@ -40,6 +40,7 @@ struct ModelLoadOptions {
   ResidencySettings residency;
   LayerStreamOptions stream;       // loader path, direct I/O; dir and ring filled in here
   LayerStreamFactory stream_factory;
+  bool selective_experts = true;   // RuntimeOptions::selective_experts
   int n_threads = 0;
   bool allow_simd = true;
   // The backend (backend_setup.h) and, on CUDA, the VRAM tier.

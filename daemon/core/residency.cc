@@ -1,10 +1,12 @@
 #include "daemon/core/residency.h"
 
 #include <algorithm>
+#include <cstring>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "daemon/engine/model_files.h"
+#include "storage/ring_format.h"
 #include "storage/status_macros.h"
 
 namespace octo {
@@ -19,7 +21,8 @@ absl::StatusOr<std::unique_ptr<ResidencyManager>> ResidencyManager::Create(const
                                                                            const ResidencySettings& settings,
                                                                            const LayerStreamOptions& stream_options,
                                                                            LayerStreamFactory factory,
-                                                                           std::vector<bool> on_device) {
+                                                                           std::vector<bool> on_device,
+                                                                           bool selective_experts) {
   std::unique_ptr<ResidencyManager> m(new ResidencyManager(manifest, stream_options, std::move(factory)));
   m->device_ = std::move(on_device);
   OCTO_ASSIGN_OR_RETURN(m->layer_bytes_, LayerFileSizes(manifest));
@@ -38,8 +41,33 @@ absl::StatusOr<std::unique_ptr<ResidencyManager>> ResidencyManager::Create(const
   for (uint32_t l = 0; l < n; ++l) {
     OCTO_RETURN_IF_ERROR(BindLayerWeights(manifest.config, *manifest.Layer(l), kPlaceholder).status());
   }
+  m->SetSelectiveExperts(selective_experts);
   OCTO_RETURN_IF_ERROR(m->Apply(settings));
   return m;
+}
+
+void ResidencyManager::SetSelectiveExperts(bool on) {
+  selective_experts_ = on;
+  const uint32_t n = manifest_.config.n_layers;
+  two_phase_.assign(n, false);
+  std::string why;
+  if (manifest_.config.n_experts == 0) {
+    why = "";
+  } else if (!on) {
+    why = "selective experts are off (turned off, or the CUDA backend, which copies whole layers to the device)";
+  } else if (manifest_.config.n_experts > ring::kMaxRingExperts) {
+    why = absl::StrCat("the model has ", manifest_.config.n_experts, " experts per layer; a ring request names at most ",
+                       ring::kMaxRingExperts);
+  } else {
+    for (uint32_t l = 0; l < n; ++l) two_phase_[l] = manifest_.Layer(l)->experts.has_value();
+    if (std::find(two_phase_.begin(), two_phase_.end(), true) == two_phase_.end()) {
+      why = absl::StrCat("the layer directory is format ", manifest_.format_version,
+                         ", without per-expert blocks; re-decompose it (octo-ctl decompose --force MODEL.gguf DIR) "
+                         "to stream only the routed experts");
+    }
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  experts_.not_selective = why;
 }
 
 void ResidencyManager::SetHeld(uint64_t held) {
@@ -54,7 +82,9 @@ absl::Status ResidencyManager::Apply(const ResidencySettings& settings) {
   for (size_t l = 0; l < host_bytes.size(); ++l) {
     if (on_device(static_cast<uint32_t>(l))) host_bytes[l] = 0;
   }
-  OCTO_ASSIGN_OR_RETURN(const LayerPlan plan, PlanLayers(host_bytes, settings));
+  ResidencySettings planned = settings;
+  planned.experts_streamed = std::find(two_phase_.begin(), two_phase_.end(), true) != two_phase_.end();
+  OCTO_ASSIGN_OR_RETURN(const LayerPlan plan, PlanLayers(host_bytes, planned));
   const LayerPlan old_plan = plan_;
   absl::Status moved = MoveTo(plan);
   if (!moved.ok()) {
@@ -82,7 +112,10 @@ absl::Status ResidencyManager::Apply(const ResidencySettings& settings) {
 absl::Status ResidencyManager::MoveTo(const LayerPlan& plan) {
   const size_t n = layer_bytes_.size();
   uint64_t held = 0;
-  // 1. Free the layers the new plan streams (or the device now holds).
+  // 1. Free the layers the new plan streams (or the device now holds), and
+  //    shrink the expert cache.
+  if (plan.expert_cache_bytes < cache_.stats().capacity_bytes) cache_.Resize(plan.expert_cache_bytes);
+  held += cache_.stats().capacity_bytes;
   for (size_t l = 0; l < n; ++l) {
     if ((!plan.resident[l] || on_device(static_cast<uint32_t>(l))) && resident_buffers_[l].size() > 0) {
       resident_buffers_[l] = AlignedBuffer();
@@ -134,11 +167,21 @@ absl::Status ResidencyManager::MoveTo(const LayerPlan& plan) {
     held += plan.ring_bytes();
     SetHeld(held);
   }
+  // 5. The expert cache's new size, last: everything above fits beside it.
+  if (plan.expert_cache_bytes > cache_.stats().capacity_bytes) {
+    held += plan.expert_cache_bytes - cache_.stats().capacity_bytes;
+    cache_.Resize(plan.expert_cache_bytes);
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     plan_ = plan;
+    SetHeld(held);
+    UpdateExpertReport();
   }
-  if (stream_ != nullptr) stream_->SetOrder(plan.StreamedOrder());
+  if (stream_ != nullptr) {
+    stream_->SetTwoPhase(two_phase_);
+    stream_->SetOrder(plan.StreamedOrder());
+  }
   return absl::OkStatus();
 }
 
@@ -161,8 +204,12 @@ absl::StatusOr<const LayerWeights*> ResidencyManager::Acquire(uint32_t layer) {
       return bound.status();
     }
     weights_[layer] = *bound;
+    acquired_data_ = streamed->data;
+    predicted_.clear();
+    prefetch_issued_ = false;
     pass_timing_.load_wait_seconds += streamed->wait_seconds;
     std::lock_guard<std::mutex> lock(mu_);
+    (TwoPhase(layer) ? experts_.dense_bytes_read : whole_bytes_read_) += streamed->size;
     LayerCounters& c = counters_[layer];
     ++c.loads;
     c.load_seconds += streamed->load_seconds;
@@ -173,6 +220,88 @@ absl::StatusOr<const LayerWeights*> ResidencyManager::Acquire(uint32_t layer) {
   acquired_ = layer;
   acquired_at_ = Clock::now();
   return &weights_[layer];
+}
+
+absl::Status ResidencyManager::FetchExperts(uint32_t layer, const std::vector<uint32_t>& experts, bool routed) {
+  if (!TwoPhase(layer) || layer != acquired_ || stream_ == nullptr) return absl::OkStatus();
+  const ManifestFile& file = *manifest_.Layer(layer);
+  const uint32_t count = file.experts->count;
+  for (uint32_t e : experts) {
+    if (e >= count) return absl::InvalidArgumentError(absl::StrCat("layer ", layer, " has no expert ", e));
+  }
+  if (prediction_.size() != two_phase_.size()) prediction_.assign(two_phase_.size(), PredictionCounts{});
+  PredictionCounts& p = prediction_[layer];
+  if (!routed) {
+    // A prediction: start reading what the cache does not hold, while the
+    // prediction has been worth it on this layer.
+    predicted_.clear();
+    for (uint32_t e : experts) {
+      if (!cache_.Contains(layer, e)) predicted_.push_back(e);
+    }
+    prefetch_issued_ = p.passes < kPrefetchWarmup || p.predicted >= kMinPrefetchHitRate * p.from_disk;
+    if (!prefetch_issued_) return absl::OkStatus();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      experts_.prefetched += predicted_.size();
+    }
+    return Annotate(stream_->FetchExperts(layer, predicted_, /*wait=*/false), absl::StrCat("layer ", layer));
+  }
+  std::vector<bool> is_routed(count, false);
+  for (uint32_t e : experts) is_routed[e] = true;
+  // Most of the layer routed to (prefill, a large batch): read all of it in one go.
+  const bool whole = experts.size() > kWholeLayerExpertShare * count;
+  std::vector<uint32_t> present, from_disk;
+  uint64_t predicted_hits = 0, routed_from_disk = 0;
+  for (uint32_t e = 0; e < count; ++e) {
+    if (!is_routed[e] && !whole) continue;
+    const uint8_t* cached = is_routed[e] ? cache_.Use(layer, e) : cache_.Peek(layer, e);
+    const ByteRange range = ExpertRange(file, e);
+    if (cached != nullptr) {
+      std::memcpy(acquired_data_ + range.offset, cached, range.bytes);
+      present.push_back(e);
+      continue;
+    }
+    from_disk.push_back(e);
+    if (is_routed[e]) {
+      ++routed_from_disk;
+      predicted_hits += std::find(predicted_.begin(), predicted_.end(), e) != predicted_.end();
+    }
+  }
+  uint64_t wasted = 0;
+  if (prefetch_issued_) {
+    for (uint32_t e : predicted_) wasted += !is_routed[e];
+  }
+  ++p.passes;
+  p.from_disk += routed_from_disk;
+  p.predicted += predicted_hits;
+  stream_->MarkExpertsPresent(layer, present);
+  OCTO_RETURN_IF_ERROR(
+      Annotate(stream_->FetchExperts(layer, from_disk, /*wait=*/true), absl::StrCat("layer ", layer)));
+  for (uint32_t e : from_disk) {
+    const ByteRange range = ExpertRange(file, e);
+    if (is_routed[e]) cache_.Offer(layer, e, acquired_data_ + range.offset, range.bytes);
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  experts_.routed += experts.size();
+  experts_.prefetch_wasted += wasted;
+  experts_.routed_from_disk += routed_from_disk;
+  experts_.predicted += predicted_hits;
+  experts_.whole_layer_reads += whole;
+  UpdateExpertReport();
+  return absl::OkStatus();
+}
+
+void ResidencyManager::UpdateExpertReport() {
+  const ExpertCacheStats& c = cache_.stats();
+  experts_.present = std::find(two_phase_.begin(), two_phase_.end(), true) != two_phase_.end();
+  experts_.two_phase_layers = 0;
+  for (uint32_t l = 0; l < two_phase_.size(); ++l) experts_.two_phase_layers += TwoPhase(l);
+  experts_.cache_capacity_bytes = c.capacity_bytes;
+  experts_.cache_held_bytes = c.held_bytes;
+  experts_.cache_entries = c.entries;
+  experts_.cache_hits = c.hits;
+  experts_.cache_misses = c.misses;
+  experts_.cache_evictions = c.evictions;
 }
 
 void ResidencyManager::Release(uint32_t layer) {
@@ -224,7 +353,13 @@ PassTiming ResidencyManager::TakePassTiming() { return std::exchange(pass_timing
 
 ResidencyReport ResidencyManager::Report() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return report_;
+  ResidencyReport report = report_;
+  report.experts = experts_;
+  // Expert bytes: what the loader read beyond dense parts and whole layers.
+  const uint64_t loader_bytes = retired_.bytes_read + (stream_ != nullptr ? stream_->stats().bytes_read : 0);
+  const uint64_t other = experts_.dense_bytes_read + whole_bytes_read_;
+  report.experts.expert_bytes_read = loader_bytes > other ? loader_bytes - other : 0;
+  return report;
 }
 
 std::vector<LayerReport> ResidencyManager::LayerReports() const {

@@ -24,6 +24,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "daemon/core/expert_cache.h"
 #include "daemon/engine/residency_plan.h"
 #include "daemon/core/runtime.h"
 #include "daemon/engine/aligned_buffer.h"
@@ -37,6 +38,16 @@ namespace octo {
 // reader in tests).
 using LayerStreamFactory = std::function<absl::StatusOr<std::unique_ptr<LayerStream>>(const LayerStreamOptions&)>;
 
+// A routed union covering more than this share of a layer's experts reads
+// all of them in one request: prefill and large batches route to most
+// experts, and one sequential read beats many small ones.
+inline constexpr double kWholeLayerExpertShare = 0.5;
+// The prediction's reads are issued for a layer only while it names at
+// least this share of the experts routed from disk there (after
+// kPrefetchWarmup passes): a poor predictor would read bytes no pass uses.
+inline constexpr double kMinPrefetchHitRate = 0.5;
+inline constexpr uint64_t kPrefetchWarmup = 4;
+
 // Waiting and computing time of the passes since the last TakePassTiming.
 struct PassTiming {
   double load_wait_seconds = 0;
@@ -46,12 +57,14 @@ struct PassTiming {
 class ResidencyManager : public LayerSource, public LayerBytesSource {
  public:
   // stream_options: loader path, model dir, direct I/O; slots and slot
-  // bytes are the plan's. on_device: SetDeviceLayers's. Errors as Apply.
+  // bytes are the plan's. on_device: SetDeviceLayers's; selective_experts:
+  // SetSelectiveExperts's. Errors as Apply.
   static absl::StatusOr<std::unique_ptr<ResidencyManager>> Create(const Manifest& manifest,
                                                                   const ResidencySettings& settings,
                                                                   const LayerStreamOptions& stream_options,
                                                                   LayerStreamFactory factory,
-                                                                  std::vector<bool> on_device = {});
+                                                                  std::vector<bool> on_device = {},
+                                                                  bool selective_experts = true);
   ~ResidencyManager() override;
 
   // Re-plans under `settings` and moves layers accordingly. On an error
@@ -72,6 +85,16 @@ class ResidencyManager : public LayerSource, public LayerBytesSource {
 
   absl::StatusOr<const LayerWeights*> Acquire(uint32_t layer) override;
   void Release(uint32_t layer) override;
+  // Streamed MoE layers of a format-2 directory, when selective experts are
+  // on: the dense part through the ring, then the routed experts from the
+  // expert cache or the ring (FetchExperts).
+  bool TwoPhase(uint32_t layer) const override {
+    return layer < two_phase_.size() && two_phase_[layer] && !plan_.resident[layer];
+  }
+  absl::Status FetchExperts(uint32_t layer, const std::vector<uint32_t>& experts, bool routed) override;
+  // Selective experts on or off (a GPU backend copies whole layers: off).
+  // Takes effect at the next Apply.
+  void SetSelectiveExperts(bool on);
 
   PassTiming TakePassTiming();
   ResidencyReport Report() const;
@@ -88,6 +111,7 @@ class ResidencyManager : public LayerSource, public LayerBytesSource {
   };
 
   ResidencyManager(const Manifest& manifest, const LayerStreamOptions& stream_options, LayerStreamFactory factory);
+  void UpdateExpertReport() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status MoveTo(const LayerPlan& plan);
   void SetHeld(uint64_t held) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
@@ -96,6 +120,16 @@ class ResidencyManager : public LayerSource, public LayerBytesSource {
   LayerStreamFactory factory_;
   std::vector<uint64_t> layer_bytes_;
   std::vector<bool> device_;  // layers the GPU holds (SetDeviceLayers)
+  bool selective_experts_ = true;
+  std::vector<bool> two_phase_;  // by layer: has expert blocks, and selective experts are on
+  ExpertCache cache_;
+  uint8_t* acquired_data_ = nullptr;      // the acquired streamed layer's slot
+  std::vector<uint32_t> predicted_;       // the acquired layer's predicted experts (not cached)
+  bool prefetch_issued_ = false;          // ... and whether they were read ahead
+  struct PredictionCounts {
+    uint64_t passes = 0, from_disk = 0, predicted = 0;
+  };
+  std::vector<PredictionCounts> prediction_;  // by layer
 
   ResidencySettings settings_;
   LayerPlan plan_;  // written under mu_ (reports read it), read freely on the scheduler thread
@@ -112,6 +146,8 @@ class ResidencyManager : public LayerSource, public LayerBytesSource {
   LoaderStats retired_ ABSL_GUARDED_BY(mu_);  // summed over streams since replaced
   double total_wait_seconds_ ABSL_GUARDED_BY(mu_) = 0;
   double total_load_seconds_ ABSL_GUARDED_BY(mu_) = 0;
+  ExpertReport experts_ ABSL_GUARDED_BY(mu_);
+  uint64_t whole_bytes_read_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace octo

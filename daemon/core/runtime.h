@@ -18,6 +18,7 @@
 #include "absl/status/statusor.h"
 #include "daemon/chat/chat_template.h"
 #include "daemon/engine/generation.h"
+#include "daemon/engine/residency_plan.h"
 #include "daemon/sampling/sampling_params.h"
 
 namespace octo {
@@ -34,6 +35,7 @@ struct RuntimeOptions {
   std::string models_root;          // LoadModel paths are relative to it, confined to it
   std::string model;                // loaded at start when non-empty (relative to models_root)
   std::string loader_path;          // the octo-loader executable
+  std::vector<std::string> loader_args;  // appended to its command line (tests inject faults)
   int n_threads = 0;                // CPU backend threads; < 1: one per core
   bool allow_simd = true;
   // Backend: "auto" (CUDA when a device is usable, else the CPU), "cuda"
@@ -53,6 +55,13 @@ struct RuntimeOptions {
   uint64_t layer_budget_bytes = 0;  // 0 = auto: fill auto_budget_bytes
   uint64_t auto_budget_bytes = 0;   // the memory auto mode may fill; 0 = half of MemAvailable
   uint32_t ring_slots = 2;
+  // The expert cache of a model streaming its experts selectively, out of
+  // the layer budget; kAutoExpertCache = half of what the pinned layers and
+  // the ring leave (residency_plan.h).
+  uint64_t expert_cache_bytes = kAutoExpertCache;
+  // MoE layers of a format-2 directory streamed in two phases, the dense
+  // part then the routed experts (CPU backend); false streams them whole.
+  bool selective_experts = true;
   bool direct_io = true;
   // Sessions and KV caches.
   uint64_t kv_budget_bytes = 1ull << 30;  // all sessions' caches together
@@ -129,6 +138,7 @@ struct ResidencyChange {  // unset: keep
   std::optional<bool> auto_budget;
   std::optional<uint64_t> vram_budget_bytes;  // CUDA: the VRAM tier's budget
   std::optional<bool> vram_auto;
+  std::optional<uint64_t> expert_cache_bytes;  // kAutoExpertCache: auto
 };
 
 // Where a layer lives between passes.
@@ -167,6 +177,23 @@ struct DeviceReport {
   double overlap = 0;             // fraction of copy time hidden behind compute, [0, 1]
 };
 
+// Selective expert streaming (two-phase MoE layers; empty otherwise).
+struct ExpertReport {
+  bool present = false;          // some layer streams its experts selectively
+  std::string not_selective;     // why a MoE model streams whole layers, when it does
+  uint32_t two_phase_layers = 0;
+  uint64_t cache_capacity_bytes = 0, cache_held_bytes = 0;
+  uint32_t cache_entries = 0;
+  uint64_t cache_hits = 0, cache_misses = 0, cache_evictions = 0;
+  uint64_t routed = 0;            // routed experts (each pass's union, per layer)
+  uint64_t routed_from_disk = 0;  // ... read from disk (cache misses)
+  uint64_t predicted = 0;         // ... of which the prediction had named
+  uint64_t prefetched = 0;        // expert reads the prediction issued (some maybe not routed)
+  uint64_t prefetch_wasted = 0;   // ... not routed after all
+  uint64_t whole_layer_reads = 0; // passes whose union passed kWholeLayerExpertShare
+  uint64_t dense_bytes_read = 0, expert_bytes_read = 0;
+};
+
 struct ResidencyReport {
   uint32_t pin_first = 0, pin_last = 0;
   bool auto_budget = false;
@@ -176,6 +203,7 @@ struct ResidencyReport {
   uint32_t resident_layers = 0, streamed_layers = 0;  // host side: resident = host tier, streamed = disk tier
   uint64_t global_bytes = 0;
   DeviceReport device;
+  ExpertReport experts;
 };
 
 struct SessionReport {

@@ -47,6 +47,7 @@ RuntimeImpl::RuntimeImpl(const RuntimeOptions& options, LayerStreamFactory facto
   residency_.budget_bytes = options.layer_budget_bytes;
   residency_.auto_budget_bytes = options.auto_budget_bytes > 0 ? options.auto_budget_bytes : DefaultAutoBudget();
   residency_.ring_slots = options.ring_slots;
+  residency_.expert_cache_bytes = options.expert_cache_bytes;
   vram_.auto_budget = options.vram_budget_bytes == 0;
   vram_.budget_bytes = options.vram_budget_bytes;
   vram_.staging_buffers = options.staging_buffers;
@@ -92,8 +93,10 @@ absl::StatusOr<ModelSummary> RuntimeImpl::LoadModel(const std::string& path) {
   load.path = path;
   load.residency = residency_;
   load.stream.loader_path = options_.loader_path;
+  load.stream.loader_args = options_.loader_args;
   load.stream.direct_io = options_.direct_io;
   load.stream_factory = factory_;
+  load.selective_experts = options_.selective_experts;
   load.n_threads = options_.n_threads;
   load.allow_simd = options_.allow_simd;
   load.backend = options_.backend;
@@ -287,6 +290,7 @@ absl::StatusOr<ResidencyReport> RuntimeImpl::SetResidency(const ResidencyChange&
     next.auto_budget = false;
   }
   if (change.auto_budget.has_value()) next.auto_budget = *change.auto_budget;
+  if (change.expert_cache_bytes.has_value()) next.expert_cache_bytes = *change.expert_cache_bytes;
   if (!next.auto_budget && next.budget_bytes == 0) {
     return absl::InvalidArgumentError("budget_bytes must be set (more than 0) when auto_budget is off");
   }

@@ -91,6 +91,10 @@ absl::Status ForwardLlama(const ModelView& model, std::span<const SequenceStep> 
     OCTO_ASSIGN_OR_RETURN(const LayerWeights* w, model.layers->Acquire(layer));
     const LayerWeights& lw = *w;
     auto step_status = [&]() -> absl::Status {
+      // A MoE layer streamed in two phases: start reading its likely experts.
+      if (model.layers->TwoPhase(layer)) {
+        OCTO_RETURN_IF_ERROR(PrefetchExperts(c, lw, layer, *model.layers, n, s, backend));
+      }
       // Attention norm.
       OCTO_RETURN_IF_ERROR(backend.RmsNorm(s.x.data(), lw.attn_norm, s.xb.data(), n, dim, c.norm_eps));
       // q, k, v (+ biases for qwen2).
@@ -136,7 +140,7 @@ absl::Status ForwardLlama(const ModelView& model, std::span<const SequenceStep> 
       OCTO_RETURN_IF_ERROR(backend.RmsNorm(s.x.data(), lw.ffn_norm, s.xb.data(), n, dim, c.norm_eps));
       if (c.n_experts > 0) {
         // Routed experts (and qwen2moe's shared one).
-        OCTO_RETURN_IF_ERROR(MoeFfn(c, lw, n, s, backend));
+        OCTO_RETURN_IF_ERROR(MoeFfn(c, lw, layer, *model.layers, n, s, backend));
       } else {
         // gate, up; silu(gate) * up; down.
         OCTO_RETURN_IF_ERROR(SwiGlu(lw.w_gate, lw.w_up, lw.w_down, s.xb.data(), s.xb.data(), n, s, backend));

@@ -63,6 +63,16 @@ absl::Status SwiGlu(const WeightMatrix& gate, const WeightMatrix& up, const Weig
 // The mixture-of-experts FFN of one layer (forward_moe.cc): for the n rows of
 // s.xb, route, run the chosen experts (and the shared one), and write the
 // weighted sum to s.xb.
-absl::Status MoeFfn(const ModelConfig& c, const LayerWeights& w, int n, RunState& s, Backend& backend);
+// A two-phase layer (layers.TwoPhase) gets the experts its rows route to
+// from `layers` before they are used.
+absl::Status MoeFfn(const ModelConfig& c, const LayerWeights& w, uint32_t layer, LayerSource& layers, int n,
+                    RunState& s, Backend& backend);
+
+// A two-phase layer, before its attention: routes the layer's input x
+// through its own FFN norm and router, and asks `layers` for those experts
+// (a prediction of the routing to come after attention, so their reads run
+// while attention computes). Leaves s.x as it was.
+absl::Status PrefetchExperts(const ModelConfig& c, const LayerWeights& w, uint32_t layer, LayerSource& layers, int n,
+                             RunState& s, Backend& backend);
 
 }  // namespace octo

@@ -18,18 +18,57 @@ namespace {
 // qwen2moe gives raw softmax weights; the others renormalize the top k.
 bool NormalizesExpertWeights(const ModelConfig& c) { return c.architecture != "qwen2moe"; }
 
+// Router: which k experts each of the n rows of `in` goes to (s.expert_ids),
+// and with what weight (s.expert_weights).
+absl::Status Route(const ModelConfig& c, const LayerWeights& w, const float* in, int n, RunState& s,
+                   Backend& backend) {
+  OCTO_RETURN_IF_ERROR(backend.MatMul(w.router, in, s.router_logits.data(), n));
+  return backend.TopKExperts(s.router_logits.data(), n, static_cast<int>(c.n_experts),
+                             static_cast<int>(c.n_experts_used), NormalizesExpertWeights(c), s.expert_ids.data(),
+                             s.expert_weights.data());
+}
+
+// The experts any row of the batch chose (s.expert_ids), ascending, once
+// each: what a two-phase layer must read. The ids come to the host (on a
+// GPU this waits for the router).
+absl::StatusOr<std::vector<uint32_t>> ChosenExperts(const ModelConfig& c, int n, RunState& s, Backend& backend) {
+  std::vector<int32_t> ids(static_cast<size_t>(n) * c.n_experts_used);
+  OCTO_RETURN_IF_ERROR(backend.Download(ids.data(), s.expert_ids.data(), sizeof(int32_t) * ids.size()));
+  std::vector<bool> chosen(c.n_experts, false);
+  for (int32_t e : ids) {
+    if (e >= 0 && static_cast<uint32_t>(e) < c.n_experts) chosen[e] = true;
+  }
+  std::vector<uint32_t> experts;
+  for (uint32_t e = 0; e < c.n_experts; ++e) {
+    if (chosen[e]) experts.push_back(e);
+  }
+  return experts;
+}
+
 }  // namespace
 
-absl::Status MoeFfn(const ModelConfig& c, const LayerWeights& w, int n, RunState& s, Backend& backend) {
+absl::Status PrefetchExperts(const ModelConfig& c, const LayerWeights& w, uint32_t layer, LayerSource& layers, int n,
+                             RunState& s, Backend& backend) {
+  OCTO_RETURN_IF_ERROR(backend.RmsNorm(s.x.data(), w.ffn_norm, s.xb.data(), n, static_cast<int>(c.dim), c.norm_eps));
+  OCTO_RETURN_IF_ERROR(Route(c, w, s.xb.data(), n, s, backend));
+  OCTO_ASSIGN_OR_RETURN(const std::vector<uint32_t> experts, ChosenExperts(c, n, s, backend));
+  return layers.FetchExperts(layer, experts, /*routed=*/false);
+}
+
+absl::Status MoeFfn(const ModelConfig& c, const LayerWeights& w, uint32_t layer, LayerSource& layers, int n,
+                    RunState& s, Backend& backend) {
   const int dim = static_cast<int>(c.dim);
   const int n_experts = static_cast<int>(c.n_experts);
   const int k = static_cast<int>(c.n_experts_used);
   const int width = static_cast<int>(w.gate_exps.rows / n_experts);  // expert_hidden_dim
 
   // Router: which k experts each row goes to, and with what weight.
-  OCTO_RETURN_IF_ERROR(backend.MatMul(w.router, s.xb.data(), s.router_logits.data(), n));
-  OCTO_RETURN_IF_ERROR(backend.TopKExperts(s.router_logits.data(), n, n_experts, k, NormalizesExpertWeights(c),
-                                           s.expert_ids.data(), s.expert_weights.data()));
+  OCTO_RETURN_IF_ERROR(Route(c, w, s.xb.data(), n, s, backend));
+  // A two-phase layer: read the experts the batch routed to (the union).
+  if (layers.TwoPhase(layer)) {
+    OCTO_ASSIGN_OR_RETURN(const std::vector<uint32_t> experts, ChosenExperts(c, n, s, backend));
+    OCTO_RETURN_IF_ERROR(layers.FetchExperts(layer, experts, /*routed=*/true));
+  }
 
   // Each chosen expert: gate, up (n, k, width); silu(gate) * up; down (n, k, dim).
   OCTO_RETURN_IF_ERROR(s.hb.Grow(backend, static_cast<size_t>(n) * k * width));

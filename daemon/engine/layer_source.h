@@ -32,6 +32,19 @@ class LayerSource {
 
   // The forward pass is done with `layer`'s views.
   virtual void Release(uint32_t layer) = 0;
+
+  // Two-phase layers (a streamed MoE layer of a format-2 directory, see
+  // storage/FORMAT.md): Acquire gives the dense part (attention, norms,
+  // router, shared expert), and the pass fetches the experts it routed to
+  // before the expert matmuls. Every other layer holds all its experts.
+  virtual bool TwoPhase(uint32_t layer) const { return false; }
+  // The acquired two-phase `layer`'s blocks of `experts` (ascending, no
+  // repeats). routed: the pass needs them now; returns once they are in,
+  // errors as Acquire's naming the expert. Else a prediction: starts reading
+  // them and returns.
+  virtual absl::Status FetchExperts(uint32_t layer, const std::vector<uint32_t>& experts, bool routed) {
+    return absl::OkStatus();
+  }
 };
 
 // LayerBytesSource: the host side of a device backend's layers -- each

@@ -30,8 +30,10 @@ absl::Status BindOptional(absl::StatusOr<T> (*bind)(const ManifestFile&, const u
 WeightMatrix ExpertSlice(const WeightMatrix& stacked, int n_experts, int expert) {
   WeightMatrix m = stacked;
   m.rows = stacked.rows / n_experts;
-  const uint64_t expert_bytes = static_cast<uint64_t>(stacked.rows / n_experts) *
-                                static_cast<uint64_t>(RowBytes(stacked.type, stacked.cols));
+  m.expert_stride = 0;
+  const uint64_t packed = static_cast<uint64_t>(stacked.rows / n_experts) *
+                          static_cast<uint64_t>(RowBytes(stacked.type, stacked.cols));
+  const uint64_t expert_bytes = stacked.expert_stride != 0 ? static_cast<uint64_t>(stacked.expert_stride) : packed;
   m.data = static_cast<const uint8_t*>(stacked.data) + expert * expert_bytes;
   return m;
 }
@@ -50,6 +52,7 @@ absl::StatusOr<WeightMatrix> BindMatrix(const ManifestFile& file, const uint8_t*
   m.cols = static_cast<int64_t>(t->shape[0]);
   m.rows = 1;
   for (size_t i = 1; i < t->shape.size(); ++i) m.rows *= static_cast<int64_t>(t->shape[i]);
+  m.expert_stride = static_cast<int64_t>(t->expert_stride);  // format 2's per-expert blocks, else 0
   return m;
 }
 

@@ -19,9 +19,9 @@ namespace {
 // Fills `plan` (pinned layers already resident) with `slots` ring slots and
 // then more resident layers, outermost first. Returns the streamed count.
 size_t Fill(const std::vector<uint64_t>& layer_bytes, uint64_t budget, uint32_t slots, uint64_t slot_bytes,
-            LayerPlan& plan) {
+            uint64_t cache_bytes, LayerPlan& plan) {
   const size_t n = layer_bytes.size();
-  uint64_t held = slots * slot_bytes;
+  uint64_t held = slots * slot_bytes + cache_bytes;
   for (size_t l = 0; l < n; ++l) {
     plan.resident[l] = plan.pinned[l];
     if (plan.pinned[l]) held += layer_bytes[l];
@@ -34,6 +34,7 @@ size_t Fill(const std::vector<uint64_t>& layer_bytes, uint64_t budget, uint32_t 
   }
   plan.ring_slots = slots;
   plan.slot_bytes = slot_bytes;
+  plan.expert_cache_bytes = cache_bytes;
   plan.held_bytes = held;
   return static_cast<size_t>(std::count(plan.resident.begin(), plan.resident.end(), false));
 }
@@ -76,8 +77,18 @@ absl::StatusOr<LayerPlan> PlanLayers(const std::vector<uint64_t>& layer_bytes, c
   // The most slots that fit, but no more than there are layers left to stream.
   uint32_t slots = settings.ring_slots;
   while (slots > 1 && pinned_bytes + slots * largest_unpinned > budget) --slots;
+  const uint64_t left = budget - pinned_bytes - slots * largest_unpinned;
+  uint64_t cache = 0;
+  if (settings.experts_streamed) {
+    cache = settings.expert_cache_bytes == kAutoExpertCache ? left / 2 : settings.expert_cache_bytes;
+    if (cache > left) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "an expert cache of ", cache, " bytes does not fit the layer budget of ", budget, " bytes beside the pinned layers (",
+          pinned_bytes, " bytes) and the ring (", slots, " x ", largest_unpinned, " bytes): at most ", left));
+    }
+  }
   while (true) {
-    const size_t streamed = Fill(layer_bytes, budget, slots, largest_unpinned, plan);
+    const size_t streamed = Fill(layer_bytes, budget, slots, largest_unpinned, cache, plan);
     if (streamed >= slots || slots == 1) break;
     slots = static_cast<uint32_t>(std::max<size_t>(streamed, 1));
   }

@@ -9,7 +9,10 @@
 //      with at least one ring slot beside them, or RESOURCE_EXHAUSTED;
 //   3. the ring gets up to ring_slots slots, each the size of the largest
 //      layer that may stream (never more slots than streamed layers);
-//   4. what is left fills with more resident layers, outermost first
+//   4. when layers stream their experts selectively (two-phase MoE layers),
+//      the expert cache gets its share: expert_cache_bytes, or with
+//      kAutoExpertCache half of what the pins and the ring leave;
+//   5. what is left fills with more resident layers, outermost first
 //      (0, n-1, 1, n-2, ...): the layers a pass needs first and last.
 #pragma once
 
@@ -21,6 +24,8 @@
 namespace octo {
 
 inline constexpr uint32_t kMaxRingSlots = 16;
+// expert_cache_bytes: half of the budget the pinned layers and the ring leave.
+inline constexpr uint64_t kAutoExpertCache = ~uint64_t{0};
 
 struct ResidencySettings {
   uint32_t pin_first = 1;
@@ -29,6 +34,8 @@ struct ResidencySettings {
   uint64_t budget_bytes = 0;      // used when !auto_budget
   uint64_t auto_budget_bytes = 0; // what auto mode may fill
   uint32_t ring_slots = 2;        // wanted, 1..kMaxRingSlots (2 = double buffering)
+  uint64_t expert_cache_bytes = kAutoExpertCache;  // rule 4
+  bool experts_streamed = false;  // the model has two-phase layers (set by the residency manager)
 
   uint64_t budget() const { return auto_budget ? auto_budget_bytes : budget_bytes; }
 };
@@ -38,7 +45,8 @@ struct LayerPlan {
   std::vector<bool> pinned;    // by layer; pinned implies resident
   uint32_t ring_slots = 0;     // 0 when nothing streams
   uint64_t slot_bytes = 0;
-  uint64_t held_bytes = 0;     // resident layers + ring, <= budget
+  uint64_t expert_cache_bytes = 0;  // the expert cache's capacity (rule 4)
+  uint64_t held_bytes = 0;     // resident layers + ring + expert cache, <= budget
 
   std::vector<uint32_t> StreamedOrder() const;  // streamed layers, ascending
   uint64_t ring_bytes() const { return ring_slots * slot_bytes; }

@@ -8,6 +8,8 @@
 // function handles refills, cycle restarts, a new order and failed loads.
 #include "daemon/loader/layer_stream.h"
 
+#include <array>
+#include <cstring>
 #include <deque>
 
 #include "absl/base/thread_annotations.h"
@@ -117,9 +119,63 @@ class RingLayerStream final : public LayerStream {
       }
     }
     if (oldest < 0) return;
-    SetFree(static_cast<uint32_t>(oldest));
+    if (Any(slots_[oldest].in_flight)) {
+      slots_[oldest] = Loading(kNoTicket, layer);  // the loader is on it; freed when it completes
+    } else {
+      SetFree(static_cast<uint32_t>(oldest));
+    }
     CollectCompletions();
     Reconcile();
+  }
+
+  void SetTwoPhase(std::vector<bool> by_layer) override { two_phase_ = std::move(by_layer); }
+
+  absl::Status FetchExperts(uint32_t layer, const std::vector<uint32_t>& experts, bool wait) override {
+    OCTO_RETURN_IF_ERROR(broken_);
+    if (!IsTwoPhase(layer)) return absl::OkStatus();
+    const int i = HeldSlot(layer);
+    if (i < 0) return absl::FailedPreconditionError(absl::StrCat("layer ", layer, " is not held: Acquire it first"));
+    for (uint32_t e : experts) {
+      if (e >= ring::kMaxRingExperts) return absl::InvalidArgumentError(absl::StrCat("expert ", e, " is out of range"));
+    }
+    while (true) {
+      CollectCompletions();
+      Slot& slot = slots_[i];
+      ExpertMask missing{};
+      bool all_in = true;
+      for (uint32_t e : experts) {
+        if (Test(slot.have, e)) continue;
+        all_in = false;
+        if (Test(slot.failed, e)) {
+          if (!wait) continue;  // a prefetch leaves the failure to the fetch that needs it
+          absl::Status error = slot.error;
+          slot.failed = {};  // the next fetch of these experts reads them again
+          return error;
+        }
+        if (!Test(slot.in_flight, e)) Set(missing, e);
+      }
+      if (all_in) return absl::OkStatus();
+      // One request per slot at a time: the rest goes when this one is done.
+      if (Any(missing) && !Any(slot.in_flight)) {
+        SlotDescriptor& d = ring_->slot(i);
+        d.part = ring::kExpertBlocks;
+        std::memcpy(d.experts, missing.data(), sizeof(d.experts));
+        d.sequence = next_urgent_sequence_++;  // before every prefetch of a later layer's dense part
+        slot.in_flight = missing;
+        d.state.store(ring::kRequested, std::memory_order_release);
+        if (loader_ != nullptr && !loader_->Notify()) loader_dead_ = true;
+      }
+      if (!wait) return absl::OkStatus();
+      OCTO_RETURN_IF_ERROR(WaitForLoader());
+    }
+  }
+
+  void MarkExpertsPresent(uint32_t layer, const std::vector<uint32_t>& experts) override {
+    const int i = HeldSlot(layer);
+    if (i < 0) return;
+    for (uint32_t e : experts) {
+      if (e < ring::kMaxRingExperts) Set(slots_[i].have, e);
+    }
   }
 
   LoaderStats stats() const override {
@@ -135,11 +191,30 @@ class RingLayerStream final : public LayerStream {
     kDone,     // READY or FAILED, not yet handed out
     kHeld,     // READY and handed to the caller until Release
   };
+  using ExpertMask = std::array<uint64_t, ring::kMaxRingExperts / 64>;
   struct Slot {
     Use use = Use::kFree;
     uint64_t ticket = kNoTicket;  // kNoTicket while loading: stale, freed when it completes
     uint32_t layer = 0;
+    // A held two-phase layer: expert blocks in the slot, and asked for.
+    ExpertMask have{}, in_flight{};
+    ExpertMask failed{};  // asked for and failed: `error` says why
+    absl::Status error;
   };
+  static Slot Loading(uint64_t ticket, uint32_t layer) {
+    Slot s;
+    s.use = Use::kLoading;
+    s.ticket = ticket;
+    s.layer = layer;
+    return s;
+  }
+  static bool Test(const ExpertMask& m, uint32_t e) { return (m[e / 64] >> (e % 64) & 1) != 0; }
+  static void Set(ExpertMask& m, uint32_t e) { m[e / 64] |= uint64_t{1} << (e % 64); }
+  static void Clear(ExpertMask& m, uint32_t e) { m[e / 64] &= ~(uint64_t{1} << (e % 64)); }
+  static bool Any(const ExpertMask& m) {
+    for (uint64_t w : m) if (w != 0) return true;
+    return false;
+  }
 
   uint32_t HeldCount() const {
     uint32_t held = 0;
@@ -168,7 +243,8 @@ class RingLayerStream final : public LayerStream {
       stats_.io_mode = loader_->io_mode();
     }
     for (uint32_t i = 0; i < slots_.size(); ++i) {
-      if (slots_[i].use != Use::kLoading) continue;
+      const bool expert_read = slots_[i].use == Use::kHeld && Any(slots_[i].in_flight);
+      if (slots_[i].use != Use::kLoading && !expert_read) continue;
       const SlotDescriptor& d = ring_->slot(i);
       const uint32_t state = d.state.load(std::memory_order_acquire);
       if (state != ring::kReady && state != ring::kFailed) continue;
@@ -180,10 +256,31 @@ class RingLayerStream final : public LayerStream {
           ++stats_.checksum_failures;
         }
       }
+      if (expert_read) {
+        Slot& slot = slots_[i];
+        for (size_t w = 0; w < slot.in_flight.size(); ++w) {
+          (state == ring::kReady ? slot.have : slot.failed)[w] |= slot.in_flight[w];
+          slot.in_flight[w] = 0;
+        }
+        if (state == ring::kFailed) slot.error = LoadError(d);
+        // The slot's dense part and earlier blocks are intact: it is the
+        // caller's again, READY for the next request (RING.md).
+        ring_->slot(i).state.store(ring::kReady, std::memory_order_release);
+        continue;
+      }
       slots_[i].use = Use::kDone;
       if (slots_[i].ticket == kNoTicket) SetFree(i);
     }
   }
+
+  int HeldSlot(uint32_t layer) const {
+    for (uint32_t i = 0; i < slots_.size(); ++i) {
+      if (slots_[i].use == Use::kHeld && slots_[i].layer == layer) return static_cast<int>(i);
+    }
+    return -1;
+  }
+
+  bool IsTwoPhase(uint32_t layer) const { return layer < two_phase_.size() && two_phase_[layer]; }
 
   // Frees slots outside the window, requests the window's missing tickets.
   void Reconcile() {
@@ -218,9 +315,11 @@ class RingLayerStream final : public LayerStream {
     SlotDescriptor& d = ring_->slot(i);
     const uint32_t layer = order_[ticket % order_.size()];
     d.layer = layer;
-    d.sequence = next_sequence_++;
+    d.part = IsTwoPhase(layer) ? ring::kDensePart : ring::kWholeFile;
+    std::memset(d.experts, 0, sizeof(d.experts));
+    d.sequence = kPrefetchSequences + next_sequence_++;
     d.state.store(ring::kRequested, std::memory_order_release);  // publishes layer and sequence
-    slots_[i] = Slot{Use::kLoading, ticket, layer};
+    slots_[i] = Loading(ticket, layer);
   }
 
   // Waits for the loader to finish something; restarts it if it died.
@@ -277,7 +376,12 @@ class RingLayerStream final : public LayerStream {
   std::vector<Slot> slots_;
   std::vector<uint32_t> order_;
   uint64_t next_ticket_ = 0;
-  uint64_t next_sequence_ = 1;
+  // The loader serves the lowest sequence first: expert reads, which a pass
+  // waits on now, before the dense parts and whole layers read ahead.
+  static constexpr uint64_t kPrefetchSequences = uint64_t{1} << 62;
+  uint64_t next_sequence_ = 1;         // + kPrefetchSequences: the window's reads
+  uint64_t next_urgent_sequence_ = 1;  // expert reads
+  std::vector<bool> two_phase_;        // by layer
   std::deque<absl::Time> restart_times_;
   absl::Status broken_;  // UNAVAILABLE for good once restarts ran out
 

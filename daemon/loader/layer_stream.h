@@ -55,9 +55,12 @@ struct LayerStreamOptions {
   std::vector<std::string> loader_args;  // appended to the loader's command line
 };
 
-// One streamed layer, in a ring slot, valid until Release.
+// One streamed layer, in a ring slot, valid until Release. The slot is an
+// image of the layer file: a two-phase layer holds its dense part, and each
+// expert block at its file offset once fetched. The holder may write expert
+// blocks it has itself (its expert cache) into their places.
 struct StreamedLayer {
-  const uint8_t* data = nullptr;  // the whole file, header page included
+  uint8_t* data = nullptr;        // the whole file (or its parts), header page included
   uint64_t size = 0;
   double load_seconds = 0;        // the loader's read + checksum time for it
   double wait_seconds = 0;        // how long Acquire blocked for it
@@ -99,6 +102,21 @@ class LayerStream {
   // The forward pass is done with `layer`'s slot; it is refilled. A layer
   // not held is ignored.
   virtual void Release(uint32_t layer) = 0;
+
+  // Format-2 MoE layers read in two phases (by layer; empty = none): their
+  // slots are filled with the dense part only, and FetchExperts adds expert
+  // blocks. Takes effect at the next SetOrder.
+  virtual void SetTwoPhase(std::vector<bool> by_layer) = 0;
+
+  // For a held two-phase layer: asks the loader for the blocks of `experts`
+  // that its slot neither holds nor has asked for. With wait, returns once
+  // all of them are in: errors as Acquire's, the expert named (DATA_LOSS
+  // "layer_003.bin: expert 5 of layer 3: checksum mismatch"); without, returns
+  // at once (a prefetch; its failure surfaces at the fetch that waits for
+  // that expert). A layer that is not two-phase holds every expert already.
+  virtual absl::Status FetchExperts(uint32_t layer, const std::vector<uint32_t>& experts, bool wait) = 0;
+  // The caller wrote these experts' blocks into the held slot of `layer`.
+  virtual void MarkExpertsPresent(uint32_t layer, const std::vector<uint32_t>& experts) = 0;
 
   virtual LoaderStats stats() const = 0;
 

@@ -284,7 +284,8 @@ TEST(ModelTensorsTest, EveryPresetListsConsistentTensors) {
       SCOPED_TRACE(absl::StrCat(shape.name, " ", recipe_name));
       absl::StatusOr<std::vector<TensorSpec>> tensors = BuildTensorList(shape, recipe);
       ASSERT_TRUE(tensors.ok()) << tensors.status();
-      const size_t per_layer = 9 + (shape.qkv_bias ? 3 : 0) + (shape.qk_norm ? 2 : 0) + (shape.n_experts ? 1 : 0);
+      const size_t per_layer = 9 + (shape.qkv_bias ? 3 : 0) + (shape.qk_norm ? 2 : 0) + (shape.n_experts ? 1 : 0) +
+                               (shape.shared_expert_dim ? 4 : 0);
       EXPECT_EQ(tensors->size(), 2 + (shape.tied_embeddings ? 0 : 1) + per_layer * shape.n_layers);
       for (const TensorSpec& t : *tensors) {
         uint64_t n = 1;

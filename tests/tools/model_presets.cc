@@ -62,6 +62,14 @@ std::vector<ModelShape> MakePresets() {
   p.back().qk_norm = true;
   p.back().n_experts = 128;
   p.back().n_experts_used = 8;
+  // Qwen1.5-MoE-A2.7B: 60 experts of 1408, 4 per token, plus a gated shared
+  // expert of 5632, qkv biases.
+  p.push_back(Shape("qwen1.5-moe-a2.7b", "qwen2moe", 2048, 1408, 24, 16, 16, 128, 151936, 8192, 1e6f, 1e-6f, "gpt2",
+                    "qwen2"));
+  p.back().qkv_bias = true;
+  p.back().n_experts = 60;
+  p.back().n_experts_used = 4;
+  p.back().shared_expert_dim = 5632;
   // Tiny shapes for tests: every row a whole number of 256-element blocks.
   p.push_back(Shape("tiny", "llama", 256, 768, 2, 8, 4, 32, 512, 2048, 10000.0f, 1e-5f, "llama", ""));
   p.push_back(p.back());
@@ -80,6 +88,11 @@ std::vector<ModelShape> MakePresets() {
   p.back().hidden_dim = 256;
   p.back().n_experts = 8;
   p.back().n_experts_used = 2;
+  p.push_back(Shape("tiny-qwen2moe", "qwen2moe", 256, 256, 2, 8, 4, 32, 600, 2048, 1e6f, 1e-6f, "gpt2", "qwen2"));
+  p.back().qkv_bias = true;
+  p.back().n_experts = 8;
+  p.back().n_experts_used = 2;
+  p.back().shared_expert_dim = 512;
   return p;
 }
 
@@ -127,8 +140,11 @@ absl::Status ValidateShape(const ModelShape& s) {
   if (s.n_experts == 0 && s.n_experts_used != 0) {
     return absl::InvalidArgumentError(absl::StrCat(s.name, ": n_experts_used set without experts"));
   }
+  if (s.shared_expert_dim > 0 && (s.n_experts == 0 || s.architecture != "qwen2moe")) {
+    return absl::InvalidArgumentError(absl::StrCat(s.name, ": a shared expert needs qwen2moe experts"));
+  }
   if (s.architecture != "llama" && s.architecture != "qwen2" && s.architecture != "qwen3" &&
-      s.architecture != "qwen3moe") {
+      s.architecture != "qwen2moe" && s.architecture != "qwen3moe") {
     return absl::InvalidArgumentError(absl::StrCat(s.name, ": unknown architecture '", s.architecture, "'"));
   }
   const bool spm = s.tokenizer_model == "llama";
@@ -152,6 +168,7 @@ std::string DescribeShape(const ModelShape& s) {
   if (!s.tokenizer_pre.empty()) absl::StrAppend(&out, "/", s.tokenizer_pre);
   absl::StrAppend(&out, "), ctx ", s.context_length, ", rope theta ", s.rope_theta, ", eps ", s.norm_eps);
   if (s.n_experts > 0) absl::StrAppend(&out, ", experts ", s.n_experts_used, "/", s.n_experts);
+  if (s.shared_expert_dim > 0) absl::StrAppend(&out, ", shared expert ", s.shared_expert_dim);
   if (s.tied_embeddings) absl::StrAppend(&out, ", tied embeddings");
   if (s.qkv_bias) absl::StrAppend(&out, ", qkv bias");
   if (s.qk_norm) absl::StrAppend(&out, ", qk norm");

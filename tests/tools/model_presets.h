@@ -16,7 +16,7 @@ namespace octo::testing {
 // Hyper-parameters in llama.cpp's vocabulary (the GGUF "<arch>.*" keys).
 struct ModelShape {
   std::string name;          // preset name, written as general.name
-  std::string architecture;  // "llama", "qwen2", "qwen3" or "qwen3moe"
+  std::string architecture;  // "llama", "qwen2", "qwen3", "qwen2moe" or "qwen3moe"
   uint32_t dim = 0;          // embedding_length
   uint32_t hidden_dim = 0;   // feed_forward_length (per expert for MoE)
   uint32_t n_layers = 0;
@@ -29,6 +29,7 @@ struct ModelShape {
   float norm_eps = 1e-5f;
   uint32_t n_experts = 0;       // 0: dense FFN
   uint32_t n_experts_used = 0;  // experts per token when n_experts > 0
+  uint32_t shared_expert_dim = 0;  // qwen2moe's gated shared expert (ffn_*_shexp) width; 0: none
   bool tied_embeddings = false;  // no output.weight; token_embd is reused
   bool qkv_bias = false;         // attn_{q,k,v}.bias (qwen2)
   bool qk_norm = false;          // attn_{q,k}_norm.weight (qwen3)

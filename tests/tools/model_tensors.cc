@@ -142,6 +142,12 @@ absl::StatusOr<std::vector<TensorSpec>> BuildTensorList(const ModelShape& s, con
       b.Weight(blk + "ffn_gate_exps.weight", {s.dim, s.hidden_dim, s.n_experts});
       b.Weight(blk + "ffn_up_exps.weight", {s.dim, s.hidden_dim, s.n_experts});
       b.Weight(blk + "ffn_down_exps.weight", {s.hidden_dim, s.dim, s.n_experts}, b.MoreBitsType(more_bits));
+      if (s.shared_expert_dim > 0) {  // qwen2moe: a shared expert, gated by sigmoid(gate_inp_shexp . x)
+        b.Weight(blk + "ffn_gate_inp_shexp.weight", {s.dim}, TypeInfo(GgmlType::kF32));
+        b.Weight(blk + "ffn_gate_shexp.weight", {s.dim, s.shared_expert_dim});
+        b.Weight(blk + "ffn_up_shexp.weight", {s.dim, s.shared_expert_dim});
+        b.Weight(blk + "ffn_down_shexp.weight", {s.shared_expert_dim, s.dim}, b.MoreBitsType(more_bits));
+      }
     }
   }
   b.Norm("output_norm.weight", s.dim);
@@ -175,7 +181,8 @@ void AddModelMetadata(const ModelShape& s, const TypeRecipe& recipe, const Gener
     w.AddU32(arch + ".expert_used_count", s.n_experts_used);
     // Qwen MoE models name the expert width separately (Mixtral reuses
     // feed_forward_length).
-    if (arch == "qwen3moe") w.AddU32(arch + ".expert_feed_forward_length", s.hidden_dim);
+    if (arch == "qwen2moe" || arch == "qwen3moe") w.AddU32(arch + ".expert_feed_forward_length", s.hidden_dim);
+    if (s.shared_expert_dim > 0) w.AddU32(arch + ".expert_shared_feed_forward_length", s.shared_expert_dim);
   }
 
   w.AddString("tokenizer.ggml.model", s.tokenizer_model);

@@ -35,6 +35,10 @@ class FileLayerStream : public LayerStream {
   void SetOrder(std::vector<uint32_t> order) override { order_ = std::move(order); }
   absl::StatusOr<StreamedLayer> Acquire(uint32_t layer) override;
   void Release(uint32_t) override {}
+  // Reads whole layers: every expert is in once acquired.
+  void SetTwoPhase(std::vector<bool>) override {}
+  absl::Status FetchExperts(uint32_t, const std::vector<uint32_t>&, bool) override { return absl::OkStatus(); }
+  void MarkExpertsPresent(uint32_t, const std::vector<uint32_t>&) override {}
   LoaderStats stats() const override;
 
  private:

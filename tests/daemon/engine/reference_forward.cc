@@ -46,7 +46,12 @@ class TensorTable {
         const bool ignored = std::any_of(ignore.begin(), ignore.end(),
                                          [&](const std::string& s) { return absl::EndsWith(t.name, s); });
         if (ignored) continue;
-        if (t.offset + t.bytes > bytes.size()) {
+        // A format-2 stacked expert tensor keeps each expert's slice in its
+        // own block, expert_stride apart; gather them back into one.
+        const uint64_t n_slices = t.expert_stride != 0 ? t.shape.back() : 1;
+        const uint64_t slice = t.bytes / n_slices;
+        const uint64_t step = t.expert_stride != 0 ? t.expert_stride : slice;
+        if (t.offset + (n_slices - 1) * step + slice > bytes.size()) {
           return absl::InvalidArgumentError(absl::StrCat(t.name, " runs past the end of ", file.name));
         }
         Tensor& tensor = tensors_[t.name];
@@ -54,7 +59,9 @@ class TensorTable {
         tensor.shape = t.shape;
         if (t.type.type != GgmlType::kF32) continue;
         std::vector<float> f(t.bytes / sizeof(float));
-        std::memcpy(f.data(), bytes.data() + t.offset, f.size() * sizeof(float));
+        for (uint64_t e = 0; e < n_slices; ++e) {
+          std::memcpy(reinterpret_cast<char*>(f.data()) + e * slice, bytes.data() + t.offset + e * step, slice);
+        }
         tensor.values.assign(f.begin(), f.end());
       }
     }
