@@ -45,6 +45,9 @@ DaemonCommands::DaemonCommands(CLI::App& app) {
   residency_->add_option("--budget", budget_, "Layer memory: SIZE (e.g. 4GiB) or auto");
   residency_->add_option("--vram-budget", vram_budget_,
                          "CUDA: VRAM tier (device layers + staging buffers): SIZE (e.g. 60GiB) or auto");
+  residency_->add_option("--expert-cache", expert_cache_,
+                         "MoE models streaming their experts: experts kept in memory, out of the layer budget: "
+                         "SIZE (e.g. 8GiB), 0 (none) or auto");
   residency_->add_flag("--json", json_, "The plan in force as JSON");
 
   load_ = app.add_subcommand("load", "Load a model directory (relative to octod's models root)");
@@ -127,6 +130,19 @@ int DaemonCommands::Residency(OctoClient& client) {
     }
     request.set_vram_budget_bytes(*bytes);
     request.set_vram_auto(false);
+  }
+  if (expert_cache_ == "auto") {
+    request.set_expert_cache_auto(true);
+  } else if (!expert_cache_.empty()) {
+    // 0 is a size here: no expert cache.
+    const std::optional<uint64_t> bytes = ParseByteSize(expert_cache_);
+    if (!bytes.has_value()) {
+      absl::FPrintF(stderr, "octo-ctl: --expert-cache '%s' is not a size such as 8GiB or 512M, 0 or auto\n",
+                    expert_cache_);
+      return 2;
+    }
+    request.set_expert_cache_bytes(*bytes);
+    request.set_expert_cache_auto(false);
   }
   absl::StatusOr<v1::ResidencyStatus> residency = client.SetResidency(request);
   if (!residency.ok()) return Fail(residency.status());

@@ -49,6 +49,7 @@ class DaemonCommands {
   std::optional<uint32_t> pin_first_, pin_last_;
   std::string budget_;
   std::string vram_budget_;
+  std::string expert_cache_;
   std::string model_path_;
   CLI::App* status_ = nullptr;
   CLI::App* residency_ = nullptr;

@@ -68,6 +68,44 @@ std::string FormatDevice(const v1::DeviceStatus& d) {
       d.h2d_gbps(), d.overlap() * 100);
 }
 
+// `part` of `whole` as a percentage, or "-" when there is no whole yet.
+std::string Percent(uint64_t part, uint64_t whole) {
+  return whole > 0 ? absl::StrFormat("%.1f%%", 100.0 * static_cast<double>(part) / static_cast<double>(whole)) : "-";
+}
+
+// Selective expert streaming in three lines: the two-phase layers and the
+// expert cache, how well the cache and the prediction do, and what was read
+// from disk (per generated token when there are any). One line when a MoE
+// model streams whole layers.
+std::string FormatExperts(const v1::ExpertStatus& e, uint64_t generated_tokens) {
+  if (!e.present()) return absl::StrCat("experts     whole layers (", e.not_selective(), ")\n");
+  const uint64_t bytes_read = e.dense_bytes_read() + e.expert_bytes_read();
+  return absl::StrFormat(
+      "experts     %u two-phase layers; cache %s held of %s, %u entries\n"
+      "            %u hits, %u misses (%s hit), %u evictions; prefetch hit %s (%u of %u disk reads predicted)\n"
+      "            read dense %s, experts %s, %u whole-layer reads%s\n",
+      e.two_phase_layers(), FormatByteSize(e.cache_held_bytes()), FormatByteSize(e.cache_capacity_bytes()),
+      e.cache_entries(), e.cache_hits(), e.cache_misses(), Percent(e.cache_hits(), e.cache_hits() + e.cache_misses()),
+      e.cache_evictions(), Percent(e.predicted(), e.routed_from_disk()), e.predicted(), e.routed_from_disk(),
+      FormatByteSize(e.dense_bytes_read()), FormatByteSize(e.expert_bytes_read()), e.whole_layer_reads(),
+      generated_tokens > 0 ? absl::StrCat("; ", FormatByteSize(bytes_read / generated_tokens), " per token") : "");
+}
+
+// FormatResidency, and the bytes read per token when generated_tokens > 0.
+std::string ResidencyLines(const v1::ResidencyStatus& r, uint64_t generated_tokens) {
+  std::string out = absl::StrFormat(
+      "residency   %u resident, %u streamed; pinned first %u, last %u\n"
+      "memory      layers %s held, peak %s, budget %s%s; ring %u x %s; globals %s\n",
+      r.resident_layers(), r.streamed_layers(), r.pin_first(), r.pin_last(), FormatByteSize(r.held_bytes()),
+      FormatByteSize(r.peak_bytes()), FormatByteSize(r.budget_bytes()), r.auto_budget() ? " (auto)" : "",
+      r.ring_slots(), FormatByteSize(r.slot_bytes()), FormatByteSize(r.global_bytes()));
+  if (r.device().present()) absl::StrAppend(&out, FormatDevice(r.device()));
+  if (r.experts().present() || !r.experts().not_selective().empty()) {
+    absl::StrAppend(&out, FormatExperts(r.experts(), generated_tokens));
+  }
+  return out;
+}
+
 void AppendSessions(const v1::GetStatusResponse& status, std::string& out) {
   absl::StrAppendFormat(&out, "sessions    %d\n", status.sessions_size());
   if (status.sessions_size() == 0) return;
@@ -89,16 +127,7 @@ std::string ResidencyMap(const v1::GetStatusResponse& status) {
   return map;
 }
 
-std::string FormatResidency(const v1::ResidencyStatus& r) {
-  std::string out = absl::StrFormat(
-      "residency   %u resident, %u streamed; pinned first %u, last %u\n"
-      "memory      layers %s held, peak %s, budget %s%s; ring %u x %s; globals %s\n",
-      r.resident_layers(), r.streamed_layers(), r.pin_first(), r.pin_last(), FormatByteSize(r.held_bytes()),
-      FormatByteSize(r.peak_bytes()), FormatByteSize(r.budget_bytes()), r.auto_budget() ? " (auto)" : "",
-      r.ring_slots(), FormatByteSize(r.slot_bytes()), FormatByteSize(r.global_bytes()));
-  if (r.device().present()) absl::StrAppend(&out, FormatDevice(r.device()));
-  return out;
-}
+std::string FormatResidency(const v1::ResidencyStatus& r) { return ResidencyLines(r, /*generated_tokens=*/0); }
 
 std::string FormatStatus(const v1::GetStatusResponse& status) {
   std::string out = absl::StrFormat("octod %s, up %s, backend %s\n", status.version(),
@@ -107,7 +136,7 @@ std::string FormatStatus(const v1::GetStatusResponse& status) {
     absl::StrAppend(&out, "model       none loaded (octo-ctl load NAME)\n");
   } else {
     absl::StrAppend(&out, "model       ", ModelLine(status.model()), "\n");
-    absl::StrAppend(&out, FormatResidency(status.residency()));
+    absl::StrAppend(&out, ResidencyLines(status.residency(), status.generated_tokens()));
     const std::string map = ResidencyMap(status);
     for (size_t start = 0; start < map.size(); start += kMapWidth) {
       absl::StrAppend(&out, start == 0 ? "layer map   " : "            ", map.substr(start, kMapWidth),

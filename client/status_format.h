@@ -13,13 +13,16 @@ namespace octo {
 std::string ResidencyMap(const v1::GetStatusResponse& status);
 
 // The whole status: model, residency map, memory against budgets (and the
-// VRAM tier with a device), loader, throughput and overlap, sessions, and a
-// per-layer table of tiers and times (copy times too with a device).
+// VRAM tier with a device, the expert cache with selective experts), loader,
+// throughput and overlap, sessions, and a per-layer table of tiers and times
+// (copy times too with a device).
 std::string FormatStatus(const v1::GetStatusResponse& status);
 
 // The residency plan in two lines, "residency ..." and "memory ...", and
-// with a CUDA device its VRAM tier: "device ...", "vram ...", "h2d copies ..."
-// (octo-ctl residency prints it after a change).
+// with a CUDA device its VRAM tier: "device ...", "vram ...", "h2d copies ...";
+// with a MoE model "experts ..." (the cache, its hit rates and bytes read;
+// per generated token only in FormatStatus). octo-ctl residency prints it
+// after a change.
 std::string FormatResidency(const v1::ResidencyStatus& residency);
 
 // One row per model directory, the loaded one marked.

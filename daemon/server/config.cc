@@ -45,6 +45,21 @@ absl::Status ParseSize(absl::string_view key, const std::string& text, bool allo
   return absl::OkStatus();
 }
 
+// The expert cache: "auto" -> kAutoExpertCache, else a size; unlike the
+// budgets, 0 is allowed (no cache: every routed expert comes from disk).
+absl::Status ParseExpertCache(const std::string& text, uint64_t* out) {
+  if (text == "auto") {
+    *out = kAutoExpertCache;
+    return absl::OkStatus();
+  }
+  const std::optional<uint64_t> bytes = ParseByteSize(text);
+  if (!bytes.has_value() || *bytes == kAutoExpertCache) {
+    return KeyError("expert-cache", absl::StrCat("'", text, "' is not a size such as 4GiB or 512M, 0 or auto"));
+  }
+  *out = *bytes;
+  return absl::OkStatus();
+}
+
 // A model directory path relative to the models root that stays inside it.
 absl::Status CheckRelativeModelPath(const std::string& model) {
   const fs::path path(model);
@@ -124,6 +139,9 @@ void AddOctodFlags(CLI::App& app, OctodFlags& flags) {
   app.add_option("--layer-budget", flags.layer_budget, "Layer memory (resident layers + ring), SIZE or auto");
   app.add_option("--memory-limit", flags.memory_limit, "Memory the auto budget may fill, SIZE or auto (half of MemAvailable)");
   app.add_option("--ring-slots", flags.ring_slots, "Ring slots for streamed layers (2: double buffering)");
+  app.add_option("--expert-cache", flags.expert_cache,
+                 "MoE models streaming their experts selectively: experts kept in memory, out of the layer "
+                 "budget, SIZE, 0 (none) or auto (half of what the pinned layers and the ring leave)");
   app.add_flag("--direct-io,!--no-direct-io", flags.direct_io, "Read layer files with O_DIRECT (default on)");
   app.add_option("--kv-budget", flags.kv_budget, "KV cache memory for all sessions together, SIZE");
   app.add_option("--session-context", flags.session_context, "Default positions per session (capped by the model)");
@@ -157,6 +175,7 @@ absl::StatusOr<OctodConfig> ValidateOctodFlags(const OctodFlags& flags) {
   OCTO_RETURN_IF_ERROR(ParseSize("layer-budget", flags.layer_budget, /*allow_auto=*/true, &runtime.layer_budget_bytes));
   OCTO_RETURN_IF_ERROR(ParseSize("memory-limit", flags.memory_limit, /*allow_auto=*/true, &runtime.auto_budget_bytes));
   OCTO_RETURN_IF_ERROR(CheckRange("ring-slots", flags.ring_slots, 1, kMaxRingSlots, &runtime.ring_slots));
+  OCTO_RETURN_IF_ERROR(ParseExpertCache(flags.expert_cache, &runtime.expert_cache_bytes));
   runtime.direct_io = flags.direct_io;
   OCTO_RETURN_IF_ERROR(ParseSize("kv-budget", flags.kv_budget, /*allow_auto=*/false, &runtime.kv_budget_bytes));
   OCTO_RETURN_IF_ERROR(

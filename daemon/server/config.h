@@ -11,6 +11,7 @@
 //   direct-io = false
 //   backend = "cuda"
 //   vram-budget = "60GiB"     # or "auto"
+//   expert-cache = "8GiB"     # or "auto"; MoE models streaming their experts
 //
 // An unknown key is an error, as is every out-of-range value: the message
 // starts with the key ("ring-slots: 0 is out of range [1, 16]"). Sizes are
@@ -59,6 +60,7 @@ struct OctodFlags {
   std::string layer_budget = "auto";
   std::string memory_limit = "auto";
   int64_t ring_slots = 2;
+  std::string expert_cache = "auto";
   bool direct_io = true;
   std::string kv_budget = "1GiB";
   int64_t session_context = 4096;

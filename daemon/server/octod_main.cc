@@ -54,7 +54,7 @@ void Log(absl::string_view line) {
   std::fprintf(stderr, "%s octod: %.*s\n", stamp, static_cast<int>(line.size()), line.data());
 }
 
-void LogModel(Runtime& runtime) {
+void LogModel(Runtime& runtime, const RuntimeOptions& options) {
   const RuntimeReport report = runtime.Report();
   if (!report.model.has_value()) {
     Log("no model loaded (octo-ctl load NAME loads one)");
@@ -64,6 +64,14 @@ void LogModel(Runtime& runtime) {
   Log(absl::StrFormat("model loaded: %s (%s, %u layers, %s); %u layers resident, %u streamed; backend %s",
                       model.path, model.architecture, model.n_layers, FormatByteSize(model.total_bytes),
                       report.residency.resident_layers, report.residency.streamed_layers, report.backend));
+  const ExpertReport& experts = report.residency.experts;
+  if (experts.present) {
+    Log(absl::StrFormat("experts: %u two-phase layers stream their routed experts; expert cache %s%s",
+                        experts.two_phase_layers, FormatByteSize(experts.cache_capacity_bytes),
+                        options.expert_cache_bytes == kAutoExpertCache ? " (auto)" : ""));
+  } else if (!experts.not_selective.empty()) {
+    Log(absl::StrCat("experts: whole layers (", experts.not_selective, ")"));
+  }
 }
 
 // The backend asked for (--backend); the "model loaded" line says which one runs.
@@ -98,7 +106,7 @@ int Serve(const OctodConfig& config, const sigset_t& stop_signals) {
     Log(absl::StrCat("cannot start: ", runtime.status().ToString()));
     return 1;
   }
-  LogModel(**runtime);
+  LogModel(**runtime, config.runtime);
 
   OctoService service(**runtime, ServiceOptions{.version = kVersion, .token = config.token, .log = Log});
   grpc::ServerBuilder builder;

@@ -90,6 +90,11 @@ ResidencyChange ResidencyChangeFromProto(const v1::SetResidencyRequest& request)
   if (request.has_auto_budget()) change.auto_budget = request.auto_budget();
   if (request.has_vram_budget_bytes()) change.vram_budget_bytes = request.vram_budget_bytes();
   if (request.has_vram_auto()) change.vram_auto = request.vram_auto();
+  if (request.expert_cache_auto()) {
+    change.expert_cache_bytes = kAutoExpertCache;
+  } else if (request.has_expert_cache_bytes()) {
+    change.expert_cache_bytes = request.expert_cache_bytes();
+  }
   return change;
 }
 
@@ -158,6 +163,23 @@ void ToProto(const DeviceReport& device, v1::DeviceStatus* proto) {
   proto->set_overlap(device.overlap);
 }
 
+void ToProto(const ExpertReport& experts, v1::ExpertStatus* proto) {
+  proto->set_present(experts.present);
+  proto->set_not_selective(experts.not_selective);
+  proto->set_two_phase_layers(experts.two_phase_layers);
+  proto->set_cache_capacity_bytes(experts.cache_capacity_bytes);
+  proto->set_cache_held_bytes(experts.cache_held_bytes);
+  proto->set_cache_entries(experts.cache_entries);
+  proto->set_cache_hits(experts.cache_hits);
+  proto->set_cache_misses(experts.cache_misses);
+  proto->set_cache_evictions(experts.cache_evictions);
+  proto->set_routed_from_disk(experts.routed_from_disk);
+  proto->set_predicted(experts.predicted);
+  proto->set_whole_layer_reads(experts.whole_layer_reads);
+  proto->set_dense_bytes_read(experts.dense_bytes_read);
+  proto->set_expert_bytes_read(experts.expert_bytes_read);
+}
+
 void ToProto(const ResidencyReport& residency, v1::ResidencyStatus* proto) {
   proto->set_pin_first(residency.pin_first);
   proto->set_pin_last(residency.pin_last);
@@ -172,6 +194,10 @@ void ToProto(const ResidencyReport& residency, v1::ResidencyStatus* proto) {
   proto->set_global_bytes(residency.global_bytes);
   // The CPU backend leaves the device message unset (absent from JSON).
   if (residency.device.present) ToProto(residency.device, proto->mutable_device());
+  // A dense model leaves the experts message unset too.
+  if (residency.experts.present || !residency.experts.not_selective.empty()) {
+    ToProto(residency.experts, proto->mutable_experts());
+  }
 }
 
 void ToProto(const SessionReport& session, v1::SessionStatus* proto) {

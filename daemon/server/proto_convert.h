@@ -18,6 +18,7 @@ namespace octo {
 SamplingParams SamplingFromProto(const v1::SamplingParams& proto);
 absl::StatusOr<GenerateJob> JobFromProto(const v1::GenerateRequest& request);
 absl::StatusOr<GenerateJob> JobFromProto(const v1::ChatRequest& request);
+// expert_cache_auto true -> kAutoExpertCache, whatever expert_cache_bytes says.
 ResidencyChange ResidencyChangeFromProto(const v1::SetResidencyRequest& request);
 
 // with_logprobs: the request asked for top_logprobs > 0, so the token's own
@@ -26,7 +27,10 @@ void ToProto(const GeneratedToken& token, bool with_logprobs, v1::GeneratedToken
 void ToProto(const JobStats& stats, v1::GenerateStats* proto);
 void ToProto(const ModelSummary& model, v1::ModelInfo* proto);
 void ToProto(const DeviceReport& device, v1::DeviceStatus* proto);
-// residency.device only when present (the CPU backend leaves it unset).
+void ToProto(const ExpertReport& experts, v1::ExpertStatus* proto);
+// residency.device only when present (the CPU backend leaves it unset);
+// residency.experts only when present or not_selective says why not (a
+// dense model leaves it unset).
 void ToProto(const ResidencyReport& residency, v1::ResidencyStatus* proto);
 void ToProto(const SessionReport& session, v1::SessionStatus* proto);
 // Everything but the version (the service's to set).

@@ -139,10 +139,13 @@ grpc::ServerUnaryReactor* OctoService::SetResidency(grpc::CallbackServerContext*
                           runtime_.SetResidency(ResidencyChangeFromProto(*request)));
     ToProto(residency, response->mutable_residency());
     const DeviceReport& device = residency.device;
-    Log(absl::StrFormat("residency: pin first %u, last %u; budget %s%s; %u layers resident, %u streamed%s",
+    Log(absl::StrFormat("residency: pin first %u, last %u; budget %s%s; %u layers resident, %u streamed%s%s",
                         residency.pin_first, residency.pin_last, FormatByteSize(residency.budget_bytes),
                         residency.auto_budget ? " (auto)" : "", residency.resident_layers,
                         residency.streamed_layers,
+                        residency.experts.present
+                            ? absl::StrCat("; expert cache ", FormatByteSize(residency.experts.cache_capacity_bytes))
+                            : "",
                         device.present ? absl::StrFormat("; vram budget %s%s, %u layers in vram",
                                                          FormatByteSize(device.budget_bytes),
                                                          device.auto_budget ? " (auto)" : "", device.device_layers)

@@ -139,6 +139,26 @@ TEST_F(DaemonClientsTest, ResidencySendsTheVramBudget) {
   EXPECT_EQ(server_.runtime().residency_changes().size(), 2u) << "a bad size is not sent";
 }
 
+TEST_F(DaemonClientsTest, ResidencySendsTheExpertCache) {
+  RunResult r = Ctl("residency", {"--expert-cache", "8GiB"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  r = Ctl("residency", {"--expert-cache", "auto"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  r = Ctl("residency", {"--expert-cache", "0"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  const std::vector<ResidencyChange> changes = server_.runtime().residency_changes();
+  ASSERT_EQ(changes.size(), 3u);
+  EXPECT_EQ(changes[0].expert_cache_bytes, std::optional<uint64_t>(8ull << 30));
+  EXPECT_FALSE(changes[0].budget_bytes.has_value()) << "the layer budget is left alone";
+  EXPECT_FALSE(changes[0].auto_budget.has_value());
+  EXPECT_EQ(changes[1].expert_cache_bytes, std::optional<uint64_t>(kAutoExpertCache));
+  EXPECT_EQ(changes[2].expert_cache_bytes, std::optional<uint64_t>(0)) << "0: no cache";
+  r = Ctl("residency", {"--expert-cache", "half"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--expert-cache 'half'"), std::string::npos) << r.err;
+  EXPECT_EQ(server_.runtime().residency_changes().size(), 3u) << "a bad size is not sent";
+}
+
 TEST_F(DaemonClientsTest, LoadUnloadModelsHealth) {
   RunResult r = Ctl("models");
   EXPECT_EQ(r.exit_code, 0) << r.err;

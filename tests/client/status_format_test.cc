@@ -117,6 +117,58 @@ TEST(StatusFormatTest, DeviceBlockAndCopyColumnsWithADevice) {
       << FormatResidency(status.residency());
 }
 
+TEST(StatusFormatTest, ExpertsBlockWithSelectiveExperts) {
+  v1::GetStatusResponse status = Status("PSSP");
+  status.set_generated_tokens(100);
+  v1::ExpertStatus* experts = status.mutable_residency()->mutable_experts();
+  experts->set_present(true);
+  experts->set_two_phase_layers(46);
+  experts->set_cache_capacity_bytes(8ull << 30);
+  experts->set_cache_held_bytes(7ull << 30);
+  experts->set_cache_entries(812);
+  experts->set_cache_hits(9000);
+  experts->set_cache_misses(1000);
+  experts->set_cache_evictions(120);
+  experts->set_routed_from_disk(1000);
+  experts->set_predicted(750);
+  experts->set_whole_layer_reads(3);
+  experts->set_dense_bytes_read(5ull << 30);
+  experts->set_expert_bytes_read(20ull << 30);
+  const std::string text = FormatStatus(status);
+  // 25 GiB read over 100 generated tokens: 256 MiB a token.
+  EXPECT_NE(text.find("experts     46 two-phase layers; cache 7.00 GiB held of 8.00 GiB, 812 entries\n"
+                      "            9000 hits, 1000 misses (90.0% hit), 120 evictions; "
+                      "prefetch hit 75.0% (750 of 1000 disk reads predicted)\n"
+                      "            read dense 5.00 GiB, experts 20.0 GiB, 3 whole-layer reads; "
+                      "256.0 MiB per token\n"),
+            std::string::npos)
+      << text;
+
+  // No tokens yet, nothing read: rates and the per-token figure are left out.
+  status.set_generated_tokens(0);
+  v1::ExpertStatus fresh;
+  fresh.set_present(true);
+  fresh.set_two_phase_layers(2);
+  *experts = fresh;
+  const std::string before = FormatStatus(status);
+  EXPECT_NE(before.find("0 hits, 0 misses (- hit), 0 evictions; prefetch hit - (0 of 0 disk reads predicted)\n"),
+            std::string::npos)
+      << before;
+  EXPECT_EQ(before.find("per token"), std::string::npos) << before;
+  // octo-ctl residency shows the block too, without the per-token figure.
+  EXPECT_NE(FormatResidency(status.residency()).find("experts     2 two-phase layers"), std::string::npos);
+}
+
+TEST(StatusFormatTest, ExpertsLineForWholeLayerMoe) {
+  v1::GetStatusResponse status = Status("PSP");
+  status.mutable_residency()->mutable_experts()->set_not_selective("decomposed with format 1");
+  const std::string text = FormatStatus(status);
+  EXPECT_NE(text.find("experts     whole layers (decomposed with format 1)\n"), std::string::npos) << text;
+  EXPECT_EQ(text.find("two-phase"), std::string::npos) << text;
+  // A dense model: no experts line at all.
+  EXPECT_EQ(FormatStatus(Status("PSP")).find("experts"), std::string::npos);
+}
+
 TEST(StatusFormatTest, LongMapsWrap) {
   const std::string text = FormatStatus(Status(std::string(100, 'S')));
   EXPECT_NE(text.find("layer map   " + std::string(64, 'S') + "\n"), std::string::npos) << text;

@@ -62,6 +62,8 @@ TEST_F(ConfigTest, DefaultsAreTheRuntimeDefaults) {
   EXPECT_EQ(runtime.layer_budget_bytes, defaults.layer_budget_bytes);
   EXPECT_EQ(runtime.auto_budget_bytes, defaults.auto_budget_bytes);
   EXPECT_EQ(runtime.ring_slots, defaults.ring_slots);
+  EXPECT_EQ(runtime.expert_cache_bytes, defaults.expert_cache_bytes);
+  EXPECT_EQ(runtime.expert_cache_bytes, kAutoExpertCache);
   EXPECT_EQ(runtime.direct_io, defaults.direct_io);
   EXPECT_EQ(runtime.kv_budget_bytes, defaults.kv_budget_bytes);
   EXPECT_EQ(runtime.session_context, defaults.session_context);
@@ -80,7 +82,7 @@ TEST_F(ConfigTest, EveryFlagReachesItsField) {
        "4GiB", "--memory-limit", "12G", "--ring-slots", "4", "--no-direct-io", "--kv-budget", "512M",
        "--session-context", "8192", "--max-sessions", "5", "--evict-idle-sessions", "--prefill-chunk", "128",
        "--listen", "127.0.0.1:7070", "--token-file", dir_.Path("token"), "--backend", "cuda", "--gpu", "3",
-       "--vram-budget", "60GiB", "--staging-buffers", "4"}));
+       "--vram-budget", "60GiB", "--staging-buffers", "4", "--expert-cache", "3GiB"}));
   ASSERT_TRUE(config.ok()) << config.status();
   const RuntimeOptions& runtime = config->runtime;
   EXPECT_EQ(runtime.model, "tiny");
@@ -95,6 +97,7 @@ TEST_F(ConfigTest, EveryFlagReachesItsField) {
   EXPECT_EQ(runtime.layer_budget_bytes, 4ull << 30);
   EXPECT_EQ(runtime.auto_budget_bytes, 12ull << 30);
   EXPECT_EQ(runtime.ring_slots, 4u);
+  EXPECT_EQ(runtime.expert_cache_bytes, 3ull << 30);
   EXPECT_FALSE(runtime.direct_io);
   EXPECT_EQ(runtime.kv_budget_bytes, 512ull << 20);
   EXPECT_EQ(runtime.session_context, 8192u);
@@ -148,6 +151,9 @@ TEST_F(ConfigTest, EveryBadValueIsNamed) {
   ExpectError({"--memory-limit", "-5G"}, "memory-limit");
   ExpectError({"--ring-slots", "0"}, "ring-slots: 0 is out of range [1, 16]");
   ExpectError({"--ring-slots", "17"}, "ring-slots");
+  ExpectError({"--expert-cache", "lots"}, "expert-cache: 'lots' is not a size");
+  ExpectError({"--expert-cache", "-1G"}, "expert-cache");
+  ExpectError({"--expert-cache", "AUTO"}, "expert-cache");
   ExpectError({"--kv-budget", "auto"}, "kv-budget") ;
   ExpectError({"--kv-budget", "0"}, "kv-budget");
   ExpectError({"--session-context", "0"}, "session-context");
@@ -162,6 +168,28 @@ TEST_F(ConfigTest, EveryBadValueIsNamed) {
   ExpectError({"--listen", "::1:80"}, "listen:");
   ExpectError({"--listen", "127.0.0.1:7070"}, "token-file: required with listen");
   ExpectError({"--no-such-flag"}, "--no-such-flag");
+}
+
+// Unlike the budgets, an expert cache of 0 is a setting: no cache.
+TEST_F(ConfigTest, ExpertCacheTakesAutoZeroAndSizes) {
+  absl::StatusOr<OctodConfig> config = ParseOctodConfig(Args({"--expert-cache", "auto"}));
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->runtime.expert_cache_bytes, kAutoExpertCache);
+  config = ParseOctodConfig(Args({"--expert-cache", "0"}));
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->runtime.expert_cache_bytes, 0u);
+  config = ParseOctodConfig(Args({"--expert-cache", "512M"}));
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->runtime.expert_cache_bytes, 512ull << 20);
+
+  const std::string file = WriteFile("moe.toml", "expert-cache = \"6GiB\"\n");
+  config = ParseOctodConfig(Args({"--config", file}));
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->runtime.expert_cache_bytes, 6ull << 30);
+  config = ParseOctodConfig(Args({"--config", file, "--expert-cache", "auto"}));
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->runtime.expert_cache_bytes, kAutoExpertCache) << "the flag wins";
+  ExpectError({"--config", WriteFile("bad-moe.toml", "expert-cache = \"half\"\n")}, "expert-cache: 'half'");
 }
 
 TEST_F(ConfigTest, BackendSettingsAcceptTheirRanges) {

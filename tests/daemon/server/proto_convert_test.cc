@@ -153,6 +153,34 @@ TEST(ProtoConvertTest, ResidencyChangeKeepsUnsetFields) {
   EXPECT_EQ(change.auto_budget, std::optional<bool>(true));
   EXPECT_FALSE(change.vram_budget_bytes.has_value());
   EXPECT_FALSE(change.vram_auto.has_value());
+  EXPECT_FALSE(change.expert_cache_bytes.has_value());
+}
+
+// expert_cache_auto asks for kAutoExpertCache and wins over a byte count;
+// 0 bytes is a cache of nothing, not "unset".
+TEST(ProtoConvertTest, ResidencyChangeCopiesTheExpertCache) {
+  v1::SetResidencyRequest request;
+  request.set_expert_cache_bytes(8ull << 30);
+  request.set_expert_cache_auto(false);
+  EXPECT_EQ(ResidencyChangeFromProto(request).expert_cache_bytes, std::optional<uint64_t>(8ull << 30));
+
+  request.set_expert_cache_auto(true);
+  EXPECT_EQ(ResidencyChangeFromProto(request).expert_cache_bytes, std::optional<uint64_t>(kAutoExpertCache));
+
+  request.Clear();
+  request.set_expert_cache_auto(true);
+  const ResidencyChange change = ResidencyChangeFromProto(request);
+  EXPECT_EQ(change.expert_cache_bytes, std::optional<uint64_t>(kAutoExpertCache));
+  EXPECT_FALSE(change.budget_bytes.has_value()) << "the layer budget is left alone";
+  EXPECT_FALSE(change.auto_budget.has_value());
+
+  request.Clear();
+  request.set_expert_cache_bytes(0);
+  EXPECT_EQ(ResidencyChangeFromProto(request).expert_cache_bytes, std::optional<uint64_t>(0));
+
+  request.Clear();
+  request.set_expert_cache_auto(false);
+  EXPECT_FALSE(ResidencyChangeFromProto(request).expert_cache_bytes.has_value()) << "no size given: keep";
 }
 
 // As for the host budget, the presence bit decides: a VRAM budget of 0 is
@@ -323,6 +351,60 @@ TEST(ProtoConvertTest, DeviceOnlyWhenPresent) {
   v1::GetStatusResponse full;
   ToProto(report, &full);
   EXPECT_EQ(full.residency().device().device_layers(), 70u);
+}
+
+TEST(ProtoConvertTest, ExpertsOnlyForMoeModels) {
+  ResidencyReport residency;
+  v1::ResidencyStatus proto;
+  ToProto(residency, &proto);
+  EXPECT_FALSE(proto.has_experts()) << "dense model: no experts message";
+
+  residency.experts.not_selective = "decomposed with format 1";
+  ToProto(residency, &proto);
+  ASSERT_TRUE(proto.has_experts());
+  EXPECT_FALSE(proto.experts().present());
+  EXPECT_EQ(proto.experts().not_selective(), "decomposed with format 1");
+
+  ExpertReport& experts = residency.experts;
+  experts.present = true;
+  experts.not_selective.clear();
+  experts.two_phase_layers = 46;
+  experts.cache_capacity_bytes = 8ull << 30;
+  experts.cache_held_bytes = 7ull << 30;
+  experts.cache_entries = 812;
+  experts.cache_hits = 9000;
+  experts.cache_misses = 1000;
+  experts.cache_evictions = 120;
+  experts.routed_from_disk = 1000;
+  experts.predicted = 750;
+  experts.whole_layer_reads = 3;
+  experts.dense_bytes_read = 5ull << 30;
+  experts.expert_bytes_read = 20ull << 30;
+  proto.Clear();
+  ToProto(residency, &proto);
+  ASSERT_TRUE(proto.has_experts());
+  const v1::ExpertStatus& status = proto.experts();
+  EXPECT_TRUE(status.present());
+  EXPECT_EQ(status.not_selective(), "");
+  EXPECT_EQ(status.two_phase_layers(), 46u);
+  EXPECT_EQ(status.cache_capacity_bytes(), 8ull << 30);
+  EXPECT_EQ(status.cache_held_bytes(), 7ull << 30);
+  EXPECT_EQ(status.cache_entries(), 812u);
+  EXPECT_EQ(status.cache_hits(), 9000u);
+  EXPECT_EQ(status.cache_misses(), 1000u);
+  EXPECT_EQ(status.cache_evictions(), 120u);
+  EXPECT_EQ(status.routed_from_disk(), 1000u);
+  EXPECT_EQ(status.predicted(), 750u);
+  EXPECT_EQ(status.whole_layer_reads(), 3u);
+  EXPECT_EQ(status.dense_bytes_read(), 5ull << 30);
+  EXPECT_EQ(status.expert_bytes_read(), 20ull << 30);
+
+  // And through the whole report.
+  RuntimeReport report;
+  report.residency = residency;
+  v1::GetStatusResponse full;
+  ToProto(report, &full);
+  EXPECT_EQ(full.residency().experts().cache_entries(), 812u);
 }
 
 }  // namespace
