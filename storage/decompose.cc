@@ -130,6 +130,7 @@ absl::StatusOr<FileDigests> WriteModelFile(const GgufFile& gguf, const ManifestF
   header.layer = plan.layer;
   header.tensor_count = static_cast<uint32_t>(plan.tensors.size());
   header.file_size = plan.size;
+  header.format_version = options.format_version;
   EncodeFileHeader(header, page);
   OCTO_RETURN_IF_ERROR(out.WriteAt(0, page));
   hasher.Update(page);
@@ -206,7 +207,7 @@ absl::StatusOr<Manifest> Decompose(const std::string& gguf_path, const std::stri
   }
   OCTO_RETURN_IF_ERROR(CheckReplaceable(out, options.overwrite));
   OCTO_ASSIGN_OR_RETURN(GgufFile gguf, GgufFile::Open(gguf_path));
-  auto planned = PlanLayerDirectory(gguf, fs::path(gguf_path).filename().string());
+  auto planned = PlanLayerDirectory(gguf, fs::path(gguf_path).filename().string(), options.format_version);
   if (!planned.ok()) return Annotate(planned.status(), gguf_path);
   Manifest manifest = std::move(*planned);
 

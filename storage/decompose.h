@@ -32,6 +32,9 @@ struct DecomposeOptions {
   std::function<void(uint64_t bytes_done, uint64_t bytes_total)> progress;
   // Bytes copied per read/write (two buffers of this size are used).
   uint64_t chunk_bytes = 8ull << 20;
+  // The layout to write: kFormatVersion, or 1 -- no expert blocks, every
+  // file packed, as Octo wrote before format 2 (for tests of old directories).
+  uint32_t format_version = kFormatVersion;
 };
 
 // Lays out the directory for `gguf` in format kFormatVersion without writing
@@ -39,7 +42,8 @@ struct DecomposeOptions {
 // layer file's stacked expert tensors in per-expert blocks, see FORMAT.md),
 // sizes, the tokenizer and other metadata. Checksums are left zero. Fails naming the defect when the model
 // is not one Octo can run (architecture, missing or misshapen tensors).
-absl::StatusOr<Manifest> PlanLayerDirectory(const GgufFile& gguf, const std::string& source_name);
+absl::StatusOr<Manifest> PlanLayerDirectory(const GgufFile& gguf, const std::string& source_name,
+                                            uint32_t format_version = kFormatVersion);
 
 // Writes the directory for the GGUF at `gguf_path` to `out_dir`.
 absl::StatusOr<Manifest> Decompose(const std::string& gguf_path, const std::string& out_dir,

@@ -73,8 +73,14 @@ absl::Status LayOutExpertBlocks(ManifestFile& f, uint32_t n_experts) {
 
 }  // namespace
 
-absl::StatusOr<Manifest> PlanLayerDirectory(const GgufFile& gguf, const std::string& source_name) {
+absl::StatusOr<Manifest> PlanLayerDirectory(const GgufFile& gguf, const std::string& source_name,
+                                            uint32_t format_version) {
+  if (format_version < kOldestFormatVersion || format_version > kFormatVersion) {
+    return absl::InvalidArgumentError(absl::StrCat("format version ", format_version, " is not ",
+                                                   kOldestFormatVersion, "..", kFormatVersion));
+  }
   Manifest m;
+  m.format_version = format_version;
   OCTO_ASSIGN_OR_RETURN(m.config, ModelConfigFromGguf(gguf));
   m.source_name = source_name;
   m.source_bytes = gguf.file_size();
@@ -104,7 +110,7 @@ absl::StatusOr<Manifest> PlanLayerDirectory(const GgufFile& gguf, const std::str
   }));
   for (auto& [key, f] : files) {
     if (f.tensors.size() > kMaxTensorsPerFile) return absl::InvalidArgumentError(f.name + ": too many tensors");
-    const bool moe_layer = f.kind == FileKind::kLayer && m.config.n_experts > 0;
+    const bool moe_layer = f.kind == FileKind::kLayer && m.config.n_experts > 0 && format_version >= 2;
     OCTO_RETURN_IF_ERROR(moe_layer ? LayOutExpertBlocks(f, m.config.n_experts) : LayOutPacked(f));
     m.files.push_back(std::move(f));
   }

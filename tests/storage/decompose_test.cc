@@ -293,6 +293,30 @@ TEST(DecomposeTest, DenseFilesKeepTheVersion1Layout) {
   EXPECT_EQ(dense_text.find("\"expert_stride\""), std::string::npos);
 }
 
+// Format 1 on request (what Octo wrote before expert blocks): MoE layer
+// files packed as in the GGUF, versions 1 throughout, and it verifies.
+TEST(DecomposeTest, Format1IsWrittenWhenAsked) {
+  TempDir tmp;
+  testing::GenerateMoeModel(tmp.Path("moe.gguf"));
+  DecomposeOptions options;
+  options.format_version = 1;
+  auto manifest = Decompose(tmp.Path("moe.gguf"), tmp.Path("v1"), options);
+  ASSERT_TRUE(manifest.ok()) << manifest.status();
+  EXPECT_EQ(manifest->format_version, 1u);
+  for (const ManifestFile& f : manifest->files) {
+    EXPECT_FALSE(f.experts.has_value()) << f.name;
+    for (const ManifestTensor& t : f.tensors) EXPECT_EQ(t.expert_stride, 0u) << t.name;
+    auto header = DecodeFileHeader(ReadRange(tmp.Path("v1") + "/" + f.name, 0, kHeaderBytes));
+    ASSERT_TRUE(header.ok()) << header.status();
+    EXPECT_EQ(header->format_version, 1u) << f.name;
+  }
+  const VerifyReport report = VerifyModelDir(tmp.Path("v1"));
+  ASSERT_TRUE(report.ok()) << report.problems[0].file << ": " << report.problems[0].message;
+  options.format_version = 3;
+  EXPECT_EQ(Decompose(tmp.Path("moe.gguf"), tmp.Path("v3"), options).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 TEST(DecomposeTest, TiedEmbeddingsHaveNoLmHeadFile) {
   TempDir tmp;
   GenerateModel(tmp.Path("tied.gguf"), "tiny", "Q8_0", [](testing::ModelShape& s) { s.tied_embeddings = true; });
