@@ -64,4 +64,20 @@ size_t Utf8CutBefore(absl::string_view text, size_t pos) {
   return length > pos - lead ? lead : pos;
 }
 
+std::string ReplaceInvalidUtf8(absl::string_view text) {
+  if (IsValidUtf8(text)) return std::string(text);
+  std::string out;
+  for (size_t i = 0; i < text.size();) {
+    const size_t n = Utf8SequenceLength(static_cast<unsigned char>(text[i]));
+    if (n > 0 && i + n <= text.size() && IsValidUtf8(text.substr(i, n))) {
+      out.append(text.data() + i, n);
+      i += n;
+    } else {
+      out.append("\xEF\xBF\xBD");  // U+FFFD
+      ++i;
+    }
+  }
+  return out;
+}
+
 }  // namespace octo

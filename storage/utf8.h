@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
 
 #include "absl/strings/string_view.h"
 
@@ -24,6 +25,11 @@ bool IsValidUtf8(absl::string_view text);
 // (0..3): a lead byte followed by fewer continuation bytes than it needs.
 // A stream cut there would split the character.
 size_t IncompleteUtf8Tail(absl::string_view text);
+
+// `text` with every byte that is not part of a well-formed character
+// replaced by U+FFFD: a token's piece can be part of a character (byte
+// tokens), and a protobuf string must be valid UTF-8.
+std::string ReplaceInvalidUtf8(absl::string_view text);
 
 // The largest cut <= `pos` that does not fall inside a character: moves back
 // over at most three continuation bytes to the lead byte they belong to.

@@ -1,5 +1,7 @@
 #include "daemon/server/proto_convert.h"
 
+#include "storage/utf8.h"
+
 #include "absl/strings/str_cat.h"
 #include "storage/status_macros.h"
 
@@ -107,7 +109,7 @@ void ToProto(const GeneratedToken& token, bool with_logprobs, v1::GeneratedToken
     v1::TokenLogprob* top = proto->add_top();
     top->set_id(alternative.id);
     top->set_logprob(alternative.logprob);
-    top->set_text(alternative.text);
+    top->set_text(ReplaceInvalidUtf8(alternative.text));  // an alternative may be a lone byte token
   }
 }
 

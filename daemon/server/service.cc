@@ -1,5 +1,7 @@
 #include "daemon/server/service.h"
 
+#include "storage/utf8.h"
+
 #include <thread>
 
 #include "absl/strings/str_format.h"
@@ -126,7 +128,7 @@ grpc::ServerUnaryReactor* OctoService::Detokenize(grpc::CallbackServerContext* c
   return Unary(context, [&]() -> absl::Status {
     const std::vector<int32_t> tokens(request->tokens().begin(), request->tokens().end());
     OCTO_ASSIGN_OR_RETURN(std::string text, runtime_.Detokenize(tokens));
-    response->set_text(std::move(text));
+    response->set_text(ReplaceInvalidUtf8(text));  // a lone byte token is part of a character
     return absl::OkStatus();
   });
 }

@@ -5,6 +5,27 @@
 namespace octo {
 namespace {
 
+// A top-logprob alternative can be a lone byte of a character (a byte
+// token); protobuf refuses to send a string that is not UTF-8, which left
+// the client waiting. It goes as U+FFFD.
+TEST(ProtoConvertTest, AlternativesThatAreNotUtf8AreSentAsReplacementCharacters) {
+  GeneratedToken token;
+  token.id = 7;
+  token.text = "ok";
+  token.top = {TokenLogprob{.id = 136, .logprob = -0.5, .text = "\xE2"},
+               TokenLogprob{.id = 8, .logprob = -1.5, .text = "caf\xC3\xA9"}};
+  v1::GeneratedToken proto;
+  ToProto(token, /*with_logprobs=*/true, &proto);
+  ASSERT_EQ(proto.top_size(), 2);
+  EXPECT_EQ(proto.top(0).text(), "\xEF\xBF\xBD");
+  EXPECT_EQ(proto.top(1).text(), "caf\xC3\xA9");
+  std::string wire;
+  EXPECT_TRUE(proto.SerializeToString(&wire));
+  v1::GeneratedToken back;
+  EXPECT_TRUE(back.ParseFromString(wire));
+  EXPECT_EQ(back.top(0).id(), 136);
+}
+
 TEST(ProtoConvertTest, UnsetSamplingFieldsTakeOctoDefaults) {
   const SamplingParams params = SamplingFromProto(v1::SamplingParams());
   const SamplingParams defaults;
