@@ -75,12 +75,9 @@ absl::StatusOr<std::unique_ptr<LoadedModel>> LoadedModel::Load(const ModelLoadOp
   }
   LayerStreamOptions stream = options.stream;
   stream.model_dir = options.dir;
-  // The CPU computes on the ring's slots, so it can take a layer in two
-  // phases; the CUDA backend copies whole layers to the device.
   OCTO_ASSIGN_OR_RETURN(m->residency_,
                         ResidencyManager::Create(m->manifest_, options.residency, stream, options.stream_factory,
-                                                 vram.resident,
-                                                 options.selective_experts && m->backend_->kind() == "cpu"));
+                                                 vram.resident, options.selective_experts));
   OCTO_ASSIGN_OR_RETURN(m->weights_, BackendWeights::Create(*m->backend_, m->manifest_, options.dir,
                                                             m->globals_.weights(), *m->residency_,
                                                             *m->residency_, vram));

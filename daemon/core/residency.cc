@@ -54,7 +54,7 @@ void ResidencyManager::SetSelectiveExperts(bool on) {
   if (manifest_.config.n_experts == 0) {
     why = "";
   } else if (!on) {
-    why = "selective experts are off (turned off, or the CUDA backend, which copies whole layers to the device)";
+    why = "selective experts are turned off";
   } else if (manifest_.config.n_experts > ring::kMaxRingExperts) {
     why = absl::StrCat("the model has ", manifest_.config.n_experts, " experts per layer; a ring request names at most ",
                        ring::kMaxRingExperts);
@@ -204,9 +204,7 @@ absl::StatusOr<const LayerWeights*> ResidencyManager::Acquire(uint32_t layer) {
       return bound.status();
     }
     weights_[layer] = *bound;
-    acquired_data_ = streamed->data;
-    predicted_.clear();
-    prefetch_issued_ = false;
+    HoldForExperts(layer, streamed->data);
     pass_timing_.load_wait_seconds += streamed->wait_seconds;
     std::lock_guard<std::mutex> lock(mu_);
     (TwoPhase(layer) ? experts_.dense_bytes_read : whole_bytes_read_) += streamed->size;
@@ -222,8 +220,20 @@ absl::StatusOr<const LayerWeights*> ResidencyManager::Acquire(uint32_t layer) {
   return &weights_[layer];
 }
 
+void ResidencyManager::HoldForExperts(uint32_t layer, uint8_t* data) {
+  if (!TwoPhase(layer)) return;
+  if (held_data_.size() != two_phase_.size()) held_data_.assign(two_phase_.size(), nullptr);
+  held_data_[layer] = data;
+}
+
 absl::Status ResidencyManager::FetchExperts(uint32_t layer, const std::vector<uint32_t>& experts, bool routed) {
-  if (!TwoPhase(layer) || layer != acquired_ || stream_ == nullptr) return absl::OkStatus();
+  if (!TwoPhase(layer) || stream_ == nullptr) return absl::OkStatus();
+  uint8_t* const data = layer < held_data_.size() ? held_data_[layer] : nullptr;
+  if (data == nullptr) return absl::FailedPreconditionError(absl::StrCat("layer ", layer, " is not held"));
+  if (routed && predicted_layer_ != layer) {
+    predicted_.clear();
+    prefetch_issued_ = false;
+  }
   const ManifestFile& file = *manifest_.Layer(layer);
   const uint32_t count = file.experts->count;
   for (uint32_t e : experts) {
@@ -234,6 +244,7 @@ absl::Status ResidencyManager::FetchExperts(uint32_t layer, const std::vector<ui
   if (!routed) {
     // A prediction: start reading what the cache does not hold, while the
     // prediction has been worth it on this layer.
+    predicted_layer_ = layer;
     predicted_.clear();
     for (uint32_t e : experts) {
       if (!cache_.Contains(layer, e)) predicted_.push_back(e);
@@ -249,7 +260,7 @@ absl::Status ResidencyManager::FetchExperts(uint32_t layer, const std::vector<ui
   std::vector<bool> is_routed(count, false);
   for (uint32_t e : experts) is_routed[e] = true;
   // Most of the layer routed to (prefill, a large batch): read all of it in one go.
-  const bool whole = experts.size() > kWholeLayerExpertShare * count;
+  const bool whole = ReadsAllExperts(experts.size(), count);
   std::vector<uint32_t> present, from_disk;
   uint64_t predicted_hits = 0, routed_from_disk = 0;
   for (uint32_t e = 0; e < count; ++e) {
@@ -257,7 +268,7 @@ absl::Status ResidencyManager::FetchExperts(uint32_t layer, const std::vector<ui
     const uint8_t* cached = is_routed[e] ? cache_.Use(layer, e) : cache_.Peek(layer, e);
     const ByteRange range = ExpertRange(file, e);
     if (cached != nullptr) {
-      std::memcpy(acquired_data_ + range.offset, cached, range.bytes);
+      std::memcpy(data + range.offset, cached, range.bytes);
       present.push_back(e);
       continue;
     }
@@ -279,8 +290,9 @@ absl::Status ResidencyManager::FetchExperts(uint32_t layer, const std::vector<ui
       Annotate(stream_->FetchExperts(layer, from_disk, /*wait=*/true), absl::StrCat("layer ", layer)));
   for (uint32_t e : from_disk) {
     const ByteRange range = ExpertRange(file, e);
-    if (is_routed[e]) cache_.Offer(layer, e, acquired_data_ + range.offset, range.bytes);
+    if (is_routed[e]) cache_.Offer(layer, e, data + range.offset, range.bytes);
   }
+  predicted_layer_ = kNoLayer;
   std::lock_guard<std::mutex> lock(mu_);
   experts_.routed += experts.size();
   experts_.prefetch_wasted += wasted;
@@ -309,6 +321,7 @@ void ResidencyManager::Release(uint32_t layer) {
   const double seconds = std::chrono::duration<double>(Clock::now() - acquired_at_).count();
   pass_timing_.compute_seconds += seconds;
   acquired_ = kNoLayer;
+  if (layer < held_data_.size()) held_data_[layer] = nullptr;
   if (!plan_.resident[layer] && stream_ != nullptr) stream_->Release(layer);
   std::lock_guard<std::mutex> lock(mu_);
   ++counters_[layer].passes;
@@ -326,7 +339,9 @@ absl::StatusOr<LayerBytesSource::Bytes> ResidencyManager::AcquireBytes(uint32_t 
   absl::StatusOr<StreamedLayer> streamed = stream_->Acquire(layer);
   if (!streamed.ok()) return Annotate(streamed.status(), absl::StrCat("layer ", layer));
   pass_timing_.load_wait_seconds += streamed->wait_seconds;
+  HoldForExperts(layer, streamed->data);
   std::lock_guard<std::mutex> lock(mu_);
+  (TwoPhase(layer) ? experts_.dense_bytes_read : whole_bytes_read_) += streamed->size;
   LayerCounters& c = counters_[layer];
   ++c.loads;
   c.load_seconds += streamed->load_seconds;
@@ -337,6 +352,7 @@ absl::StatusOr<LayerBytesSource::Bytes> ResidencyManager::AcquireBytes(uint32_t 
 }
 
 void ResidencyManager::ReleaseBytes(uint32_t layer) {
+  if (layer < held_data_.size()) held_data_[layer] = nullptr;
   if (layer < layer_bytes_.size() && !plan_.resident[layer] && stream_ != nullptr) stream_->Release(layer);
 }
 

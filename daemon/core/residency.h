@@ -38,10 +38,6 @@ namespace octo {
 // reader in tests).
 using LayerStreamFactory = std::function<absl::StatusOr<std::unique_ptr<LayerStream>>(const LayerStreamOptions&)>;
 
-// A routed union covering more than this share of a layer's experts reads
-// all of them in one request: prefill and large batches route to most
-// experts, and one sequential read beats many small ones.
-inline constexpr double kWholeLayerExpertShare = 0.5;
 // The prediction's reads are issued for a layer only while it names at
 // least this share of the experts routed from disk there (after
 // kPrefetchWarmup passes): a poor predictor would read bytes no pass uses.
@@ -87,13 +83,13 @@ class ResidencyManager : public LayerSource, public LayerBytesSource {
   void Release(uint32_t layer) override;
   // Streamed MoE layers of a format-2 directory, when selective experts are
   // on: the dense part through the ring, then the routed experts from the
-  // expert cache or the ring (FetchExperts).
+  // expert cache or the ring (FetchExperts) -- for the CPU forward pass
+  // (Acquire) and for a GPU's (AcquireBytes) alike.
   bool TwoPhase(uint32_t layer) const override {
     return layer < two_phase_.size() && two_phase_[layer] && !plan_.resident[layer];
   }
   absl::Status FetchExperts(uint32_t layer, const std::vector<uint32_t>& experts, bool routed) override;
-  // Selective experts on or off (a GPU backend copies whole layers: off).
-  // Takes effect at the next Apply.
+  // Selective experts on or off. Takes effect at the next Apply.
   void SetSelectiveExperts(bool on);
 
   PassTiming TakePassTiming();
@@ -112,6 +108,8 @@ class ResidencyManager : public LayerSource, public LayerBytesSource {
 
   ResidencyManager(const Manifest& manifest, const LayerStreamOptions& stream_options, LayerStreamFactory factory);
   void UpdateExpertReport() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A two-phase layer's slot, held (Acquire or AcquireBytes) for FetchExperts.
+  void HoldForExperts(uint32_t layer, uint8_t* data);
   absl::Status MoveTo(const LayerPlan& plan);
   void SetHeld(uint64_t held) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
@@ -123,8 +121,9 @@ class ResidencyManager : public LayerSource, public LayerBytesSource {
   bool selective_experts_ = true;
   std::vector<bool> two_phase_;  // by layer: has expert blocks, and selective experts are on
   ExpertCache cache_;
-  uint8_t* acquired_data_ = nullptr;      // the acquired streamed layer's slot
-  std::vector<uint32_t> predicted_;       // the acquired layer's predicted experts (not cached)
+  std::vector<uint8_t*> held_data_;      // by layer: a held two-phase layer's ring slot
+  uint32_t predicted_layer_ = kNoLayer;
+  std::vector<uint32_t> predicted_;       // its predicted experts (not cached)
   bool prefetch_issued_ = false;          // ... and whether they were read ahead
   struct PredictionCounts {
     uint64_t passes = 0, from_disk = 0, predicted = 0;

@@ -21,6 +21,12 @@
 
 namespace octo {
 
+// A routed union covering more than this share of a two-phase layer's
+// experts reads all of them in one request: prefill and large batches route
+// to most experts, and one sequential read beats many small ones.
+inline constexpr double kWholeLayerExpertShare = 0.5;
+inline bool ReadsAllExperts(size_t routed, uint32_t n_experts) { return routed > kWholeLayerExpertShare * n_experts; }
+
 class LayerSource {
  public:
   virtual ~LayerSource() = default;
@@ -69,6 +75,15 @@ class LayerBytesSource {
   // The host memory the bytes come from (resident buffers, the ring), for
   // the device to pin (cudaHostRegister). Valid until the source re-plans.
   virtual std::vector<std::pair<const void*, size_t>> HostRegions() const = 0;
+
+  // Two-phase layers, as LayerSource's: AcquireBytes holds the dense part
+  // (storage's DenseRange of the file), and FetchExperts reads the routed
+  // experts' blocks into the same bytes (at their file offsets), which stay
+  // held until ReleaseBytes.
+  virtual bool TwoPhase(uint32_t layer) const { return false; }
+  virtual absl::Status FetchExperts(uint32_t layer, const std::vector<uint32_t>& experts, bool routed) {
+    return absl::OkStatus();
+  }
 };
 
 }  // namespace octo

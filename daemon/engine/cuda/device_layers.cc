@@ -41,7 +41,10 @@ DeviceLayers::DeviceLayers(CudaBackend& backend, const Manifest& manifest, std::
 
 DeviceLayers::~DeviceLayers() {
   Drain().IgnoreError();
-  for (Slot& s : slots_) DestroyEvent(s.slot_free);
+  for (Slot& s : slots_) {
+    DestroyEvent(s.slot_free);
+    DestroyEvent(s.experts_copied);
+  }
   for (LayerEvents& e : events_) {
     for (EventSet& set : e.sets) {
       for (cudaEvent_t* ev : {&set.copy_start, &set.copy_done, &set.gap_start, &set.start, &set.end}) DestroyEvent(*ev);
@@ -106,6 +109,7 @@ absl::Status DeviceLayers::Drain() {
   for (Slot& s : slots_) {
     if (s.host_held) host_.ReleaseBytes(s.layer);
     s.host_held = false;
+    s.keep_host = false;
     s.state = Slot::kFree;
     s.layer = kNoLayer;
   }
@@ -139,7 +143,10 @@ absl::Status DeviceLayers::Apply(const DeviceLayersPlan& plan) {
   const uint32_t want_slots = order.empty() ? 0 : std::max<uint32_t>(1, plan.staging_buffers);
   const bool same_staging = slots_.size() == want_slots && (slots_.empty() || slots_[0].memory.size() == staging_bytes);
   if (!same_staging) {
-    for (Slot& s : slots_) DestroyEvent(s.slot_free);
+    for (Slot& s : slots_) {
+    DestroyEvent(s.slot_free);
+    DestroyEvent(s.experts_copied);
+  }
     slots_.clear();
   }
   SetHeld(held + (same_staging ? want_slots * staging_bytes : 0));
@@ -163,6 +170,7 @@ absl::Status DeviceLayers::Apply(const DeviceLayersPlan& plan) {
     slots_.resize(want_slots);
     for (Slot& s : slots_) {
       OCTO_RETURN_IF_ERROR(NewEvent(&s.slot_free));
+      OCTO_RETURN_IF_ERROR(NewEvent(&s.experts_copied));
       absl::StatusOr<BackendBuffer> memory = backend_.Allocate(staging_bytes);
       if (!memory.ok()) return Annotate(memory.status(), "a staging buffer");
       s.memory = std::move(*memory);
@@ -218,7 +226,7 @@ void DeviceLayers::HarvestCompute(uint32_t layer, EventSet& set) {
 // Gives back the host bytes of every layer whose copy has landed.
 void DeviceLayers::PollCopies() {
   for (Slot& s : slots_) {
-    if (!s.host_held || cudaEventQuery(s.copy_done) != cudaSuccess) continue;
+    if (!s.host_held || s.keep_host || cudaEventQuery(s.copy_done) != cudaSuccess) continue;
     host_.ReleaseBytes(s.layer);
     s.host_held = false;
   }
@@ -240,7 +248,7 @@ absl::Status DeviceLayers::ReleaseOldestDiskBytes() {
   for (size_t step = 0; step < order_.size(); ++step) {
     const uint32_t layer = order_[(cursor_ + step) % order_.size()];
     const int i = SlotOf(layer);
-    if (i < 0 || !slots_[i].host_held || !slots_[i].host_from_disk) continue;
+    if (i < 0 || !slots_[i].host_held || !slots_[i].host_from_disk || slots_[i].keep_host) continue;
     return GiveBackWhenCopied(slots_[i]);
   }
   return absl::FailedPreconditionError("every ring slot is held by a copy not yet queued");
@@ -260,6 +268,9 @@ absl::Status DeviceLayers::Queue(uint32_t layer, int slot_index) {
     if (!bound.ok()) return bound.status();
     return absl::InternalError(absl::StrCat("layer ", layer, " (", bytes.size, " bytes) exceeds its staging buffer"));
   }
+  // A two-phase layer: its dense part now, the routed experts later.
+  const bool two_phase = host_.TwoPhase(layer);
+  const uint64_t copy_bytes = two_phase ? DenseRange(file).bytes : bytes.size;
   LayerEvents& le = events_[layer];
   EventSet& set = le.sets[le.queued++ % 2];
   HarvestCopy(layer, set);
@@ -267,7 +278,7 @@ absl::Status DeviceLayers::Queue(uint32_t layer, int slot_index) {
   if (slot.used) OCTO_RETURN_IF_ERROR(CudaCallStatus(cudaStreamWaitEvent(copy, slot.slot_free, 0), "cudaStreamWaitEvent"));
   OCTO_RETURN_IF_ERROR(CudaCallStatus(cudaEventRecord(set.copy_start, copy), "cudaEventRecord"));
   OCTO_RETURN_IF_ERROR(CudaCallStatus(
-      cudaMemcpyAsync(slot.memory.data(), bytes.data, bytes.size, cudaMemcpyHostToDevice, copy),
+      cudaMemcpyAsync(slot.memory.data(), bytes.data, copy_bytes, cudaMemcpyHostToDevice, copy),
       absl::StrCat("copying layer ", layer, " to the device")));
   OCTO_RETURN_IF_ERROR(CudaCallStatus(cudaEventRecord(set.copy_done, copy), "cudaEventRecord"));
   set.copy_pending = true;
@@ -276,9 +287,49 @@ absl::Status DeviceLayers::Queue(uint32_t layer, int slot_index) {
   slot.state = Slot::kCopying;
   slot.host_held = true;
   slot.host_from_disk = bytes.from_disk;
+  slot.keep_host = two_phase;
+  slot.host_data = bytes.data;
   slot.copy_done = set.copy_done;
   std::lock_guard<std::mutex> lock(mu_);
-  stats_.copied_bytes += bytes.size;
+  stats_.copied_bytes += copy_bytes;
+  return absl::OkStatus();
+}
+
+bool DeviceLayers::TwoPhase(uint32_t layer) const {
+  return layer < plan_.in_vram.size() && !plan_.in_vram[layer] && host_.TwoPhase(layer);
+}
+
+absl::Status DeviceLayers::FetchExperts(uint32_t layer, const std::vector<uint32_t>& experts, bool routed) {
+  if (!TwoPhase(layer)) return absl::OkStatus();
+  OCTO_RETURN_IF_ERROR(host_.FetchExperts(layer, experts, routed));
+  if (!routed) return absl::OkStatus();  // a prediction: the reads run on the host side
+  const int i = SlotOf(layer);
+  if (i < 0 || slots_[i].state != Slot::kAcquired || !slots_[i].keep_host) {
+    return absl::FailedPreconditionError(absl::StrCat("layer ", layer, " is not acquired in two phases"));
+  }
+  Slot& slot = slots_[i];
+  const ManifestFile& file = *manifest_.Layer(layer);
+  // What the host source read: every block when the union was most of them.
+  std::vector<ByteRange> ranges;
+  if (ReadsAllExperts(experts.size(), file.experts->count)) {
+    ranges.push_back({file.experts->offset, file.experts->stride * file.experts->count});
+  } else {
+    for (uint32_t e : experts) ranges.push_back(ExpertRange(file, e));
+  }
+  cudaStream_t compute = backend_.stream();
+  uint64_t copied = 0;
+  for (const ByteRange& r : ranges) {
+    OCTO_RETURN_IF_ERROR(CudaCallStatus(
+        cudaMemcpyAsync(slot.memory.as<uint8_t>() + r.offset, slot.host_data + r.offset, r.bytes,
+                        cudaMemcpyHostToDevice, compute),
+        absl::StrCat("copying the experts of layer ", layer, " to the device")));
+    copied += r.bytes;
+  }
+  // The ring slot goes back once these copies are done (Release).
+  OCTO_RETURN_IF_ERROR(CudaCallStatus(cudaEventRecord(slot.experts_copied, compute), "cudaEventRecord"));
+  slot.copy_done = slot.experts_copied;
+  std::lock_guard<std::mutex> lock(mu_);
+  stats_.copied_bytes += copied;
   return absl::OkStatus();
 }
 
@@ -321,6 +372,7 @@ absl::StatusOr<const LayerWeights*> DeviceLayers::Acquire(uint32_t layer) {
       // failed part way): drop it, giving its host bytes back once copied.
       for (Slot& slot : slots_) {
         if (slot.state != Slot::kCopying) continue;
+        slot.keep_host = false;
         OCTO_RETURN_IF_ERROR(GiveBackWhenCopied(slot));
         slot.state = Slot::kFree;
         slot.layer = kNoLayer;
@@ -357,6 +409,7 @@ void DeviceLayers::Release(uint32_t layer) {
       cudaEventRecord(slots_[i].slot_free, compute);
       slots_[i].used = true;
       slots_[i].state = Slot::kFree;
+      slots_[i].keep_host = false;
       GiveBackWhenCopied(slots_[i]).IgnoreError();  // a copy still in flight: the slot is reused next
       slots_[i].layer = kNoLayer;
     }

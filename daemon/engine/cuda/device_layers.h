@@ -87,6 +87,13 @@ class DeviceLayers : public LayerSource {
 
   absl::StatusOr<const LayerWeights*> Acquire(uint32_t layer) override;
   void Release(uint32_t layer) override;
+  // Two-phase layers (a disk-tier MoE layer the host source reads in two
+  // phases): only the dense part is copied ahead; FetchExperts has the host
+  // source read the routed experts into the layer's ring slot, then copies
+  // their blocks into the staging buffer on the compute stream, before the
+  // expert matmuls. The ring slot is held until that copy is done.
+  bool TwoPhase(uint32_t layer) const override;
+  absl::Status FetchExperts(uint32_t layer, const std::vector<uint32_t>& experts, bool routed) override;
 
   DeviceLayersStats Stats();
   std::vector<DeviceLayerTiming> LayerTimings();
@@ -98,8 +105,11 @@ class DeviceLayers : public LayerSource {
     bool host_held = false;       // the host bytes are held until the copy is done
     bool host_from_disk = false;
     bool used = false;            // slot_free has been recorded
-    cudaEvent_t copy_done = nullptr;  // the layer's, for this round
+    bool keep_host = false;       // a two-phase layer: its host bytes are held until Release
+    const uint8_t* host_data = nullptr;  // the host bytes, while held
+    cudaEvent_t copy_done = nullptr;  // the layer's last copy, for this round
     cudaEvent_t slot_free = nullptr;  // the slot's last layer finished computing
+    cudaEvent_t experts_copied = nullptr;  // a two-phase layer's expert blocks are on the device
     BackendBuffer memory;
   };
   // A layer's events for one round (a use of it). Two sets per layer, used

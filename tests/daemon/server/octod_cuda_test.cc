@@ -8,6 +8,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -95,6 +96,55 @@ TEST_F(OctodCudaTest, StreamedTiersGiveTheResidentTokensAndStatusShowsThem) {
     EXPECT_EQ(from_disk ? disk : host, kLayers - 1) << status.dump();
     ASSERT_TRUE(octod_.Stop());
   }
+}
+
+// A MoE model whose layers stream from disk in two phases: the dense part
+// is copied to the device ahead, the routed experts after the router (from
+// the ring slot, which is held until then). The tokens are those of the
+// model all in VRAM, and status counts the experts read.
+// Each token's id, its logprob and its top 5 (the logits' bits, as far as
+// a user sees them).
+std::vector<double> TokenLogprobs(const std::string& json_lines) {
+  std::vector<double> out;
+  std::istringstream lines(json_lines);
+  for (std::string line; std::getline(lines, line);) {
+    const nlohmann::json event = nlohmann::json::parse(line, nullptr, false);
+    if (!event.is_object() || event.value("event", "") != "token") continue;
+    out.push_back(event["id"].get<int>());
+    out.push_back(event["logprob"].get<double>());
+    for (const nlohmann::json& top : event["top"]) out.push_back(top["logprob"].get<double>());
+  }
+  return out;
+}
+
+TEST_F(OctodCudaTest, SelectiveExpertsOnTheDeviceGiveTheResidentTokens) {
+  MakeMoeModel("moe", "tiny-qwen3moe", 6, 16);
+  const uint64_t largest = LargestLayerFile(ModelDir("moe"));
+  auto logprobs = [&] {
+    const RunResult r = octod_.Gen({kPrompt, "--temp", "0", "-n", "16", "--json", "--logprobs", "5"});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return TokenLogprobs(r.out);
+  };
+  ASSERT_TRUE(octod_.Start(ServeArgs("moe", {"--backend", "cuda"})));
+  const std::vector<double> resident = logprobs();
+  ASSERT_EQ(resident.size(), 16u * 7);
+  ASSERT_TRUE(octod_.Stop());
+
+  // One layer in VRAM, the rest from disk through two ring slots, no expert cache.
+  ASSERT_TRUE(octod_.Start(ServeArgs("moe", {"--backend", "cuda", "--pin-first", "0", "--pin-last", "0",
+                                             "--vram-budget", std::to_string(3 * largest), "--layer-budget",
+                                             std::to_string(2 * largest), "--expert-cache", "0"})));
+  EXPECT_EQ(logprobs(), resident);
+  const nlohmann::json status = octod_.Status();
+  const nlohmann::json& experts = status["residency"]["experts"];
+  ASSERT_TRUE(experts["present"].get<bool>()) << status.dump();
+  EXPECT_EQ(JsonU64(experts["two_phase_layers"]), 5u) << experts.dump();
+  EXPECT_GT(JsonU64(experts["routed_from_disk"]), 0u) << experts.dump();
+  EXPECT_GT(JsonU64(experts["expert_bytes_read"]), 0u) << experts.dump();
+  // A decode step copies a few of 16 experts: far fewer bytes than whole layers.
+  const uint64_t passes = JsonU64(status["passes"]);
+  EXPECT_LT(JsonU64(status["residency"]["device"]["copied_bytes"]), passes * 5 * largest / 2) << status.dump();
+  ASSERT_TRUE(octod_.Stop());
 }
 
 // Eight octo-gen processes at once, streamed: each gets its solo tokens.

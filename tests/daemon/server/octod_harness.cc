@@ -306,6 +306,15 @@ void OctodTest::MakeModel(const std::string& name, int n_layers) {
   ASSERT_TRUE(Decompose(gguf, ModelDir(name)));
 }
 
+void OctodTest::MakeMoeModel(const std::string& name, const std::string& preset, int n_layers, int n_experts) {
+  const std::string gguf = dir_.Path(name + ".gguf");
+  GenerateModel(gguf, preset, "Q4_K_M", [&](ModelShape& shape) {
+    shape.n_layers = n_layers;
+    shape.n_experts = n_experts;
+  });
+  ASSERT_TRUE(Decompose(gguf, ModelDir(name)));
+}
+
 std::vector<std::string> OctodTest::ServeArgs(const std::string& model, std::vector<std::string> extra) const {
   std::vector<std::string> args = {"--models-root", dir_.Path("root")};
   if (!model.empty()) args.insert(args.end(), {"--model", model});

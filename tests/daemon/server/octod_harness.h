@@ -123,6 +123,8 @@ class OctodTest : public ::testing::Test {
   // Writes a generated "tiny" llama (Q4_K_M, random weights, seed 42) with
   // `n_layers` layers and decomposes it to root/NAME.
   void MakeModel(const std::string& name, int n_layers);
+  // A generated MoE model (`preset`, e.g. "tiny-qwen3moe") with `n_experts` experts.
+  void MakeMoeModel(const std::string& name, const std::string& preset, int n_layers, int n_experts);
   // octod flags: the models root, `model` loaded at start (none when
   // empty), `--backend cpu` unless `extra` names a backend, then `extra`.
   std::vector<std::string> ServeArgs(const std::string& model, std::vector<std::string> extra = {}) const;
