@@ -50,30 +50,29 @@ GenerateJob Job(const std::string& prompt, int n, const std::string& session = "
   return job;
 }
 
-// One generated MoE model per architecture, kExperts experts each.
+// One MoE model per parameter: generated (kExperts experts) or ../shared's,
+// made when a test first needs it (ctest runs each test in its own process).
 class RuntimeExpertsTest : public ::testing::TestWithParam<const char*> {
  protected:
-  static void SetUpTestSuite() {
-    root_ = new TempDir();
-    for (const char* preset : {"tiny-moe", "tiny-qwen2moe", "tiny-qwen3moe"}) {
-      const std::string gguf = root_->Path(std::string(preset) + ".gguf");
-      GenerateModel(gguf, preset, "Q4_K_M", [](ModelShape& s) {
-        s.n_layers = kLayers;
-        s.n_experts = kExperts;
-      });
-      ASSERT_TRUE(Decompose(gguf, root_->Path(preset), DecomposeOptions{}).ok());
-    }
-    // ../shared's trained-then-widened llama MoE (4 experts, 2 per token), when present.
-    for (const char* shared : {"moe-Q8_0", "moe-Q4_K_M-mix"}) {
-      const std::string gguf = std::string("models/widened/") + shared + ".gguf";
-      if (!HaveShared(gguf)) continue;
-      ASSERT_TRUE(Decompose(SharedPath(gguf), root_->Path(shared), DecomposeOptions{}).ok());
-    }
-  }
+  static void SetUpTestSuite() { root_ = new TempDir(); }
   static void TearDownTestSuite() { delete root_; }
 
   void SetUp() override {
-    if (IsShared()) OCTO_REQUIRE_SHARED(std::string("models/widened/") + GetParam() + ".gguf");
+    const std::string name = GetParam();
+    if (std::filesystem::exists(Dir())) return;
+    if (IsShared()) {
+      // ../shared's trained-then-widened llama MoE (4 experts, 2 per token).
+      const std::string gguf = "models/widened/" + name + ".gguf";
+      OCTO_REQUIRE_SHARED(gguf);
+      ASSERT_TRUE(Decompose(SharedPath(gguf), Dir(), DecomposeOptions{}).ok());
+      return;
+    }
+    const std::string gguf = root_->Path(name + ".gguf");
+    GenerateModel(gguf, name, "Q4_K_M", [](ModelShape& s) {
+      s.n_layers = kLayers;
+      s.n_experts = kExperts;
+    });
+    ASSERT_TRUE(Decompose(gguf, Dir(), DecomposeOptions{}).ok());
   }
   bool IsShared() const { return absl::StartsWith(GetParam(), "moe-"); }
   uint32_t Experts() const {
