@@ -62,14 +62,6 @@ std::vector<ModelShape> MakePresets() {
   p.back().qk_norm = true;
   p.back().n_experts = 128;
   p.back().n_experts_used = 8;
-  // Qwen1.5-MoE-A2.7B: 60 experts of 1408, 4 per token, plus a gated shared
-  // expert of 5632, qkv biases.
-  p.push_back(Shape("qwen1.5-moe-a2.7b", "qwen2moe", 2048, 1408, 24, 16, 16, 128, 151936, 8192, 1e6f, 1e-6f, "gpt2",
-                    "qwen2"));
-  p.back().qkv_bias = true;
-  p.back().n_experts = 60;
-  p.back().n_experts_used = 4;
-  p.back().shared_expert_dim = 5632;
   // Tiny shapes for tests: every row a whole number of 256-element blocks.
   p.push_back(Shape("tiny", "llama", 256, 768, 2, 8, 4, 32, 512, 2048, 10000.0f, 1e-5f, "llama", ""));
   p.push_back(p.back());
