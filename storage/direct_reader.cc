@@ -37,6 +37,9 @@ class ScopedFd {
 
 bool Aligned(uint64_t n) { return n % kDirectIoAlignment == 0; }
 
+// The smallest read a range is cut into (see ReadOnce).
+constexpr uint64_t kMinRangeChunkBytes = 128 * 1024;
+
 // Opens `path` read-only; with O_DIRECT when `direct`. -errno on failure.
 int OpenFile(const std::string& path, bool direct) {
   int fd;
@@ -232,7 +235,11 @@ absl::StatusOr<uint64_t> DirectReader::ReadOnce(const std::string& path, uint64_
     return absl::DataLossError(absl::StrCat(path, " is ", st.st_size, " bytes; the manifest says ", file_size));
   }
   if (size == 0) return Xxh64Hash({});
-  ChunkedRead read(*queue_, path, offset, size, options_.chunk_bytes, dest);
+  // A small range (one expert's block) in chunks small enough to keep the
+  // queue full: a 2.6 MB block in 1 MiB chunks would have 3 reads in flight.
+  const uint64_t fill_queue = (size / queue_->depth() + kDirectIoAlignment - 1) / kDirectIoAlignment * kDirectIoAlignment;
+  const uint64_t chunk = std::min(options_.chunk_bytes, std::max(kMinRangeChunkBytes, fill_queue));
+  ChunkedRead read(*queue_, path, offset, size, chunk, dest);
   return read.Run(fd.get(), direct, refused);
 }
 
