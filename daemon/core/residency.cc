@@ -47,7 +47,6 @@ absl::StatusOr<std::unique_ptr<ResidencyManager>> ResidencyManager::Create(const
 }
 
 void ResidencyManager::SetSelectiveExperts(bool on) {
-  selective_experts_ = on;
   const uint32_t n = manifest_.config.n_layers;
   two_phase_.assign(n, false);
   std::string why;
@@ -60,7 +59,7 @@ void ResidencyManager::SetSelectiveExperts(bool on) {
                        ring::kMaxRingExperts);
   } else {
     for (uint32_t l = 0; l < n; ++l) two_phase_[l] = manifest_.Layer(l)->experts.has_value();
-    if (std::find(two_phase_.begin(), two_phase_.end(), true) == two_phase_.end()) {
+    if (!AnyTwoPhase()) {
       why = absl::StrCat("the layer directory is format ", manifest_.format_version,
                          ", without per-expert blocks; re-decompose it (octo-ctl decompose --force MODEL.gguf DIR) "
                          "to stream only the routed experts");
@@ -83,7 +82,7 @@ absl::Status ResidencyManager::Apply(const ResidencySettings& settings) {
     if (on_device(static_cast<uint32_t>(l))) host_bytes[l] = 0;
   }
   ResidencySettings planned = settings;
-  planned.experts_streamed = std::find(two_phase_.begin(), two_phase_.end(), true) != two_phase_.end();
+  planned.experts_streamed = AnyTwoPhase();
   OCTO_ASSIGN_OR_RETURN(const LayerPlan plan, PlanLayers(host_bytes, planned));
   const LayerPlan old_plan = plan_;
   absl::Status moved = MoveTo(plan);
@@ -176,6 +175,10 @@ absl::Status ResidencyManager::MoveTo(const LayerPlan& plan) {
     std::lock_guard<std::mutex> lock(mu_);
     plan_ = plan;
     SetHeld(held);
+    // Which layers take two phases changes only with the plan.
+    experts_.present = AnyTwoPhase();
+    experts_.two_phase_layers = 0;
+    for (uint32_t l = 0; l < two_phase_.size(); ++l) experts_.two_phase_layers += TwoPhase(l);
     UpdateExpertReport();
   }
   if (stream_ != nullptr) {
@@ -305,9 +308,6 @@ absl::Status ResidencyManager::FetchExperts(uint32_t layer, const std::vector<ui
 
 void ResidencyManager::UpdateExpertReport() {
   const ExpertCacheStats& c = cache_.stats();
-  experts_.present = std::find(two_phase_.begin(), two_phase_.end(), true) != two_phase_.end();
-  experts_.two_phase_layers = 0;
-  for (uint32_t l = 0; l < two_phase_.size(); ++l) experts_.two_phase_layers += TwoPhase(l);
   experts_.cache_capacity_bytes = c.capacity_bytes;
   experts_.cache_held_bytes = c.held_bytes;
   experts_.cache_entries = c.entries;

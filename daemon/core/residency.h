@@ -13,6 +13,7 @@
 // passes for Apply); Report/LayerReports/loader stats from any thread.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -107,7 +108,9 @@ class ResidencyManager : public LayerSource, public LayerBytesSource {
   };
 
   ResidencyManager(const Manifest& manifest, const LayerStreamOptions& stream_options, LayerStreamFactory factory);
+  // The expert cache's counters into the report (after each routed fetch).
   void UpdateExpertReport() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool AnyTwoPhase() const { return std::find(two_phase_.begin(), two_phase_.end(), true) != two_phase_.end(); }
   // A two-phase layer's slot, held (Acquire or AcquireBytes) for FetchExperts.
   void HoldForExperts(uint32_t layer, uint8_t* data);
   absl::Status MoveTo(const LayerPlan& plan);
@@ -118,7 +121,6 @@ class ResidencyManager : public LayerSource, public LayerBytesSource {
   LayerStreamFactory factory_;
   std::vector<uint64_t> layer_bytes_;
   std::vector<bool> device_;  // layers the GPU holds (SetDeviceLayers)
-  bool selective_experts_ = true;
   std::vector<bool> two_phase_;  // by layer: has expert blocks, and selective experts are on
   ExpertCache cache_;
   std::vector<uint8_t*> held_data_;      // by layer: a held two-phase layer's ring slot
