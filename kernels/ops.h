@@ -425,7 +425,8 @@ absl::Status SiluMul(const float* gate, const float* up, float* out, int64_t n, 
 // Add: out[i] = a[i] + b[i] for n values (the residual connections); out may
 // alias a or b. AddBias: x[r][i] += bias[i] for every row r of x (n_rows,
 // width) (qwen2's q/k/v biases). One float addition each: both backends give
-// the same bits.
+// the same bits, except that a NaN result (inf + -inf) is some NaN: the CPU's
+// is x86's negative default NaN, a GPU's its canonical positive one.
 // Preconditions (INVALID_ARGUMENT): pointers non-null, n, n_rows, width > 0.
 namespace cpu {
 absl::Status Add(const float* a, const float* b, float* out, int64_t n);

@@ -31,7 +31,7 @@ bench_model() {
     bench_need octo-make-model octo-ctl
     echo "generating $name in $work ..." >&2
     "$bin/octo-make-model" --preset "$preset" --type "$type" -o "$work/$name.gguf" >/dev/null
-    "$bin/octo-ctl" decompose -q --force "$work/$name.gguf" "$dir"
+    "$bin/octo-ctl" decompose -q --force "$work/$name.gguf" "$dir" >&2
     rm -f "$work/$name.gguf"
   fi
   echo "$dir"

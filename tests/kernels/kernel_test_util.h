@@ -65,4 +65,18 @@ inline void ExpectSameBits(const std::vector<float>& got, const std::vector<floa
   EXPECT_EQ(misses, 0u) << what << ": elements with other bits";
 }
 
+// As ExpectSameBits, except that a NaN matches any NaN: an operation that
+// makes a NaN (inf + -inf) gives the device's own NaN bits.
+inline void ExpectSameBitsAnyNan(const std::vector<float>& got, const std::vector<float>& want,
+                                 const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  size_t misses = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (std::bit_cast<uint32_t>(got[i]) == std::bit_cast<uint32_t>(want[i])) continue;
+    if (std::isnan(got[i]) && std::isnan(want[i])) continue;
+    if (misses++ == 0) ADD_FAILURE() << what << ": index " << i << ": got " << got[i] << ", want " << want[i];
+  }
+  EXPECT_EQ(misses, 0u) << what << ": elements with other bits";
+}
+
 }  // namespace octo::testing
