@@ -284,14 +284,24 @@ TEST(ModelTensorsTest, EveryPresetListsConsistentTensors) {
       SCOPED_TRACE(absl::StrCat(shape.name, " ", recipe_name));
       absl::StatusOr<std::vector<TensorSpec>> tensors = BuildTensorList(shape, recipe);
       ASSERT_TRUE(tensors.ok()) << tensors.status();
-      const size_t per_layer = 9 + (shape.qkv_bias ? 3 : 0) + (shape.qk_norm ? 2 : 0) + (shape.n_experts ? 1 : 0) +
-                               (shape.shared_expert_dim ? 4 : 0);
-      EXPECT_EQ(tensors->size(), 2 + (shape.tied_embeddings ? 0 : 1) + per_layer * shape.n_layers);
+      const size_t ffn = (shape.n_experts ? 4 : 3) + (shape.shared_expert_dim ? 4 : 0);
+      size_t per_model = 2 + (shape.tied_embeddings ? 0 : 1);
+      for (uint32_t l = 0; l < shape.n_layers; ++l) {
+        if (!IsHybrid(shape)) {
+          per_model += 6 + ffn + (shape.qkv_bias ? 3 : 0) + (shape.qk_norm ? 2 : 0);
+        } else if (IsAttentionLayer(shape, l)) {  // norm, q, k, v, q/k norms, output, post norm
+          per_model += 8 + ffn;
+        } else {  // norm, qkv, gate, conv, dt, a, ba (or beta + alpha), ssm norm, out, post norm
+          per_model += (shape.architecture == "qwen3next" ? 10 : 11) + ffn;
+        }
+      }
+      EXPECT_EQ(tensors->size(), per_model);
       for (const TensorSpec& t : *tensors) {
         uint64_t n = 1;
         for (uint64_t dim : t.dims) n *= dim;
         EXPECT_EQ(t.n_bytes, *GgmlTensorBytes(t.type, t.dims[0], n)) << t.name;
-        if (t.dims.size() == 1 || t.name.find("ffn_gate_inp") != std::string::npos) {
+        if (t.dims.size() == 1 || t.name.find("ffn_gate_inp") != std::string::npos ||
+            t.name.find("ssm_conv1d") != std::string::npos) {
           EXPECT_EQ(t.type.type, GgmlType::kF32) << t.name;
         }
       }
@@ -400,7 +410,8 @@ TEST(VocabTest, SpmHasByteTokensAndDescendingScores) {
 }
 
 TEST_F(GgufWriterTest, GeneratesTinyModelsOfTheComputedSize) {
-  for (const char* preset : {"tiny", "tiny-moe", "tiny-qwen2", "tiny-qwen3", "tiny-qwen3moe"}) {
+  for (const char* preset :
+       {"tiny", "tiny-moe", "tiny-qwen2", "tiny-qwen3", "tiny-qwen3moe", "tiny-qwen35", "tiny-qwen35moe", "tiny-qwen3next"}) {
     SCOPED_TRACE(preset);
     absl::StatusOr<ModelPlan> plan = PlanModel(*FindPreset(preset), *ParseTypeRecipe("Q4_K_M"));
     ASSERT_TRUE(plan.ok()) << plan.status();

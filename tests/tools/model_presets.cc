@@ -36,6 +36,56 @@ ModelShape Shape(std::string name, std::string arch, uint32_t dim, uint32_t hidd
   return s;
 }
 
+// A hybrid shape: gated attention every `interval` layers, DeltaNet layers
+// of k_heads query/key and v_heads value heads of head width ssm_head, a
+// conv of width 4, a quarter of each attention head rotated.
+ModelShape Hybrid(ModelShape s, uint32_t interval, uint32_t ssm_head, uint32_t k_heads, uint32_t v_heads) {
+  s.full_attention_interval = interval;
+  s.rope_dim = s.head_dim / 4;
+  s.ssm_conv_kernel = 4;
+  s.ssm_head_dim = ssm_head;
+  s.ssm_k_heads = k_heads;
+  s.ssm_v_heads = v_heads;
+  s.qk_norm = true;
+  return s;
+}
+
+// Qwen3-Next and Qwen3.5/3.6, from their published configs (as llama.cpp
+// converts them), then tiny variants for tests.
+void AddHybridPresets(std::vector<ModelShape>& p) {
+  // Qwen3-Next-80B-A3B: 512 experts of 512, 10 per token, a shared expert.
+  p.push_back(Hybrid(Shape("qwen3-next-80b-a3b", "qwen3next", 2048, 512, 48, 16, 2, 256, 151936, 262144, 1e7f,
+                           1e-6f, "gpt2", "qwen2"),
+                     4, 128, 16, 32));
+  p.back().n_experts = 512;
+  p.back().n_experts_used = 10;
+  p.back().shared_expert_dim = 512;
+  // Qwen3.5-35B-A3B (and Qwen3.6-35B-A3B): 256 experts of 512, 8 per token.
+  p.push_back(Hybrid(Shape("qwen3.5-35b-a3b", "qwen35moe", 2048, 512, 40, 16, 2, 256, 248320, 262144, 1e7f, 1e-6f,
+                           "gpt2", "qwen2"),
+                     4, 128, 16, 32));
+  p.back().n_experts = 256;
+  p.back().n_experts_used = 8;
+  p.back().shared_expert_dim = 512;
+  // Qwen3.5-27B (and Qwen3.6-27B), dense.
+  p.push_back(Hybrid(Shape("qwen3.5-27b", "qwen35", 5120, 17408, 64, 24, 4, 256, 248320, 262144, 1e7f, 1e-6f,
+                           "gpt2", "qwen2"),
+                     4, 128, 16, 48));
+  // Tiny: 4 layers, attention at layers 1 and 3, DeltaNet at 0 and 2.
+  p.push_back(Hybrid(Shape("tiny-qwen35", "qwen35", 256, 768, 4, 4, 2, 64, 600, 2048, 1e7f, 1e-6f, "gpt2", "qwen2"),
+                     2, 64, 2, 4));
+  p.push_back(p.back());
+  p.back().name = "tiny-qwen35moe";
+  p.back().architecture = "qwen35moe";
+  p.back().hidden_dim = 256;
+  p.back().n_experts = 8;
+  p.back().n_experts_used = 2;
+  p.back().shared_expert_dim = 256;
+  p.push_back(p.back());
+  p.back().name = "tiny-qwen3next";
+  p.back().architecture = "qwen3next";
+}
+
 std::vector<ModelShape> MakePresets() {
   std::vector<ModelShape> p;
   // Real shapes, from the models' config.json / llama.cpp conversions.
@@ -85,10 +135,25 @@ std::vector<ModelShape> MakePresets() {
   p.back().n_experts = 8;
   p.back().n_experts_used = 2;
   p.back().shared_expert_dim = 512;
+  AddHybridPresets(p);
   return p;
 }
 
 }  // namespace
+
+bool IsHybrid(const ModelShape& s) {
+  return s.architecture == "qwen3next" || s.architecture == "qwen35" || s.architecture == "qwen35moe";
+}
+
+bool IsAttentionLayer(const ModelShape& s, uint32_t layer) {
+  return !IsHybrid(s) || (s.full_attention_interval > 0 && (layer + 1) % s.full_attention_interval == 0);
+}
+
+std::vector<int32_t> RopeSections(const ModelShape& s) {
+  const int32_t pairs = static_cast<int32_t>((s.rope_dim == 0 ? s.head_dim : s.rope_dim) / 2);
+  const int32_t first = (pairs + 2) / 3;
+  return {first, first, pairs - 2 * first, 0};
+}
 
 const std::vector<ModelShape>& AllPresets() {
   static const std::vector<ModelShape>* const presets = new std::vector<ModelShape>(MakePresets());
@@ -113,6 +178,37 @@ absl::StatusOr<ModelShape> ApplyOverrides(ModelShape shape, const ShapeOverrides
   return shape;
 }
 
+namespace {
+
+// The hybrid fields: what llama.cpp's loader needs to build the layers.
+absl::Status ValidateHybrid(const ModelShape& s) {
+  const std::pair<const char*, uint32_t> counts[] = {{"full_attention_interval", s.full_attention_interval},
+                                                     {"ssm_conv_kernel", s.ssm_conv_kernel},
+                                                     {"ssm_head_dim", s.ssm_head_dim},
+                                                     {"ssm_k_heads", s.ssm_k_heads},
+                                                     {"ssm_v_heads", s.ssm_v_heads}};
+  for (const auto& [field, value] : counts) {
+    if (value == 0) return absl::InvalidArgumentError(absl::StrCat(s.name, ": ", field, " must be positive"));
+  }
+  if (s.ssm_v_heads % s.ssm_k_heads != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(s.name, ": ssm_v_heads (", s.ssm_v_heads,
+                                                   ") is not a multiple of ssm_k_heads (", s.ssm_k_heads, ")"));
+  }
+  const uint32_t rope_dim = s.rope_dim == 0 ? s.head_dim : s.rope_dim;
+  if (rope_dim % 2 != 0 || rope_dim > s.head_dim) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(s.name, ": rope_dim (", rope_dim, ") must be even and at most head_dim (", s.head_dim, ")"));
+  }
+  const bool moe = s.architecture != "qwen35";
+  if (moe != (s.n_experts > 0) || (moe && s.shared_expert_dim == 0)) {
+    return absl::InvalidArgumentError(absl::StrCat(s.name, ": ", s.architecture,
+                                                   moe ? " needs experts and a shared expert" : " is dense"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::Status ValidateShape(const ModelShape& s) {
   const std::pair<const char*, uint32_t> counts[] = {
       {"dim", s.dim},         {"hidden_dim", s.hidden_dim}, {"n_layers", s.n_layers},
@@ -132,13 +228,16 @@ absl::Status ValidateShape(const ModelShape& s) {
   if (s.n_experts == 0 && s.n_experts_used != 0) {
     return absl::InvalidArgumentError(absl::StrCat(s.name, ": n_experts_used set without experts"));
   }
-  if (s.shared_expert_dim > 0 && (s.n_experts == 0 || s.architecture != "qwen2moe")) {
-    return absl::InvalidArgumentError(absl::StrCat(s.name, ": a shared expert needs qwen2moe experts"));
+  const bool shared_arch = s.architecture == "qwen2moe" || s.architecture == "qwen3next" || s.architecture == "qwen35moe";
+  if (s.shared_expert_dim > 0 && (s.n_experts == 0 || !shared_arch)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(s.name, ": a shared expert needs qwen2moe, qwen3next or qwen35moe experts"));
   }
   if (s.architecture != "llama" && s.architecture != "qwen2" && s.architecture != "qwen3" &&
-      s.architecture != "qwen2moe" && s.architecture != "qwen3moe") {
+      s.architecture != "qwen2moe" && s.architecture != "qwen3moe" && !IsHybrid(s)) {
     return absl::InvalidArgumentError(absl::StrCat(s.name, ": unknown architecture '", s.architecture, "'"));
   }
+  if (IsHybrid(s)) OCTO_RETURN_IF_ERROR(ValidateHybrid(s));
   const bool spm = s.tokenizer_model == "llama";
   const bool bpe = s.tokenizer_model == "gpt2" && (s.tokenizer_pre == "llama-bpe" || s.tokenizer_pre == "qwen2");
   if (!spm && !bpe) {
@@ -164,6 +263,11 @@ std::string DescribeShape(const ModelShape& s) {
   if (s.tied_embeddings) absl::StrAppend(&out, ", tied embeddings");
   if (s.qkv_bias) absl::StrAppend(&out, ", qkv bias");
   if (s.qk_norm) absl::StrAppend(&out, ", qk norm");
+  if (IsHybrid(s)) {
+    absl::StrAppend(&out, ", attention every ", s.full_attention_interval, " layers (rope ",
+                    s.rope_dim == 0 ? s.head_dim : s.rope_dim, " dims), DeltaNet heads ", s.ssm_k_heads, "/",
+                    s.ssm_v_heads, " x ", s.ssm_head_dim, ", conv ", s.ssm_conv_kernel);
+  }
   return out;
 }
 

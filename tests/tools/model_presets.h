@@ -16,7 +16,7 @@ namespace octo::testing {
 // Hyper-parameters in llama.cpp's vocabulary (the GGUF "<arch>.*" keys).
 struct ModelShape {
   std::string name;          // preset name, written as general.name
-  std::string architecture;  // "llama", "qwen2", "qwen3", "qwen2moe" or "qwen3moe"
+  std::string architecture;  // "llama", "qwen2", "qwen3", "qwen2moe", "qwen3moe", or a hybrid (IsHybrid)
   uint32_t dim = 0;          // embedding_length
   uint32_t hidden_dim = 0;   // feed_forward_length (per expert for MoE)
   uint32_t n_layers = 0;
@@ -29,7 +29,16 @@ struct ModelShape {
   float norm_eps = 1e-5f;
   uint32_t n_experts = 0;       // 0: dense FFN
   uint32_t n_experts_used = 0;  // experts per token when n_experts > 0
-  uint32_t shared_expert_dim = 0;  // qwen2moe's gated shared expert (ffn_*_shexp) width; 0: none
+  uint32_t shared_expert_dim = 0;  // the gated shared expert (ffn_*_shexp) width; 0: none
+  // Hybrid architectures (qwen3next, qwen35, qwen35moe): gated DeltaNet
+  // layers, with a gated attention layer (q_proj yields queries and a
+  // per-head output gate) wherever (layer + 1) % full_attention_interval == 0.
+  uint32_t full_attention_interval = 0;
+  uint32_t rope_dim = 0;          // rotated dims per head (partial rotary); 0: head_dim
+  uint32_t ssm_conv_kernel = 0;   // ssm.conv_kernel: the causal conv1d's width
+  uint32_t ssm_head_dim = 0;      // ssm.state_size: a DeltaNet key and value head's width
+  uint32_t ssm_k_heads = 0;       // ssm.group_count: query/key heads
+  uint32_t ssm_v_heads = 0;       // ssm.time_step_rank: value heads (a multiple of ssm_k_heads)
   bool tied_embeddings = false;  // no output.weight; token_embd is reused
   bool qkv_bias = false;         // attn_{q,k,v}.bias (qwen2)
   bool qk_norm = false;          // attn_{q,k}_norm.weight (qwen3)
@@ -43,6 +52,14 @@ struct ShapeOverrides {
   std::optional<uint32_t> vocab_size;
   std::optional<uint32_t> context_length;
 };
+
+// qwen3next, qwen35 and qwen35moe: DeltaNet layers between attention layers.
+bool IsHybrid(const ModelShape& shape);
+// Whether layer `layer` of a hybrid shape is a (gated) attention layer.
+bool IsAttentionLayer(const ModelShape& shape, uint32_t layer);
+// qwen35's rope.dimension_sections: rope_dim / 2 rotated pairs split as
+// Qwen3.5's mrope_section is ([11, 11, 10] for 32 pairs), then a 0.
+std::vector<int32_t> RopeSections(const ModelShape& shape);
 
 // Every preset, in a fixed order (real models first, then the tiny ones).
 const std::vector<ModelShape>& AllPresets();

@@ -1,5 +1,6 @@
 #include "tests/tools/model_tensors.h"
 
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <utility>
@@ -50,6 +51,10 @@ class TensorListBuilder {
     Add(std::move(name), type.value_or(recipe_.base), std::move(dims), TensorInit::kRandomBlocks);
   }
   void Norm(std::string name, uint64_t n) { Add(std::move(name), TypeInfo(GgmlType::kF32), {n}, TensorInit::kNorm); }
+  // An F32 tensor filled as `init` says.
+  void Float(std::string name, std::vector<uint64_t> dims, TensorInit init) {
+    Add(std::move(name), TypeInfo(GgmlType::kF32), std::move(dims), init);
+  }
   void Bias(std::string name, uint64_t n) {
     Add(std::move(name), TypeInfo(GgmlType::kF32), {n}, TensorInit::kRandomBlocks);
   }
@@ -82,6 +87,58 @@ class TensorListBuilder {
   absl::Status status_;
   std::vector<TensorSpec> tensors_;
 };
+
+// The dense FFN, or the router, experts and shared expert, of layer `blk`.
+void AddFfn(const ModelShape& s, const std::string& blk, bool more_bits, TensorListBuilder& b) {
+  if (s.n_experts == 0) {
+    b.Weight(blk + "ffn_gate.weight", {s.dim, s.hidden_dim});
+    b.Weight(blk + "ffn_up.weight", {s.dim, s.hidden_dim});
+    b.Weight(blk + "ffn_down.weight", {s.hidden_dim, s.dim}, b.MoreBitsType(more_bits));
+    return;
+  }
+  b.Weight(blk + "ffn_gate_inp.weight", {s.dim, s.n_experts}, TypeInfo(GgmlType::kF32));
+  b.Weight(blk + "ffn_gate_exps.weight", {s.dim, s.hidden_dim, s.n_experts});
+  b.Weight(blk + "ffn_up_exps.weight", {s.dim, s.hidden_dim, s.n_experts});
+  b.Weight(blk + "ffn_down_exps.weight", {s.hidden_dim, s.dim, s.n_experts}, b.MoreBitsType(more_bits));
+  if (s.shared_expert_dim > 0) {  // a shared expert, gated by sigmoid(gate_inp_shexp . x)
+    b.Weight(blk + "ffn_gate_inp_shexp.weight", {s.dim}, TypeInfo(GgmlType::kF32));
+    b.Weight(blk + "ffn_gate_shexp.weight", {s.dim, s.shared_expert_dim});
+    b.Weight(blk + "ffn_up_shexp.weight", {s.dim, s.shared_expert_dim});
+    b.Weight(blk + "ffn_down_shexp.weight", {s.shared_expert_dim, s.dim}, b.MoreBitsType(more_bits));
+  }
+}
+
+// A hybrid layer's norm and token mixer: gated attention, or gated DeltaNet.
+void AddHybridMixer(const ModelShape& s, uint32_t layer, TensorListBuilder& b) {
+  const std::string blk = absl::StrCat("blk.", layer, ".");
+  b.Norm(blk + "attn_norm.weight", s.dim);
+  if (IsAttentionLayer(s, layer)) {
+    const uint64_t q_dim = uint64_t{s.n_heads} * s.head_dim;
+    const uint64_t kv_dim = uint64_t{s.n_kv_heads} * s.head_dim;
+    b.Weight(blk + "attn_q.weight", {s.dim, 2 * q_dim});  // per head: its queries, then its gate
+    b.Weight(blk + "attn_k.weight", {s.dim, kv_dim});
+    b.Weight(blk + "attn_v.weight", {s.dim, kv_dim}, b.MoreBitsType(UseMoreBits(layer, s.n_layers)));
+    b.Norm(blk + "attn_q_norm.weight", s.head_dim);
+    b.Norm(blk + "attn_k_norm.weight", s.head_dim);
+    b.Weight(blk + "attn_output.weight", {q_dim, s.dim});
+    return;
+  }
+  const uint64_t key_dim = uint64_t{s.ssm_k_heads} * s.ssm_head_dim;
+  const uint64_t value_dim = uint64_t{s.ssm_v_heads} * s.ssm_head_dim;
+  b.Weight(blk + "attn_qkv.weight", {s.dim, 2 * key_dim + value_dim});
+  b.Weight(blk + "attn_gate.weight", {s.dim, value_dim});
+  b.Float(blk + "ssm_conv1d.weight", {s.ssm_conv_kernel, 2 * key_dim + value_dim}, TensorInit::kConv);
+  b.Float(blk + "ssm_dt.bias", {s.ssm_v_heads}, TensorInit::kNorm);
+  b.Float(blk + "ssm_a", {s.ssm_v_heads}, TensorInit::kDecay);
+  if (s.architecture == "qwen3next") {
+    b.Weight(blk + "ssm_ba.weight", {s.dim, 2 * uint64_t{s.ssm_v_heads}});  // beta, alpha per key head group
+  } else {
+    b.Weight(blk + "ssm_beta.weight", {s.dim, s.ssm_v_heads});
+    b.Weight(blk + "ssm_alpha.weight", {s.dim, s.ssm_v_heads});
+  }
+  b.Norm(blk + "ssm_norm.weight", s.ssm_head_dim);
+  b.Weight(blk + "ssm_out.weight", {value_dim, s.dim});
+}
 
 }  // namespace
 
@@ -118,6 +175,12 @@ absl::StatusOr<std::vector<TensorSpec>> BuildTensorList(const ModelShape& s, con
   for (uint32_t l = 0; l < s.n_layers; ++l) {
     const std::string blk = absl::StrCat("blk.", l, ".");
     const bool more_bits = UseMoreBits(l, s.n_layers);
+    if (IsHybrid(s)) {
+      AddHybridMixer(s, l, b);
+      b.Norm(blk + "post_attention_norm.weight", s.dim);
+      AddFfn(s, blk, more_bits, b);
+      continue;
+    }
     b.Norm(blk + "attn_norm.weight", s.dim);
     b.Weight(blk + "attn_q.weight", {s.dim, q_dim});
     b.Weight(blk + "attn_k.weight", {s.dim, kv_dim});
@@ -133,22 +196,7 @@ absl::StatusOr<std::vector<TensorSpec>> BuildTensorList(const ModelShape& s, con
     }
     b.Weight(blk + "attn_output.weight", {q_dim, s.dim});
     b.Norm(blk + "ffn_norm.weight", s.dim);
-    if (s.n_experts == 0) {
-      b.Weight(blk + "ffn_gate.weight", {s.dim, s.hidden_dim});
-      b.Weight(blk + "ffn_up.weight", {s.dim, s.hidden_dim});
-      b.Weight(blk + "ffn_down.weight", {s.hidden_dim, s.dim}, b.MoreBitsType(more_bits));
-    } else {
-      b.Weight(blk + "ffn_gate_inp.weight", {s.dim, s.n_experts}, TypeInfo(GgmlType::kF32));
-      b.Weight(blk + "ffn_gate_exps.weight", {s.dim, s.hidden_dim, s.n_experts});
-      b.Weight(blk + "ffn_up_exps.weight", {s.dim, s.hidden_dim, s.n_experts});
-      b.Weight(blk + "ffn_down_exps.weight", {s.hidden_dim, s.dim, s.n_experts}, b.MoreBitsType(more_bits));
-      if (s.shared_expert_dim > 0) {  // qwen2moe: a shared expert, gated by sigmoid(gate_inp_shexp . x)
-        b.Weight(blk + "ffn_gate_inp_shexp.weight", {s.dim}, TypeInfo(GgmlType::kF32));
-        b.Weight(blk + "ffn_gate_shexp.weight", {s.dim, s.shared_expert_dim});
-        b.Weight(blk + "ffn_up_shexp.weight", {s.dim, s.shared_expert_dim});
-        b.Weight(blk + "ffn_down_shexp.weight", {s.shared_expert_dim, s.dim}, b.MoreBitsType(more_bits));
-      }
-    }
+    AddFfn(s, blk, more_bits, b);
   }
   b.Norm("output_norm.weight", s.dim);
   if (!s.tied_embeddings) b.Weight("output.weight", {s.dim, s.vocab_size}, b.MoreBitsType(true));
@@ -174,15 +222,24 @@ void AddModelMetadata(const ModelShape& s, const TypeRecipe& recipe, const Gener
   w.AddU32(arch + ".attention.value_length", s.head_dim);
   w.AddF32(arch + ".attention.layer_norm_rms_epsilon", s.norm_eps);
   w.AddF32(arch + ".rope.freq_base", s.rope_theta);
-  w.AddU32(arch + ".rope.dimension_count", s.head_dim);
+  w.AddU32(arch + ".rope.dimension_count", s.rope_dim == 0 ? s.head_dim : s.rope_dim);
   w.AddU32(arch + ".vocab_size", s.vocab_size);
   if (s.n_experts > 0) {
     w.AddU32(arch + ".expert_count", s.n_experts);
     w.AddU32(arch + ".expert_used_count", s.n_experts_used);
     // Qwen MoE models name the expert width separately (Mixtral reuses
     // feed_forward_length).
-    if (arch == "qwen2moe" || arch == "qwen3moe") w.AddU32(arch + ".expert_feed_forward_length", s.hidden_dim);
+    if (arch != "llama") w.AddU32(arch + ".expert_feed_forward_length", s.hidden_dim);
     if (s.shared_expert_dim > 0) w.AddU32(arch + ".expert_shared_feed_forward_length", s.shared_expert_dim);
+  }
+  if (IsHybrid(s)) {
+    w.AddU32(arch + ".full_attention_interval", s.full_attention_interval);
+    w.AddU32(arch + ".ssm.conv_kernel", s.ssm_conv_kernel);
+    w.AddU32(arch + ".ssm.state_size", s.ssm_head_dim);
+    w.AddU32(arch + ".ssm.group_count", s.ssm_k_heads);
+    w.AddU32(arch + ".ssm.time_step_rank", s.ssm_v_heads);
+    w.AddU32(arch + ".ssm.inner_size", s.ssm_v_heads * s.ssm_head_dim);
+    if (arch != "qwen3next") w.AddI32Array(arch + ".rope.dimension_sections", RopeSections(s));
   }
 
   w.AddString("tokenizer.ggml.model", s.tokenizer_model);
@@ -221,9 +278,15 @@ absl::Status WriteModel(const ModelPlan& plan, const std::string& path, uint64_t
       rng = Rng(seed, index);
     }
     const TensorSpec& spec = plan.tensors[index];
-    if (spec.init != TensorInit::kNorm) return FillRandomBlocks(spec.type, out, rng);
+    if (spec.init == TensorInit::kRandomBlocks) return FillRandomBlocks(spec.type, out, rng);
     for (size_t i = 0; i + 4 <= out.size(); i += 4) {
-      const float v = 1.0f + kRandomWeightStd * rng.Normalish();
+      float v = 0;
+      switch (spec.init) {
+        case TensorInit::kNorm: v = 1.0f + kRandomWeightStd * rng.Normalish(); break;
+        case TensorInit::kDecay: v = -std::exp(static_cast<float>(rng.Uniform()) * std::log(16.0f)); break;
+        case TensorInit::kConv: v = 0.5f * rng.Normalish(); break;
+        case TensorInit::kRandomBlocks: break;
+      }
       std::memcpy(out.data() + i, &v, 4);
     }
     return absl::OkStatus();

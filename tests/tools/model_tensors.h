@@ -45,6 +45,8 @@ bool UseMoreBits(uint32_t layer, uint32_t n_layers);
 enum class TensorInit {
   kRandomBlocks,  // FillRandomBlocks (weights and biases)
   kNorm,          // F32 near 1.0 (RMSNorm weights), so activations keep their scale
+  kDecay,         // F32 in [-16, -1): a DeltaNet head's A = -exp(A_log), so its state decays
+  kConv,          // F32 of standard deviation 0.5: a short conv1d's taps (fan-in 4)
 };
 
 struct TensorSpec {
@@ -59,6 +61,11 @@ struct TensorSpec {
 // (absent when tied), then per layer attn_norm, attn_q/k/v (+ biases for
 // qkv_bias, + attn_q_norm/attn_k_norm for qk_norm), attn_output, ffn_norm,
 // and ffn_gate/up/down, or ffn_gate_inp + ffn_{gate,up,down}_exps for MoE.
+// Hybrid shapes (IsHybrid) as llama.cpp's qwen3next / qwen35 loaders want
+// them: attention layers with a doubled attn_q (queries and gates), the
+// DeltaNet layers with attn_qkv, attn_gate, ssm_conv1d, ssm_dt.bias, ssm_a,
+// ssm_ba (qwen3next) or ssm_beta + ssm_alpha, ssm_norm and ssm_out, and
+// post_attention_norm in place of ffn_norm.
 // INVALID_ARGUMENT naming the tensor when its row length is not a whole
 // number of blocks of the type the recipe picks for it.
 absl::StatusOr<std::vector<TensorSpec>> BuildTensorList(const ModelShape& shape, const TypeRecipe& recipe);
