@@ -57,6 +57,13 @@ absl::Status InspectModelDir(const std::string& dir, int max_elements, std::ostr
     out << absl::StrFormat("  experts %u, used per token %u, expert hidden_dim %u\n", c.n_experts, c.n_experts_used,
                            c.expert_hidden_dim);
   }
+  if (IsHybridArchitecture(c.architecture)) {
+    uint32_t deltanet = 0;
+    for (uint32_t l = 0; l < c.n_layers; ++l) deltanet += IsDeltaNetLayer(c, l);
+    out << absl::StrFormat(
+        "  gated DeltaNet in %u of %u layers (attention every %u), heads %u qk / %u v of %u, conv %u\n", deltanet,
+        c.n_layers, c.full_attention_interval, c.ssm_k_heads, c.ssm_v_heads, c.ssm_head_dim, c.ssm_conv_kernel);
+  }
   out << absl::StrFormat("\ntokenizer: %u keys\n", m.tokenizer.size());
   PrintMetadata(m.tokenizer, max_elements, out);
   out << absl::StrFormat("\nfiles: %u\n", m.files.size());

@@ -260,4 +260,75 @@ inline absl::StatusOr<ExpertLayout> CheckMatMulExpertsArgs(const WeightMatrix& w
   return ExpertLayout{*row_bytes, w.expert_stride != 0 ? w.expert_stride : packed};
 }
 
+inline absl::Status CheckDeltaNetConvArgs(const float* x, const float* taps, const float* state_in,
+                                          const float* state_out, const float* out, const DeltaNetConvParams& p) {
+  absl::Status null = CheckNotNull(
+      "DeltaNetConv", {{"x", x}, {"taps", taps}, {"state_in", state_in}, {"state_out", state_out}, {"out", out}});
+  if (!null.ok()) return null;
+  if (p.n_tokens <= 0 || p.channels <= 0 || p.kernel < 2 || p.kernel > 16) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("DeltaNetConv: n_tokens (%d) and channels (%d) must be positive, kernel (%d) 2 to 16",
+                        p.n_tokens, p.channels, p.kernel));
+  }
+  const int64_t io_bytes = int64_t{p.n_tokens} * p.channels * 4, state_bytes = int64_t{p.kernel - 1} * p.channels * 4;
+  if (Overlaps(out, io_bytes, x, io_bytes) || Overlaps(out, io_bytes, state_in, state_bytes) ||
+      Overlaps(out, io_bytes, state_out, state_bytes)) {
+    return absl::InvalidArgumentError("DeltaNetConv: out overlaps x or a state");
+  }
+  return absl::OkStatus();
+}
+
+inline absl::Status CheckGatedDeltaRuleArgs(const float* qkv, const float* b, const float* a, const float* dt_bias,
+                                            const float* decay, const float* state_in, const float* state_out,
+                                            const float* out, const GatedDeltaRuleParams& p) {
+  absl::Status null = CheckNotNull("GatedDeltaRule", {{"qkv", qkv},
+                                                      {"b", b},
+                                                      {"a", a},
+                                                      {"dt_bias", dt_bias},
+                                                      {"decay", decay},
+                                                      {"state_in", state_in},
+                                                      {"state_out", state_out},
+                                                      {"out", out}});
+  if (!null.ok()) return null;
+  if (p.n_tokens <= 0 || p.k_heads <= 0 || p.v_heads <= 0 || p.head_dim <= 0 || p.head_dim > 256 ||
+      p.v_heads % p.k_heads != 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "GatedDeltaRule: n_tokens (%d), k_heads (%d), v_heads (%d, a multiple of k_heads) and head_dim (%d, at "
+        "most 256) must be positive",
+        p.n_tokens, p.k_heads, p.v_heads, p.head_dim));
+  }
+  if (p.qkv_stride < int64_t{2 * p.k_heads + p.v_heads} * p.head_dim ||
+      p.ba_stride < (p.grouped_ba ? 2 * p.v_heads : p.v_heads)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "GatedDeltaRule: qkv_stride (%d) or ba_stride (%d) is shorter than a row", p.qkv_stride, p.ba_stride));
+  }
+  if (!(p.eps >= 0) || !std::isfinite(p.eps)) {
+    return absl::InvalidArgumentError(absl::StrFormat("GatedDeltaRule: eps (%g) must be finite and >= 0", p.eps));
+  }
+  return absl::OkStatus();
+}
+
+inline absl::Status CheckSplitGatedQueryArgs(const float* qg, const float* q, const float* gate, int n_tokens,
+                                             int n_heads, int head_dim) {
+  absl::Status null = CheckNotNull("SplitGatedQuery", {{"qg", qg}, {"q", q}, {"gate", gate}});
+  if (!null.ok()) return null;
+  if (n_tokens <= 0 || n_heads <= 0 || head_dim <= 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "SplitGatedQuery: n_tokens (%d), n_heads (%d) and head_dim (%d) must be positive", n_tokens, n_heads,
+        head_dim));
+  }
+  const int64_t half = int64_t{n_tokens} * n_heads * head_dim * 4;
+  if (Overlaps(q, half, qg, 2 * half) || Overlaps(gate, half, qg, 2 * half)) {
+    return absl::InvalidArgumentError("SplitGatedQuery: q or gate overlaps qg");
+  }
+  return absl::OkStatus();
+}
+
+inline absl::Status CheckSigmoidMulArgs(const float* gate, const float* x, int64_t n) {
+  absl::Status null = CheckNotNull("SigmoidMul", {{"gate", gate}, {"x", x}});
+  if (!null.ok()) return null;
+  if (n <= 0) return absl::InvalidArgumentError(absl::StrFormat("SigmoidMul: n (%d) must be positive", n));
+  return absl::OkStatus();
+}
+
 }  // namespace octo

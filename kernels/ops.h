@@ -506,4 +506,80 @@ namespace cuda {
 absl::Status MoeCombine(const MoeCombineParams& p, StreamHandle stream);
 }  // namespace cuda
 
+// --- Gated DeltaNet and the gated attention output (kernels/cpu/delta_net.cc) --
+// The token mixer of the hybrid Qwen models' DeltaNet layers, one sequence
+// per call, and the output gate of their attention layers.
+//
+// DeltaNetConv: the causal depthwise conv1d with SiLU. Token t of channel c
+// sees the window of `kernel` inputs ending at x[t][c]: the earlier ones
+// from state_in (kernel - 1 rows, oldest first), then the call's tokens;
+//   out[t][c] = silu(sum_j taps[c][j] * window[j]), j = 0 .. kernel - 1,
+// summed in tap order in float. state_out gets the last kernel - 1 inputs,
+// oldest first (state_out may be state_in). x, out: (n_tokens, channels);
+// taps: (channels, kernel).
+// Preconditions (INVALID_ARGUMENT): pointers non-null, n_tokens, channels
+// positive, 2 <= kernel <= 16, out not overlapping x or the states.
+struct DeltaNetConvParams {
+  int n_tokens = 0;
+  int channels = 0;
+  int kernel = 0;
+};
+//
+// GatedDeltaRule: the gated delta rule over the call's tokens in order. For
+// token t and value head h, with key head kh = h % k_heads (qwen35), or
+// h / (v_heads / k_heads) when grouped_heads (qwen3next):
+//   q, k  = query and key head kh of qkv[t], each x / max(|x|, eps)
+//   v     = value head h of qkv[t]
+//   beta  = sigmoid(b),  g = softplus(a + dt_bias[h]) * decay[h]
+//   S_h  *= exp(g);  delta = beta * (v - S_h^T k);  S_h += k delta^T
+//   out[t][h] = S_h^T q / sqrt(head_dim)
+// qkv row t (qkv_stride floats apart): the k_heads query heads, the k_heads
+// key heads, then the v_heads value heads, head_dim each. b and a rows are
+// ba_stride apart; head h's b and a are at h, or with grouped_ba (qwen3next's
+// fused ssm_ba, grouped per key head) at (h / r) * 2r + h % r and r further,
+// r = v_heads / k_heads. States: (v_heads, head_dim, head_dim), S[h][i][j]
+// for key dim i, value dim j; state_out may be state_in. out: (n_tokens,
+// v_heads * head_dim). Every sum runs in index order in float; softplus(x)
+// is x above 20, else log1pf(expf(x)).
+// Preconditions (INVALID_ARGUMENT): pointers non-null, counts positive,
+// v_heads a multiple of k_heads, head_dim <= 256, strides at least a row's
+// width, eps >= 0 and finite.
+struct GatedDeltaRuleParams {
+  int n_tokens = 0;
+  int k_heads = 0;
+  int v_heads = 0;
+  int head_dim = 0;
+  int64_t qkv_stride = 0;
+  int64_t ba_stride = 0;
+  bool grouped_heads = false;
+  bool grouped_ba = false;
+  float eps = 0;
+};
+//
+// SplitGatedQuery: qg (n_tokens, n_heads, 2 * head_dim), each head's queries
+// then its gate, into q and gate (n_tokens, n_heads * head_dim).
+// SigmoidMul: x[i] *= sigmoid(gate[i]) = 1 / (1 + expf(-gate[i])), n values.
+// Preconditions (INVALID_ARGUMENT): pointers non-null, counts positive; q and
+// gate must not overlap qg.
+// CUDA: the same formulas with the device's expf / log1pf (within a few ulp).
+namespace cpu {
+absl::Status DeltaNetConv(const float* x, const float* taps, const float* state_in, float* state_out, float* out,
+                          const DeltaNetConvParams& p);
+absl::Status GatedDeltaRule(const float* qkv, const float* b, const float* a, const float* dt_bias,
+                            const float* decay, const float* state_in, float* state_out, float* out,
+                            const GatedDeltaRuleParams& p);
+absl::Status SplitGatedQuery(const float* qg, float* q, float* gate, int n_tokens, int n_heads, int head_dim);
+absl::Status SigmoidMul(const float* gate, float* x, int64_t n);
+}  // namespace cpu
+namespace cuda {
+absl::Status DeltaNetConv(const float* x, const float* taps, const float* state_in, float* state_out, float* out,
+                          const DeltaNetConvParams& p, StreamHandle stream);
+absl::Status GatedDeltaRule(const float* qkv, const float* b, const float* a, const float* dt_bias,
+                            const float* decay, const float* state_in, float* state_out, float* out,
+                            const GatedDeltaRuleParams& p, StreamHandle stream);
+absl::Status SplitGatedQuery(const float* qg, float* q, float* gate, int n_tokens, int n_heads, int head_dim,
+                             StreamHandle stream);
+absl::Status SigmoidMul(const float* gate, float* x, int64_t n, StreamHandle stream);
+}  // namespace cuda
+
 }  // namespace octo

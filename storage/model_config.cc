@@ -3,6 +3,7 @@
 #include <cmath>
 #include <limits>
 #include <type_traits>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "storage/format.h"
@@ -42,11 +43,60 @@ absl::Status Positive(uint64_t v, absl::string_view field) {
   return absl::OkStatus();
 }
 
+// The DeltaNet hyper-parameters: set (and sane) exactly for the hybrid
+// architectures, which also need experts for qwen3next / qwen35moe only.
+absl::Status ValidateHybrid(const ModelConfig& c) {
+  const bool hybrid = IsHybridArchitecture(c.architecture);
+  const std::pair<const char*, uint32_t> fields[] = {{"full_attention_interval", c.full_attention_interval},
+                                                     {"ssm_conv_kernel", c.ssm_conv_kernel},
+                                                     {"ssm_head_dim", c.ssm_head_dim},
+                                                     {"ssm_k_heads", c.ssm_k_heads},
+                                                     {"ssm_v_heads", c.ssm_v_heads}};
+  for (const auto& [field, value] : fields) {
+    if (!hybrid && value != 0) {
+      return absl::InvalidArgumentError(absl::StrCat(field, " is set but ", c.architecture, " has no DeltaNet layers"));
+    }
+    if (hybrid) OCTO_RETURN_IF_ERROR(Positive(value, field));
+  }
+  if (!hybrid) return absl::OkStatus();
+  if (c.full_attention_interval > c.n_layers) {
+    return absl::InvalidArgumentError(absl::StrCat("full_attention_interval (", c.full_attention_interval,
+                                                   ") is more than n_layers (", c.n_layers, ")"));
+  }
+  if (c.ssm_conv_kernel < 2 || c.ssm_conv_kernel > kMaxConvKernel) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("ssm_conv_kernel is ", c.ssm_conv_kernel, ", must be 2 to ", kMaxConvKernel));
+  }
+  if (c.ssm_head_dim > kMaxDeltaNetHeadDim) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("ssm_head_dim is ", c.ssm_head_dim, ", at most ", kMaxDeltaNetHeadDim, " is supported"));
+  }
+  if (c.ssm_v_heads % c.ssm_k_heads != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("ssm_v_heads (", c.ssm_v_heads,
+                                                   ") is not a multiple of ssm_k_heads (", c.ssm_k_heads, ")"));
+  }
+  if ((c.architecture == "qwen35") != (c.n_experts == 0)) {
+    return absl::InvalidArgumentError(c.n_experts == 0
+                                          ? absl::StrCat(c.architecture, " needs experts")
+                                          : absl::StrCat(c.architecture, " is dense but n_experts is ", c.n_experts));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
+
+bool IsHybridArchitecture(absl::string_view arch) {
+  return arch == "qwen3next" || arch == "qwen35" || arch == "qwen35moe";
+}
+
+bool IsDeltaNetLayer(const ModelConfig& c, uint32_t layer) {
+  return IsHybridArchitecture(c.architecture) && c.full_attention_interval > 0 &&
+         (layer + 1) % c.full_attention_interval != 0;
+}
 
 bool IsSupportedArchitecture(absl::string_view arch) {
   return arch == "llama" || arch == "mistral" || arch == "qwen2" || arch == "qwen3" || arch == "qwen2moe" ||
-         arch == "qwen3moe";
+         arch == "qwen3moe" || IsHybridArchitecture(arch);
 }
 
 absl::StatusOr<ModelConfig> ModelConfigFromGguf(const GgufFile& gguf) {
@@ -57,7 +107,8 @@ absl::StatusOr<ModelConfig> ModelConfigFromGguf(const GgufFile& gguf) {
   c.architecture = std::string(arch_name);
   if (!IsSupportedArchitecture(c.architecture)) {
     return absl::UnimplementedError(absl::StrCat("architecture '", c.architecture,
-                                                 "' is not supported (llama, mistral, qwen2, qwen3, qwen2moe, qwen3moe are)"));
+                                                 "' is not supported (llama, mistral, qwen2, qwen3, qwen2moe, qwen3moe, qwen3next, qwen35, "
+                                                 "qwen35moe are)"));
   }
   if (const GgufValue* name = gguf.Find("general.name"); name != nullptr && name->AsString().ok()) {
     c.name = std::string(*name->AsString());
@@ -78,6 +129,20 @@ absl::StatusOr<ModelConfig> ModelConfigFromGguf(const GgufFile& gguf) {
   OCTO_ASSIGN_OR_RETURN(c.n_experts_used, GetU32(gguf, p + "expert_used_count", false, 0));
   OCTO_ASSIGN_OR_RETURN(c.expert_hidden_dim, GetU32(gguf, p + "expert_feed_forward_length", false, c.hidden_dim));
   c.rope_style = (c.architecture == "llama" || c.architecture == "mistral") ? RopeStyle::kNormal : RopeStyle::kNeox;
+  if (IsHybridArchitecture(c.architecture)) {
+    // Text positions give every qwen35 rope section the same angle, so its
+    // sectioned rope is NEOX over rope.dimension_count dims.
+    OCTO_ASSIGN_OR_RETURN(c.full_attention_interval, GetU32(gguf, p + "full_attention_interval", false, 4));
+    OCTO_ASSIGN_OR_RETURN(c.ssm_conv_kernel, GetU32(gguf, p + "ssm.conv_kernel", true, 0));
+    OCTO_ASSIGN_OR_RETURN(c.ssm_head_dim, GetU32(gguf, p + "ssm.state_size", true, 0));
+    OCTO_ASSIGN_OR_RETURN(c.ssm_k_heads, GetU32(gguf, p + "ssm.group_count", true, 0));
+    OCTO_ASSIGN_OR_RETURN(c.ssm_v_heads, GetU32(gguf, p + "ssm.time_step_rank", true, 0));
+    OCTO_ASSIGN_OR_RETURN(const uint32_t inner, GetU32(gguf, p + "ssm.inner_size", true, 0));
+    if (static_cast<uint64_t>(inner) != uint64_t{c.ssm_v_heads} * c.ssm_head_dim) {
+      return absl::InvalidArgumentError(absl::StrCat(p, "ssm.inner_size (", inner, ") is not ssm.time_step_rank (",
+                                                     c.ssm_v_heads, ") x ssm.state_size (", c.ssm_head_dim, ")"));
+    }
+  }
 
   const GgufTensorInfo* embed = gguf.FindTensor("token_embd.weight");
   if (embed == nullptr) return absl::InvalidArgumentError("missing tensor token_embd.weight");
@@ -129,7 +194,7 @@ absl::Status ValidateModelConfig(const ModelConfig& c) {
   } else if (c.n_experts_used != 0) {
     return absl::InvalidArgumentError("n_experts_used is set but n_experts is 0");
   }
-  return absl::OkStatus();
+  return ValidateHybrid(c);
 }
 
 nlohmann::json ModelConfigToJson(const ModelConfig& c) {
@@ -152,6 +217,11 @@ nlohmann::json ModelConfigToJson(const ModelConfig& c) {
       {"n_experts_used", c.n_experts_used},
       {"expert_hidden_dim", c.expert_hidden_dim},
       {"tied_embeddings", c.tied_embeddings},
+      {"full_attention_interval", c.full_attention_interval},
+      {"ssm_conv_kernel", c.ssm_conv_kernel},
+      {"ssm_head_dim", c.ssm_head_dim},
+      {"ssm_k_heads", c.ssm_k_heads},
+      {"ssm_v_heads", c.ssm_v_heads},
   };
 }
 
@@ -205,6 +275,14 @@ absl::StatusOr<ModelConfig> ModelConfigFromJson(const nlohmann::json& j) {
   OCTO_RETURN_IF_ERROR(ReadField(j, "n_experts_used", &c.n_experts_used));
   OCTO_RETURN_IF_ERROR(ReadField(j, "expert_hidden_dim", &c.expert_hidden_dim));
   OCTO_RETURN_IF_ERROR(ReadField(j, "tied_embeddings", &c.tied_embeddings));
+  // The DeltaNet fields came with the hybrid architectures: a manifest
+  // written before them has none (and no hybrid model).
+  for (const auto& [key, field] : {std::pair{"full_attention_interval", &c.full_attention_interval},
+                                   std::pair{"ssm_conv_kernel", &c.ssm_conv_kernel},
+                                   std::pair{"ssm_head_dim", &c.ssm_head_dim}, std::pair{"ssm_k_heads", &c.ssm_k_heads},
+                                   std::pair{"ssm_v_heads", &c.ssm_v_heads}}) {
+    if (j.contains(key)) OCTO_RETURN_IF_ERROR(ReadField(j, key, field));
+  }
   if (rope_style == "normal") c.rope_style = RopeStyle::kNormal;
   else if (rope_style == "neox") c.rope_style = RopeStyle::kNeox;
   else return absl::InvalidArgumentError("config.rope_style must be \"normal\" or \"neox\"");

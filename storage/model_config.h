@@ -17,7 +17,8 @@ namespace octo {
 enum class RopeStyle { kNormal, kNeox };
 
 struct ModelConfig {
-  std::string architecture;    // general.architecture: llama, mistral, qwen2, qwen3, qwen2moe, qwen3moe
+  std::string architecture;    // general.architecture: llama, mistral, qwen2, qwen3, qwen2moe, qwen3moe,
+                               // qwen3next, qwen35, qwen35moe
   std::string name;            // general.name, informational
   uint32_t dim = 0;            // embedding_length
   uint32_t hidden_dim = 0;     // feed_forward_length (dense FFN width)
@@ -35,7 +36,24 @@ struct ModelConfig {
   uint32_t n_experts_used = 0; // expert_used_count
   uint32_t expert_hidden_dim = 0;  // expert_feed_forward_length, default hidden_dim
   bool tied_embeddings = false;    // no output.weight: the lm_head is token_embd
+  // Hybrid gated-DeltaNet models (qwen3next, qwen35, qwen35moe); 0 for the
+  // others. Layer l is a gated attention layer when (l + 1) %
+  // full_attention_interval == 0, a gated DeltaNet layer otherwise.
+  uint32_t full_attention_interval = 0;  // full_attention_interval
+  uint32_t ssm_conv_kernel = 0;          // ssm.conv_kernel: the causal conv1d's width
+  uint32_t ssm_head_dim = 0;             // ssm.state_size: a DeltaNet key / value head's width
+  uint32_t ssm_k_heads = 0;              // ssm.group_count: query/key heads
+  uint32_t ssm_v_heads = 0;              // ssm.time_step_rank: value heads
 };
+
+// qwen3next, qwen35 and qwen35moe: gated DeltaNet layers between gated
+// attention layers.
+bool IsHybridArchitecture(absl::string_view arch);
+// Whether layer `layer` of `config` is a gated DeltaNet layer.
+bool IsDeltaNetLayer(const ModelConfig& config, uint32_t layer);
+// The most conv taps and DeltaNet head width Octo takes (real models: 4, 128).
+inline constexpr uint32_t kMaxConvKernel = 16;
+inline constexpr uint32_t kMaxDeltaNetHeadDim = 256;
 
 // The architectures whose tensors and hyper-parameters Octo understands.
 bool IsSupportedArchitecture(absl::string_view arch);

@@ -28,6 +28,61 @@ absl::Status Expect(const ShapeLookup& lookup, const std::string& name, const Sh
   return absl::OkStatus();
 }
 
+// The FFN of layer `b`: dense, or router and stacked experts.
+absl::Status CheckFfn(const ModelConfig& c, const std::string& b, const ShapeLookup& lookup) {
+  if (c.n_experts == 0) {
+    OCTO_RETURN_IF_ERROR(Expect(lookup, b + "ffn_gate.weight", {c.dim, c.hidden_dim}, true));
+    OCTO_RETURN_IF_ERROR(Expect(lookup, b + "ffn_up.weight", {c.dim, c.hidden_dim}, true));
+    return Expect(lookup, b + "ffn_down.weight", {c.hidden_dim, c.dim}, true);
+  }
+  const uint64_t e = c.n_experts, h = c.expert_hidden_dim;
+  OCTO_RETURN_IF_ERROR(Expect(lookup, b + "ffn_gate_inp.weight", {c.dim, e}, true));
+  OCTO_RETURN_IF_ERROR(Expect(lookup, b + "ffn_gate_exps.weight", {c.dim, h, e}, true));
+  OCTO_RETURN_IF_ERROR(Expect(lookup, b + "ffn_up_exps.weight", {c.dim, h, e}, true));
+  OCTO_RETURN_IF_ERROR(Expect(lookup, b + "ffn_down_exps.weight", {h, c.dim, e}, true));
+  if (!IsHybridArchitecture(c.architecture)) return absl::OkStatus();
+  // The hybrid MoE forms always carry the gated shared expert.
+  const Shape* gate = lookup(b + "ffn_gate_shexp.weight");
+  if (gate == nullptr || gate->size() != 2) return absl::InvalidArgumentError("missing tensor " + b + "ffn_gate_shexp.weight");
+  const uint64_t sh = (*gate)[1];
+  OCTO_RETURN_IF_ERROR(Expect(lookup, b + "ffn_gate_inp_shexp.weight", {c.dim}, true));
+  OCTO_RETURN_IF_ERROR(Expect(lookup, b + "ffn_gate_shexp.weight", {c.dim, sh}, true));
+  OCTO_RETURN_IF_ERROR(Expect(lookup, b + "ffn_up_shexp.weight", {c.dim, sh}, true));
+  return Expect(lookup, b + "ffn_down_shexp.weight", {sh, c.dim}, true);
+}
+
+// A hybrid layer's norms and token mixer: gated attention (attn_q gives
+// each head's queries and gate) or gated DeltaNet, as llama.cpp lays them out.
+absl::Status CheckHybridMixer(const ModelConfig& c, uint32_t layer, const ShapeLookup& lookup) {
+  const std::string b = absl::StrCat("blk.", layer, ".");
+  OCTO_RETURN_IF_ERROR(Expect(lookup, b + "attn_norm.weight", {c.dim}, true));
+  OCTO_RETURN_IF_ERROR(Expect(lookup, b + "post_attention_norm.weight", {c.dim}, true));
+  if (!IsDeltaNetLayer(c, layer)) {
+    const uint64_t q_dim = uint64_t{c.n_heads} * c.head_dim, kv_dim = uint64_t{c.n_kv_heads} * c.head_dim;
+    OCTO_RETURN_IF_ERROR(Expect(lookup, b + "attn_q.weight", {c.dim, 2 * q_dim}, true));
+    OCTO_RETURN_IF_ERROR(Expect(lookup, b + "attn_k.weight", {c.dim, kv_dim}, true));
+    OCTO_RETURN_IF_ERROR(Expect(lookup, b + "attn_v.weight", {c.dim, kv_dim}, true));
+    OCTO_RETURN_IF_ERROR(Expect(lookup, b + "attn_output.weight", {q_dim, c.dim}, true));
+    OCTO_RETURN_IF_ERROR(Expect(lookup, b + "attn_q_norm.weight", {c.head_dim}, true));
+    return Expect(lookup, b + "attn_k_norm.weight", {c.head_dim}, true);
+  }
+  const uint64_t key = uint64_t{c.ssm_k_heads} * c.ssm_head_dim, value = uint64_t{c.ssm_v_heads} * c.ssm_head_dim;
+  const uint64_t conv = 2 * key + value, vh = c.ssm_v_heads;
+  OCTO_RETURN_IF_ERROR(Expect(lookup, b + "attn_qkv.weight", {c.dim, conv}, true));
+  OCTO_RETURN_IF_ERROR(Expect(lookup, b + "attn_gate.weight", {c.dim, value}, true));
+  OCTO_RETURN_IF_ERROR(Expect(lookup, b + "ssm_conv1d.weight", {c.ssm_conv_kernel, conv}, true));
+  OCTO_RETURN_IF_ERROR(Expect(lookup, b + "ssm_dt.bias", {vh}, true));
+  OCTO_RETURN_IF_ERROR(Expect(lookup, b + "ssm_a", {vh}, true));
+  if (c.architecture == "qwen3next") {
+    OCTO_RETURN_IF_ERROR(Expect(lookup, b + "ssm_ba.weight", {c.dim, 2 * vh}, true));
+  } else {
+    OCTO_RETURN_IF_ERROR(Expect(lookup, b + "ssm_beta.weight", {c.dim, vh}, true));
+    OCTO_RETURN_IF_ERROR(Expect(lookup, b + "ssm_alpha.weight", {c.dim, vh}, true));
+  }
+  OCTO_RETURN_IF_ERROR(Expect(lookup, b + "ssm_norm.weight", {c.ssm_head_dim}, true));
+  return Expect(lookup, b + "ssm_out.weight", {value, c.dim}, true);
+}
+
 }  // namespace
 
 absl::StatusOr<FileSlot> FileForTensor(absl::string_view name, uint32_t n_layers) {
@@ -60,6 +115,11 @@ absl::Status CheckModelTensors(const ModelConfig& c, const ShapeLookup& lookup) 
   }
   for (uint32_t l = 0; l < c.n_layers; ++l) {
     const std::string b = absl::StrCat("blk.", l, ".");
+    if (IsHybridArchitecture(c.architecture)) {
+      OCTO_RETURN_IF_ERROR(CheckHybridMixer(c, l, lookup));
+      OCTO_RETURN_IF_ERROR(CheckFfn(c, b, lookup));
+      continue;
+    }
     OCTO_RETURN_IF_ERROR(Expect(lookup, b + "attn_norm.weight", {c.dim}, true));
     OCTO_RETURN_IF_ERROR(Expect(lookup, b + "attn_q.weight", {c.dim, q_dim}, true));
     OCTO_RETURN_IF_ERROR(Expect(lookup, b + "attn_k.weight", {c.dim, kv_dim}, true));
@@ -72,17 +132,7 @@ absl::Status CheckModelTensors(const ModelConfig& c, const ShapeLookup& lookup) 
     OCTO_RETURN_IF_ERROR(Expect(lookup, b + "attn_v.bias", {kv_dim}, false));
     OCTO_RETURN_IF_ERROR(Expect(lookup, b + "attn_q_norm.weight", {c.head_dim}, false));
     OCTO_RETURN_IF_ERROR(Expect(lookup, b + "attn_k_norm.weight", {c.head_dim}, false));
-    if (c.n_experts == 0) {
-      OCTO_RETURN_IF_ERROR(Expect(lookup, b + "ffn_gate.weight", {c.dim, c.hidden_dim}, true));
-      OCTO_RETURN_IF_ERROR(Expect(lookup, b + "ffn_up.weight", {c.dim, c.hidden_dim}, true));
-      OCTO_RETURN_IF_ERROR(Expect(lookup, b + "ffn_down.weight", {c.hidden_dim, c.dim}, true));
-    } else {
-      const uint64_t e = c.n_experts, h = c.expert_hidden_dim;
-      OCTO_RETURN_IF_ERROR(Expect(lookup, b + "ffn_gate_inp.weight", {c.dim, e}, true));
-      OCTO_RETURN_IF_ERROR(Expect(lookup, b + "ffn_gate_exps.weight", {c.dim, h, e}, true));
-      OCTO_RETURN_IF_ERROR(Expect(lookup, b + "ffn_up_exps.weight", {c.dim, h, e}, true));
-      OCTO_RETURN_IF_ERROR(Expect(lookup, b + "ffn_down_exps.weight", {h, c.dim, e}, true));
-    }
+    OCTO_RETURN_IF_ERROR(CheckFfn(c, b, lookup));
   }
   return absl::OkStatus();
 }

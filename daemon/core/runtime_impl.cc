@@ -222,11 +222,16 @@ absl::StatusOr<std::shared_ptr<JobHandle>> RuntimeImpl::Submit(GenerateJob reque
   size_t cached = 0;
   const size_t limit = std::min<size_t>(session->kv->size(), prompt->size() - 1);
   while (cached < limit && cached < held.size() && held[cached] == (*prompt)[cached]) ++cached;
+  // A hybrid model's recurrent state is reusable only whole or from its
+  // turn snapshot, never from a prefix it did not end at.
+  cached = static_cast<size_t>(session->kv->ReusablePrefix(static_cast<int>(cached)));
   absl::StatusOr<Generation> generation =
       Generation::Create(m->tokenizer(), request.sampling, std::move(*prompt), session->kv->max_positions());
   if (!generation.ok()) return release(generation.status());
   generation->InputFed(cached);
-  session->kv->Truncate(static_cast<int>(cached));
+  if (absl::Status truncated = session->kv->Truncate(static_cast<int>(cached)); !truncated.ok()) {
+    return release(truncated);
+  }
   auto job = std::make_shared<Job>(session, std::move(*generation), std::move(sink), std::move(new_messages),
                                    static_cast<int>(cached));
   std::lock_guard<std::mutex> lock(mu_);

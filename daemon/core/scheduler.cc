@@ -121,6 +121,14 @@ void RuntimeImpl::RunPass(LoadedModel& model, std::vector<Step>& steps) {
       continue;
     }
     g.InputFed(steps[b].tokens);
+    if (g.fed() == static_cast<size_t>(g.prompt_tokens())) {
+      // The prompt is in: a turn boundary, where a hybrid model keeps its
+      // recurrent state for the session's next request.
+      if (absl::Status kept = job.session().kv->Snapshot(); !kept.ok()) {
+        ended.emplace_back(steps[b].job, kept);
+        continue;
+      }
+    }
     if (!steps[b].decides) continue;
     absl::StatusOr<std::optional<GeneratedToken>> token =
         g.Accept(std::span<const float>(logits_).subspan(static_cast<size_t>(b) * vocab, vocab));

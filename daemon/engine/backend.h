@@ -121,6 +121,15 @@ class Backend {
   virtual absl::Status TopKExperts(const float* router_logits, int n_tokens, int n_experts, int k, bool normalize,
                                    int32_t* expert_ids, float* weights) = 0;
   virtual absl::Status MoeCombine(const MoeCombineParams& p) = 0;
+  // Gated DeltaNet and the gated attention output (the hybrid Qwen models).
+  virtual absl::Status DeltaNetConv(const float* x, const float* taps, const float* state_in, float* state_out,
+                                    float* out, const DeltaNetConvParams& p) = 0;
+  virtual absl::Status GatedDeltaRule(const float* qkv, const float* b, const float* a, const float* dt_bias,
+                                      const float* decay, const float* state_in, float* state_out, float* out,
+                                      const GatedDeltaRuleParams& p) = 0;
+  virtual absl::Status SplitGatedQuery(const float* qg, float* q, float* gate, int n_tokens, int n_heads,
+                                       int head_dim) = 0;
+  virtual absl::Status SigmoidMul(const float* gate, float* x, int64_t n) = 0;
 };
 
 }  // namespace octo

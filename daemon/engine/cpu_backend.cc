@@ -87,5 +87,19 @@ absl::Status CpuBackend::TopKExperts(const float* router_logits, int n_tokens, i
   return cpu::TopKExperts(router_logits, n_tokens, n_experts, k, normalize, expert_ids, weights);
 }
 absl::Status CpuBackend::MoeCombine(const MoeCombineParams& p) { return cpu::MoeCombine(p); }
+absl::Status CpuBackend::DeltaNetConv(const float* x, const float* taps, const float* state_in, float* state_out,
+                                      float* out, const DeltaNetConvParams& p) {
+  return cpu::DeltaNetConv(x, taps, state_in, state_out, out, p);
+}
+absl::Status CpuBackend::GatedDeltaRule(const float* qkv, const float* b, const float* a, const float* dt_bias,
+                                        const float* decay, const float* state_in, float* state_out, float* out,
+                                        const GatedDeltaRuleParams& p) {
+  return cpu::GatedDeltaRule(qkv, b, a, dt_bias, decay, state_in, state_out, out, p);
+}
+absl::Status CpuBackend::SplitGatedQuery(const float* qg, float* q, float* gate, int n_tokens, int n_heads,
+                                         int head_dim) {
+  return cpu::SplitGatedQuery(qg, q, gate, n_tokens, n_heads, head_dim);
+}
+absl::Status CpuBackend::SigmoidMul(const float* gate, float* x, int64_t n) { return cpu::SigmoidMul(gate, x, n); }
 
 }  // namespace octo

@@ -43,6 +43,14 @@ class CpuBackend : public Backend {
   absl::Status TopKExperts(const float* router_logits, int n_tokens, int n_experts, int k, bool normalize,
                            int32_t* expert_ids, float* weights) override;
   absl::Status MoeCombine(const MoeCombineParams& p) override;
+  absl::Status DeltaNetConv(const float* x, const float* taps, const float* state_in, float* state_out, float* out,
+                            const DeltaNetConvParams& p) override;
+  absl::Status GatedDeltaRule(const float* qkv, const float* b, const float* a, const float* dt_bias,
+                              const float* decay, const float* state_in, float* state_out, float* out,
+                              const GatedDeltaRuleParams& p) override;
+  absl::Status SplitGatedQuery(const float* qg, float* q, float* gate, int n_tokens, int n_heads,
+                               int head_dim) override;
+  absl::Status SigmoidMul(const float* gate, float* x, int64_t n) override;
 
  private:
   std::unique_ptr<cpu::ThreadPool> pool_;

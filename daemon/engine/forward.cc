@@ -31,6 +31,24 @@ absl::Status CheckBatch(const ModelConfig& c, std::span<const SequenceStep> batc
   return absl::OkStatus();
 }
 
+// x += xb (the mixer's output); then the FFN of norm(x), added to x too.
+absl::Status ResidualAndFfn(const ModelConfig& c, const LayerWeights& lw, uint32_t layer, LayerSource& layers, int n,
+                            RunState& s, Backend& backend) {
+  const int dim = static_cast<int>(c.dim);
+  OCTO_RETURN_IF_ERROR(backend.Add(s.x.data(), s.xb.data(), s.x.data(), static_cast<int64_t>(n) * dim));
+  // FFN norm (a hybrid's post_attention_norm).
+  OCTO_RETURN_IF_ERROR(backend.RmsNorm(s.x.data(), lw.ffn_norm, s.xb.data(), n, dim, c.norm_eps));
+  if (c.n_experts > 0) {
+    // Routed experts (and the gated shared one, where the model has it).
+    OCTO_RETURN_IF_ERROR(MoeFfn(c, lw, layer, layers, n, s, backend));
+  } else {
+    // gate, up; silu(gate) * up; down.
+    OCTO_RETURN_IF_ERROR(SwiGlu(lw.w_gate, lw.w_up, lw.w_down, s.xb.data(), s.xb.data(), n, s, backend));
+  }
+  // Residual.
+  return backend.Add(s.x.data(), s.xb.data(), s.x.data(), static_cast<int64_t>(n) * dim);
+}
+
 }  // namespace
 
 absl::Status SwiGlu(const WeightMatrix& gate, const WeightMatrix& up, const WeightMatrix& down, const float* in,
@@ -97,10 +115,18 @@ absl::Status ForwardLlama(const ModelView& model, std::span<const SequenceStep> 
       }
       // Attention norm.
       OCTO_RETURN_IF_ERROR(backend.RmsNorm(s.x.data(), lw.attn_norm, s.xb.data(), n, dim, c.norm_eps));
-      // q, k, v (+ biases for qwen2).
+      if (lw.deltanet) {
+        OCTO_RETURN_IF_ERROR(DeltaNetMixer(c, lw, layer, batch, n, s, backend));
+        return ResidualAndFfn(c, lw, layer, *model.layers, n, s, backend);
+      }
+      // q, k, v (+ biases for qwen2); a hybrid's q_proj gives each head's queries and gate.
       const WeightMatrix qkv[] = {lw.wq, lw.wk, lw.wv};
-      float* const qkv_out[] = {s.q.data(), s.k.data(), s.v.data()};
+      float* const qkv_out[] = {lw.gated_q ? s.qg.data() : s.q.data(), s.k.data(), s.v.data()};
       OCTO_RETURN_IF_ERROR(backend.MatMulGroup(qkv, s.xb.data(), qkv_out, n));
+      if (lw.gated_q) {
+        OCTO_RETURN_IF_ERROR(
+            backend.SplitGatedQuery(s.qg.data(), s.q.data(), s.gate.data(), n, static_cast<int>(c.n_heads), head_dim));
+      }
       if (lw.bq != nullptr) OCTO_RETURN_IF_ERROR(backend.AddBias(s.q.data(), lw.bq, n, q_dim));
       if (lw.bk != nullptr) OCTO_RETURN_IF_ERROR(backend.AddBias(s.k.data(), lw.bk, n, kv_dim));
       if (lw.bv != nullptr) OCTO_RETURN_IF_ERROR(backend.AddBias(s.v.data(), lw.bv, n, kv_dim));
@@ -133,21 +159,13 @@ absl::Status ForwardLlama(const ModelView& model, std::span<const SequenceStep> 
                                                s.att.data() + static_cast<size_t>(row) * q_dim, ap));
         row += n_new;
       }
-      // Output projection + residual.
-      OCTO_RETURN_IF_ERROR(backend.MatMul(lw.wo, s.att.data(), s.xb.data(), n));
-      OCTO_RETURN_IF_ERROR(backend.Add(s.x.data(), s.xb.data(), s.x.data(), static_cast<int64_t>(n) * dim));
-      // FFN norm.
-      OCTO_RETURN_IF_ERROR(backend.RmsNorm(s.x.data(), lw.ffn_norm, s.xb.data(), n, dim, c.norm_eps));
-      if (c.n_experts > 0) {
-        // Routed experts (and qwen2moe's shared one).
-        OCTO_RETURN_IF_ERROR(MoeFfn(c, lw, layer, *model.layers, n, s, backend));
-      } else {
-        // gate, up; silu(gate) * up; down.
-        OCTO_RETURN_IF_ERROR(SwiGlu(lw.w_gate, lw.w_up, lw.w_down, s.xb.data(), s.xb.data(), n, s, backend));
+      // The hybrid's output gate: each head's output times sigmoid(its gate).
+      if (lw.gated_q) {
+        OCTO_RETURN_IF_ERROR(backend.SigmoidMul(s.gate.data(), s.att.data(), static_cast<int64_t>(n) * q_dim));
       }
-      // Residual.
-      OCTO_RETURN_IF_ERROR(backend.Add(s.x.data(), s.xb.data(), s.x.data(), static_cast<int64_t>(n) * dim));
-      return absl::OkStatus();
+      // Output projection, then residual and FFN.
+      OCTO_RETURN_IF_ERROR(backend.MatMul(lw.wo, s.att.data(), s.xb.data(), n));
+      return ResidualAndFfn(c, lw, layer, *model.layers, n, s, backend);
     }();
     // Done with this layer's weights (a streamed layer's buffer is reused).
     model.layers->Release(layer);

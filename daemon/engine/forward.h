@@ -1,6 +1,9 @@
 // The forward pass of the llama family: llama 1/2/3, mistral, qwen2 (q/k/v
 // biases), qwen3 (per-head q/k RMSNorm) and their mixture-of-experts forms
-// (llama/mixtral, qwen2moe with its shared expert, qwen3moe).
+// (llama/mixtral, qwen2moe with its shared expert, qwen3moe); and of the
+// hybrid Qwen models (qwen3next, qwen35, qwen35moe), whose gated DeltaNet
+// layers replace attention in three layers of four and whose attention
+// layers gate each head's output by sigmoid(gate) from q_proj.
 //
 // One pass takes a batch of sequences through every layer at once: a
 // sequence contributes one token (decode) or many (prefill, or a chunk of a
@@ -67,6 +70,12 @@ absl::Status SwiGlu(const WeightMatrix& gate, const WeightMatrix& up, const Weig
 // from `layers` before they are used.
 absl::Status MoeFfn(const ModelConfig& c, const LayerWeights& w, uint32_t layer, LayerSource& layers, int n,
                     RunState& s, Backend& backend);
+
+// A hybrid model's gated DeltaNet layer (forward_deltanet.cc): mixes the n
+// rows of s.xb (normed input) into s.xb, reading each sequence's committed
+// recurrent state and writing the next one.
+absl::Status DeltaNetMixer(const ModelConfig& c, const LayerWeights& w, uint32_t layer,
+                           std::span<const SequenceStep> batch, int n, RunState& s, Backend& backend);
 
 // A two-phase layer, before its attention: routes the layer's input x
 // through its own FFN norm and router, and asks `layers` for those experts

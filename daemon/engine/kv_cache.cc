@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "storage/status_macros.h"
 
 namespace octo {
 
@@ -11,9 +12,47 @@ KvCache::KvCache(const ModelConfig& config, int max_positions, std::shared_ptr<B
     : n_layers_(static_cast<int>(config.n_layers)),
       row_elements_(static_cast<int>(config.n_kv_heads * config.head_dim)),
       max_positions_(max_positions),
-      backend_(std::move(backend)) {}
+      backend_(std::move(backend)) {
+  for (uint32_t l = 0; l < config.n_layers; ++l) {
+    const bool delta = IsDeltaNetLayer(config, l);
+    kv_slot_.push_back(delta ? -1 : n_kv_layers_++);
+    delta_slot_.push_back(delta ? n_delta_layers_++ : -1);
+  }
+  if (n_delta_layers_ > 0) {
+    const size_t conv_channels = 2 * size_t{config.ssm_k_heads} * config.ssm_head_dim +
+                                 size_t{config.ssm_v_heads} * config.ssm_head_dim;
+    conv_floats_ = (config.ssm_conv_kernel - 1) * conv_channels;
+    state_floats_ = size_t{config.ssm_v_heads} * config.ssm_head_dim * config.ssm_head_dim;
+    recurrent_floats_ = 3 * static_cast<uint64_t>(n_delta_layers_) * (conv_floats_ + state_floats_);
+  }
+}
 
-uint64_t KvCache::bytes() const { return data_.size(); }
+uint64_t KvCache::bytes() const { return data_.size() + recurrent_.size(); }
+
+absl::Status KvCache::AllocateRecurrent() {
+  absl::StatusOr<BackendBuffer> zeros = backend_->Allocate(recurrent_floats_ * sizeof(float));
+  if (!zeros.ok()) return zeros.status();
+  recurrent_ = std::move(*zeros);
+  current_ = 0;
+  snapshot_pos_ = 0;
+  return absl::OkStatus();
+}
+
+int KvCache::ReusablePrefix(int common) const {
+  common = std::clamp(common, 0, size_);
+  if (!recurrent()) return common;
+  if (common == size_) return size_;
+  return common >= snapshot_pos_ ? snapshot_pos_ : 0;
+}
+
+absl::Status KvCache::Snapshot() {
+  if (!recurrent() || recurrent_.size() == 0) return absl::OkStatus();
+  const size_t copy_floats = static_cast<size_t>(n_delta_layers_) * (conv_floats_ + state_floats_);
+  float* committed = recurrent_.as<float>() + static_cast<size_t>(current_) * copy_floats;
+  OCTO_RETURN_IF_ERROR(backend_->Copy(recurrent_.as<float>() + 2 * copy_floats, committed, copy_floats * 4));
+  snapshot_pos_ = size_;
+  return absl::OkStatus();
+}
 
 int KvCache::CapacityFor(int positions) const {
   if (positions <= capacity_) return capacity_;
@@ -24,7 +63,8 @@ int KvCache::CapacityFor(int positions) const {
 
 uint64_t KvCache::BytesAfterReserve(int n) const {
   const int capacity = CapacityFor(std::min(size_ + std::max(n, 0), max_positions_));
-  return static_cast<uint64_t>(n_layers_) * 2 * capacity * row_elements_ * sizeof(uint16_t);
+  return static_cast<uint64_t>(n_kv_layers_) * 2 * capacity * row_elements_ * sizeof(uint16_t) +
+         recurrent_floats_ * sizeof(float);
 }
 
 absl::Status KvCache::Reserve(int n) {
@@ -32,13 +72,14 @@ absl::Status KvCache::Reserve(int n) {
     return absl::ResourceExhaustedError(absl::StrCat("the sequence would hold ", size_ + static_cast<int64_t>(n),
                                                      " positions; its context limit is ", max_positions_));
   }
-  if (size_ + n <= capacity_) return absl::OkStatus();
+  if (recurrent() && recurrent_.size() == 0) OCTO_RETURN_IF_ERROR(AllocateRecurrent());
+  if (size_ + n <= capacity_ || n_kv_layers_ == 0) return absl::OkStatus();
   const int new_capacity = CapacityFor(size_ + n);
   absl::StatusOr<BackendBuffer> grown =
-      backend_->Allocate(static_cast<size_t>(n_layers_) * 2 * new_capacity * row_elements_ * sizeof(uint16_t));
+      backend_->Allocate(static_cast<size_t>(n_kv_layers_) * 2 * new_capacity * row_elements_ * sizeof(uint16_t));
   if (!grown.ok()) return grown.status();
   const size_t used = static_cast<size_t>(size_) * row_elements_;
-  for (int l = 0; l < n_layers_ && used > 0; ++l) {
+  for (int l = 0; l < n_kv_layers_ && used > 0; ++l) {
     for (int kind = 0; kind < 2; ++kind) {
       const uint16_t* from = data_.as<uint16_t>() + (static_cast<size_t>(l) * 2 + kind) * capacity_ * row_elements_;
       uint16_t* to = grown->as<uint16_t>() + (static_cast<size_t>(l) * 2 + kind) * new_capacity * row_elements_;
@@ -51,6 +92,24 @@ absl::Status KvCache::Reserve(int n) {
   return absl::OkStatus();
 }
 
-void KvCache::Truncate(int n) { size_ = std::clamp(n, 0, size_); }
+absl::Status KvCache::Truncate(int n) {
+  n = std::clamp(n, 0, size_);
+  if (!recurrent() || n == size_) {
+    size_ = n;
+    return absl::OkStatus();
+  }
+  if (n == 0) {
+    OCTO_RETURN_IF_ERROR(AllocateRecurrent());  // all zero: the empty sequence's state
+  } else if (n == snapshot_pos_) {
+    const size_t copy_floats = static_cast<size_t>(n_delta_layers_) * (conv_floats_ + state_floats_);
+    float* committed = recurrent_.as<float>() + static_cast<size_t>(current_) * copy_floats;
+    OCTO_RETURN_IF_ERROR(backend_->Copy(committed, recurrent_.as<float>() + 2 * copy_floats, copy_floats * 4));
+  } else {
+    return absl::FailedPreconditionError(absl::StrCat("a hybrid model's recurrent state cannot be cut back to ", n,
+                                                      " of ", size_, " positions (snapshot at ", snapshot_pos_, ")"));
+  }
+  size_ = n;
+  return absl::OkStatus();
+}
 
 }  // namespace octo

@@ -10,6 +10,14 @@
 //    or dropped in one piece;
 //  - capacity grows in steps of kKvGrowPositions (copying), so a short chat
 //    does not reserve the whole context.
+// Hybrid models (qwen3next, qwen35) keep keys and values for their attention
+// layers only. Their DeltaNet layers keep a fixed-size recurrent state
+// instead: the conv's last kernel - 1 inputs and each value head's state
+// matrix, in float. It is double-buffered (a pass reads the committed copy
+// and writes the other, so a failed pass leaves the sequence as it was) and
+// has a third copy, the snapshot of a turn boundary (Snapshot): recurrent
+// state cannot be cut back to a shorter prefix, so a later request can
+// reuse exactly size(), the snapshot's position, or nothing.
 // The rows live in backend memory (kernels' memory: the device's for CUDA),
 // where the attention kernels read them.
 #pragma once
@@ -17,6 +25,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "daemon/engine/backend.h"
@@ -52,15 +61,56 @@ class KvCache {
   const uint16_t* keys(int layer) const { return data_.as<uint16_t>() + LayerOffset(layer); }
   const uint16_t* values(int layer) const { return keys(layer) + static_cast<size_t>(capacity_) * row_elements_; }
 
-  // The forward pass wrote rows [size, size + n) of every layer: count them.
-  void Commit(int n) { size_ += n; }
-  // Forgets positions >= n (n <= size()), e.g. to re-run from a shared prefix.
-  void Truncate(int n);
+  // The forward pass wrote rows [size, size + n) of every layer (and the
+  // next recurrent state): count them.
+  void Commit(int n) {
+    size_ += n;
+    current_ ^= 1;
+  }
+  // The longest prefix of the first `common` positions that Truncate can
+  // keep: all of them, or for a hybrid model size() when common reaches it,
+  // else the snapshot's position when common reaches that, else 0.
+  int ReusablePrefix(int common) const;
+  // Forgets positions >= n (n <= size()), e.g. to re-run from a shared
+  // prefix; for a hybrid model n must be a ReusablePrefix (FAILED_PRECONDITION
+  // otherwise). RESOURCE_EXHAUSTED when resetting the recurrent state to
+  // empty finds no memory.
+  absl::Status Truncate(int n);
+
+  // Hybrid models: DeltaNet layer `layer`'s conv inputs (kernel - 1 rows of
+  // conv channels, oldest first) and its state ((v_heads, head_dim,
+  // head_dim), S[h][key i][value j]): the committed copy, or with next the
+  // one the pass writes.
+  bool recurrent() const { return recurrent_floats_ > 0; }
+  float* conv_state(int layer, bool next) { return RecurrentAt(layer, next); }
+  float* delta_state(int layer, bool next) { return RecurrentAt(layer, next) + conv_floats_; }
+  // Keeps the committed recurrent state as the snapshot of position size()
+  // (the end of a request's prompt: a turn boundary).
+  absl::Status Snapshot();
+  int snapshot_position() const { return snapshot_pos_; }
 
  private:
   int CapacityFor(int positions) const;  // the capacity Reserve grows to
-  size_t LayerOffset(int layer) const { return static_cast<size_t>(layer) * 2 * capacity_ * row_elements_; }
+  size_t LayerOffset(int layer) const {
+    return static_cast<size_t>(kv_slot_[layer]) * 2 * capacity_ * row_elements_;
+  }
+  // Copy `copy` (0, 1: the double buffer; 2: the snapshot) of DeltaNet layer `layer`.
+  float* CopyAt(int copy, int layer) {
+    return recurrent_.as<float>() + (static_cast<size_t>(copy) * n_delta_layers_ + delta_slot_[layer]) *
+                                        (conv_floats_ + state_floats_);
+  }
+  float* RecurrentAt(int layer, bool next) { return CopyAt(current_ ^ (next ? 1 : 0), layer); }
+  absl::Status AllocateRecurrent();
 
+  std::vector<int> kv_slot_;     // per layer: its index among the attention layers, or -1
+  std::vector<int> delta_slot_;  // per layer: its index among the DeltaNet layers, or -1
+  int n_kv_layers_ = 0;
+  int n_delta_layers_ = 0;
+  size_t conv_floats_ = 0, state_floats_ = 0;
+  uint64_t recurrent_floats_ = 0;  // all three copies
+  BackendBuffer recurrent_;
+  int current_ = 0;                // which copy is committed
+  int snapshot_pos_ = 0;           // the snapshot copy's position (all zero: 0)
   int n_layers_ = 0;
   int row_elements_ = 0;
   int max_positions_ = 0;

@@ -27,6 +27,12 @@ absl::Status BindOptional(absl::StatusOr<T> (*bind)(const ManifestFile&, const u
 
 }  // namespace
 
+// The FFN (dense, or router, experts and shared expert) and a hybrid layer's
+// token mixer, bound into `w`.
+absl::Status BindFfn(const ModelConfig& config, const ManifestFile& file, const uint8_t* bytes, LayerWeights& w);
+absl::Status BindHybridMixer(const ModelConfig& config, const ManifestFile& file, const uint8_t* bytes,
+                             LayerWeights& w);
+
 WeightMatrix ExpertSlice(const WeightMatrix& stacked, int n_experts, int expert) {
   WeightMatrix m = stacked;
   m.rows = stacked.rows / n_experts;
@@ -71,6 +77,11 @@ absl::StatusOr<LayerWeights> BindLayerWeights(const ModelConfig& config, const M
   const std::string b = absl::StrCat("blk.", file.layer, ".");
   LayerWeights w;
   OCTO_ASSIGN_OR_RETURN(w.attn_norm, BindF32(file, bytes, b + "attn_norm.weight"));
+  if (IsHybridArchitecture(config.architecture)) {
+    OCTO_RETURN_IF_ERROR(BindHybridMixer(config, file, bytes, w));
+    OCTO_RETURN_IF_ERROR(BindFfn(config, file, bytes, w));
+    return w;
+  }
   OCTO_ASSIGN_OR_RETURN(w.wq, BindMatrix(file, bytes, b + "attn_q.weight"));
   OCTO_ASSIGN_OR_RETURN(w.wk, BindMatrix(file, bytes, b + "attn_k.weight"));
   OCTO_ASSIGN_OR_RETURN(w.wv, BindMatrix(file, bytes, b + "attn_v.weight"));
@@ -81,11 +92,17 @@ absl::StatusOr<LayerWeights> BindLayerWeights(const ModelConfig& config, const M
   OCTO_RETURN_IF_ERROR(BindOptional(BindF32, file, bytes, b + "attn_q_norm.weight", &w.q_norm));
   OCTO_RETURN_IF_ERROR(BindOptional(BindF32, file, bytes, b + "attn_k_norm.weight", &w.k_norm));
   OCTO_ASSIGN_OR_RETURN(w.ffn_norm, BindF32(file, bytes, b + "ffn_norm.weight"));
+  OCTO_RETURN_IF_ERROR(BindFfn(config, file, bytes, w));
+  return w;
+}
+
+absl::Status BindFfn(const ModelConfig& config, const ManifestFile& file, const uint8_t* bytes, LayerWeights& w) {
+  const std::string b = absl::StrCat("blk.", file.layer, ".");
   if (config.n_experts == 0) {
     OCTO_ASSIGN_OR_RETURN(w.w_gate, BindMatrix(file, bytes, b + "ffn_gate.weight"));
     OCTO_ASSIGN_OR_RETURN(w.w_up, BindMatrix(file, bytes, b + "ffn_up.weight"));
     OCTO_ASSIGN_OR_RETURN(w.w_down, BindMatrix(file, bytes, b + "ffn_down.weight"));
-    return w;
+    return absl::OkStatus();
   }
   OCTO_ASSIGN_OR_RETURN(w.router, BindMatrix(file, bytes, b + "ffn_gate_inp.weight"));
   OCTO_ASSIGN_OR_RETURN(w.gate_exps, BindMatrix(file, bytes, b + "ffn_gate_exps.weight"));
@@ -107,7 +124,38 @@ absl::StatusOr<LayerWeights> BindLayerWeights(const ModelConfig& config, const M
                                                w.shexp_gate_inp.cols != config.dim)))) {
     return absl::InvalidArgumentError(absl::StrCat(file.name, ": shared-expert tensors have inconsistent shapes"));
   }
-  return w;
+  return absl::OkStatus();
+}
+
+absl::Status BindHybridMixer(const ModelConfig& c, const ManifestFile& file, const uint8_t* bytes,
+                             LayerWeights& w) {
+  const std::string b = absl::StrCat("blk.", file.layer, ".");
+  OCTO_ASSIGN_OR_RETURN(w.ffn_norm, BindF32(file, bytes, b + "post_attention_norm.weight"));
+  if (!IsDeltaNetLayer(c, file.layer)) {
+    w.gated_q = true;
+    OCTO_ASSIGN_OR_RETURN(w.wq, BindMatrix(file, bytes, b + "attn_q.weight"));
+    OCTO_ASSIGN_OR_RETURN(w.wk, BindMatrix(file, bytes, b + "attn_k.weight"));
+    OCTO_ASSIGN_OR_RETURN(w.wv, BindMatrix(file, bytes, b + "attn_v.weight"));
+    OCTO_ASSIGN_OR_RETURN(w.wo, BindMatrix(file, bytes, b + "attn_output.weight"));
+    OCTO_ASSIGN_OR_RETURN(w.q_norm, BindF32(file, bytes, b + "attn_q_norm.weight"));
+    OCTO_ASSIGN_OR_RETURN(w.k_norm, BindF32(file, bytes, b + "attn_k_norm.weight"));
+    return absl::OkStatus();
+  }
+  w.deltanet = true;
+  OCTO_ASSIGN_OR_RETURN(w.dn_qkv, BindMatrix(file, bytes, b + "attn_qkv.weight"));
+  OCTO_ASSIGN_OR_RETURN(w.dn_z, BindMatrix(file, bytes, b + "attn_gate.weight"));
+  if (c.architecture == "qwen3next") {
+    OCTO_ASSIGN_OR_RETURN(w.dn_ba, BindMatrix(file, bytes, b + "ssm_ba.weight"));
+  } else {
+    OCTO_ASSIGN_OR_RETURN(w.dn_beta, BindMatrix(file, bytes, b + "ssm_beta.weight"));
+    OCTO_ASSIGN_OR_RETURN(w.dn_alpha, BindMatrix(file, bytes, b + "ssm_alpha.weight"));
+  }
+  OCTO_ASSIGN_OR_RETURN(w.dn_conv, BindF32(file, bytes, b + "ssm_conv1d.weight"));
+  OCTO_ASSIGN_OR_RETURN(w.dn_dt_bias, BindF32(file, bytes, b + "ssm_dt.bias"));
+  OCTO_ASSIGN_OR_RETURN(w.dn_decay, BindF32(file, bytes, b + "ssm_a"));
+  OCTO_ASSIGN_OR_RETURN(w.dn_norm, BindF32(file, bytes, b + "ssm_norm.weight"));
+  OCTO_ASSIGN_OR_RETURN(w.dn_out, BindMatrix(file, bytes, b + "ssm_out.weight"));
+  return absl::OkStatus();
 }
 
 }  // namespace octo

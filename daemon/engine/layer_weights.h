@@ -47,6 +47,24 @@ struct LayerWeights {
   WeightMatrix shexp_gate;      // (shexp_hidden_dim, dim)
   WeightMatrix shexp_up;        // (shexp_hidden_dim, dim)
   WeightMatrix shexp_down;      // (dim, shexp_hidden_dim)
+
+  // Hybrid models (qwen3next, qwen35, qwen35moe). ffn_norm is their
+  // post_attention_norm. An attention layer's wq is (2 * n_heads * head_dim,
+  // dim): each head's queries, then its output gate (gated_q).
+  bool gated_q = false;
+  // A gated DeltaNet layer (no wq/wk/wv/wo): key_dim = ssm_k_heads *
+  // ssm_head_dim, value_dim = ssm_v_heads * ssm_head_dim.
+  bool deltanet = false;
+  WeightMatrix dn_qkv;               // attn_qkv (2 * key_dim + value_dim, dim): conv channels [q | k | v]
+  WeightMatrix dn_z;                 // attn_gate (value_dim, dim): the output norm's gate
+  WeightMatrix dn_beta;              // ssm_beta (ssm_v_heads, dim); null for qwen3next
+  WeightMatrix dn_alpha;             // ssm_alpha (ssm_v_heads, dim); null for qwen3next
+  WeightMatrix dn_ba;                // qwen3next's ssm_ba (2 * ssm_v_heads, dim), grouped per key head
+  const float* dn_conv = nullptr;    // ssm_conv1d (2 * key_dim + value_dim, conv_kernel)
+  const float* dn_dt_bias = nullptr; // ssm_dt.bias (ssm_v_heads)
+  const float* dn_decay = nullptr;   // ssm_a (ssm_v_heads): -exp(A_log)
+  const float* dn_norm = nullptr;    // ssm_norm (ssm_head_dim)
+  WeightMatrix dn_out;               // ssm_out (dim, value_dim)
 };
 
 // Whole-model tensors: always resident.

@@ -29,6 +29,17 @@ absl::Status RunState::Resize(Backend& backend, const ModelConfig& c, int n) {
     OCTO_RETURN_IF_ERROR(shared_out.Grow(backend, rows * c.dim));
     OCTO_RETURN_IF_ERROR(shared_gate.Grow(backend, rows));
   }
+  if (IsHybridArchitecture(c.architecture)) {
+    const size_t key_dim = size_t{c.ssm_k_heads} * c.ssm_head_dim, value_dim = size_t{c.ssm_v_heads} * c.ssm_head_dim;
+    OCTO_RETURN_IF_ERROR(qg.Grow(backend, rows * 2 * q_dim));
+    OCTO_RETURN_IF_ERROR(gate.Grow(backend, rows * q_dim));
+    OCTO_RETURN_IF_ERROR(dn_qkv.Grow(backend, rows * (2 * key_dim + value_dim)));
+    OCTO_RETURN_IF_ERROR(dn_conv.Grow(backend, rows * (2 * key_dim + value_dim)));
+    OCTO_RETURN_IF_ERROR(dn_z.Grow(backend, rows * value_dim));
+    OCTO_RETURN_IF_ERROR(dn_b.Grow(backend, rows * 2 * c.ssm_v_heads));
+    OCTO_RETURN_IF_ERROR(dn_a.Grow(backend, rows * c.ssm_v_heads));
+    OCTO_RETURN_IF_ERROR(dn_o.Grow(backend, rows * value_dim));
+  }
   if (x_host.size() < rows * c.dim) x_host.resize(rows * c.dim);
   if (pos_host.size() < rows) pos_host.resize(rows);
   if (out_rows.size() < rows) out_rows.resize(rows);

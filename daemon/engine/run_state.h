@@ -53,6 +53,16 @@ struct RunState {
   BackendArray<float> shared_out;      // (n, dim) the shared expert's output (qwen2moe)
   BackendArray<float> shared_gate;     // (n) its gate logit
 
+  // Hybrid models (forward_deltanet.cc).
+  BackendArray<float> qg;       // (n, 2 * q_dim) a gated attention layer's queries and gates
+  BackendArray<float> gate;     // (n, q_dim) the gates
+  BackendArray<float> dn_qkv;   // (n, conv channels) a DeltaNet layer's input projection
+  BackendArray<float> dn_conv;  // (n, conv channels) after its conv and SiLU
+  BackendArray<float> dn_z;     // (n, value_dim) the output norm's gate
+  BackendArray<float> dn_b;     // (n, v_heads) beta logits; qwen3next: (n, 2 v_heads), b and a grouped
+  BackendArray<float> dn_a;     // (n, v_heads) alpha
+  BackendArray<float> dn_o;     // (n, value_dim) the delta rule's output
+
   // The rows whose logits the caller wants: their final-norm activations
   // and logits.
   BackendArray<float> x_out;   // (n_out, dim)

@@ -172,5 +172,22 @@ absl::Status CudaBackend::TopKExperts(const float* router_logits, int n_tokens, 
 absl::Status CudaBackend::MoeCombine(const MoeCombineParams& p) {
   return Op("MoeCombine", cuda::MoeCombine(p, stream_.get()));
 }
+absl::Status CudaBackend::DeltaNetConv(const float* x, const float* taps, const float* state_in, float* state_out,
+                                       float* out, const DeltaNetConvParams& p) {
+  return Op("DeltaNetConv", cuda::DeltaNetConv(x, taps, state_in, state_out, out, p, stream_.get()));
+}
+absl::Status CudaBackend::GatedDeltaRule(const float* qkv, const float* b, const float* a, const float* dt_bias,
+                                         const float* decay, const float* state_in, float* state_out, float* out,
+                                         const GatedDeltaRuleParams& p) {
+  return Op("GatedDeltaRule",
+            cuda::GatedDeltaRule(qkv, b, a, dt_bias, decay, state_in, state_out, out, p, stream_.get()));
+}
+absl::Status CudaBackend::SplitGatedQuery(const float* qg, float* q, float* gate, int n_tokens, int n_heads,
+                                          int head_dim) {
+  return Op("SplitGatedQuery", cuda::SplitGatedQuery(qg, q, gate, n_tokens, n_heads, head_dim, stream_.get()));
+}
+absl::Status CudaBackend::SigmoidMul(const float* gate, float* x, int64_t n) {
+  return Op("SigmoidMul", cuda::SigmoidMul(gate, x, n, stream_.get()));
+}
 
 }  // namespace octo

@@ -304,6 +304,7 @@ std::string ParamName(const ::testing::TestParamInfo<const char*>& info) {
 INSTANTIATE_TEST_SUITE_P(Architectures, GeneratedExpertsTest,
                          ::testing::Values("tiny-moe", "tiny-qwen2moe", "tiny-qwen3moe"), ParamName);
 INSTANTIATE_TEST_SUITE_P(Architectures, RuntimeExpertsTest, ::testing::Values("tiny-moe", "tiny-qwen2moe", "tiny-qwen3moe",
+                                                                           "tiny-qwen35moe", "tiny-qwen3next",
                                                                            "moe-Q8_0", "moe-Q4_K_M-mix"),
                          ParamName);
 

@@ -283,6 +283,9 @@ absl::StatusOr<std::vector<double>> HybridReference::Step(int32_t token) {
         Vec q(qg.begin() + size_t(qh) * 2 * hd, qg.begin() + size_t(qh) * 2 * hd + hd);
         RmsNorm(q.data(), m.W(b + "attn_q_norm.weight").data(), hd, m.eps, norm_offset);
         Rope(q.data(), pos, m.rope_dim, m.rope_base);
+        if (o.fp16_q) {
+          for (double& e : q) e = Fp16(e);
+        }
         const int kh = qh / group;
         Vec scores(pos + 1);
         for (int p = 0; p <= pos; ++p) {

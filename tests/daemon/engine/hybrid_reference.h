@@ -30,7 +30,8 @@
 //    shared expert times sigmoid(ffn_gate_inp_shexp . x).
 //
 // Keys and values are rounded to fp16 (as llama.cpp's and Octo's KV caches
-// hold them) unless options say otherwise; everything else is double.
+// hold them), and so is q before its dot products with the keys, unless
+// options say otherwise; everything else is double.
 #pragma once
 
 #include <cstdint>
@@ -44,6 +45,7 @@ namespace octo::testing {
 
 struct HybridReferenceOptions {
   bool fp16_kv = true;
+  bool fp16_q = true;  // q rounded to fp16 before q.k, as llama.cpp's and Octo's attention do
   // Deliberately wrong variants, which a comparison must catch:
   bool drop_conv_state = false;   // the conv forgets the earlier inputs at every step
   bool flip_decay_sign = false;   // g = -softplus(..) * ssm_a: the state grows

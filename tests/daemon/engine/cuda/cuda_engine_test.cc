@@ -157,7 +157,8 @@ TEST_P(CudaGeneratedModel, GreedyTokensMatchTheCpuBackend) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Presets, CudaGeneratedModel,
-                         ::testing::Values("tiny", "tiny-moe", "tiny-qwen2", "tiny-qwen3", "tiny-qwen3moe"),
+                         ::testing::Values("tiny", "tiny-moe", "tiny-qwen2", "tiny-qwen3", "tiny-qwen3moe",
+                                           "tiny-qwen35", "tiny-qwen35moe", "tiny-qwen3next"),
                          [](const auto& info) {
                            std::string n = info.param;
                            for (char& c : n) if (c == '-') c = '_';

@@ -1,0 +1,68 @@
+// The gated DeltaNet token mixer of the hybrid Qwen models (qwen3next,
+// qwen35, qwen35moe): for the n rows of s.xb (the normed input), the
+// projections for every row at once, then per sequence the causal conv and
+// the gated delta rule over its new tokens in order, reading the state its
+// cache committed and writing the next one (KvCache::Commit adopts it), then
+// the gated RMSNorm and the output projection into s.xb.
+//
+// Prefill runs the delta rule token by token (the recurrent form), the same
+// arithmetic as decode, so a prompt gives the same bits in one chunk, in
+// many, or one token at a time.
+#include "absl/strings/str_cat.h"
+#include "daemon/engine/forward.h"
+#include "storage/status_macros.h"
+
+namespace octo {
+
+absl::Status DeltaNetMixer(const ModelConfig& c, const LayerWeights& w, uint32_t layer,
+                           std::span<const SequenceStep> batch, int n, RunState& s, Backend& backend) {
+  const int hd = static_cast<int>(c.ssm_head_dim);
+  const int k_heads = static_cast<int>(c.ssm_k_heads), v_heads = static_cast<int>(c.ssm_v_heads);
+  const int value_dim = v_heads * hd;
+  const int channels = 2 * k_heads * hd + value_dim;
+  const bool fused_ba = w.dn_ba.data != nullptr;  // qwen3next
+  // Projections: the conv channels, the norm's gate z, beta and alpha.
+  if (fused_ba) {
+    const WeightMatrix ws[] = {w.dn_qkv, w.dn_z, w.dn_ba};
+    float* const outs[] = {s.dn_qkv.data(), s.dn_z.data(), s.dn_b.data()};
+    OCTO_RETURN_IF_ERROR(backend.MatMulGroup(ws, s.xb.data(), outs, n));
+  } else {
+    const WeightMatrix ws[] = {w.dn_qkv, w.dn_z, w.dn_beta, w.dn_alpha};
+    float* const outs[] = {s.dn_qkv.data(), s.dn_z.data(), s.dn_b.data(), s.dn_a.data()};
+    OCTO_RETURN_IF_ERROR(backend.MatMulGroup(ws, s.xb.data(), outs, n));
+  }
+  const int ba_stride = fused_ba ? 2 * v_heads : v_heads;
+  // Per sequence: conv then the delta rule, from its committed state.
+  for (int b = 0, row = 0; b < static_cast<int>(batch.size()); ++b) {
+    KvCache& kv = *batch[b].kv;
+    const int n_new = static_cast<int>(batch[b].tokens.size());
+    const size_t at = static_cast<size_t>(row);
+    const DeltaNetConvParams conv{.n_tokens = n_new, .channels = channels, .kernel = static_cast<int>(c.ssm_conv_kernel)};
+    OCTO_RETURN_IF_ERROR(backend.DeltaNetConv(s.dn_qkv.data() + at * channels, w.dn_conv,
+                                              kv.conv_state(static_cast<int>(layer), false),
+                                              kv.conv_state(static_cast<int>(layer), true),
+                                              s.dn_conv.data() + at * channels, conv));
+    const GatedDeltaRuleParams rule{.n_tokens = n_new,
+                                    .k_heads = k_heads,
+                                    .v_heads = v_heads,
+                                    .head_dim = hd,
+                                    .qkv_stride = channels,
+                                    .ba_stride = ba_stride,
+                                    .grouped_heads = fused_ba,
+                                    .grouped_ba = fused_ba,
+                                    .eps = c.norm_eps};
+    const float* beta = s.dn_b.data() + at * ba_stride;
+    const float* alpha = fused_ba ? beta : s.dn_a.data() + at * v_heads;
+    OCTO_RETURN_IF_ERROR(backend.GatedDeltaRule(s.dn_conv.data() + at * channels, beta, alpha, w.dn_dt_bias,
+                                                w.dn_decay, kv.delta_state(static_cast<int>(layer), false),
+                                                kv.delta_state(static_cast<int>(layer), true),
+                                                s.dn_o.data() + at * value_dim, rule));
+    row += n_new;
+  }
+  // RMSNorm per value head, gated by silu(z); then the output projection.
+  OCTO_RETURN_IF_ERROR(backend.RmsNorm(s.dn_o.data(), w.dn_norm, s.dn_o.data(), n * v_heads, hd, c.norm_eps));
+  OCTO_RETURN_IF_ERROR(backend.SiluMul(s.dn_z.data(), s.dn_o.data(), s.dn_o.data(), static_cast<int64_t>(n) * value_dim));
+  return backend.MatMul(w.dn_out, s.dn_o.data(), s.xb.data(), n);
+}
+
+}  // namespace octo
