@@ -563,11 +563,13 @@ struct GatedDeltaRuleParams {
 // gate must not overlap qg.
 // CUDA: the same formulas with the device's expf / log1pf (within a few ulp).
 namespace cpu {
+// The pool (if any) takes channels / value heads in parallel; each keeps
+// its own order, so the bits do not depend on the threads.
 absl::Status DeltaNetConv(const float* x, const float* taps, const float* state_in, float* state_out, float* out,
-                          const DeltaNetConvParams& p);
+                          const DeltaNetConvParams& p, const Exec& exec);
 absl::Status GatedDeltaRule(const float* qkv, const float* b, const float* a, const float* dt_bias,
                             const float* decay, const float* state_in, float* state_out, float* out,
-                            const GatedDeltaRuleParams& p);
+                            const GatedDeltaRuleParams& p, const Exec& exec);
 absl::Status SplitGatedQuery(const float* qg, float* q, float* gate, int n_tokens, int n_heads, int head_dim);
 absl::Status SigmoidMul(const float* gate, float* x, int64_t n);
 }  // namespace cpu

@@ -89,12 +89,12 @@ absl::Status CpuBackend::TopKExperts(const float* router_logits, int n_tokens, i
 absl::Status CpuBackend::MoeCombine(const MoeCombineParams& p) { return cpu::MoeCombine(p); }
 absl::Status CpuBackend::DeltaNetConv(const float* x, const float* taps, const float* state_in, float* state_out,
                                       float* out, const DeltaNetConvParams& p) {
-  return cpu::DeltaNetConv(x, taps, state_in, state_out, out, p);
+  return cpu::DeltaNetConv(x, taps, state_in, state_out, out, p, exec_);
 }
 absl::Status CpuBackend::GatedDeltaRule(const float* qkv, const float* b, const float* a, const float* dt_bias,
                                         const float* decay, const float* state_in, float* state_out, float* out,
                                         const GatedDeltaRuleParams& p) {
-  return cpu::GatedDeltaRule(qkv, b, a, dt_bias, decay, state_in, state_out, out, p);
+  return cpu::GatedDeltaRule(qkv, b, a, dt_bias, decay, state_in, state_out, out, p, exec_);
 }
 absl::Status CpuBackend::SplitGatedQuery(const float* qg, float* q, float* gate, int n_tokens, int n_heads,
                                          int head_dim) {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "kernels/cpu/thread_pool.h"
 #include "kernels/op_checks.h"
 #include "kernels/ops.h"
 
@@ -28,41 +29,52 @@ float L2Scale(const float* x, int n, float eps) {
 }  // namespace
 
 absl::Status DeltaNetConv(const float* x, const float* taps, const float* state_in, float* state_out, float* out,
-                          const DeltaNetConvParams& p) {
+                          const DeltaNetConvParams& p, const Exec& exec) {
   absl::Status args = CheckDeltaNetConvArgs(x, taps, state_in, state_out, out, p);
   if (!args.ok()) return args;
   const int64_t channels = p.channels;
   const int history = p.kernel - 1;
-  std::vector<float> window(p.kernel);
-  for (int64_t c = 0; c < channels; ++c) {
-    for (int j = 0; j < history; ++j) window[j] = state_in[j * channels + c];
-    for (int t = 0; t < p.n_tokens; ++t) {
-      window[history] = x[t * channels + c];
-      float sum = 0.0f;
-      for (int j = 0; j < p.kernel; ++j) sum += taps[c * p.kernel + j] * window[j];
-      out[t * channels + c] = Silu(sum);
-      std::copy(window.begin() + 1, window.end(), window.begin());
+  // Channels [begin, end): each its window of inputs, the tokens in order.
+  auto run = [&](int64_t begin, int64_t end) {
+    float window[16];
+    for (int64_t c = begin; c < end; ++c) {
+      for (int j = 0; j < history; ++j) window[j] = state_in[j * channels + c];
+      for (int t = 0; t < p.n_tokens; ++t) {
+        window[history] = x[t * channels + c];
+        float sum = 0.0f;
+        for (int j = 0; j < p.kernel; ++j) sum += taps[c * p.kernel + j] * window[j];
+        out[t * channels + c] = Silu(sum);
+        for (int j = 0; j < history; ++j) window[j] = window[j + 1];
+      }
+      // The last `history` inputs of this channel, oldest first.
+      for (int j = 0; j < history; ++j) state_out[j * channels + c] = window[j];
     }
-    // The last `history` inputs of this channel, oldest first.
-    for (int j = 0; j < history; ++j) state_out[j * channels + c] = window[j];
+  };
+  if (exec.pool != nullptr) {
+    exec.pool->ParallelForRange(channels, run);
+  } else {
+    run(0, channels);
   }
   return absl::OkStatus();
 }
 
 absl::Status GatedDeltaRule(const float* qkv, const float* b, const float* a, const float* dt_bias,
                             const float* decay, const float* state_in, float* state_out, float* out,
-                            const GatedDeltaRuleParams& p) {
+                            const GatedDeltaRuleParams& p, const Exec& exec) {
   absl::Status args = CheckGatedDeltaRuleArgs(qkv, b, a, dt_bias, decay, state_in, state_out, out, p);
   if (!args.ok()) return args;
   const int d = p.head_dim, r = p.v_heads / p.k_heads;
-  const int64_t state_floats = int64_t{p.v_heads} * d * d;
-  if (state_out != state_in) std::memmove(state_out, state_in, sizeof(float) * state_floats);
   const float out_scale = 1.0f / std::sqrt(static_cast<float>(d));
-  std::vector<float> q(d), k(d), delta(d);
-  for (int t = 0; t < p.n_tokens; ++t) {
-    const float* row = qkv + t * p.qkv_stride;
-    for (int h = 0; h < p.v_heads; ++h) {
-      const int kh = p.grouped_heads ? h / r : h % p.k_heads;
+  // Value head h: its state through the tokens in order.
+  auto head = [&](int64_t h) {
+    float* s = state_out + h * d * d;  // s[i * d + j]
+    if (state_out != state_in) std::memcpy(s, state_in + h * d * d, sizeof(float) * d * d);
+    const int kh = p.grouped_heads ? static_cast<int>(h) / r : static_cast<int>(h) % p.k_heads;
+    const int64_t b_at = p.grouped_ba ? (h / r) * 2 * r + h % r : h;
+    const int64_t a_at = p.grouped_ba ? b_at + r : h;
+    std::vector<float> q(d), k(d), delta(d);
+    for (int t = 0; t < p.n_tokens; ++t) {
+      const float* row = qkv + t * p.qkv_stride;
       std::copy(row + kh * d, row + (kh + 1) * d, q.begin());
       std::copy(row + (p.k_heads + kh) * d, row + (p.k_heads + kh + 1) * d, k.begin());
       const float q_scale = L2Scale(q.data(), d, p.eps), k_scale = L2Scale(k.data(), d, p.eps);
@@ -71,12 +83,8 @@ absl::Status GatedDeltaRule(const float* qkv, const float* b, const float* a, co
         k[i] *= k_scale;
       }
       const float* v = row + (2 * p.k_heads + h) * d;
-      const int64_t b_at = p.grouped_ba ? (h / r) * 2 * r + h % r : h;
-      const int64_t a_at = p.grouped_ba ? b_at + r : h;
       const float beta = Sigmoid(b[t * p.ba_stride + b_at]);
-      const float g = Softplus(a[t * p.ba_stride + a_at] + dt_bias[h]) * decay[h];
-      const float keep = std::exp(g);
-      float* s = state_out + int64_t{h} * d * d;  // s[i * d + j]
+      const float keep = std::exp(Softplus(a[t * p.ba_stride + a_at] + dt_bias[h]) * decay[h]);
       for (int64_t e = 0; e < int64_t{d} * d; ++e) s[e] *= keep;
       for (int j = 0; j < d; ++j) {
         float mem = 0.0f;
@@ -93,6 +101,11 @@ absl::Status GatedDeltaRule(const float* qkv, const float* b, const float* a, co
         o[j] = acc * out_scale;
       }
     }
+  };
+  if (exec.pool != nullptr) {
+    exec.pool->ParallelFor(p.v_heads, head);
+  } else {
+    for (int h = 0; h < p.v_heads; ++h) head(h);
   }
   return absl::OkStatus();
 }

@@ -7,7 +7,11 @@
 # streaming (target >= 5x), the prediction's hit rate, and the same at 8
 # sessions; see moe_bench.cc for how each figure is taken.
 #
-#   [BUILD_DIR=build] [LAYERS=8] [TYPE=Q4_K_M] tests/bench/moe_bench.sh [WORK_DIR] [-- MOE_BENCH_FLAGS...]
+#   [BUILD_DIR=build] [PRESET=qwen3-30b-a3b] [LAYERS=8] [TYPE=Q4_K_M] tests/bench/moe_bench.sh [WORK_DIR] [-- MOE_BENCH_FLAGS...]
+#
+# PRESET picks another MoE shape of octo-make-model's, e.g. the hybrid
+# qwen3-next-80b-a3b (512 experts of 512, 10 per token; gated DeltaNet in
+# three layers of four).
 #
 # WORK_DIR (default BUILD_DIR/moe-bench) keeps the model directory, so a
 # second run skips generation.
@@ -15,6 +19,7 @@ set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 build="${BUILD_DIR:-$root/build}"
 layers="${LAYERS:-8}"
+preset="${PRESET:-qwen3-30b-a3b}"
 type="${TYPE:-Q4_K_M}"
 work="$build/moe-bench"
 if [ $# -gt 0 ] && [ "$1" != "--" ]; then work="$1"; shift; fi
@@ -22,12 +27,12 @@ if [ $# -gt 0 ] && [ "$1" != "--" ]; then work="$1"; shift; fi
 bin="$build/bin"
 source "$root/tests/bench/bench_models.sh"
 bench_need moe_bench octo-loader octo-make-model octo-ctl
-name="qwen3-30b-a3b-$type-${layers}l"
+name="$preset-$type-${layers}l"
 dir="$work/$name"
 mkdir -p "$work"
 if [ ! -f "$dir/manifest.json" ]; then
   echo "generating $name in $work ..." >&2
-  "$bin/octo-make-model" --preset qwen3-30b-a3b --type "$type" --layers "$layers" -o "$work/$name.gguf" >/dev/null
+  "$bin/octo-make-model" --preset "$preset" --type "$type" --layers "$layers" -o "$work/$name.gguf" >/dev/null
   "$bin/octo-ctl" decompose -q --force "$work/$name.gguf" "$dir"
   rm -f "$work/$name.gguf"
 fi

@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include "kernels/cpu/thread_pool.h"
 #include "kernels/ops.h"
 #include "tests/kernels/kernel_test_util.h"
 
@@ -43,7 +44,7 @@ TEST(DeltaNetConvTest, MatchesTheFormulaAndCarriesItsStateAcrossCalls) {
   }
   std::vector<float> out(tokens * channels), state_out(state.size());
   ASSERT_TRUE(cpu::DeltaNetConv(x.data(), taps.data(), state.data(), state_out.data(), out.data(),
-                                {.n_tokens = tokens, .channels = channels, .kernel = kernel})
+                                {.n_tokens = tokens, .channels = channels, .kernel = kernel}, cpu::Exec{})
                   .ok());
   ExpectClose(out, want, channels, kVsDouble, "one call");
   // The state is the last kernel - 1 inputs.
@@ -55,10 +56,10 @@ TEST(DeltaNetConvTest, MatchesTheFormulaAndCarriesItsStateAcrossCalls) {
   // 3 tokens, then 4 from the state the first call left (in place).
   std::vector<float> split(tokens * channels), carried = state;
   ASSERT_TRUE(cpu::DeltaNetConv(x.data(), taps.data(), carried.data(), carried.data(), split.data(),
-                                {.n_tokens = 3, .channels = channels, .kernel = kernel})
+                                {.n_tokens = 3, .channels = channels, .kernel = kernel}, cpu::Exec{})
                   .ok());
   ASSERT_TRUE(cpu::DeltaNetConv(x.data() + 3 * channels, taps.data(), carried.data(), carried.data(),
-                                split.data() + 3 * channels, {.n_tokens = 4, .channels = channels, .kernel = kernel})
+                                split.data() + 3 * channels, {.n_tokens = 4, .channels = channels, .kernel = kernel}, cpu::Exec{})
                   .ok());
   ExpectSameBits(split, out, "3 + 4 tokens");
   ExpectSameBits(carried, state_out, "the carried state");
@@ -131,7 +132,7 @@ TEST(GatedDeltaRuleTest, MatchesTheFormulaForEitherHeadMappingAndSplitsExactly) 
 
     std::vector<float> out(want.size()), state_out(state.size());
     ASSERT_TRUE(cpu::GatedDeltaRule(qkv.data(), b.data(), a.data(), dt_bias.data(), decay.data(), state.data(),
-                                    state_out.data(), out.data(), p)
+                                    state_out.data(), out.data(), p, cpu::Exec{})
                     .ok());
     ExpectClose(out, want, p.head_dim, kVsDouble, "outputs");
     ExpectClose(state_out, state_d, p.head_dim, kVsDouble, "state");
@@ -142,14 +143,23 @@ TEST(GatedDeltaRuleTest, MatchesTheFormulaForEitherHeadMappingAndSplitsExactly) 
     first.n_tokens = 2;
     second.n_tokens = 4;
     ASSERT_TRUE(cpu::GatedDeltaRule(qkv.data(), b.data(), a.data(), dt_bias.data(), decay.data(), carried.data(),
-                                    carried.data(), split.data(), first)
+                                    carried.data(), split.data(), first, cpu::Exec{})
                     .ok());
     ASSERT_TRUE(cpu::GatedDeltaRule(qkv.data() + 2 * p.qkv_stride, b.data() + 2 * p.ba_stride,
                                     a.data() + 2 * p.ba_stride, dt_bias.data(), decay.data(), carried.data(),
-                                    carried.data(), split.data() + 2 * p.v_heads * p.head_dim, second)
+                                    carried.data(), split.data() + 2 * p.v_heads * p.head_dim, second, cpu::Exec{})
                     .ok());
     ExpectSameBits(split, out, "2 + 4 tokens");
     ExpectSameBits(carried, state_out, "the carried state");
+
+    // Value heads on a pool of threads: the same bits.
+    cpu::ThreadPool pool(3);
+    std::vector<float> pooled(want.size()), pooled_state(state.size());
+    ASSERT_TRUE(cpu::GatedDeltaRule(qkv.data(), b.data(), a.data(), dt_bias.data(), decay.data(), state.data(),
+                                    pooled_state.data(), pooled.data(), p, cpu::Exec{.pool = &pool})
+                    .ok());
+    ExpectSameBits(pooled, out, "on 3 threads");
+    ExpectSameBits(pooled_state, state_out, "the state on 3 threads");
   }
 }
 
@@ -158,19 +168,19 @@ TEST(GatedDeltaRuleTest, RejectsBadArguments) {
   const float* f = buf.data();
   GatedDeltaRuleParams p{.n_tokens = 1, .k_heads = 2, .v_heads = 3, .head_dim = 4, .qkv_stride = 28,
                          .ba_stride = 3, .eps = 1e-6f};
-  EXPECT_NE(cpu::GatedDeltaRule(f, f, f, f, f, f, buf.data(), buf.data() + 1024, p).message().find("multiple"),
+  EXPECT_NE(cpu::GatedDeltaRule(f, f, f, f, f, f, buf.data(), buf.data() + 1024, p, cpu::Exec{}).message().find("multiple"),
             std::string::npos);
   p.v_heads = 4;
   p.qkv_stride = 10;
-  EXPECT_NE(cpu::GatedDeltaRule(f, f, f, f, f, f, buf.data(), buf.data() + 1024, p).message().find("qkv_stride"),
+  EXPECT_NE(cpu::GatedDeltaRule(f, f, f, f, f, f, buf.data(), buf.data() + 1024, p, cpu::Exec{}).message().find("qkv_stride"),
             std::string::npos);
   p.qkv_stride = 32;
-  EXPECT_NE(cpu::GatedDeltaRule(f, nullptr, f, f, f, f, buf.data(), buf.data() + 1024, p).message().find("b is null"),
+  EXPECT_NE(cpu::GatedDeltaRule(f, nullptr, f, f, f, f, buf.data(), buf.data() + 1024, p, cpu::Exec{}).message().find("b is null"),
             std::string::npos);
   const DeltaNetConvParams conv{.n_tokens = 2, .channels = 8, .kernel = 17};
-  EXPECT_NE(cpu::DeltaNetConv(f, f, f, buf.data(), buf.data() + 1024, conv).message().find("kernel (17)"),
+  EXPECT_NE(cpu::DeltaNetConv(f, f, f, buf.data(), buf.data() + 1024, conv, cpu::Exec{}).message().find("kernel (17)"),
             std::string::npos);
-  EXPECT_NE(cpu::DeltaNetConv(f, f, f, buf.data(), buf.data(), {.n_tokens = 2, .channels = 8, .kernel = 4})
+  EXPECT_NE(cpu::DeltaNetConv(f, f, f, buf.data(), buf.data(), {.n_tokens = 2, .channels = 8, .kernel = 4}, cpu::Exec{})
                 .message()
                 .find("overlaps"),
             std::string::npos);

@@ -35,7 +35,7 @@ TEST_F(DeltaNetCudaTest, ConvMatchesCpuAndCarriesItsState) {
   const std::vector<float> state = RandomVector((kernel - 1) * channels, -2, 2, 3);
   std::vector<float> want(x.size()), want_state(state.size());
   ASSERT_TRUE(cpu::DeltaNetConv(x.data(), taps.data(), state.data(), want_state.data(), want.data(),
-                                {.n_tokens = tokens, .channels = channels, .kernel = kernel})
+                                {.n_tokens = tokens, .channels = channels, .kernel = kernel}, cpu::Exec{})
                   .ok());
   auto d_x = Upload(x), d_taps = Upload(taps), d_state = Upload(state);
   auto d_out = Output<float>(x.size());
@@ -66,7 +66,7 @@ TEST_F(DeltaNetCudaTest, DeltaRuleMatchesCpuForEitherHeadMapping) {
     const std::vector<float> state = RandomVector(size_t(p.v_heads) * p.head_dim * p.head_dim, -0.5f, 0.5f, 25);
     std::vector<float> want(size_t(p.n_tokens) * p.v_heads * p.head_dim), want_state(state.size());
     ASSERT_TRUE(cpu::GatedDeltaRule(qkv.data(), b.data(), a.data(), dt_bias.data(), decay.data(), state.data(),
-                                    want_state.data(), want.data(), p)
+                                    want_state.data(), want.data(), p, cpu::Exec{})
                     .ok());
     auto d_qkv = Upload(qkv), d_b = Upload(b), d_a = Upload(a), d_dt = Upload(dt_bias), d_decay = Upload(decay);
     auto d_in = Upload(state);
