@@ -23,14 +23,13 @@ KvCache::KvCache(const ModelConfig& config, int max_positions, std::shared_ptr<B
                                  size_t{config.ssm_v_heads} * config.ssm_head_dim;
     conv_floats_ = (config.ssm_conv_kernel - 1) * conv_channels;
     state_floats_ = size_t{config.ssm_v_heads} * config.ssm_head_dim * config.ssm_head_dim;
-    recurrent_floats_ = 3 * static_cast<uint64_t>(n_delta_layers_) * (conv_floats_ + state_floats_);
   }
 }
 
 uint64_t KvCache::bytes() const { return data_.size() + recurrent_.size(); }
 
 absl::Status KvCache::AllocateRecurrent() {
-  absl::StatusOr<BackendBuffer> zeros = backend_->Allocate(recurrent_floats_ * sizeof(float));
+  absl::StatusOr<BackendBuffer> zeros = backend_->Allocate((kSnapshotCopy + 1) * CopyFloats() * sizeof(float));
   if (!zeros.ok()) return zeros.status();
   recurrent_ = std::move(*zeros);
   current_ = 0;
@@ -47,9 +46,7 @@ int KvCache::ReusablePrefix(int common) const {
 
 absl::Status KvCache::Snapshot() {
   if (!recurrent() || recurrent_.size() == 0) return absl::OkStatus();
-  const size_t copy_floats = static_cast<size_t>(n_delta_layers_) * (conv_floats_ + state_floats_);
-  float* committed = recurrent_.as<float>() + static_cast<size_t>(current_) * copy_floats;
-  OCTO_RETURN_IF_ERROR(backend_->Copy(recurrent_.as<float>() + 2 * copy_floats, committed, copy_floats * 4));
+  OCTO_RETURN_IF_ERROR(backend_->Copy(CopyBase(kSnapshotCopy), CopyBase(current_), CopyFloats() * sizeof(float)));
   snapshot_pos_ = size_;
   return absl::OkStatus();
 }
@@ -64,7 +61,7 @@ int KvCache::CapacityFor(int positions) const {
 uint64_t KvCache::BytesAfterReserve(int n) const {
   const int capacity = CapacityFor(std::min(size_ + std::max(n, 0), max_positions_));
   return static_cast<uint64_t>(n_kv_layers_) * 2 * capacity * row_elements_ * sizeof(uint16_t) +
-         recurrent_floats_ * sizeof(float);
+         (kSnapshotCopy + 1) * CopyFloats() * sizeof(float);
 }
 
 absl::Status KvCache::Reserve(int n) {
@@ -101,9 +98,7 @@ absl::Status KvCache::Truncate(int n) {
   if (n == 0) {
     OCTO_RETURN_IF_ERROR(AllocateRecurrent());  // all zero: the empty sequence's state
   } else if (n == snapshot_pos_) {
-    const size_t copy_floats = static_cast<size_t>(n_delta_layers_) * (conv_floats_ + state_floats_);
-    float* committed = recurrent_.as<float>() + static_cast<size_t>(current_) * copy_floats;
-    OCTO_RETURN_IF_ERROR(backend_->Copy(committed, recurrent_.as<float>() + 2 * copy_floats, copy_floats * 4));
+    OCTO_RETURN_IF_ERROR(backend_->Copy(CopyBase(current_), CopyBase(kSnapshotCopy), CopyFloats() * sizeof(float)));
   } else {
     return absl::FailedPreconditionError(absl::StrCat("a hybrid model's recurrent state cannot be cut back to ", n,
                                                       " of ", size_, " positions (snapshot at ", snapshot_pos_, ")"));

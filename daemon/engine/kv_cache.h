@@ -81,7 +81,7 @@ class KvCache {
   // conv channels, oldest first) and its state ((v_heads, head_dim,
   // head_dim), S[h][key i][value j]): the committed copy, or with next the
   // one the pass writes.
-  bool recurrent() const { return recurrent_floats_ > 0; }
+  bool recurrent() const { return n_delta_layers_ > 0; }
   float* conv_state(int layer, bool next) { return RecurrentAt(layer, next); }
   float* delta_state(int layer, bool next) { return RecurrentAt(layer, next) + conv_floats_; }
   // Keeps the committed recurrent state as the snapshot of position size()
@@ -94,12 +94,14 @@ class KvCache {
   size_t LayerOffset(int layer) const {
     return static_cast<size_t>(kv_slot_[layer]) * 2 * capacity_ * row_elements_;
   }
-  // Copy `copy` (0, 1: the double buffer; 2: the snapshot) of DeltaNet layer `layer`.
-  float* CopyAt(int copy, int layer) {
-    return recurrent_.as<float>() + (static_cast<size_t>(copy) * n_delta_layers_ + delta_slot_[layer]) *
-                                        (conv_floats_ + state_floats_);
+  // The recurrent buffer holds three copies of every DeltaNet layer's conv
+  // inputs and state: 0 and 1, the double buffer; kSnapshotCopy.
+  static constexpr int kSnapshotCopy = 2;
+  size_t CopyFloats() const { return static_cast<size_t>(n_delta_layers_) * (conv_floats_ + state_floats_); }
+  float* CopyBase(int copy) { return recurrent_.as<float>() + static_cast<size_t>(copy) * CopyFloats(); }
+  float* RecurrentAt(int layer, bool next) {
+    return CopyBase(current_ ^ (next ? 1 : 0)) + static_cast<size_t>(delta_slot_[layer]) * (conv_floats_ + state_floats_);
   }
-  float* RecurrentAt(int layer, bool next) { return CopyAt(current_ ^ (next ? 1 : 0), layer); }
   absl::Status AllocateRecurrent();
 
   std::vector<int> kv_slot_;     // per layer: its index among the attention layers, or -1
@@ -107,8 +109,7 @@ class KvCache {
   int n_kv_layers_ = 0;
   int n_delta_layers_ = 0;
   size_t conv_floats_ = 0, state_floats_ = 0;
-  uint64_t recurrent_floats_ = 0;  // all three copies
-  BackendBuffer recurrent_;
+  BackendBuffer recurrent_;        // kSnapshotCopy + 1 copies, allocated at the first Reserve
   int current_ = 0;                // which copy is committed
   int snapshot_pos_ = 0;           // the snapshot copy's position (all zero: 0)
   int n_layers_ = 0;
