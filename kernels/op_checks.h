@@ -305,6 +305,14 @@ inline absl::Status CheckGatedDeltaRuleArgs(const float* qkv, const float* b, co
   if (!(p.eps >= 0) || !std::isfinite(p.eps)) {
     return absl::InvalidArgumentError(absl::StrFormat("GatedDeltaRule: eps (%g) must be finite and >= 0", p.eps));
   }
+  if (p.chunk != 0 && (p.chunk < 2 || p.chunk > kMaxDeltaRuleChunk)) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("GatedDeltaRule: chunk (%d) must be 0 (step form) or 2 to %d", p.chunk, kMaxDeltaRuleChunk));
+  }
+  if (p.first_position < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("GatedDeltaRule: first_position (%d) must be >= 0", p.first_position));
+  }
   return absl::OkStatus();
 }
 

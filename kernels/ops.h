@@ -541,9 +541,28 @@ struct DeltaNetConvParams {
 // for key dim i, value dim j; state_out may be state_in. out: (n_tokens,
 // v_heads * head_dim). Every sum runs in index order in float; softplus(x)
 // is x above 20, else log1pf(expf(x)).
+//
+// The chunked form (chunk > 0), the same recurrence computed a chunk of L
+// tokens at a time, as prefill wants: the tokens of every aligned chunk
+// [m * chunk, (m + 1) * chunk) of positions (the call's first token is at
+// first_position) that lies wholly inside the call take it; the tokens
+// before the first and after the last such chunk take the step form above,
+// so the bits depend on the positions and on which aligned chunks one call
+// holds, never on anything else. Within a chunk, tokens t = 0 .. L - 1 with
+// q, k, v, beta and g as above, S the state before the chunk:
+//   G_t = g_0 + ... + g_t,  E_t = exp(G_t),  W_t = exp(G_{L-1} - G_t)
+//   Akk[t][i] = exp(G_t - G_i) * (k_t . k_i) for i < t
+//   Aqk[t][i] = exp(G_t - G_i) * (q_t . k_i) for i <= t
+//   delta_t  = (v_t - (E_t S^T k_t + sum_{i<t} Akk[t][i] delta_i)) * beta_t
+//   out[t]   = (E_t S^T q_t + sum_{i<=t} Aqk[t][i] delta_i) / sqrt(head_dim)
+//   S        = E_{L-1} S + sum_t (W_t k_t) delta_t^T
+// Every sum starts from its first term and runs in index order. It agrees
+// with the step form to float rounding (tests/kernels/delta_net_test.cc).
 // Preconditions (INVALID_ARGUMENT): pointers non-null, counts positive,
 // v_heads a multiple of k_heads, head_dim <= 256, strides at least a row's
-// width, eps >= 0 and finite.
+// width, eps >= 0 and finite, chunk 0 or 2 .. kMaxDeltaRuleChunk,
+// first_position >= 0.
+inline constexpr int kMaxDeltaRuleChunk = 32;
 struct GatedDeltaRuleParams {
   int n_tokens = 0;
   int k_heads = 0;
@@ -554,7 +573,22 @@ struct GatedDeltaRuleParams {
   bool grouped_heads = false;
   bool grouped_ba = false;
   float eps = 0;
+  int chunk = 0;               // 0: the step form for every token
+  int64_t first_position = 0;  // the position of the call's first token
 };
+// How a call's tokens split: [0, lead) step form, [lead, lead + whole) whole
+// aligned chunks in the chunked form, the rest step form.
+struct DeltaRuleSplit {
+  int lead = 0;
+  int whole = 0;
+};
+inline DeltaRuleSplit SplitDeltaRule(const GatedDeltaRuleParams& p) {
+  if (p.chunk <= 0) return {.lead = p.n_tokens, .whole = 0};
+  const int64_t into = p.first_position % p.chunk;
+  const int lead = into == 0 ? 0 : static_cast<int>(p.chunk - into);
+  if (lead >= p.n_tokens) return {.lead = p.n_tokens, .whole = 0};
+  return {.lead = lead, .whole = (p.n_tokens - lead) / p.chunk * p.chunk};
+}
 //
 // SplitGatedQuery: qg (n_tokens, n_heads, 2 * head_dim), each head's queries
 // then its gate, into q and gate (n_tokens, n_heads * head_dim).

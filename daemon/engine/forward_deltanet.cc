@@ -5,9 +5,13 @@
 // cache committed and writing the next one (KvCache::Commit adopts it), then
 // the gated RMSNorm and the output projection into s.xb.
 //
-// Prefill runs the delta rule token by token (the recurrent form), the same
-// arithmetic as decode, so a prompt gives the same bits in one chunk, in
-// many, or one token at a time.
+// The delta rule runs in its chunked form over every aligned chunk of
+// kMaxDeltaRuleChunk positions a step holds whole (prefill), and token by
+// token otherwise (decode, and a prompt's ragged ends); kernels/ops.h. The
+// bits depend on the positions and on which aligned chunks one step holds:
+// a prompt split at multiples of the chunk (as the default --prefill-chunk
+// of 512 splits it) gives the bits of one step; any split agrees to float
+// rounding.
 #include "absl/strings/str_cat.h"
 #include "daemon/engine/forward.h"
 #include "storage/status_macros.h"
@@ -50,7 +54,9 @@ absl::Status DeltaNetMixer(const ModelConfig& c, const LayerWeights& w, uint32_t
                                     .ba_stride = ba_stride,
                                     .grouped_heads = fused_ba,
                                     .grouped_ba = fused_ba,
-                                    .eps = c.norm_eps};
+                                    .eps = c.norm_eps,
+                                    .chunk = kMaxDeltaRuleChunk,
+                                    .first_position = static_cast<int64_t>(kv.size())};
     const float* beta = s.dn_b.data() + at * ba_stride;
     const float* alpha = fused_ba ? beta : s.dn_a.data() + at * v_heads;
     OCTO_RETURN_IF_ERROR(backend.GatedDeltaRule(s.dn_conv.data() + at * channels, beta, alpha, w.dn_dt_bias,

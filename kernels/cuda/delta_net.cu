@@ -100,6 +100,110 @@ __global__ void GatedDeltaRuleKernel(const float* qkv, const float* b, const flo
   }
 }
 
+// The chunked form over p.n_tokens / p.chunk whole chunks, one block per
+// value head, thread j owning value dim j as in GatedDeltaRuleKernel. A
+// chunk's normalised keys, its decay sums and its two L x L coefficient
+// tables sit in shared memory; the queries pass through one at a time.
+// Thread j keeps its column's S^T k_t, S^T q_t and delta_t for the chunk.
+// Launch: grid (v_heads), block (head_dim).
+__global__ void GatedDeltaChunkKernel(const float* qkv, const float* b, const float* a, const float* dt_bias,
+                                      const float* decay, const float* state_in, float* state_out, float* out,
+                                      GatedDeltaRuleParams p) {
+  __shared__ float k[kMaxDeltaRuleChunk][kMaxHeadDim];
+  __shared__ float q[kMaxHeadDim];
+  __shared__ float akk[kMaxDeltaRuleChunk][kMaxDeltaRuleChunk];
+  __shared__ float aqk[kMaxDeltaRuleChunk][kMaxDeltaRuleChunk];
+  __shared__ float g[kMaxDeltaRuleChunk], e[kMaxDeltaRuleChunk], w[kMaxDeltaRuleChunk], beta[kMaxDeltaRuleChunk];
+  __shared__ float scale;
+  const int d = p.head_dim, h = blockIdx.x, j = threadIdx.x, r = p.v_heads / p.k_heads, L = p.chunk;
+  const int kh = p.grouped_heads ? h / r : h % p.k_heads;
+  const int64_t b_at = p.grouped_ba ? (h / r) * 2 * r + h % r : h;
+  const int64_t a_at = p.grouped_ba ? b_at + r : h;
+  const float out_scale = 1.0f / sqrtf(static_cast<float>(d));
+  float* s = state_out + static_cast<int64_t>(h) * d * d;
+  const float* s_in = state_in + static_cast<int64_t>(h) * d * d;
+  if (s != s_in) {
+    for (int i = 0; i < d; ++i) s[i * d + j] = s_in[i * d + j];
+  }
+  float sk[kMaxDeltaRuleChunk], sq[kMaxDeltaRuleChunk], delta[kMaxDeltaRuleChunk];
+  for (int t0 = 0; t0 < p.n_tokens; t0 += L) {
+    // The chunk's keys, each normalised by the thread of its index.
+    for (int t = 0; t < L; ++t) k[t][j] = qkv[(t0 + t) * p.qkv_stride + (p.k_heads + kh) * d + j];
+    __syncthreads();  // the keys are loaded
+    float key_scale[kMaxDeltaRuleChunk];
+    for (int t = j; t < L; t += d) {
+      float ss = 0.0f;
+      for (int i = 0; i < d; ++i) ss += k[t][i] * k[t][i];
+      key_scale[t / d] = 1.0f / fmaxf(sqrtf(ss), p.eps);
+    }
+    if (j == 0) {
+      for (int t = 0; t < L; ++t) {
+        const int64_t at = (t0 + t) * p.ba_stride;
+        const float log_keep = Softplus(a[at + a_at] + dt_bias[h]) * decay[h];
+        g[t] = t == 0 ? log_keep : g[t - 1] + log_keep;
+        beta[t] = Sigmoid(b[at + b_at]);
+      }
+      for (int t = 0; t < L; ++t) {
+        e[t] = expf(g[t]);
+        w[t] = expf(g[L - 1] - g[t]);
+      }
+    }
+    __syncthreads();  // every key's sum of squares is taken
+    for (int t = j; t < L; t += d) {
+      for (int i = 0; i < d; ++i) k[t][i] *= key_scale[t / d];
+    }
+    __syncthreads();  // the keys are normalised
+    for (int at = j; at < L * L; at += d) {
+      const int t = at / L, i = at % L;
+      float kk = 0.0f;
+      for (int x = 0; x < d; ++x) kk += k[t][x] * k[i][x];
+      akk[t][i] = i < t ? expf(g[t] - g[i]) * kk : 0.0f;
+    }
+    // Column j's S^T k_t, and per query S^T q_t and the row of aqk.
+    for (int t = 0; t < L; ++t) {
+      float acc = 0.0f;
+      for (int i = 0; i < d; ++i) acc += s[i * d + j] * k[t][i];
+      sk[t] = acc;
+    }
+    for (int t = 0; t < L; ++t) {
+      q[j] = qkv[(t0 + t) * p.qkv_stride + kh * d + j];
+      __syncthreads();  // the query is loaded
+      if (j == 0) {
+        float ss = 0.0f;
+        for (int i = 0; i < d; ++i) ss += q[i] * q[i];
+        scale = 1.0f / fmaxf(sqrtf(ss), p.eps);
+      }
+      __syncthreads();  // its scale is written
+      q[j] *= scale;
+      __syncthreads();  // the query is normalised
+      for (int i = j; i <= t; i += d) {
+        float qk = 0.0f;
+        for (int x = 0; x < d; ++x) qk += q[x] * k[i][x];
+        aqk[t][i] = expf(g[t] - g[i]) * qk;
+      }
+      float acc = 0.0f;
+      for (int i = 0; i < d; ++i) acc += s[i * d + j] * q[i];
+      sq[t] = acc;
+      __syncthreads();  // the query is read before the next one
+    }
+    // The deltas and outputs of column j, token by token.
+    for (int t = 0; t < L; ++t) {
+      float acc = e[t] * sk[t];
+      for (int i = 0; i < t; ++i) acc += akk[t][i] * delta[i];
+      delta[t] = (qkv[(t0 + t) * p.qkv_stride + (2 * p.k_heads + h) * d + j] - acc) * beta[t];
+      acc = e[t] * sq[t];
+      for (int i = 0; i <= t; ++i) acc += aqk[t][i] * delta[i];
+      out[(static_cast<int64_t>(t0 + t) * p.v_heads + h) * d + j] = acc * out_scale;
+    }
+    for (int i = 0; i < d; ++i) {
+      float acc = s[i * d + j] * e[L - 1];
+      for (int t = 0; t < L; ++t) acc += (w[t] * k[t][i]) * delta[t];
+      s[i * d + j] = acc;
+    }
+    __syncthreads();  // the chunk's shared tables are read before the next chunk's
+  }
+}
+
 __global__ void SplitGatedQueryKernel(const float* qg, float* q, float* gate, int64_t n, int head_dim) {
   for (int64_t i = GridStrideBegin(); i < n; i += GridStrideStep()) {
     const int64_t head = i / head_dim, e = i % head_dim;
@@ -131,9 +235,30 @@ absl::Status GatedDeltaRule(const float* qkv, const float* b, const float* a, co
                             const GatedDeltaRuleParams& p, StreamHandle stream) {
   absl::Status args = CheckGatedDeltaRuleArgs(qkv, b, a, dt_bias, decay, state_in, state_out, out, p);
   if (!args.ok()) return args;
-  OCTO_LAUNCH(GatedDeltaRuleKernel, p.v_heads, p.head_dim, 0, stream, qkv, b, a, dt_bias, decay, state_in,
-              state_out, out, p);
-  OCTO_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+  // Up to three launches in stream order: the step form's lead tokens, the
+  // whole chunks, the step form's tail; the state carried in state_out.
+  const DeltaRuleSplit split = SplitDeltaRule(p);
+  const int spans[3][2] = {{0, split.lead}, {split.lead, split.whole}, {split.lead + split.whole, 0}};
+  const float* from = state_in;
+  for (int part = 0; part < 3; ++part) {
+    const int t0 = spans[part][0], count = part == 2 ? p.n_tokens - t0 : spans[part][1];
+    if (count == 0) continue;
+    GatedDeltaRuleParams span = p;
+    span.n_tokens = count;
+    const float* part_qkv = qkv + t0 * p.qkv_stride;
+    const float* part_b = b + t0 * p.ba_stride;
+    const float* part_a = a + t0 * p.ba_stride;
+    float* part_out = out + static_cast<int64_t>(t0) * p.v_heads * p.head_dim;
+    if (part == 1) {
+      OCTO_LAUNCH(GatedDeltaChunkKernel, p.v_heads, p.head_dim, 0, stream, part_qkv, part_b, part_a, dt_bias, decay,
+                  from, state_out, part_out, span);
+    } else {
+      OCTO_LAUNCH(GatedDeltaRuleKernel, p.v_heads, p.head_dim, 0, stream, part_qkv, part_b, part_a, dt_bias, decay,
+                  from, state_out, part_out, span);
+    }
+    OCTO_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+    from = state_out;
+  }
   return absl::OkStatus();
 }
 

@@ -8,7 +8,10 @@
 //   - decode tokens/s, whole layers and selective -- target: >= 5x;
 //   - the prediction's hit rate (routed experts it had named) and the reads
 //     it issued that no pass used;
-//   - the same at 8 concurrent sessions, and with the auto expert cache.
+//   - the same at 8 concurrent sessions, and with the auto expert cache;
+//   - prefill tokens/s for a prompt of --prefill tokens (512), streamed
+//     selectively (a prompt that long routes to nearly every expert), with
+//     the bytes read and the time the pass waited on them.
 // Bytes per token = loader bytes read during the run / tokens generated
 // (one pass per token at one session: the prompt is one or two tokens).
 #include <algorithm>
@@ -55,6 +58,8 @@ struct Flags {
   int tokens = 16;
   int sessions = 8;
   bool page_cache = false;
+  int prefill = 512;
+  bool prefill_only = false;
 };
 
 struct Run {
@@ -131,7 +136,7 @@ std::unique_ptr<Runtime> Start(const Flags& flags, uint64_t budget, bool selecti
   options.n_threads = flags.threads;
   options.direct_io = !flags.page_cache;
   options.kv_budget_bytes = 4ull << 30;
-  options.session_context = 512;
+  options.session_context = std::max(512, flags.prefill + flags.tokens + 8);
   options.layer_budget_bytes = budget;
   options.selective_experts = selective;
   options.expert_cache_bytes = expert_cache;
@@ -141,6 +146,34 @@ std::unique_ptr<Runtime> Start(const Flags& flags, uint64_t budget, bool selecti
     return nullptr;
   }
   return std::move(*runtime);
+}
+
+// One job whose prompt is `n` token ids, generating one token: the prompt
+// is one pass at the default prefill chunk (512).
+void Prefill(Runtime& runtime, int n, uint32_t vocab) {
+  const RuntimeReport before = runtime.Report();
+  GenerateJob job;
+  for (int i = 0; i < n; ++i) job.prompt_tokens.push_back(static_cast<int32_t>((i * 37 + 11) % vocab));
+  job.add_bos = false;
+  job.sampling.temperature = 0;
+  job.sampling.max_tokens = 1;
+  auto sink = std::make_shared<Sink>();
+  if (absl::StatusOr<std::shared_ptr<JobHandle>> h = runtime.Submit(job, sink); !h.ok()) {
+    std::fprintf(stderr, "submit: %s\n", h.status().ToString().c_str());
+    return;
+  }
+  sink->Wait();
+  if (!sink->status.ok()) {
+    std::fprintf(stderr, "job: %s\n", sink->status.ToString().c_str());
+    return;
+  }
+  const RuntimeReport after = runtime.Report();
+  const JobStats& st = sink->stats;
+  std::printf("prefill %d tokens, selective streaming, 1 session: %.1f tok/s (%.2f s; waited on layers %.2f s, "
+              "computed %.2f s), %.1f MB read\n",
+              st.prompt_tokens, st.prefill_seconds > 0 ? st.prompt_tokens / st.prefill_seconds : 0,
+              st.prefill_seconds, st.load_wait_seconds, st.compute_seconds,
+              (after.loader.bytes_read - before.loader.bytes_read) / 1e6);
 }
 
 void PrintSelective(const char* what, const Run& run, const Run& whole) {
@@ -182,6 +215,13 @@ int RunBench(const Flags& flags) {
               c.n_experts_used, block / 1e6, sample.experts->offset / 1e6, sample.size / 1e6,
               flags.page_cache ? "page-cache" : "O_DIRECT");
   const uint64_t ring = 4 * largest;  // the first and last layer, two slots
+  if (flags.prefill_only) {
+    std::unique_ptr<Runtime> rt = Start(flags, ring, /*selective=*/true, 0);
+    if (rt == nullptr) return 1;
+    Generate(*rt, 1, 2, block);
+    Prefill(*rt, flags.prefill, c.vocab_size);
+    return 0;
+  }
 
   std::unique_ptr<Runtime> whole_rt = Start(flags, ring, /*selective=*/false, 0);
   if (whole_rt == nullptr) return 1;
@@ -200,6 +240,7 @@ int RunBench(const Flags& flags) {
   PrintSelective("selective, no expert cache, 1 session", Generate(*cold_rt, 1, flags.tokens, block), whole);
   PrintSelective(absl::StrFormat("selective, no expert cache, %d sessions", flags.sessions).c_str(),
                  Generate(*cold_rt, flags.sessions, flags.tokens, block), whole_n);
+  if (flags.prefill > 0) Prefill(*cold_rt, flags.prefill, c.vocab_size);
   cold_rt.reset();
 
   // With an expert cache: a quarter of all experts' bytes, beside the ring.
@@ -230,6 +271,9 @@ int main(int argc, char** argv) {
   app.add_option("-n,--tokens", flags.tokens, "Tokens per session")->check(CLI::Range(2, 4096));
   app.add_option("--sessions", flags.sessions, "Concurrent sessions for the batched figures")->check(CLI::Range(1, 64));
   app.add_flag("--page-cache", flags.page_cache, "Read through the page cache (default: O_DIRECT)");
+  app.add_option("--prefill", flags.prefill, "Prompt tokens for the prefill figure (0: none)")
+      ->check(CLI::Range(0, 4096));
+  app.add_flag("--prefill-only", flags.prefill_only, "Only the prefill figure");
   CLI11_PARSE(app, argc, argv);
   return octo::RunBench(flags);
 }

@@ -5,7 +5,9 @@
 # O_DIRECT. Prints bytes read per token against whole-layer streaming and
 # against the minimum (target <= 1.3x), decode tokens/s against whole-layer
 # streaming (target >= 5x), the prediction's hit rate, and the same at 8
-# sessions; see moe_bench.cc for how each figure is taken.
+# sessions, and prefill tokens/s for a 512-token prompt (--prefill N;
+# --prefill-only for that figure alone); see moe_bench.cc for how each
+# figure is taken.
 #
 #   [BUILD_DIR=build] [PRESET=qwen3-30b-a3b] [LAYERS=8] [TYPE=Q4_K_M] tests/bench/moe_bench.sh [WORK_DIR] [-- MOE_BENCH_FLAGS...]
 #

@@ -163,6 +163,92 @@ TEST(GatedDeltaRuleTest, MatchesTheFormulaForEitherHeadMappingAndSplitsExactly) 
   }
 }
 
+TEST(GatedDeltaRuleTest, SplitsACallIntoLeadWholeAlignedChunksAndTail) {
+  auto split = [](int n, int chunk, int64_t first) {
+    const DeltaRuleSplit s = SplitDeltaRule({.n_tokens = n, .chunk = chunk, .first_position = first});
+    return std::vector<int>{s.lead, s.whole};
+  };
+  EXPECT_EQ(split(75, 0, 0), (std::vector<int>{75, 0})) << "chunk 0: the step form throughout";
+  EXPECT_EQ(split(75, 32, 0), (std::vector<int>{0, 64}));
+  EXPECT_EQ(split(75, 8, 5), (std::vector<int>{3, 72}));
+  EXPECT_EQ(split(7, 8, 3), (std::vector<int>{5, 0})) << "no aligned chunk lies wholly inside: all step form";
+  EXPECT_EQ(split(1, 32, 64), (std::vector<int>{0, 0})) << "a decode step at a chunk boundary";
+  EXPECT_EQ(split(32, 32, 64), (std::vector<int>{0, 32}));
+}
+
+// The chunked form against the formula in double (the step recurrence; the
+// two forms are the same function) and against the step form in float, over
+// calls with a ragged lead and tail; aligned splits and a pool keep its bits.
+TEST(GatedDeltaRuleTest, TheChunkedFormAgreesWithTheStepForm) {
+  struct Case {
+    int n_tokens, chunk, head_dim;
+    int64_t first_position;
+    bool grouped;
+  };
+  for (const Case c : {Case{75, 8, 32, 5, false}, Case{70, 32, 16, 0, true}, Case{41, 32, 64, 30, false}}) {
+    SCOPED_TRACE(::testing::Message() << c.n_tokens << " tokens from position " << c.first_position << ", chunks of "
+                                      << c.chunk << ", head_dim " << c.head_dim);
+    GatedDeltaRuleParams p{.n_tokens = c.n_tokens, .k_heads = 2, .v_heads = 4, .head_dim = c.head_dim,
+                           .grouped_heads = c.grouped, .grouped_ba = c.grouped, .eps = 1e-6f};
+    p.qkv_stride = int64_t{2 * p.k_heads + p.v_heads} * p.head_dim;
+    p.ba_stride = c.grouped ? 2 * p.v_heads : p.v_heads;
+    const std::vector<float> qkv = RandomVector(p.n_tokens * p.qkv_stride, -1, 1, 40);
+    const std::vector<float> b = RandomVector(p.n_tokens * p.ba_stride, -3, 3, 41);
+    const std::vector<float> a = RandomVector(p.n_tokens * p.ba_stride, -6, 1, 42);
+    const std::vector<float> dt_bias = RandomVector(p.v_heads, -1.0f, 0.5f, 43);
+    const std::vector<float> decay = RandomVector(p.v_heads, -1, -0.05f, 44);
+    const std::vector<float> state = RandomVector(size_t(p.v_heads) * p.head_dim * p.head_dim, -0.5f, 0.5f, 45);
+    std::vector<double> state_d(state.begin(), state.end());
+    const std::vector<double> want = DeltaRuleInDouble(qkv, b, a, dt_bias, decay, state_d, p);
+    auto run = [&](const GatedDeltaRuleParams& q, std::vector<float>& out, std::vector<float>& next,
+                   const cpu::Exec& exec = {}) {
+      out.assign(want.size(), 0.0f);
+      next.assign(state.size(), 0.0f);
+      return cpu::GatedDeltaRule(qkv.data(), b.data(), a.data(), dt_bias.data(), decay.data(), state.data(),
+                                 next.data(), out.data(), q, exec);
+    };
+    GatedDeltaRuleParams chunked = p;
+    chunked.chunk = c.chunk;
+    chunked.first_position = c.first_position;
+    ASSERT_GT(SplitDeltaRule(chunked).whole, 0) << "the case must exercise the chunked form";
+    std::vector<float> step_out, step_state, out, next;
+    ASSERT_TRUE(run(p, step_out, step_state).ok());
+    ASSERT_TRUE(run(chunked, out, next).ok());
+    // Decays down to exp(-2) a token keep ~20 tokens of memory: sums of a
+    // few hundred terms, so 1e-5 relative against double as for the step
+    // form, and twice that between the two float forms.
+    ExpectClose(out, want, p.head_dim, kVsDouble, "chunked outputs vs double");
+    ExpectClose(next, state_d, p.head_dim, kVsDouble, "chunked state vs double");
+    ExpectClose(out, step_out, p.head_dim, {2e-5, 2e-6}, "chunked vs step outputs");
+    ExpectClose(next, step_state, p.head_dim, {2e-5, 2e-6}, "chunked vs step state");
+
+    // Split where an aligned chunk ends: the bits of one call.
+    const DeltaRuleSplit whole = SplitDeltaRule(chunked);
+    const int cut = whole.lead + c.chunk;
+    GatedDeltaRuleParams first = chunked, second = chunked;
+    first.n_tokens = cut;
+    second.n_tokens = p.n_tokens - cut;
+    second.first_position = c.first_position + cut;
+    std::vector<float> split(want.size()), carried = state;
+    ASSERT_TRUE(cpu::GatedDeltaRule(qkv.data(), b.data(), a.data(), dt_bias.data(), decay.data(), carried.data(),
+                                    carried.data(), split.data(), first, cpu::Exec{})
+                    .ok());
+    const size_t row = size_t(p.v_heads) * p.head_dim;
+    ASSERT_TRUE(cpu::GatedDeltaRule(qkv.data() + cut * p.qkv_stride, b.data() + cut * p.ba_stride,
+                                    a.data() + cut * p.ba_stride, dt_bias.data(), decay.data(), carried.data(),
+                                    carried.data(), split.data() + cut * row, second, cpu::Exec{})
+                    .ok());
+    ExpectSameBits(split, out, "split at an aligned chunk's end");
+    ExpectSameBits(carried, next, "the carried state");
+
+    cpu::ThreadPool pool(3);
+    std::vector<float> pooled, pooled_state;
+    ASSERT_TRUE(run(chunked, pooled, pooled_state, cpu::Exec{.pool = &pool}).ok());
+    ExpectSameBits(pooled, out, "on 3 threads");
+    ExpectSameBits(pooled_state, next, "the state on 3 threads");
+  }
+}
+
 TEST(GatedDeltaRuleTest, RejectsBadArguments) {
   std::vector<float> buf(4096, 0.0f);
   const float* f = buf.data();
@@ -176,6 +262,16 @@ TEST(GatedDeltaRuleTest, RejectsBadArguments) {
             std::string::npos);
   p.qkv_stride = 32;
   EXPECT_NE(cpu::GatedDeltaRule(f, nullptr, f, f, f, f, buf.data(), buf.data() + 1024, p, cpu::Exec{}).message().find("b is null"),
+            std::string::npos);
+  p.ba_stride = 4;
+  p.chunk = 33;
+  EXPECT_NE(cpu::GatedDeltaRule(f, f, f, f, f, f, buf.data(), buf.data() + 1024, p, cpu::Exec{}).message().find("chunk (33)"),
+            std::string::npos);
+  p.chunk = 8;
+  p.first_position = -1;
+  EXPECT_NE(cpu::GatedDeltaRule(f, f, f, f, f, f, buf.data(), buf.data() + 1024, p, cpu::Exec{})
+                .message()
+                .find("first_position (-1)"),
             std::string::npos);
   const DeltaNetConvParams conv{.n_tokens = 2, .channels = 8, .kernel = 17};
   EXPECT_NE(cpu::DeltaNetConv(f, f, f, buf.data(), buf.data() + 1024, conv, cpu::Exec{}).message().find("kernel (17)"),

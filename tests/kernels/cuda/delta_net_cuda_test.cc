@@ -81,6 +81,46 @@ TEST_F(DeltaNetCudaTest, DeltaRuleMatchesCpuForEitherHeadMapping) {
   }
 }
 
+// The chunked form: a ragged lead, whole chunks and a tail in one call, at
+// the largest chunk and a head_dim that fills the shared tables.
+TEST_F(DeltaNetCudaTest, ChunkedDeltaRuleMatchesCpu) {
+  struct Case {
+    int n_tokens, chunk, head_dim;
+    int64_t first_position;
+    bool grouped;
+  };
+  for (const Case c : {Case{23, 8, 64, 3, false}, Case{40, 32, 256, 0, true}}) {
+    SCOPED_TRACE(::testing::Message() << c.n_tokens << " tokens, chunks of " << c.chunk);
+    GatedDeltaRuleParams p{.n_tokens = c.n_tokens, .k_heads = 1, .v_heads = 2, .head_dim = c.head_dim,
+                           .grouped_heads = c.grouped, .grouped_ba = c.grouped, .eps = 1e-6f,
+                           .chunk = c.chunk, .first_position = c.first_position};
+    p.qkv_stride = int64_t{2 * p.k_heads + p.v_heads} * p.head_dim;
+    p.ba_stride = c.grouped ? 2 * p.v_heads : p.v_heads;
+    ASSERT_GT(SplitDeltaRule(p).whole, 0);
+    const std::vector<float> qkv = RandomVector(p.n_tokens * p.qkv_stride, -1, 1, 50);
+    const std::vector<float> b = RandomVector(p.n_tokens * p.ba_stride, -3, 3, 51);
+    const std::vector<float> a = RandomVector(p.n_tokens * p.ba_stride, -6, 1, 52);
+    const std::vector<float> dt_bias = RandomVector(p.v_heads, -1.0f, 0.5f, 53);
+    const std::vector<float> decay = RandomVector(p.v_heads, -1, -0.05f, 54);
+    const std::vector<float> state = RandomVector(size_t(p.v_heads) * p.head_dim * p.head_dim, -0.5f, 0.5f, 55);
+    std::vector<float> want(size_t(p.n_tokens) * p.v_heads * p.head_dim), want_state(state.size());
+    ASSERT_TRUE(cpu::GatedDeltaRule(qkv.data(), b.data(), a.data(), dt_bias.data(), decay.data(), state.data(),
+                                    want_state.data(), want.data(), p, cpu::Exec{})
+                    .ok());
+    auto d_qkv = Upload(qkv), d_b = Upload(b), d_a = Upload(a), d_dt = Upload(dt_bias), d_decay = Upload(decay);
+    auto d_in = Upload(state);
+    auto d_next = Output<float>(state.size());
+    auto d_out = Output<float>(want.size());
+    ASSERT_TRUE(cuda::GatedDeltaRule(d_qkv.get(), d_b.get(), d_a.get(), d_dt.get(), d_decay.get(), d_in.get(),
+                                     d_next.get(), d_out.get(), p, stream())
+                    .ok());
+    // Over more tokens than the step test: twice its tolerance.
+    ExpectClose(d_out.Download(stream()), want, p.head_dim, {2e-5, 2e-6}, "outputs");
+    ExpectClose(d_next.Download(stream()), want_state, p.head_dim, {2e-5, 2e-6}, "next state");
+    EXPECT_EQ(d_in.Download(stream()), state) << "the committed state is only read";
+  }
+}
+
 TEST_F(DeltaNetCudaTest, GatedOutputMatchesCpuAndBadArgumentsLaunchNothing) {
   const int tokens = 5, heads = 3, d = 64;
   const std::vector<float> qg = RandomVector(tokens * heads * 2 * d, -4, 4, 30);
