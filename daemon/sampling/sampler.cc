@@ -28,7 +28,7 @@ std::span<const int32_t> Sampler::PenaltyWindow(std::span<const int32_t> history
   return history.last(n);
 }
 
-absl::StatusOr<int32_t> Sampler::Sample(std::span<const float> logits, std::span<const int32_t> history) {
+absl::StatusOr<int32_t> Sampler::Prepare(std::span<const float> logits, std::span<const int32_t> history) {
   if (logits.empty()) return absl::InvalidArgumentError("sampler: no logits");
   if (logits.size() > static_cast<size_t>(std::numeric_limits<int32_t>::max())) {
     return absl::InvalidArgumentError(absl::StrCat("sampler: ", logits.size(), " logits exceed the int32 token ids"));
@@ -63,12 +63,27 @@ absl::StatusOr<int32_t> Sampler::Sample(std::span<const float> logits, std::span
   if (candidates_.empty()) return absl::InvalidArgumentError("sampler: every logit is -inf; no token can be chosen");
   KeepTopK(candidates_, params_.top_k);
   KeepTopPThenMinP(candidates_, params_.top_p, params_.min_p);
-
-  // 4. Temperature and the draw.
   ApplyTemperature(candidates_, params_.temperature);
+  return -1;
+}
+
+absl::StatusOr<int32_t> Sampler::Sample(std::span<const float> logits, std::span<const int32_t> history) {
+  absl::StatusOr<int32_t> greedy = Prepare(logits, history);
+  if (!greedy.ok() || *greedy >= 0) return greedy;
+  // 4. The draw.
   const int32_t token = DrawToken(candidates_, rng_.NextDouble());
   if (token < 0) return absl::InternalError("sampler: no candidate left to draw");  // the steps above keep one
   return token;
+}
+
+absl::StatusOr<std::vector<TokenProb>> Sampler::Distribution(std::span<const float> logits,
+                                                             std::span<const int32_t> history) {
+  absl::StatusOr<int32_t> greedy = Prepare(logits, history);
+  if (!greedy.ok()) return greedy.status();
+  if (*greedy >= 0) return std::vector<TokenProb>{{*greedy, 1.0}};
+  std::vector<TokenProb> p = Probabilities(candidates_);
+  if (p.empty()) return absl::InternalError("sampler: no candidate left to draw");
+  return p;
 }
 
 }  // namespace octo

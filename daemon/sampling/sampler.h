@@ -45,6 +45,16 @@ class Sampler {
   // then.
   absl::StatusOr<int32_t> Sample(std::span<const float> logits, std::span<const int32_t> history);
 
+  // The distribution Sample draws from for these inputs: the candidates that
+  // survive steps 1-3, in ascending id order, each with its probability
+  // after the temperature (summing to 1); at temperature 0 the argmax alone
+  // with probability 1. Speculative decoding verifies a draft against it
+  // (speculative.h). Errors as Sample's; the generator does not advance.
+  absl::StatusOr<std::vector<TokenProb>> Distribution(std::span<const float> logits,
+                                                      std::span<const int32_t> history);
+  // The next uniform number in [0, 1) from this generation's generator.
+  double NextUniform() { return rng_.NextDouble(); }
+
   const SamplingParams& params() const { return params_; }
   // The seed in use: the requested one, or the one picked at Create. Report
   // it so a user can repeat a run.
@@ -53,6 +63,10 @@ class Sampler {
  private:
   Sampler(const SamplingParams& params, uint64_t seed) : params_(params), seed_(seed), rng_(seed) {}
 
+  // Steps 1-3: checks the logits, applies the penalties into logits_ and,
+  // unless greedy, leaves the surviving candidates (temperature applied) in
+  // candidates_. Returns the argmax when greedy, else -1.
+  absl::StatusOr<int32_t> Prepare(std::span<const float> logits, std::span<const int32_t> history);
   // The last repeat_last_n tokens of `history` (all of it for -1).
   std::span<const int32_t> PenaltyWindow(std::span<const int32_t> history) const;
 

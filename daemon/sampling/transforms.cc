@@ -152,4 +152,21 @@ int32_t DrawToken(std::vector<TokenLogit>& candidates, double u) {
   return last_possible;  // rounding left the target at the very end of the sum
 }
 
+std::vector<TokenProb> Probabilities(std::vector<TokenLogit>& candidates) {
+  const auto by_id = [](const TokenLogit& a, const TokenLogit& b) { return a.id < b.id; };
+  if (!std::is_sorted(candidates.begin(), candidates.end(), by_id)) {
+    std::sort(candidates.begin(), candidates.end(), by_id);
+  }
+  std::vector<TokenProb> out;
+  const float max_logit = MaxLogit(candidates);
+  if (!std::isfinite(max_logit)) return out;
+  double total = 0;
+  for (const TokenLogit& c : candidates) total += Weight(c.logit, max_logit);
+  for (const TokenLogit& c : candidates) {
+    const double weight = Weight(c.logit, max_logit);
+    if (weight > 0) out.push_back({c.id, weight / total});
+  }
+  return out;
+}
+
 }  // namespace octo

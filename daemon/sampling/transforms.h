@@ -23,6 +23,12 @@ struct TokenLogit {
   float logit;
 };
 
+// A token and its probability, for a distribution listed by id.
+struct TokenProb {
+  int32_t id;
+  double p;
+};
+
 // Most likely first; equal logits go to the lower id. A total order, so a
 // list sorted by it is the same on every standard library.
 inline bool MoreLikely(const TokenLogit& a, const TokenLogit& b) {
@@ -74,5 +80,9 @@ void ApplyTemperature(std::vector<TokenLogit>& candidates, double temperature);
 // u picks the same token everywhere. Needs at least one finite logit;
 // returns -1 otherwise.
 int32_t DrawToken(std::vector<TokenLogit>& candidates, double u);
+
+// softmax(logits) of the candidates, as DrawToken weighs them, in ascending
+// id order (candidates are sorted so). Empty when no logit is finite.
+std::vector<TokenProb> Probabilities(std::vector<TokenLogit>& candidates);
 
 }  // namespace octo
