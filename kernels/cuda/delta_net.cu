@@ -21,6 +21,17 @@ __device__ __forceinline__ float Softplus(float x) { return x > 20.0f ? x : log1
 
 // --- Kernels -----------------------------------------------------------------
 
+// Head h's state in state_out, thread j's column first copied from
+// state_in when the two differ.
+__device__ __forceinline__ float* AdoptState(const float* state_in, float* state_out, int h, int d, int j) {
+  float* s = state_out + static_cast<int64_t>(h) * d * d;
+  const float* s_in = state_in + static_cast<int64_t>(h) * d * d;
+  if (s != s_in) {
+    for (int i = 0; i < d; ++i) s[i * d + j] = s_in[i * d + j];
+  }
+  return s;
+}
+
 // One thread per channel (grid-stride): the channel's window of inputs in
 // registers, the tokens in order.
 __global__ void DeltaNetConvKernel(const float* x,         // (n_tokens, channels)
@@ -61,11 +72,7 @@ __global__ void GatedDeltaRuleKernel(const float* qkv, const float* b, const flo
   const int64_t b_at = p.grouped_ba ? (h / r) * 2 * r + h % r : h;
   const int64_t a_at = p.grouped_ba ? b_at + r : h;
   const float out_scale = 1.0f / sqrtf(static_cast<float>(d));
-  float* s = state_out + static_cast<int64_t>(h) * d * d;
-  const float* s_in = state_in + static_cast<int64_t>(h) * d * d;
-  if (s != s_in) {
-    for (int i = 0; i < d; ++i) s[i * d + j] = s_in[i * d + j];
-  }
+  float* s = AdoptState(state_in, state_out, h, d, j);
   for (int t = 0; t < p.n_tokens; ++t) {
     const float* row = qkv + t * p.qkv_stride;
     q[j] = row[kh * d + j];
@@ -120,11 +127,7 @@ __global__ void GatedDeltaChunkKernel(const float* qkv, const float* b, const fl
   const int64_t b_at = p.grouped_ba ? (h / r) * 2 * r + h % r : h;
   const int64_t a_at = p.grouped_ba ? b_at + r : h;
   const float out_scale = 1.0f / sqrtf(static_cast<float>(d));
-  float* s = state_out + static_cast<int64_t>(h) * d * d;
-  const float* s_in = state_in + static_cast<int64_t>(h) * d * d;
-  if (s != s_in) {
-    for (int i = 0; i < d; ++i) s[i * d + j] = s_in[i * d + j];
-  }
+  float* s = AdoptState(state_in, state_out, h, d, j);
   float sk[kMaxDeltaRuleChunk], sq[kMaxDeltaRuleChunk], delta[kMaxDeltaRuleChunk];
   for (int t0 = 0; t0 < p.n_tokens; t0 += L) {
     // The chunk's keys, each normalised by the thread of its index.
