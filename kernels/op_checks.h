@@ -99,6 +99,20 @@ inline absl::Status CheckAttentionArgs(const float* q, const uint16_t* k_cache,
     return absl::InvalidArgumentError(
         absl::StrFormat("Attention: scale (%g) must be finite", p.scale));
   }
+  // tree_mask itself is not read: it is device memory for the CUDA op.
+  if (p.tree_mask != nullptr) {
+    if (p.n_tokens > kMaxTreeAttentionRows) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "Attention: n_tokens (%d) must be <= kMaxTreeAttentionRows (%d) with a tree_mask",
+          p.n_tokens, kMaxTreeAttentionRows));
+    }
+    if (p.tree_base < 0 || static_cast<int64_t>(p.tree_base) + kMaxTreeAttentionRows > INT32_MAX) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "Attention: tree_base (%d) must be >= 0 and tree_base + kMaxTreeAttentionRows (%d) fit "
+          "in an int",
+          p.tree_base, kMaxTreeAttentionRows));
+    }
+  }
   return absl::OkStatus();
 }
 

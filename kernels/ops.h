@@ -325,8 +325,9 @@ absl::Status Rope(float* x, const int32_t* positions, int n_tokens, const RopePa
 }  // namespace cuda
 
 // --- Attention (kernels/cpu/attention.cc) ---------------------------------------
-// Causal grouped-query attention of n_tokens new queries of one sequence
-// over its KV cache, which already holds their keys and values.
+// Causal (or, with a tree_mask, tree) grouped-query attention of n_tokens
+// new queries of one sequence over its KV cache, which already holds their
+// keys and values.
 //   q   (n_tokens, n_heads * head_dim) fp32
 //   k_cache, v_cache (>= first_pos + n_tokens, n_kv_heads * head_dim) fp16
 //       bits (kernels/half.h); row p is position p.
@@ -348,15 +349,42 @@ absl::Status Rope(float* x, const int32_t* positions, int n_tokens, const RopePa
 // value sum.
 //
 // Work: one task per (token, head) on exec.pool; out[t][h] depends only on
-// q[t][h] and cache rows 0..first_pos + t, so it is the same for any pool
-// size and the same whether token t is computed alone (decode, n_tokens 1 at
-// first_pos + t) or in a batch (prefill).
+// q[t][h] and the cache rows it sees (0..first_pos + t when causal), so it
+// is the same for any pool size and the same whether token t is computed
+// alone (decode, n_tokens 1 at first_pos + t) or in a batch (prefill).
+//
+// Tree attention (speculative decoding checks a tree of draft tokens in one
+// step): with tree_mask set, query t sees cache rows [0, tree_base) and,
+// for every set bit j of tree_mask[t], row tree_base + j (its ancestors in
+// the tree and itself), in ascending order: n_ctx(t) = tree_base +
+// popcount(tree_mask[t]) rows. They are its logical positions 0..n_ctx(t)
+// - 1: logical i is row i for i < tree_base, else row tree_base + (the
+// index of the (i - tree_base)-th set bit, counting from bit 0). The query
+// is computed exactly as a causal query at position n_ctx(t) - 1 whose rows
+// 0..n_ctx(t) - 1 are those logical rows, so its output is bit for bit
+// what the causal op (tree_mask nullptr) gives, on the same backend, for the
+// same query on a cache holding those rows contiguously. That is what makes
+// speculative decoding exact: once the daemon has copied the accepted
+// path's rows into place, the tokens do not change by a bit compared with
+// decoding them one at a time. first_pos plays no part in what a tree query
+// sees (the caller writes the step's rows itself) but is checked as above.
+// tree_mask is host memory for cpu::Attention and device memory for
+// cuda::Attention (uploaded like Rope's positions). The CPU reads the masks
+// and refuses a zero one; the CUDA host code cannot, so the CUDA kernels
+// take any mask: they read only the rows it names, and a query that sees no
+// row at all (tree_base 0 and mask 0) outputs zeros. Every row a mask may
+// name lies below tree_base + kMaxTreeAttentionRows: caches that hold that
+// many rows are never read out of bounds, whatever the masks.
 //
 // Preconditions (INVALID_ARGUMENT): pointers non-null; n_tokens, n_heads,
 // n_kv_heads, head_dim > 0; n_kv_heads divides n_heads; first_pos >= 0 and
-// first_pos + n_tokens fits in an int; scale finite. The caches must hold
-// first_pos + n_tokens rows (not checkable here).
+// first_pos + n_tokens fits in an int; scale finite. With tree_mask:
+// n_tokens <= kMaxTreeAttentionRows, tree_base >= 0 and tree_base +
+// kMaxTreeAttentionRows fits in an int; on the CPU every tree_mask[t] is
+// non-zero. The caches must hold first_pos + n_tokens rows, or with
+// tree_mask every row the masks name (not checkable here).
 // Aliasing: out may be q itself; no other overlap.
+inline constexpr int kMaxTreeAttentionRows = 64;  // the bits of a tree_mask word
 struct AttentionParams {
   int n_tokens = 0;
   int first_pos = 0;
@@ -364,6 +392,8 @@ struct AttentionParams {
   int n_kv_heads = 0;   // divides n_heads
   int head_dim = 0;
   float scale = 0;      // usually 1 / sqrt(head_dim)
+  const uint64_t* tree_mask = nullptr;  // (n_tokens) or nullptr: causal
+  int tree_base = 0;    // with tree_mask: the cache row of mask bit 0
 };
 namespace cpu {
 absl::Status Attention(const float* q, const uint16_t* k_cache, const uint16_t* v_cache,
@@ -377,10 +407,15 @@ absl::Status Attention(const float* q, const uint16_t* k_cache, const uint16_t* 
 // and sums fp16(exp(score - M) / S) * V in fp32 (the weights rounded to fp16
 // as on the CPU: on llama.cpp's quantized references this rounding decides
 // near-ties); the splits' sums are added in split order. The splits depend only on the query's position, so a token gets the
-// same bits alone or in a prefill batch. Scratch:
-// AttentionScratchBytes(p); a smaller scratch that still holds one token's
-// splits runs the tokens in several rounds, same bits. head_dim is at most
-// kMaxCudaHeadDim (q sits in shared memory; INVALID_ARGUMENT beyond).
+// same bits alone or in a prefill batch. A tree query's splits cut its
+// logical positions as a causal query's cut its positions (same splits,
+// same order, same bits); since the host cannot read the masks, every tree
+// query is given the splits of tree_base + kMaxTreeAttentionRows positions
+// in the scratch and the grid, and the blocks past its real splits do
+// nothing. Scratch: AttentionScratchBytes(p) (that bound in tree mode); a
+// smaller scratch that still holds one token's splits runs the tokens in
+// several rounds, same bits. head_dim is at most kMaxCudaHeadDim (q sits in
+// shared memory; INVALID_ARGUMENT beyond).
 inline constexpr int kMaxCudaHeadDim = 256;
 inline constexpr int kAttentionSplit = 256;
 namespace cuda {

@@ -1,4 +1,4 @@
-// Causal grouped-query attention over an fp16 KV cache, on the CPU.
+// Causal or tree grouped-query attention over an fp16 KV cache, on the CPU.
 // Semantics and precision: kernels/ops.h.
 //
 // One task per (token, head): its output depends only on its query row and
@@ -6,11 +6,18 @@
 // token gets the same output whether it is decoded alone or in a prefill
 // batch. Each task scores every visible position (fp16 dot), takes the
 // softmax of the scores, then sums the value rows weighted by it.
+//
+// The rows a query sees are runs of consecutive cache rows: one run for a
+// causal query, [0, tree_base) and then the stretches of its mask for a tree
+// query. Scoring and summing run by run gives the bits of one pass over the
+// same rows stored contiguously (attention_kernels.h), which is the tree
+// contract of ops.h.
 #include <cstddef>
 #include <cstdint>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_format.h"
 #include "kernels/cpu/attention_kernels.h"
 #include "kernels/cpu/softmax_row.h"
 #include "kernels/cpu/thread_pool.h"
@@ -33,7 +40,6 @@ void PortableScores(const float* q, const uint16_t* k, size_t row_stride, int n_
 
 void PortableWeightedSum(const float* att, const uint16_t* v, size_t row_stride, int n_ctx,
                          int head_dim, float* out) {
-  for (int d = 0; d < head_dim; ++d) out[d] = 0.0f;
   for (int pos = 0; pos < n_ctx; ++pos) {
     const uint16_t* v_row = v + pos * row_stride;
     for (int d = 0; d < head_dim; ++d) out[d] += att[pos] * Fp16ToFp32(v_row[d]);
@@ -47,27 +53,85 @@ AttentionKernels PickKernels(Simd simd) {
   return PortableAttentionKernels();
 }
 
-// One query head: out_head (head_dim) from q_head (head_dim) and cache rows
-// 0..n_ctx-1 of kv head kv_h.
+// The cache rows one query sees, in ascending order (its logical positions,
+// ops.h), as runs of consecutive rows.
+struct VisibleRows {
+  struct Run {
+    int first_row;
+    int n_rows;
+  };
+  // [0, tree_base), then at most one run per two mask bits (a run ends at a
+  // clear bit).
+  static constexpr int kMaxRuns = 1 + kMaxTreeAttentionRows / 2;
+  Run runs[kMaxRuns];
+  int n_runs = 0;
+  int n_ctx = 0;  // rows in all
+
+  // Rows [first_row, first_row + n), after every row added so far.
+  void Add(int first_row, int n) {
+    if (n == 0) return;
+    if (n_runs > 0 && runs[n_runs - 1].first_row + runs[n_runs - 1].n_rows == first_row) {
+      runs[n_runs - 1].n_rows += n;
+    } else {
+      runs[n_runs++] = {first_row, n};
+    }
+    n_ctx += n;
+  }
+};
+
+VisibleRows VisibleRowsOf(const AttentionParams& p, int t) {
+  VisibleRows rows;
+  if (p.tree_mask == nullptr) {
+    // Query t sits at position first_pos + t and sees rows 0..first_pos + t.
+    rows.Add(0, p.first_pos + t + 1);
+    return rows;
+  }
+  rows.Add(0, p.tree_base);
+  for (int j = 0; j < kMaxTreeAttentionRows; ++j) {
+    if ((p.tree_mask[t] >> j & 1) != 0) rows.Add(p.tree_base + j, 1);
+  }
+  return rows;
+}
+
+// One query head: out_head (head_dim) from q_head (head_dim) and the cache
+// rows `rows` of kv head kv_h.
 void AttendOneHead(const float* q_head, const uint16_t* k_cache, const uint16_t* v_cache,
-                   float* out_head, int kv_h, int n_ctx, const AttentionParams& p,
+                   float* out_head, int kv_h, const VisibleRows& rows, const AttentionParams& p,
                    const AttentionKernels& kernels) {
   const int head_dim = p.head_dim;
+  const int n_ctx = rows.n_ctx;
   const size_t row_stride = static_cast<size_t>(p.n_kv_heads) * head_dim;
   const size_t kv_offset = static_cast<size_t>(kv_h) * head_dim;
+  auto row_at = [&](const uint16_t* cache, int row) {
+    return cache + row * row_stride + kv_offset;
+  };
 
   std::vector<float> scratch(static_cast<size_t>(head_dim) + n_ctx);
   float* q16 = scratch.data();  // (head_dim) q rounded to fp16, widened back
-  float* att = q16 + head_dim;  // (n_ctx) scores, then weights
+  float* att = q16 + head_dim;  // (n_ctx) scores, then weights, by logical position
 
   // q is read in full before out is written: out may be q itself.
   for (int d = 0; d < head_dim; ++d) q16[d] = Fp16ToFp32(Fp32ToFp16(q_head[d]));
-  kernels.scores(q16, k_cache + kv_offset, row_stride, n_ctx, head_dim, p.scale, att);
+  int pos = 0;
+  for (int r = 0; r < rows.n_runs; ++r) {
+    const VisibleRows::Run& run = rows.runs[r];
+    kernels.scores(q16, row_at(k_cache, run.first_row), row_stride, run.n_rows, head_dim, p.scale,
+                   att + pos);
+    pos += run.n_rows;
+  }
   SoftmaxRow(att, n_ctx);
   // The weights go to fp16 before the product with V, as llama.cpp's
   // attention without flash attention rounds them (ops.h).
-  for (int pos = 0; pos < n_ctx; ++pos) att[pos] = Fp16ToFp32(Fp32ToFp16(att[pos]));
-  kernels.weighted_sum(att, v_cache + kv_offset, row_stride, n_ctx, head_dim, out_head);
+  for (int i = 0; i < n_ctx; ++i) att[i] = Fp16ToFp32(Fp32ToFp16(att[i]));
+  // One sum over every run: each call continues the accumulators in out.
+  for (int d = 0; d < head_dim; ++d) out_head[d] = 0.0f;
+  pos = 0;
+  for (int r = 0; r < rows.n_runs; ++r) {
+    const VisibleRows::Run& run = rows.runs[r];
+    kernels.weighted_sum(att + pos, row_at(v_cache, run.first_row), row_stride, run.n_rows,
+                         head_dim, out_head);
+    pos += run.n_rows;
+  }
 }
 
 }  // namespace
@@ -78,6 +142,16 @@ absl::Status Attention(const float* q, const uint16_t* k_cache, const uint16_t* 
                        float* out, const AttentionParams& p, const Exec& exec) {
   absl::Status args = CheckAttentionArgs(q, k_cache, v_cache, out, p);
   if (!args.ok()) return args;
+  // The CPU can read the masks, so it refuses a query that sees no row of
+  // the tree (its own row at least belongs in its mask).
+  if (p.tree_mask != nullptr) {
+    for (int t = 0; t < p.n_tokens; ++t) {
+      if (p.tree_mask[t] == 0) {
+        return absl::InvalidArgumentError(
+            absl::StrFormat("Attention: tree_mask[%d] is 0; every tree query sees its own row", t));
+      }
+    }
+  }
 
   const AttentionKernels kernels = PickKernels(exec.simd);
   const int group = p.n_heads / p.n_kv_heads;  // query heads per kv head
@@ -88,8 +162,7 @@ absl::Status Attention(const float* q, const uint16_t* k_cache, const uint16_t* 
     const int t = p.n_tokens - 1 - static_cast<int>(i / p.n_heads);
     const int h = static_cast<int>(i % p.n_heads);
     const size_t offset = t * q_row_stride + static_cast<size_t>(h) * p.head_dim;
-    // Query t sits at position first_pos + t and sees rows 0..first_pos + t.
-    AttendOneHead(q + offset, k_cache, v_cache, out + offset, h / group, p.first_pos + t + 1, p,
+    AttendOneHead(q + offset, k_cache, v_cache, out + offset, h / group, VisibleRowsOf(p, t), p,
                   kernels);
   };
 

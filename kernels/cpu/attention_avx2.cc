@@ -55,15 +55,16 @@ void ScoresAvx2(const float* q, const uint16_t* k, size_t row_stride, int n_ctx,
 // Dimension-outer: a slice of 32 output dimensions stays in four registers
 // while the loop runs over every position, so nothing is stored until the
 // end, and each 64-byte piece of a value row is read once. Every element is
-// still summed in position order.
+// still summed in position order. The accumulators start from out (the
+// caller's +0.0 gives the bits setzero would).
 void WeightedSumAvx2(const float* att, const uint16_t* v, size_t row_stride, int n_ctx,
                      int head_dim, float* out) {
   int d = 0;
   for (; d + 32 <= head_dim; d += 32) {
-    __m256 acc0 = _mm256_setzero_ps();
-    __m256 acc1 = _mm256_setzero_ps();
-    __m256 acc2 = _mm256_setzero_ps();
-    __m256 acc3 = _mm256_setzero_ps();
+    __m256 acc0 = _mm256_loadu_ps(out + d);
+    __m256 acc1 = _mm256_loadu_ps(out + d + 8);
+    __m256 acc2 = _mm256_loadu_ps(out + d + 16);
+    __m256 acc3 = _mm256_loadu_ps(out + d + 24);
     const uint16_t* v_d = v + d;
     for (int pos = 0; pos < n_ctx; ++pos) {
       const __m256 a = _mm256_broadcast_ss(att + pos);
@@ -79,7 +80,7 @@ void WeightedSumAvx2(const float* att, const uint16_t* v, size_t row_stride, int
     _mm256_storeu_ps(out + d + 24, acc3);
   }
   for (; d + 8 <= head_dim; d += 8) {
-    __m256 acc = _mm256_setzero_ps();
+    __m256 acc = _mm256_loadu_ps(out + d);
     for (int pos = 0; pos < n_ctx; ++pos) {
       acc = _mm256_fmadd_ps(_mm256_broadcast_ss(att + pos), LoadFp16x8(v + d + pos * row_stride),
                             acc);
@@ -87,7 +88,7 @@ void WeightedSumAvx2(const float* att, const uint16_t* v, size_t row_stride, int
     _mm256_storeu_ps(out + d, acc);
   }
   for (; d < head_dim; ++d) {
-    float acc = 0.0f;
+    float acc = out[d];
     for (int pos = 0; pos < n_ctx; ++pos) {
       acc = std::fma(att[pos], _cvtsh_ss(v[d + pos * row_stride]), acc);
     }

@@ -6,6 +6,12 @@
 // same order of positions; they differ only in the summation order of the
 // q·k dot and in fusing the multiply-adds of the value sum, so they agree to
 // the last bits (attention_test.cc checks how closely).
+//
+// Tree attention (ops.h) leans on two properties of each pair: a score
+// depends only on its own key row, and a value sum may be cut into runs of
+// positions, each call continuing the last one's accumulators. So a query
+// whose rows are scattered over the cache gets the same bits, run by run,
+// as one call over the same rows stored contiguously.
 #pragma once
 
 #include <cstddef>
@@ -16,11 +22,15 @@ namespace octo::cpu {
 struct AttentionKernels {
   // att[pos] = scale * sum_d q[d] * fp16(k[pos * row_stride + d]), for
   // pos < n_ctx, d < head_dim. q holds fp16 values widened to float, so each
-  // product is exact in float; only the sum rounds.
+  // product is exact in float; only the sum rounds. att[pos] depends only on
+  // q and row pos (not on n_ctx or the other rows).
   void (*scores)(const float* q, const uint16_t* k, size_t row_stride, int n_ctx, int head_dim,
                  float scale, float* att);
-  // out[d] = sum_pos att[pos] * fp16(v[pos * row_stride + d]), summed in
-  // float in position order, for d < head_dim.
+  // out[d] += sum_pos att[pos] * fp16(v[pos * row_stride + d]) for d <
+  // head_dim: out[d] is the float accumulator the products are added to, one
+  // by one in position order. The caller zeroes out (+0.0) before the first
+  // call of a sum; calls over consecutive runs of positions then give the
+  // bits of one call over all of them.
   void (*weighted_sum)(const float* att, const uint16_t* v, size_t row_stride, int n_ctx,
                        int head_dim, float* out);
 };

@@ -1,11 +1,15 @@
-// Causal grouped-query attention on CUDA, flash-decoding. Semantics,
-// precision and preconditions: kernels/ops.h; the CPU twin is
+// Causal or tree grouped-query attention on CUDA, flash-decoding.
+// Semantics, precision and preconditions: kernels/ops.h; the CPU twin is
 // kernels/cpu/attention.cc.
 //
 // The positions 0..pos a query at position pos sees are cut into splits of
 // kAttentionSplit: split s holds positions [s * kAttentionSplit,
 // min((s + 1) * kAttentionSplit, pos + 1)), so a query has pos /
-// kAttentionSplit + 1 splits, fixed by its position alone. Two kernels:
+// kAttentionSplit + 1 splits, fixed by its position alone. A tree query's
+// positions are its logical ones (ops.h): it is cut, scored and summed
+// exactly as the causal query at its logical position, only each logical
+// position's key and value are read from the cache row its mask maps it to.
+// So it gets that causal query's bits. The kernels:
 //
 //  1. AttentionSplitKernel, one block per (token, split, head): scores the
 //     split's positions, takes their max m and sum l of exp(score - m) and
@@ -19,6 +23,12 @@
 // token, then split, then head ("pairs" are the (token, split) pairs, counted
 // from token 0 of the call):
 //   record r = pair * n_heads + head, (head_dim + 2) floats: m, l, acc.
+// A causal query's splits follow from its position, so the pairs are packed
+// tight (PairsBefore is a closed form). A tree query's follow from its mask,
+// which lies in device memory where the host cannot read it: every tree
+// query is given the pairs of the most positions it can see, tree_base +
+// kMaxTreeAttentionRows, in the scratch and in the grid, and the split
+// blocks past its real splits return at once.
 // A scratch smaller than AttentionScratchBytes runs the tokens in rounds of
 // as many whole tokens as it holds; every block computes the same thing in
 // any round, so the bits do not change.
@@ -55,19 +65,28 @@ constexpr int64_t kMaxGridBlocks = INT32_MAX;
 
 // --- Split arithmetic (host and device) --------------------------------------
 
-// Splits of a query at position pos (it sees pos + 1 positions).
-__host__ __device__ __forceinline__ int64_t SplitsOf(int64_t pos) { return pos / kAttentionSplit + 1; }
+// Splits of a query at (logical) position pos: it sees pos + 1 positions.
+// A tree query that sees none (pos -1: tree_base 0 and a zero mask) has
+// one split of no positions, whose record leaves its output zeros.
+__host__ __device__ __forceinline__ int64_t SplitsOf(int64_t pos) { return pos < 0 ? 1 : pos / kAttentionSplit + 1; }
 
-// Splits of the queries of tokens [0, t) of a call starting at first_pos:
-// sum over u < t of SplitsOf(first_pos + u) = t + F(first_pos + t) -
-// F(first_pos), where F(n) = sum_{x < n} floor(x / kAttentionSplit)
+// How a call's (token, split) pairs are laid out.
+struct SplitLayout {
+  int first_pos;    // causal: query t sits at position first_pos + t
+  int tree_splits;  // tree mode: the pairs every query is given; 0 when causal
+};
+
+// Causal: sum over u < t of SplitsOf(first_pos + u) = t + F(first_pos + t)
+// - F(first_pos), where F(n) = sum_{x < n} floor(x / kAttentionSplit)
 // = kAttentionSplit * q * (q - 1) / 2 + q * r for n = q * kAttentionSplit + r.
 __host__ __device__ __forceinline__ int64_t FloorSum(int64_t n) {
   const int64_t q = n / kAttentionSplit, r = n % kAttentionSplit;
   return kAttentionSplit * (q * (q - 1) / 2) + q * r;
 }
-__host__ __device__ __forceinline__ int64_t PairsBefore(int first_pos, int t) {
-  return t + FloorSum(static_cast<int64_t>(first_pos) + t) - FloorSum(first_pos);
+// The pairs of tokens [0, t) of the call.
+__host__ __device__ __forceinline__ int64_t PairsBefore(const SplitLayout& layout, int t) {
+  if (layout.tree_splits > 0) return static_cast<int64_t>(t) * layout.tree_splits;
+  return t + FloorSum(static_cast<int64_t>(layout.first_pos) + t) - FloorSum(layout.first_pos);
 }
 
 // --- Kernels -----------------------------------------------------------------
@@ -76,11 +95,13 @@ __host__ __device__ __forceinline__ int64_t PairsBefore(int first_pos, int t) {
 // n_round_tokens) of the call, whose records start at `partials`.
 struct AttentionLaunch {
   const float* q;             // (n_tokens, n_heads * head_dim)
-  const uint16_t* k_cache;    // (>= first_pos + n_tokens, n_kv_heads * head_dim) fp16 bits
+  const uint16_t* k_cache;    // (rows the queries see, n_kv_heads * head_dim) fp16 bits
   const uint16_t* v_cache;    // as k_cache
   float* out;                 // (n_tokens, n_heads * head_dim)
   float* partials;            // the round's records, (pairs, n_heads, head_dim + 2)
-  int first_pos;              // position of token 0 of the call
+  SplitLayout layout;
+  const uint64_t* tree_mask;  // (n_tokens) or nullptr: causal
+  int tree_base;
   int first_token;            // the round's first token
   int n_round_tokens;
   int n_heads;
@@ -92,7 +113,23 @@ struct AttentionLaunch {
 
 // The record of split 0 of token t (head 0) within the round.
 __host__ __device__ __forceinline__ int64_t FirstRecordOf(const AttentionLaunch& a, int t) {
-  return (PairsBefore(a.first_pos, t) - PairsBefore(a.first_pos, a.first_token)) * a.n_heads;
+  return (PairsBefore(a.layout, t) - PairsBefore(a.layout, a.first_token)) * a.n_heads;
+}
+
+// The positions query t sees: 0..first_pos + t, or its logical positions
+// (ops.h) in tree mode.
+__device__ __forceinline__ int ContextOf(const AttentionLaunch& a, int t) {
+  if (a.tree_mask == nullptr) return a.layout.first_pos + t + 1;
+  return a.tree_base + __popcll(a.tree_mask[t]);
+}
+
+// The cache row of (logical) position pos of a query. Its positions below
+// `contiguous` are the rows of the same index: all of a causal query's, a
+// tree query's below tree_base (= contiguous). Tree position contiguous + j
+// is row contiguous + tree_bits[j], tree_bits holding the mask's set bits in
+// ascending order.
+__device__ __forceinline__ int RowOf(int pos, int contiguous, const int* tree_bits) {
+  return pos < contiguous ? pos : contiguous + tree_bits[pos - contiguous];
 }
 
 // The max of `v` over the block, returned to every thread.
@@ -120,35 +157,53 @@ __device__ __forceinline__ float SplitBlockMax(float v) {
 __global__ void __launch_bounds__(kSplitThreads) AttentionSplitKernel(AttentionLaunch a) {
   __shared__ float q16[kMaxHeadDim];  // (head_dim) q rounded to fp16, widened back
   __shared__ float p[kAttentionSplit];  // the split's scores, then exp(score - m)
+  __shared__ int tree_bits[kMaxTreeAttentionRows];  // tree mode: the mask's set bits, ascending
 
   // Which token, split and head: the token is the last one whose first pair
   // is at or before this block's (a binary search over the round's tokens).
   const int h = static_cast<int>(blockIdx.x % a.n_heads);
-  const int64_t pair = PairsBefore(a.first_pos, a.first_token) + blockIdx.x / a.n_heads;
+  const int64_t pair = PairsBefore(a.layout, a.first_token) + blockIdx.x / a.n_heads;
   int t = a.first_token, t_end = a.first_token + a.n_round_tokens;
   while (t_end - t > 1) {
     const int mid = t + (t_end - t) / 2;
-    if (PairsBefore(a.first_pos, mid) <= pair) {
+    if (PairsBefore(a.layout, mid) <= pair) {
       t = mid;
     } else {
       t_end = mid;
     }
   }
-  const int split = static_cast<int>(pair - PairsBefore(a.first_pos, t));
+  const int split = static_cast<int>(pair - PairsBefore(a.layout, t));
+  const int n_ctx = ContextOf(a, t);
+  // A tree query's pairs are those of the most positions it could see; the
+  // whole block leaves before any barrier when its split is not one of the
+  // query's (never for a causal query, whose pairs are exact).
+  if (split >= SplitsOf(n_ctx - 1)) return;
   const int begin = split * kAttentionSplit;
-  // Query t sits at position first_pos + t and sees rows 0..first_pos + t.
-  const int n_left = a.first_pos + t + 1 - begin;
+  const int n_left = n_ctx - begin;
   const int n = n_left < kAttentionSplit ? n_left : kAttentionSplit;  // positions in this split
 
+  int contiguous = n_ctx;  // positions that are rows of the same index
+  if (a.tree_mask != nullptr) {
+    contiguous = a.tree_base;
+    // Thread b < 64 places bit b of the mask, if set, at its rank.
+    static_assert(kSplitThreads >= kMaxTreeAttentionRows, "one thread per mask bit");
+    const uint64_t mask = a.tree_mask[t];
+    const int b = static_cast<int>(threadIdx.x);
+    if (b < kMaxTreeAttentionRows && (mask >> b & 1) != 0) {
+      tree_bits[__popcll(mask & ((uint64_t{1} << b) - 1))] = b;
+    }
+  }
   const int head_dim = a.head_dim;
   const float* q_head = a.q + (static_cast<size_t>(t) * a.n_heads + h) * head_dim;
   for (int d = threadIdx.x; d < head_dim; d += kSplitThreads) q16[d] = ToFloat(FromFloat<__half>(q_head[d]));
-  __syncthreads();  // q16 is written
+  __syncthreads();  // q16 and tree_bits are written
 
   const int kv_h = h / (a.n_heads / a.n_kv_heads);
   const size_t row_stride = static_cast<size_t>(a.n_kv_heads) * head_dim;
-  const uint16_t* k_rows = a.k_cache + static_cast<size_t>(begin) * row_stride + static_cast<size_t>(kv_h) * head_dim;
-  const uint16_t* v_rows = a.v_cache + static_cast<size_t>(begin) * row_stride + static_cast<size_t>(kv_h) * head_dim;
+  const uint16_t* k_head = a.k_cache + static_cast<size_t>(kv_h) * head_dim;
+  const uint16_t* v_head = a.v_cache + static_cast<size_t>(kv_h) * head_dim;
+  // Position begin + i of the query lies in this cache row.
+  auto row_offset = [&](int i) { return static_cast<size_t>(RowOf(begin + i, contiguous, tree_bits)) * row_stride; };
 
   // Scores (and their max, for the stats pass).
   float m = -INFINITY;
@@ -156,7 +211,7 @@ __global__ void __launch_bounds__(kSplitThreads) AttentionSplitKernel(AttentionL
   for (int j = 0; j < kPositionsPerThread; ++j) {
     const int i = threadIdx.x + j * kSplitThreads;
     if (i < n) {
-      const uint16_t* k_row = k_rows + i * row_stride;
+      const uint16_t* k_row = k_head + row_offset(i);
       float dot = 0.0f;
       for (int d = 0; d < head_dim; ++d) dot += q16[d] * ToFloat(__ushort_as_half(k_row[d]));
       p[i] = dot * a.scale;
@@ -194,7 +249,7 @@ __global__ void __launch_bounds__(kSplitThreads) AttentionSplitKernel(AttentionL
   __syncthreads();  // every p[i] is written
   float acc[kDimsPerThread] = {};
   for (int i = 0; i < n; ++i) {
-    const uint16_t* v_row = v_rows + i * row_stride;
+    const uint16_t* v_row = v_head + row_offset(i);
 #pragma unroll
     for (int j = 0; j < kDimsPerThread; ++j) {
       const int d = threadIdx.x + j * kSplitThreads;
@@ -216,7 +271,7 @@ __global__ void AttentionNormKernel(AttentionLaunch a) {
   if (threadIdx.x != 0) return;
   const int h = static_cast<int>(blockIdx.x % a.n_heads);
   const int t = a.first_token + static_cast<int>(blockIdx.x / a.n_heads);
-  const int64_t n_splits = SplitsOf(static_cast<int64_t>(a.first_pos) + t);
+  const int64_t n_splits = SplitsOf(ContextOf(a, t) - 1);
   const size_t record_floats = static_cast<size_t>(a.head_dim) + 2;
   const size_t split_stride = static_cast<size_t>(a.n_heads) * record_floats;
   float* records = a.partials + (static_cast<size_t>(FirstRecordOf(a, t)) + h) * record_floats;
@@ -235,7 +290,7 @@ __global__ void AttentionNormKernel(AttentionLaunch a) {
 __global__ void AttentionCombineKernel(AttentionLaunch a) {
   const int h = static_cast<int>(blockIdx.x % a.n_heads);
   const int t = a.first_token + static_cast<int>(blockIdx.x / a.n_heads);
-  const int64_t n_splits = SplitsOf(static_cast<int64_t>(a.first_pos) + t);
+  const int64_t n_splits = SplitsOf(ContextOf(a, t) - 1);
   const size_t record_floats = static_cast<size_t>(a.head_dim) + 2;
   const size_t split_stride = static_cast<size_t>(a.n_heads) * record_floats;  // between a token's splits
   const float* records = a.partials + (static_cast<size_t>(FirstRecordOf(a, t)) + h) * record_floats;
@@ -253,16 +308,23 @@ __global__ void AttentionCombineKernel(AttentionLaunch a) {
 // a * b, or SIZE_MAX if it does not fit.
 size_t SaturatingMul(size_t a, size_t b) { return a != 0 && b > SIZE_MAX / a ? SIZE_MAX : a * b; }
 
+// Tree mode: each query is given the splits of the most positions it can
+// see, tree_base + kMaxTreeAttentionRows (the host cannot read its mask).
+SplitLayout LayoutOf(const AttentionParams& p) {
+  if (p.tree_mask == nullptr) return {p.first_pos, 0};
+  return {p.first_pos, static_cast<int>(SplitsOf(static_cast<int64_t>(p.tree_base) + kMaxTreeAttentionRows - 1))};
+}
+
 // Bytes of the records of tokens [t0, t1).
 size_t RecordBytes(const AttentionParams& p, int t0, int t1) {
-  const auto pairs = static_cast<size_t>(PairsBefore(p.first_pos, t1) - PairsBefore(p.first_pos, t0));
+  const auto pairs = static_cast<size_t>(PairsBefore(LayoutOf(p), t1) - PairsBefore(LayoutOf(p), t0));
   const size_t record_bytes = (static_cast<size_t>(p.head_dim) + 2) * sizeof(float);
   return SaturatingMul(SaturatingMul(pairs, static_cast<size_t>(p.n_heads)), record_bytes);
 }
 
 // Split blocks of tokens [t0, t1).
 int64_t SplitBlocks(const AttentionParams& p, int t0, int t1) {
-  return (PairsBefore(p.first_pos, t1) - PairsBefore(p.first_pos, t0)) * p.n_heads;
+  return (PairsBefore(LayoutOf(p), t1) - PairsBefore(LayoutOf(p), t0)) * p.n_heads;
 }
 
 }  // namespace
@@ -273,6 +335,10 @@ size_t AttentionScratchBytes(const AttentionParams& p) {
   if (p.n_tokens <= 0 || p.n_heads <= 0 || p.head_dim <= 0 || p.first_pos < 0 ||
       static_cast<int64_t>(p.first_pos) + p.n_tokens > INT32_MAX) {
     return 0;  // Attention refuses these before it looks at the scratch
+  }
+  if (p.tree_mask != nullptr && (p.n_tokens > kMaxTreeAttentionRows || p.tree_base < 0 ||
+                                 static_cast<int64_t>(p.tree_base) + kMaxTreeAttentionRows > INT32_MAX)) {
+    return 0;  // likewise
   }
   return RecordBytes(p, 0, p.n_tokens);
 }
@@ -285,8 +351,9 @@ absl::Status Attention(const float* q, const uint16_t* k_cache, const uint16_t* 
     return absl::InvalidArgumentError(
         absl::StrFormat("Attention: head_dim (%d) must be <= %d on CUDA", p.head_dim, kMaxHeadDim));
   }
-  // The last token sees the most positions: if its records fit, every
-  // token's do, and the tokens run in rounds of as many as fit.
+  // The last token has the most records (in tree mode, as many as any): if
+  // they fit, every token's do, and the tokens run in rounds of as many as
+  // fit.
   const size_t one_token_bytes = RecordBytes(p, p.n_tokens - 1, p.n_tokens);
   if (exec.scratch_bytes < one_token_bytes) {
     return absl::InvalidArgumentError(absl::StrFormat(
@@ -295,14 +362,28 @@ absl::Status Attention(const float* q, const uint16_t* k_cache, const uint16_t* 
         exec.scratch_bytes, one_token_bytes, AttentionScratchBytes(p), p.n_tokens));
   }
   if (exec.scratch == nullptr) return absl::InvalidArgumentError("Attention: exec.scratch is null");
-  if (SplitBlocks(p, p.n_tokens - 1, p.n_tokens) > kMaxGridBlocks) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "Attention: the last token's %d splits of %d heads exceed %d blocks", SplitsOf(p.first_pos + p.n_tokens - 1),
-        p.n_heads, kMaxGridBlocks));
+  const int64_t last_blocks = SplitBlocks(p, p.n_tokens - 1, p.n_tokens);
+  if (last_blocks > kMaxGridBlocks) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("Attention: the last token's %d splits of %d heads exceed %d blocks",
+                        last_blocks / p.n_heads, p.n_heads, kMaxGridBlocks));
   }
 
-  AttentionLaunch a = {q, k_cache, v_cache, out, static_cast<float*>(exec.scratch), p.first_pos, 0, 0,
-                       p.n_heads, p.n_kv_heads, p.head_dim, p.scale, false};
+  AttentionLaunch a = {.q = q,
+                       .k_cache = k_cache,
+                       .v_cache = v_cache,
+                       .out = out,
+                       .partials = static_cast<float*>(exec.scratch),
+                       .layout = LayoutOf(p),
+                       .tree_mask = p.tree_mask,
+                       .tree_base = p.tree_base,
+                       .first_token = 0,
+                       .n_round_tokens = 0,
+                       .n_heads = p.n_heads,
+                       .n_kv_heads = p.n_kv_heads,
+                       .head_dim = p.head_dim,
+                       .scale = p.scale,
+                       .value_pass = false};
   // Combine blocks: one thread per dimension, in whole warps.
   const int combine_threads = (p.head_dim + kWarpSize - 1) / kWarpSize * kWarpSize;
   while (a.first_token < p.n_tokens) {

@@ -1,11 +1,14 @@
 // Attention: the CPU version against a double-precision reference, and the
 // properties the engine relies on: GQA head mapping, causality, decode after
 // prefill equal to one prefill, independence from the pool size, AVX2 close to
-// portable.
+// portable; tree attention equal bit for bit to causal attention over the
+// compacted cache.
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -257,6 +260,116 @@ TEST(AttentionCpuTest, OutMayBeQ) {
   std::vector<float> q = in.q;
   ASSERT_TRUE(cpu::Attention(q.data(), in.k.data(), in.v.data(), q.data(), ParamsFor(s), {}).ok());
   EXPECT_EQ(q, want);
+}
+
+// --- Tree attention ----------------------------------------------------------
+
+std::vector<float> RunTree(const Inputs& in, const Shape& s, const std::vector<uint64_t>& mask,
+                           const cpu::Exec& exec) {
+  std::vector<float> out(in.q.size(), -7.0f);
+  const absl::Status status = cpu::Attention(in.q.data(), in.k.data(), in.v.data(), out.data(),
+                                             testing::TreeParamsFor(s, mask.data()), exec);
+  EXPECT_TRUE(status.ok()) << status;
+  return out;
+}
+
+// The tree contract (ops.h), which speculative decoding relies on to give
+// the plain decoding's tokens: every tree query's output is, bit for bit,
+// the causal op's for the last query of a cache holding [0, tree_base),
+// then that query's ancestors and itself. Trees of 20 to 40 nodes, long
+// chains and bushy ones, after no context, a short and a long one; GQA,
+// head_dim 64, 33 (AVX2's scalar tail) and 40 (its 8-wide step); both
+// instruction sets, on a pool.
+TEST(AttentionCpuTest, TreeQueriesMatchTheCausalOpOnTheCompactedCacheBitForBit) {
+  cpu::ThreadPool pool(3);
+  struct Case {
+    int n_nodes;
+    int tree_base;
+    int max_depth;
+    double chain_bias;
+    int n_heads, n_kv_heads, head_dim;
+  };
+  const Case cases[] = {{20, 0, 20, 0.8, 8, 2, 64},  {31, 5, 6, 0.3, 6, 2, 33},
+                        {40, 300, 12, 0.5, 4, 1, 40}, {40, 7, 40, 0.0, 8, 8, 16},
+                        {64, 2, 64, 1.0, 2, 1, 8}};
+  uint32_t seed = 500;
+  for (const Case& c : cases) {
+    const Shape s = {c.n_nodes, c.tree_base, c.n_heads, c.n_kv_heads, c.head_dim};
+    const testing::DraftTree tree =
+        testing::RandomDraftTree(c.n_nodes, c.max_depth, c.chain_bias, seed);
+    const Inputs in = testing::RandomAttentionInputs(s, seed++, /*extra_rows=*/3);
+    for (cpu::Simd simd : SimdModes()) {
+      const cpu::Exec exec = {&pool, simd};
+      const std::vector<float> got = RunTree(in, s, tree.mask, exec);
+      const size_t token_size = static_cast<size_t>(s.n_heads) * s.head_dim;
+      for (int t = 0; t < s.n_tokens; ++t) {
+        const uint64_t mask = tree.mask[t];
+        const Shape compact = testing::CompactedShape(s, c.tree_base, mask);
+        const std::vector<float> want =
+            RunAttention(testing::CompactTreeQuery(in, s, c.tree_base, mask, t), compact, exec);
+        const float* got_t = got.data() + t * token_size;
+        EXPECT_EQ(std::memcmp(want.data(), got_t, token_size * sizeof(float)), 0)
+            << Describe(s) << " depth " << tree.depth << " simd=" << cpu::SimdName(simd)
+            << ": query " << t << " (mask " << std::hex << mask << std::dec << ") vs "
+            << Describe(compact);
+      }
+    }
+  }
+}
+
+// The causal mask written as a tree (row t sees bits 0..t, tree_base =
+// first_pos) is the causal op, bit for bit; 64 rows reach bit 63.
+TEST(AttentionCpuTest, CausalTreeMaskGivesTheCausalBits) {
+  cpu::ThreadPool pool(2);
+  const Shape shapes[] = {{12, 0, 8, 2, 64}, {64, 9, 4, 2, 33}, {5, 300, 2, 1, 128}};
+  for (const Shape& s : shapes) {
+    const Inputs in = RandomInputs(s, 90 + s.first_pos);
+    const std::vector<uint64_t> mask = testing::CausalTreeMask(s.n_tokens);
+    for (cpu::Simd simd : SimdModes()) {
+      const cpu::Exec exec = {&pool, simd};
+      const std::vector<float> tree = RunTree(in, s, mask, exec);
+      const std::vector<float> causal = RunAttention(in, s, exec);
+      EXPECT_EQ(std::memcmp(tree.data(), causal.data(), causal.size() * sizeof(float)), 0)
+          << Describe(s) << " simd=" << cpu::SimdName(simd);
+    }
+  }
+}
+
+// The tree limits (op_checks.h), and a zero mask, which the CPU can read:
+// INVALID_ARGUMENT naming the field, nothing written.
+TEST(AttentionCpuTest, RejectsBadTreeArguments) {
+  const Shape ok = {3, 4, 4, 2, 8};
+  const Inputs in = RandomInputs(ok, 2);
+  std::vector<float> out(in.q.size(), -7.0f);
+  const std::vector<uint64_t> mask = {1, 3, 5};
+  const std::vector<uint64_t> zero_second = {1, 0, 5};
+  const std::vector<uint64_t> long_mask(65, 1);
+  struct Case {
+    AttentionParams p;
+    const char* names;
+  };
+  auto with = [&](const std::vector<uint64_t>& m, auto change) {
+    AttentionParams p = testing::TreeParamsFor(ok, m.data());
+    change(p);
+    return p;
+  };
+  const Case cases[] = {
+      // q and out hold 3 rows, but nothing is read past the checks.
+      {with(long_mask, [](AttentionParams& p) { p.n_tokens = 65; }),
+       "n_tokens (65) must be <= kMaxTreeAttentionRows (64)"},
+      {with(mask, [](AttentionParams& p) { p.tree_base = -1; }), "tree_base (-1)"},
+      {with(mask, [](AttentionParams& p) { p.tree_base = INT_MAX - 63; }),
+       "tree_base (2147483584)"},
+      {with(zero_second, [](AttentionParams&) {}), "tree_mask[1] is 0"},
+  };
+  for (const Case& c : cases) {
+    const absl::Status status =
+        cpu::Attention(in.q.data(), in.k.data(), in.v.data(), out.data(), c.p, {});
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << c.names << ": " << status;
+    EXPECT_NE(status.message().find("Attention"), std::string::npos) << status;
+    EXPECT_NE(status.message().find(c.names), std::string::npos) << status;
+  }
+  for (float f : out) ASSERT_EQ(f, -7.0f) << "a rejected call wrote to out";
 }
 
 TEST(AttentionCpuTest, RejectsBadArguments) {

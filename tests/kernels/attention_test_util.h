@@ -1,7 +1,10 @@
 // What the CPU and CUDA attention tests share: the shape of a case, its
-// AttentionParams, and random inputs.
+// AttentionParams, and random inputs; for tree attention, random draft
+// trees and the compacted cache a tree query must match.
 #pragma once
 
+#include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -66,6 +69,92 @@ inline AttentionInputs RandomAttentionInputs(const AttentionShape& s, uint32_t s
   for (size_t i = 0; i < visible; ++i) in.k[i] = Fp32ToFp16(kv_dist(rng));
   for (size_t i = 0; i < visible; ++i) in.v[i] = Fp32ToFp16(kv_dist(rng));
   return in;
+}
+
+// --- Tree attention ----------------------------------------------------------
+
+// A tree step: s's n_tokens rows sit at cache rows tree_base.. (s.first_pos
+// is tree_base, as the daemon passes it), each seeing what its mask says.
+inline AttentionParams TreeParamsFor(const AttentionShape& s, const uint64_t* tree_mask) {
+  AttentionParams p = ParamsFor(s);
+  p.tree_mask = tree_mask;
+  p.tree_base = s.first_pos;
+  return p;
+}
+
+// A random tree of draft tokens (ops.h, tree attention). Node i is the
+// step's row i, at cache row tree_base + i; node 0 is the root and every
+// other node's parent comes before it, so mask[i] holds bit i and the bits
+// of all of i's ancestors.
+struct DraftTree {
+  std::vector<int> parent;     // (n_nodes) -1 for the root
+  std::vector<uint64_t> mask;  // (n_nodes)
+  int depth = 0;               // nodes on the longest root-to-leaf path
+};
+
+// Node i continues node i - 1's path with probability chain_bias (long
+// chains), else hangs under a uniformly drawn earlier node (bushy
+// branching); no path holds more than max_depth nodes.
+inline DraftTree RandomDraftTree(int n_nodes, int max_depth, double chain_bias, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::bernoulli_distribution chain(chain_bias);
+  DraftTree tree;
+  std::vector<int> depth_of(n_nodes);
+  for (int i = 0; i < n_nodes; ++i) {
+    int parent = -1;
+    if (i > 0) {
+      std::vector<int> open;  // the nodes a child may hang under
+      for (int j = 0; j < i; ++j) {
+        if (depth_of[j] < max_depth) open.push_back(j);
+      }
+      const bool extend = chain(rng) && depth_of[i - 1] < max_depth;
+      parent = extend ? i - 1 : open[std::uniform_int_distribution<size_t>(0, open.size() - 1)(rng)];
+    }
+    tree.parent.push_back(parent);
+    depth_of[i] = parent < 0 ? 1 : depth_of[parent] + 1;
+    tree.mask.push_back((parent < 0 ? 0 : tree.mask[parent]) | uint64_t{1} << i);
+    tree.depth = std::max(tree.depth, depth_of[i]);
+  }
+  return tree;
+}
+
+// Rows 0..n_rows - 1 of a (n_tokens <= 64) tree step each seeing rows 0..t:
+// the causal mask written as a tree mask.
+inline std::vector<uint64_t> CausalTreeMask(int n_rows) {
+  std::vector<uint64_t> mask(n_rows);
+  for (int t = 0; t < n_rows; ++t) mask[t] = t == 63 ? ~uint64_t{0} : (uint64_t{1} << (t + 1)) - 1;
+  return mask;
+}
+
+// What tree query t of `in` (shape s: its q rows and caches) sees, copied
+// into a cache of its own: rows [0, tree_base), then the rows `mask` names in
+// ascending order (its logical positions), then extra_rows NaN rows; q is
+// query t's row alone. By the tree contract, the causal op's query at
+// position tree_base + popcount(mask) - 1 of this copy gives bit for bit
+// what the tree op gives query t.
+inline AttentionInputs CompactTreeQuery(const AttentionInputs& in, const AttentionShape& s, int tree_base,
+                                        uint64_t mask, int t, int extra_rows = 0) {
+  const size_t token = static_cast<size_t>(s.n_heads) * s.head_dim;
+  const size_t row = static_cast<size_t>(s.n_kv_heads) * s.head_dim;
+  AttentionInputs one;
+  one.q.assign(in.q.begin() + t * token, in.q.begin() + (t + 1) * token);
+  std::vector<int> rows;
+  for (int r = 0; r < tree_base; ++r) rows.push_back(r);
+  for (int j = 0; j < 64; ++j) {
+    if ((mask >> j & 1) != 0) rows.push_back(tree_base + j);
+  }
+  one.k.assign((rows.size() + extra_rows) * row, kFp16NaN);
+  one.v.assign(one.k.size(), kFp16NaN);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    std::copy_n(in.k.begin() + rows[i] * row, row, one.k.begin() + i * row);
+    std::copy_n(in.v.begin() + rows[i] * row, row, one.v.begin() + i * row);
+  }
+  return one;
+}
+
+// The shape of that causal call: one token at the copy's last position.
+inline AttentionShape CompactedShape(const AttentionShape& s, int tree_base, uint64_t mask) {
+  return {1, tree_base + std::popcount(mask) - 1, s.n_heads, s.n_kv_heads, s.head_dim};
 }
 
 }  // namespace octo::testing

@@ -1,7 +1,11 @@
 // cuda::Attention against cpu::Attention and against a double-precision
 // reference of its own contract; the same bits alone and in a batch, in one
-// round and in several; out == q; the argument and scratch checks.
+// round and in several; out == q; the argument and scratch checks. Tree
+// attention: each query bit for bit the causal op's on its compacted cache,
+// close to the CPU's tree attention, safe for any mask.
 #include <algorithm>
+#include <bit>
+#include <climits>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -305,6 +309,156 @@ TEST_F(AttentionCudaTest, OutMayBeQ) {
   }
 }
 
+// --- Tree attention ----------------------------------------------------------
+
+// Trees whose queries' logical positions cross a split edge (250 + up to 12
+// nodes: 251..262 positions), sit in a third split (600), start the cache
+// (0) or follow a short context (5, a bushy tree of depth 8).
+struct TreeCase {
+  int n_nodes;
+  int tree_base;
+  int max_depth;
+  double chain_bias;
+  int n_heads, n_kv_heads, head_dim;
+};
+constexpr TreeCase kTreeCases[] = {{30, 250, 12, 0.6, 4, 2, 64},
+                                   {24, 600, 10, 0.5, 8, 1, 40},
+                                   {20, 0, 20, 0.8, 2, 2, 33},
+                                   {40, 5, 8, 0.2, 6, 3, 16}};
+
+class AttentionCudaTreeTest : public AttentionCudaTest {
+ protected:
+  // cuda::Attention of a tree step whose masks are at device_mask, with
+  // `scratch_bytes` of scratch (the full AttentionScratchBytes when 0).
+  std::vector<float> RunTree(const DeviceInputs& d, const Shape& s, const uint64_t* device_mask,
+                             size_t scratch_bytes = 0) {
+    const AttentionParams p = testing::TreeParamsFor(s, device_mask);
+    cuda::Exec exec = Exec(cuda::AttentionScratchBytes(p));
+    if (scratch_bytes != 0) exec.scratch_bytes = scratch_bytes;
+    auto out = Output<float>(d.q.size());
+    const absl::Status status = cuda::Attention(d.q.get(), d.k.get(), d.v.get(), out.get(), p, exec);
+    EXPECT_TRUE(status.ok()) << status;
+    return out.Download(stream());
+  }
+};
+
+// The tree contract (ops.h) on the device: each tree query's output is, bit
+// for bit, the CUDA causal op's for the last query of a cache holding [0,
+// tree_base), then that query's ancestors and itself (the rows after it
+// NaN). A scratch holding one token's records (rounds of one token) gives
+// the same bits.
+TEST_F(AttentionCudaTreeTest, TreeQueriesMatchTheCausalOpOnTheCompactedCacheBitForBit) {
+  uint32_t seed = 700;
+  for (const TreeCase& c : kTreeCases) {
+    const Shape s = {c.n_nodes, c.tree_base, c.n_heads, c.n_kv_heads, c.head_dim};
+    const testing::DraftTree tree = testing::RandomDraftTree(c.n_nodes, c.max_depth, c.chain_bias, seed);
+    if (c.tree_base == 250) {
+      ASSERT_GT(c.tree_base + tree.depth, kAttentionSplit) << "no query of this tree crosses the split edge";
+    }
+    const Inputs in = RandomInputs(s, seed++, /*extra_rows=*/3);
+    const DeviceInputs d = UploadInputs(in);
+    const auto mask = Upload(tree.mask);
+    const std::vector<float> got = RunTree(d, s, mask.get());
+    for (int t = 0; t < s.n_tokens; ++t) {
+      const Shape compact = testing::CompactedShape(s, c.tree_base, tree.mask[t]);
+      const Inputs one = testing::CompactTreeQuery(in, s, c.tree_base, tree.mask[t], t, /*extra_rows=*/3);
+      const std::vector<float> want = Run(UploadInputs(one), compact);
+      EXPECT_EQ(std::memcmp(want.data(), got.data() + t * TokenSize(s), TokenSize(s) * sizeof(float)), 0)
+          << Describe(s) << " depth " << tree.depth << ": query " << t << " (mask " << std::hex << tree.mask[t]
+          << std::dec << ") vs " << Describe(compact);
+    }
+    const size_t one_token_bytes = cuda::AttentionScratchBytes(testing::TreeParamsFor(s, mask.get())) / s.n_tokens;
+    const std::vector<float> rounds = RunTree(d, s, mask.get(), one_token_bytes);
+    EXPECT_EQ(std::memcmp(rounds.data(), got.data(), got.size() * sizeof(float)), 0)
+        << Describe(s) << ": rounds of one token";
+  }
+}
+
+// CUDA's tree attention against the CPU's (portable) on the same tree,
+// within the causal comparison's tolerance at each query's n_ctx: the tree
+// changes which rows are read, not the arithmetic. Measured (executor): at
+// most 2.0e-6, under 0.01 of the tolerance; a wrong row is off by about
+// 1 / n_ctx, several times the tolerance.
+TEST_F(AttentionCudaTreeTest, MatchesCpuTreeAttention) {
+  uint32_t seed = 800;
+  double worst = 0, worst_diff = 0;
+  for (const TreeCase& c : kTreeCases) {
+    const Shape s = {c.n_nodes, c.tree_base, c.n_heads, c.n_kv_heads, c.head_dim};
+    const testing::DraftTree tree = testing::RandomDraftTree(c.n_nodes, c.max_depth, c.chain_bias, seed);
+    const Inputs in = RandomInputs(s, seed++);
+    const auto mask = Upload(tree.mask);
+    const std::vector<float> got = RunTree(UploadInputs(in), s, mask.get());
+    std::vector<float> want(in.q.size());
+    const absl::Status status = cpu::Attention(in.q.data(), in.k.data(), in.v.data(), want.data(),
+                                               testing::TreeParamsFor(s, tree.mask.data()), {});
+    ASSERT_TRUE(status.ok()) << status;
+    std::vector<int> n_of(in.q.size());
+    for (size_t i = 0; i < n_of.size(); ++i) {
+      n_of[i] = c.tree_base + std::popcount(tree.mask[i / TokenSize(s)]);
+    }
+    double diff = 0;
+    const double ratio = WorstRatio(got, want, n_of, CudaVsCpuTolerance, Describe(s) + " tree vs cpu", &diff);
+    if (ratio >= worst) {
+      worst = ratio;
+      worst_diff = diff;
+    }
+  }
+  std::printf("worst |cuda tree - cpu tree| %.3g (%.2f of its tolerance)\n", worst_diff, worst);
+}
+
+// The host cannot read the masks, so the kernels must take any: with caches
+// of exactly tree_base + kMaxTreeAttentionRows rows (the executor faults on
+// a read past an allocation's last page, or under AddressSanitizer past its
+// last byte), masks naming the last row, every row, or none, each query
+// matching its compacted cache bit for bit.
+// A query that sees no row at all (tree_base 0, mask 0) outputs zeros; with
+// tree_base > 0, mask 0 sees [0, tree_base), like any other mask.
+TEST_F(AttentionCudaTreeTest, AnyMaskReadsOnlyTheRowsItNames) {
+  const std::vector<uint64_t> masks = {uint64_t{1} << 63, ~uint64_t{0}, 0, 0x8000000000000001, 0x5555};
+  for (int tree_base : {0, 250}) {
+    const Shape s = {static_cast<int>(masks.size()), tree_base, 4, 2, 32};
+    // Every row the masks may name holds values: first_pos + n_tokens = tree_base + 64.
+    const Shape filled = {kMaxTreeAttentionRows, tree_base, s.n_heads, s.n_kv_heads, s.head_dim};
+    Inputs in = RandomInputs(filled, 31 + tree_base);
+    in.q.resize(s.n_tokens * TokenSize(s));
+    const auto mask = Upload(masks);
+    const std::vector<float> got = RunTree(UploadInputs(in), s, mask.get());
+    for (int t = 0; t < s.n_tokens; ++t) {
+      const float* row = got.data() + t * TokenSize(s);
+      if (tree_base + std::popcount(masks[t]) == 0) {
+        for (size_t i = 0; i < TokenSize(s); ++i) ASSERT_EQ(row[i], 0.0f) << "query " << t << " sees no row";
+        continue;
+      }
+      const Shape compact = testing::CompactedShape(s, tree_base, masks[t]);
+      const Inputs one = testing::CompactTreeQuery(in, s, tree_base, masks[t], t);
+      const std::vector<float> want = Run(UploadInputs(one), compact);
+      EXPECT_EQ(std::memcmp(want.data(), row, TokenSize(s) * sizeof(float)), 0)
+          << "tree_base " << tree_base << " mask " << std::hex << masks[t];
+    }
+  }
+}
+
+// In tree mode every query is given the records of tree_base +
+// kMaxTreeAttentionRows positions: (tree_base + 63) / kAttentionSplit + 1
+// splits of n_heads records of (head_dim + 2) floats, whatever the masks
+// (the pointer is not read).
+TEST_F(AttentionCudaTreeTest, ScratchBytesIsTheBoundForEveryMask) {
+  const size_t record = (64 + 2) * sizeof(float);
+  const uint64_t any_mask[1] = {};
+  auto bytes = [&](int n_tokens, int tree_base) {
+    return cuda::AttentionScratchBytes(testing::TreeParamsFor({n_tokens, tree_base, 8, 2, 64}, any_mask));
+  };
+  EXPECT_EQ(bytes(1, 0), 1 * 8 * record);
+  EXPECT_EQ(bytes(10, 0), 10 * 8 * record);
+  EXPECT_EQ(bytes(10, 192), 10 * 8 * record);      // positions up to 255: one split
+  EXPECT_EQ(bytes(10, 193), 10 * 2 * 8 * record);  // up to 256: two
+  EXPECT_EQ(bytes(64, 600), 64 * 3 * 8 * record);
+  // Arguments Attention refuses: no size.
+  EXPECT_EQ(bytes(65, 0), 0u);
+  EXPECT_EQ(bytes(4, -1), 0u);
+  EXPECT_EQ(bytes(4, INT32_MAX - 63), 0u);
+}
+
 TEST_F(AttentionCudaTest, RejectsBadArgumentsWithoutLaunching) {
   const Shape ok = {2, 1, 4, 2, 8};
   const Inputs in = RandomInputs(ok, 1);
@@ -354,6 +508,19 @@ TEST_F(AttentionCudaTest, RejectsBadArgumentsWithoutLaunching) {
       {q, k, v, out.get(), with([](AttentionParams& p) { p.first_pos = 2147483647; }), exec,
        "first_pos (2147483647)"},
       {q, k, v, out.get(), with([](AttentionParams& p) { p.scale = NAN; }), exec, "scale (nan)"},
+      // Tree limits (the mask is not read: any pointer does).
+      {q, k, v, out.get(),
+       with([&](AttentionParams& p) {
+         p.tree_mask = reinterpret_cast<const uint64_t*>(k);
+         p.n_tokens = 65;
+       }),
+       exec, "n_tokens (65) must be <= kMaxTreeAttentionRows (64)"},
+      {q, k, v, out.get(),
+       with([&](AttentionParams& p) {
+         p.tree_mask = reinterpret_cast<const uint64_t*>(k);
+         p.tree_base = -1;
+       }),
+       exec, "tree_base (-1)"},
       // The last token (position 2) has one split: 4 heads * (8 + 2) floats.
       {q, k, v, out.get(), good, scratch(exec.scratch, 159), "exec.scratch_bytes (159) is less than 160"},
       {q, k, v, out.get(), good, scratch(exec.scratch, 0), "exec.scratch_bytes (0) is less than 160"},
