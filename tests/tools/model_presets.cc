@@ -94,6 +94,11 @@ std::vector<ModelShape> MakePresets() {
   p.back().tied_embeddings = true;
   p.push_back(Shape("llama-3-8b", "llama", 4096, 14336, 32, 32, 8, 128, 128256, 8192, 500000.0f, 1e-5f, "gpt2",
                     "llama-bpe"));
+  // Not a real model: a draft for llama-3-8b that it can be widened to
+  // (tests/tools/widen_model.h: a quarter of the dim, the same head_dim,
+  // group size and vocabulary), for speculative decoding's benchmark.
+  p.push_back(Shape("llama-3-8b-draft", "llama", 1024, 3584, 4, 8, 2, 128, 128256, 8192, 500000.0f, 1e-5f, "gpt2",
+                    "llama-bpe"));
   p.push_back(
       Shape("llama-2-70b", "llama", 8192, 28672, 80, 64, 8, 128, 32000, 4096, 10000.0f, 1e-5f, "llama", ""));
   p.push_back(Shape("qwen2.5-7b", "qwen2", 3584, 18944, 28, 28, 4, 128, 152064, 32768, 1e6f, 1e-6f, "gpt2",
