@@ -1,5 +1,6 @@
 #include "daemon/engine/forward.h"
 
+#include <bit>
 #include <cmath>
 #include <cstring>
 
@@ -8,6 +9,35 @@
 
 namespace octo {
 namespace {
+
+// A tree step's masks (SequenceStep): each row sees its own row last, and
+// nothing past kMaxTreeAttentionRows rows from tree_base.
+absl::Status CheckTreeStep(const ModelConfig& c, const SequenceStep& step) {
+  if (IsHybridArchitecture(c.architecture)) {
+    return absl::InvalidArgumentError("a tree step needs an attention-only model (a hybrid's state follows one path)");
+  }
+  if (step.tree_mask.size() != step.tokens.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("the tree step has ", step.tree_mask.size(), " masks for ",
+                                                   step.tokens.size(), " tokens"));
+  }
+  const int first = step.kv->size();
+  if (step.tree_base < 0 || step.tree_base > first) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("tree_base ", step.tree_base, " is outside the cache's ", first, " positions"));
+  }
+  for (size_t t = 0; t < step.tree_mask.size(); ++t) {
+    const int64_t bit = first + static_cast<int64_t>(t) - step.tree_base;
+    if (bit >= kMaxTreeAttentionRows) {
+      return absl::InvalidArgumentError(absl::StrCat("tree row ", t, " lies ", bit, " rows past tree_base; the limit is ",
+                                                     kMaxTreeAttentionRows));
+    }
+    if ((step.tree_mask[t] >> bit) != 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("tree row ", t, "'s mask must hold its own row (bit ", bit, ") and no later one"));
+    }
+  }
+  return absl::OkStatus();
+}
 
 absl::Status CheckBatch(const ModelConfig& c, std::span<const SequenceStep> batch) {
   if (batch.empty()) return absl::InvalidArgumentError("empty batch");
@@ -27,6 +57,11 @@ absl::Status CheckBatch(const ModelConfig& c, std::span<const SequenceStep> batc
             absl::StrCat("token id ", token, " is outside the vocabulary (", c.vocab_size, " tokens)"));
       }
     }
+    if (step.checkpoint_rows < 0 || static_cast<size_t>(step.checkpoint_rows) > step.tokens.size()) {
+      return absl::InvalidArgumentError(absl::StrCat("sequence ", i, ": checkpoint_rows ", step.checkpoint_rows,
+                                                     " is outside its ", step.tokens.size(), " tokens"));
+    }
+    if (!step.tree_mask.empty()) OCTO_RETURN_IF_ERROR(Annotate(CheckTreeStep(c, step), absl::StrCat("sequence ", i)));
   }
   return absl::OkStatus();
 }
@@ -70,6 +105,7 @@ absl::Status ForwardLlama(const ModelView& model, std::span<const SequenceStep> 
   OCTO_RETURN_IF_ERROR(CheckBatch(c, batch));
   for (const SequenceStep& step : batch) {
     OCTO_RETURN_IF_ERROR(step.kv->Reserve(static_cast<int>(step.tokens.size())));
+    if (step.checkpoint_rows > 0) OCTO_RETURN_IF_ERROR(step.kv->ReserveCheckpoint());
   }
 
   const int dim = static_cast<int>(c.dim);
@@ -85,18 +121,24 @@ absl::Status ForwardLlama(const ModelView& model, std::span<const SequenceStep> 
   for (const SequenceStep& step : batch) groups.push_back(static_cast<int>(step.tokens.size()));
   backend.SetRowGroups(groups);
 
-  // Embedding lookup (on the host), and each row's position.
+  // Embedding lookup (on the host), and each row's position (and tree mask).
+  bool any_tree = false;
   for (int b = 0, row = 0; b < static_cast<int>(batch.size()); ++b) {
     const SequenceStep& step = batch[b];
+    const bool tree = !step.tree_mask.empty();
+    any_tree |= tree;
     for (size_t t = 0; t < step.tokens.size(); ++t, ++row) {
       OCTO_RETURN_IF_ERROR(
           cpu::DequantizeRows(*model.token_embd, step.tokens[t], 1, &s.x_host[static_cast<size_t>(row) * dim]));
-      s.pos_host[row] = step.kv->size() + static_cast<int>(t);
+      s.pos_host[row] = tree ? step.tree_base + std::popcount(step.tree_mask[t]) - 1
+                             : step.kv->size() + static_cast<int>(t);
+      s.tree_mask_host[row] = tree ? step.tree_mask[t] : 0;
       if (step.all_logits || t + 1 == step.tokens.size()) s.out_rows[n_out++] = row;
     }
   }
   OCTO_RETURN_IF_ERROR(backend.Upload(s.x.data(), s.x_host.data(), sizeof(float) * n * dim));
   OCTO_RETURN_IF_ERROR(backend.Upload(s.pos.data(), s.pos_host.data(), sizeof(int32_t) * n));
+  if (any_tree) OCTO_RETURN_IF_ERROR(backend.Upload(s.tree_mask.data(), s.tree_mask_host.data(), sizeof(uint64_t) * n));
 
   RopeParams rope_q{.n_heads = static_cast<int>(c.n_heads), .head_dim = head_dim,
                     .rope_dim = static_cast<int>(c.rope_dim), .freq_base = c.rope_theta,
@@ -151,10 +193,13 @@ absl::Status ForwardLlama(const ModelView& model, std::span<const SequenceStep> 
         OCTO_RETURN_IF_ERROR(backend.KvAppend(s.k.data() + static_cast<size_t>(row) * kv_dim,
                                               s.v.data() + static_cast<size_t>(row) * kv_dim, n_new, kv_dim, k_cache,
                                               v_cache, first_pos));
+        const bool tree = !step.tree_mask.empty();
         const AttentionParams ap{.n_tokens = n_new, .first_pos = first_pos,
                                  .n_heads = static_cast<int>(c.n_heads),
                                  .n_kv_heads = static_cast<int>(c.n_kv_heads), .head_dim = head_dim,
-                                 .scale = 1.0f / std::sqrt(static_cast<float>(head_dim))};
+                                 .scale = 1.0f / std::sqrt(static_cast<float>(head_dim)),
+                                 .tree_mask = tree ? s.tree_mask.data() + row : nullptr,
+                                 .tree_base = tree ? step.tree_base : 0};
         OCTO_RETURN_IF_ERROR(backend.Attention(s.q.data() + static_cast<size_t>(row) * q_dim, k_cache, v_cache,
                                                s.att.data() + static_cast<size_t>(row) * q_dim, ap));
         row += n_new;
@@ -187,7 +232,7 @@ absl::Status ForwardLlama(const ModelView& model, std::span<const SequenceStep> 
   OCTO_RETURN_IF_ERROR(Annotate(backend.Download(logits.data(), s.logits.data(), sizeof(float) * logits.size()),
                                 "the pass's logits"));
 
-  for (const SequenceStep& step : batch) step.kv->Commit(static_cast<int>(step.tokens.size()));
+  for (const SequenceStep& step : batch) step.kv->Commit(static_cast<int>(step.tokens.size()), step.checkpoint_rows);
   return absl::OkStatus();
 }
 

@@ -45,7 +45,20 @@ struct ModelView {
 struct SequenceStep {
   KvCache* kv = nullptr;              // its cache; the new tokens go at positions kv->size()...
   std::span<const int32_t> tokens;    // the new tokens, at least one
-  bool all_logits = false;            // logits for every new token (perplexity), else the last only
+  bool all_logits = false;            // logits for every new token (perplexity, drafts), else the last only
+  // A draft tree's step (speculative decoding, attention-only models). Row t
+  // is still written at cache row kv->size() + t, but it sees only the rows
+  // [0, tree_base) and tree_base + j for every set bit j of tree_mask[t]
+  // (its ancestors and itself), and sits at position tree_base +
+  // popcount(tree_mask[t]) - 1. Its own row's bit must be its highest, and
+  // at most kMaxTreeAttentionRows rows may follow tree_base. Empty: causal.
+  std::span<const uint64_t> tree_mask = {};
+  int tree_base = 0;
+  // Hybrid models: > 0 saves the recurrent state after the step's first
+  // checkpoint_rows rows as the cache's checkpoint (KvCache::Commit), so a
+  // verification can roll rejected draft tokens back; such a step runs the
+  // delta rule token by token, as decoding those tokens one by one would.
+  int checkpoint_rows = 0;
 };
 
 // Runs `batch` through the model. On success each sequence's cache holds the

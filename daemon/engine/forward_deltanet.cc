@@ -36,33 +36,42 @@ absl::Status DeltaNetMixer(const ModelConfig& c, const LayerWeights& w, uint32_t
     OCTO_RETURN_IF_ERROR(backend.MatMulGroup(ws, s.xb.data(), outs, n));
   }
   const int ba_stride = fused_ba ? 2 * v_heads : v_heads;
-  // Per sequence: conv then the delta rule, from its committed state.
+  // Per sequence: conv then the delta rule, from its committed state. A
+  // step with checkpoint rows runs in two calls, token by token, and the
+  // state between them is saved as the cache's checkpoint.
   for (int b = 0, row = 0; b < static_cast<int>(batch.size()); ++b) {
     KvCache& kv = *batch[b].kv;
     const int n_new = static_cast<int>(batch[b].tokens.size());
-    const size_t at = static_cast<size_t>(row);
-    const DeltaNetConvParams conv{.n_tokens = n_new, .channels = channels, .kernel = static_cast<int>(c.ssm_conv_kernel)};
-    OCTO_RETURN_IF_ERROR(backend.DeltaNetConv(s.dn_qkv.data() + at * channels, w.dn_conv,
-                                              kv.conv_state(static_cast<int>(layer), false),
-                                              kv.conv_state(static_cast<int>(layer), true),
-                                              s.dn_conv.data() + at * channels, conv));
-    const GatedDeltaRuleParams rule{.n_tokens = n_new,
-                                    .k_heads = k_heads,
-                                    .v_heads = v_heads,
-                                    .head_dim = hd,
-                                    .qkv_stride = channels,
-                                    .ba_stride = ba_stride,
-                                    .grouped_heads = fused_ba,
-                                    .grouped_ba = fused_ba,
-                                    .eps = c.norm_eps,
-                                    .chunk = kMaxDeltaRuleChunk,
-                                    .first_position = static_cast<int64_t>(kv.size())};
-    const float* beta = s.dn_b.data() + at * ba_stride;
-    const float* alpha = fused_ba ? beta : s.dn_a.data() + at * v_heads;
-    OCTO_RETURN_IF_ERROR(backend.GatedDeltaRule(s.dn_conv.data() + at * channels, beta, alpha, w.dn_dt_bias,
-                                                w.dn_decay, kv.delta_state(static_cast<int>(layer), false),
-                                                kv.delta_state(static_cast<int>(layer), true),
-                                                s.dn_o.data() + at * value_dim, rule));
+    const int checkpoint = batch[b].checkpoint_rows;
+    const int splits[] = {checkpoint > 0 ? checkpoint : n_new, n_new};
+    for (int part = 0, from = 0; part < 2 && from < n_new; from = splits[part++]) {
+      const int n_part = splits[part] - from;
+      const size_t at = static_cast<size_t>(row + from);
+      // The first call reads the committed state; a second continues the one it wrote.
+      const bool next_in = from > 0;
+      const int l = static_cast<int>(layer);
+      const DeltaNetConvParams conv{.n_tokens = n_part, .channels = channels,
+                                    .kernel = static_cast<int>(c.ssm_conv_kernel)};
+      OCTO_RETURN_IF_ERROR(backend.DeltaNetConv(s.dn_qkv.data() + at * channels, w.dn_conv, kv.conv_state(l, next_in),
+                                                kv.conv_state(l, true), s.dn_conv.data() + at * channels, conv));
+      const GatedDeltaRuleParams rule{.n_tokens = n_part,
+                                      .k_heads = k_heads,
+                                      .v_heads = v_heads,
+                                      .head_dim = hd,
+                                      .qkv_stride = channels,
+                                      .ba_stride = ba_stride,
+                                      .grouped_heads = fused_ba,
+                                      .grouped_ba = fused_ba,
+                                      .eps = c.norm_eps,
+                                      .chunk = checkpoint > 0 ? 0 : kMaxDeltaRuleChunk,
+                                      .first_position = static_cast<int64_t>(kv.size()) + from};
+      const float* beta = s.dn_b.data() + at * ba_stride;
+      const float* alpha = fused_ba ? beta : s.dn_a.data() + at * v_heads;
+      OCTO_RETURN_IF_ERROR(backend.GatedDeltaRule(s.dn_conv.data() + at * channels, beta, alpha, w.dn_dt_bias,
+                                                  w.dn_decay, kv.delta_state(l, next_in), kv.delta_state(l, true),
+                                                  s.dn_o.data() + at * value_dim, rule));
+      if (part == 0 && checkpoint > 0) OCTO_RETURN_IF_ERROR(kv.CheckpointLayer(l));
+    }
     row += n_new;
   }
   // RMSNorm per value head, gated by silu(z); then the output projection.

@@ -61,6 +61,10 @@ std::span<const int32_t> Generation::NextInput(size_t max_tokens) const {
 absl::StatusOr<std::optional<GeneratedToken>> Generation::Accept(std::span<const float> logits) {
   if (finished()) return absl::FailedPreconditionError("the generation has finished");
   OCTO_ASSIGN_OR_RETURN(const int32_t id, sampler_.Sample(logits, history_));
+  return Take(id, logits);
+}
+
+absl::StatusOr<std::optional<GeneratedToken>> Generation::Take(int32_t id, std::span<const float> logits) {
   if (tokenizer_.IsEndOfGeneration(id)) {
     finish_ = FinishReason::kStop;
     return std::nullopt;

@@ -18,12 +18,14 @@
 #include <algorithm>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "daemon/engine/draft_tree.h"
 #include "daemon/engine/model.h"
 #include "daemon/sampling/logprobs.h"
 #include "daemon/sampling/sampler.h"
@@ -71,6 +73,33 @@ class Generation {
   // the draw ended the generation with nothing to emit (end token).
   absl::StatusOr<std::optional<GeneratedToken>> Accept(std::span<const float> logits);
 
+  // Speculative decoding (generation_draft.cc; daemon/sampling/speculative.h).
+  // A draft model's proposal for the token after history() and `proposed`
+  // (drafted, not yet accepted): its draw from the distribution this
+  // generation's sampler would use on the draft's logits, and that
+  // distribution (q). Greedy: the argmax, drawing no random number.
+  struct Proposal {
+    int32_t token = 0;
+    std::vector<TokenProb> q;
+  };
+  absl::StatusOr<Proposal> Propose(std::span<const float> draft_logits, std::span<const int32_t> proposed);
+  // Verifies a draft that follows history()'s last token (the root) against
+  // the target's logits: logits(-1) is the row after the root, logits(i) the
+  // row after node i. Greedy walks the tree: a child is kept while its token
+  // is the one Accept would draw, and Accept's token ends the walk. Sampling
+  // needs a linear draft with q[i] the distribution node i was drawn from,
+  // and keeps the target's distribution exactly (VerifyDraft). Every token
+  // decided goes through the same checks as Accept's (end token, stop
+  // strings, max_tokens, context) and the walk stops where they end the
+  // generation. INVALID_ARGUMENT for a tree or missing q when sampling.
+  struct Verdict {
+    std::vector<GeneratedToken> tokens;  // emitted, in order
+    std::vector<int> kept;               // draft nodes now in history(), root to leaf
+  };
+  absl::StatusOr<Verdict> AcceptDraft(const DraftTree& draft, std::span<const std::vector<TokenProb>> q,
+                                      const std::function<std::span<const float>(int node)>& logits);
+  bool greedy() const { return params_.temperature == 0; }
+
   bool finished() const { return finish_ != FinishReason::kNone; }
   FinishReason finish_reason() const { return finish_; }
   // Text held back at the end (an unfinished stop-string prefix or UTF-8
@@ -82,10 +111,17 @@ class Generation {
   const std::vector<int32_t>& history() const { return history_; }
   uint64_t seed() const { return sampler_.seed(); }
   int max_positions() const { return max_positions_; }
+  // Tokens max_tokens still allows (INT_MAX without a limit).
+  int tokens_left() const {
+    return params_.max_tokens < 0 ? std::numeric_limits<int>::max() : params_.max_tokens - generated_tokens();
+  }
 
  private:
   Generation(const Tokenizer& tokenizer, Sampler sampler, const SamplingParams& params,
              std::vector<int32_t> prompt, int max_positions);
+  // Appends a decided token `id` (drawn from `logits`) and runs the checks
+  // that may end the generation; nullopt for an end token (not appended).
+  absl::StatusOr<std::optional<GeneratedToken>> Take(int32_t id, std::span<const float> logits);
 
   Tokenizer tokenizer_;
   Sampler sampler_;

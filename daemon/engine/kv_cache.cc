@@ -26,7 +26,7 @@ KvCache::KvCache(const ModelConfig& config, int max_positions, std::shared_ptr<B
   }
 }
 
-uint64_t KvCache::bytes() const { return data_.size() + recurrent_.size(); }
+uint64_t KvCache::bytes() const { return data_.size() + recurrent_.size() + checkpoint_.size(); }
 
 absl::Status KvCache::AllocateRecurrent() {
   absl::StatusOr<BackendBuffer> zeros = backend_->Allocate((kSnapshotCopy + 1) * CopyFloats() * sizeof(float));
@@ -34,6 +34,7 @@ absl::Status KvCache::AllocateRecurrent() {
   recurrent_ = std::move(*zeros);
   current_ = 0;
   snapshot_pos_ = 0;
+  checkpoint_pos_ = -1;
   return absl::OkStatus();
 }
 
@@ -41,7 +42,30 @@ int KvCache::ReusablePrefix(int common) const {
   common = std::clamp(common, 0, size_);
   if (!recurrent()) return common;
   if (common == size_) return size_;
-  return common >= snapshot_pos_ ? snapshot_pos_ : 0;
+  int best = common >= snapshot_pos_ ? snapshot_pos_ : 0;
+  if (checkpoint_pos_ <= common) best = std::max(best, checkpoint_pos_);
+  return best;
+}
+
+absl::Status KvCache::ReserveCheckpoint() {
+  if (!recurrent() || checkpoint_.size() != 0) return absl::OkStatus();
+  OCTO_ASSIGN_OR_RETURN(checkpoint_, backend_->Allocate(CopyFloats() * sizeof(float)));
+  return absl::OkStatus();
+}
+
+absl::Status KvCache::Checkpoint() {
+  if (!recurrent() || recurrent_.size() == 0) return absl::OkStatus();
+  OCTO_RETURN_IF_ERROR(ReserveCheckpoint());
+  OCTO_RETURN_IF_ERROR(backend_->Copy(CopyBase(kCheckpointCopy), CopyBase(current_), CopyFloats() * sizeof(float)));
+  checkpoint_pos_ = size_;
+  return absl::OkStatus();
+}
+
+absl::Status KvCache::CheckpointLayer(int layer) {
+  if (checkpoint_.size() == 0) return absl::FailedPreconditionError("CheckpointLayer before ReserveCheckpoint");
+  const size_t at = static_cast<size_t>(delta_slot_[layer]) * (conv_floats_ + state_floats_);
+  return backend_->Copy(CopyBase(kCheckpointCopy) + at, RecurrentAt(layer, /*next=*/true),
+                        (conv_floats_ + state_floats_) * sizeof(float));
 }
 
 absl::Status KvCache::Snapshot() {
@@ -97,13 +121,51 @@ absl::Status KvCache::Truncate(int n) {
   }
   if (n == 0) {
     OCTO_RETURN_IF_ERROR(AllocateRecurrent());  // all zero: the empty sequence's state
+  } else if (n == checkpoint_pos_) {
+    OCTO_RETURN_IF_ERROR(backend_->Copy(CopyBase(current_), CopyBase(kCheckpointCopy), CopyFloats() * sizeof(float)));
   } else if (n == snapshot_pos_) {
     OCTO_RETURN_IF_ERROR(backend_->Copy(CopyBase(current_), CopyBase(kSnapshotCopy), CopyFloats() * sizeof(float)));
   } else {
     return absl::FailedPreconditionError(absl::StrCat("a hybrid model's recurrent state cannot be cut back to ", n,
-                                                      " of ", size_, " positions (snapshot at ", snapshot_pos_, ")"));
+                                                      " of ", size_, " positions (snapshot at ", snapshot_pos_,
+                                                      ", checkpoint at ", checkpoint_pos_, ")"));
   }
   size_ = n;
+  // A snapshot or checkpoint past the cut describes tokens that are gone.
+  if (snapshot_pos_ > n) snapshot_pos_ = 0;
+  if (checkpoint_pos_ > n) checkpoint_pos_ = -1;
+  return absl::OkStatus();
+}
+
+absl::Status KvCache::KeepRows(int base, std::span<const int> slots) {
+  if (recurrent()) {
+    return absl::FailedPreconditionError("a hybrid model's cache cannot keep scattered rows (its drafts are linear)");
+  }
+  if (base < 0 || base > size_ || slots.size() > static_cast<size_t>(size_ - base)) {
+    return absl::InvalidArgumentError(absl::StrCat("KeepRows: base ", base, " and ", slots.size(),
+                                                   " rows do not fit the cache's ", size_, " positions"));
+  }
+  for (size_t j = 0; j < slots.size(); ++j) {
+    const int lowest = j == 0 ? base : slots[j - 1] + 1;
+    if (slots[j] < lowest || slots[j] >= size_) {
+      return absl::InvalidArgumentError(absl::StrCat("KeepRows: slot ", slots[j], " (row ", j,
+                                                     ") is not ascending within [", base, ", ", size_, ")"));
+    }
+  }
+  // Ascending slots, each at or after its destination: no copy overwrites a
+  // row still to be read.
+  const size_t row_bytes = static_cast<size_t>(row_elements_) * sizeof(uint16_t);
+  for (size_t j = 0; j < slots.size(); ++j) {
+    const int to = base + static_cast<int>(j);
+    if (slots[j] == to) continue;
+    for (int l = 0; l < n_layers_; ++l) {
+      if (kv_slot_[l] < 0) continue;
+      const size_t from_at = static_cast<size_t>(slots[j]) * row_elements_, to_at = static_cast<size_t>(to) * row_elements_;
+      OCTO_RETURN_IF_ERROR(backend_->Copy(keys(l) + to_at, keys(l) + from_at, row_bytes));
+      OCTO_RETURN_IF_ERROR(backend_->Copy(values(l) + to_at, values(l) + from_at, row_bytes));
+    }
+  }
+  size_ = base + static_cast<int>(slots.size());
   return absl::OkStatus();
 }
 

@@ -17,7 +17,10 @@
 // and writes the other, so a failed pass leaves the sequence as it was) and
 // has a third copy, the snapshot of a turn boundary (Snapshot): recurrent
 // state cannot be cut back to a shorter prefix, so a later request can
-// reuse exactly size(), the snapshot's position, or nothing.
+// reuse exactly size(), the snapshot's position, or nothing. Speculative
+// decoding adds a fourth, the checkpoint (allocated on first use): the state
+// part way through a verification step, or between draft steps, so that
+// rejected draft tokens can be rolled back out of the state.
 // The rows live in backend memory (kernels' memory: the device's for CUDA),
 // where the attention kernels read them.
 #pragma once
@@ -25,6 +28,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -62,20 +66,30 @@ class KvCache {
   const uint16_t* values(int layer) const { return keys(layer) + static_cast<size_t>(capacity_) * row_elements_; }
 
   // The forward pass wrote rows [size, size + n) of every layer (and the
-  // next recurrent state): count them.
-  void Commit(int n) {
+  // next recurrent state): count them. checkpoint_rows > 0: the pass also
+  // saved the recurrent state after the first checkpoint_rows of them
+  // (CheckpointLayer), which becomes the checkpoint of that position.
+  void Commit(int n, int checkpoint_rows = 0) {
+    if (checkpoint_rows > 0) checkpoint_pos_ = size_ + checkpoint_rows;
     size_ += n;
     current_ ^= 1;
   }
   // The longest prefix of the first `common` positions that Truncate can
   // keep: all of them, or for a hybrid model size() when common reaches it,
-  // else the snapshot's position when common reaches that, else 0.
+  // else the latest of the checkpoint's and the snapshot's positions that
+  // common reaches, else 0.
   int ReusablePrefix(int common) const;
   // Forgets positions >= n (n <= size()), e.g. to re-run from a shared
-  // prefix; for a hybrid model n must be a ReusablePrefix (FAILED_PRECONDITION
-  // otherwise). RESOURCE_EXHAUSTED when resetting the recurrent state to
-  // empty finds no memory.
+  // prefix or to drop rejected draft tokens; for a hybrid model n must be a
+  // ReusablePrefix (FAILED_PRECONDITION otherwise). RESOURCE_EXHAUSTED when
+  // resetting the recurrent state to empty finds no memory.
   absl::Status Truncate(int n);
+  // Keeps the rows at `slots` (ascending, each in [base, size())) as the
+  // positions base, base + 1, ... of every layer, then forgets the rest:
+  // the accepted path of a draft tree, whose rows a tree step wrote at
+  // scattered slots, moved into place. INVALID_ARGUMENT for bad slots;
+  // FAILED_PRECONDITION for a hybrid model (its drafts are linear).
+  absl::Status KeepRows(int base, std::span<const int> slots);
 
   // Hybrid models: DeltaNet layer `layer`'s conv inputs (kernel - 1 rows of
   // conv channels, oldest first) and its state ((v_heads, head_dim,
@@ -88,6 +102,18 @@ class KvCache {
   // (the end of a request's prompt: a turn boundary).
   absl::Status Snapshot();
   int snapshot_position() const { return snapshot_pos_; }
+  // Speculative decoding's rollback point: Checkpoint keeps the committed
+  // recurrent state as the checkpoint of position size() (between steps);
+  // a step with checkpoint rows saves each DeltaNet layer's state part way
+  // through with CheckpointLayer, after ReserveCheckpoint. -1: none.
+  absl::Status ReserveCheckpoint();
+  absl::Status Checkpoint();
+  absl::Status CheckpointLayer(int layer);  // the state the pass is writing (next)
+  int checkpoint_position() const { return checkpoint_pos_; }
+  // What ReserveCheckpoint would add to bytes().
+  uint64_t CheckpointBytes() const {
+    return recurrent() && checkpoint_.size() == 0 ? CopyFloats() * sizeof(float) : 0;
+  }
 
  private:
   int CapacityFor(int positions) const;  // the capacity Reserve grows to
@@ -96,9 +122,15 @@ class KvCache {
   }
   // The recurrent buffer holds three copies of every DeltaNet layer's conv
   // inputs and state: 0 and 1, the double buffer; kSnapshotCopy.
+  // The checkpoint is a fourth copy in a buffer of its own, allocated only
+  // when speculative decoding first needs it.
   static constexpr int kSnapshotCopy = 2;
+  static constexpr int kCheckpointCopy = 3;
   size_t CopyFloats() const { return static_cast<size_t>(n_delta_layers_) * (conv_floats_ + state_floats_); }
-  float* CopyBase(int copy) { return recurrent_.as<float>() + static_cast<size_t>(copy) * CopyFloats(); }
+  float* CopyBase(int copy) {
+    if (copy == kCheckpointCopy) return checkpoint_.as<float>();
+    return recurrent_.as<float>() + static_cast<size_t>(copy) * CopyFloats();
+  }
   float* RecurrentAt(int layer, bool next) {
     return CopyBase(current_ ^ (next ? 1 : 0)) + static_cast<size_t>(delta_slot_[layer]) * (conv_floats_ + state_floats_);
   }
@@ -112,6 +144,8 @@ class KvCache {
   BackendBuffer recurrent_;        // kSnapshotCopy + 1 copies, allocated at the first Reserve
   int current_ = 0;                // which copy is committed
   int snapshot_pos_ = 0;           // the snapshot copy's position (all zero: 0)
+  BackendBuffer checkpoint_;       // kCheckpointCopy
+  int checkpoint_pos_ = -1;        // its position; -1: none (or stale)
   int n_layers_ = 0;
   int row_elements_ = 0;
   int max_positions_ = 0;
