@@ -40,6 +40,8 @@ void Job::Finish(const absl::Status& status, const std::string& finish) {
   std::string tail = status.ok() ? generation_.TakeTail() : std::string();
   reply_ += tail;
   stats_.generated_tokens = generation_.generated_tokens();
+  stats_.draft_proposed = static_cast<int>(draft_.proposed);
+  stats_.draft_accepted = static_cast<int>(draft_.accepted);
   Session& s = *session_;
   s.tokens = generation_.history();
   if (!new_messages_.empty()) {
@@ -73,6 +75,10 @@ absl::Status ValidateJob(const GenerateJob& r) {
       return absl::InvalidArgumentError(absl::StrCat("message ", i, " is ", r.messages[i].content.size(),
                                                      " bytes; the limit is ", kMaxPromptBytes));
     }
+  }
+  if (r.draft_max.has_value() && (*r.draft_max < 1 || *r.draft_max > kMaxDraftTokens)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("draft_max is ", *r.draft_max, "; it must be 1..", kMaxDraftTokens));
   }
   return ValidateSamplingParams(r.sampling);
 }

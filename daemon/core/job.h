@@ -13,6 +13,7 @@
 #include "absl/status/statusor.h"
 #include "daemon/core/runtime.h"
 #include "daemon/core/session.h"
+#include "daemon/core/speculation.h"
 #include "daemon/engine/generation.h"
 #include "daemon/tokenizer/tokenizer.h"
 
@@ -32,6 +33,7 @@ class Job : public JobHandle {
 
   Session& session() { return *session_; }
   Generation& generation() { return generation_; }
+  JobDraft& draft() { return draft_; }
   TokenSink& sink() { return *sink_; }
   JobStats& stats() { return stats_; }
   bool started() const { return started_; }
@@ -49,6 +51,7 @@ class Job : public JobHandle {
  private:
   std::shared_ptr<Session> session_;
   Generation generation_;
+  JobDraft draft_;
   std::shared_ptr<TokenSink> sink_;
   std::vector<ChatMessage> new_messages_;  // a chat turn: joins the session's messages at the end
   std::string reply_;                      // generated text so far (for the chat history)

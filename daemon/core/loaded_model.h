@@ -61,6 +61,7 @@ class LoadedModel {
   const ModelSummary& summary() const { return summary_; }
   uint64_t global_bytes() const { return globals_.bytes(); }
   std::string backend() const;
+  std::string backend_kind() const { return backend_->kind(); }  // "cpu" or "cuda"
 
   ResidencyManager& residency() { return *residency_; }
   const ResidencyManager& residency() const { return *residency_; }

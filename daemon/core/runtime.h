@@ -17,6 +17,7 @@
 
 #include "absl/status/statusor.h"
 #include "daemon/chat/chat_template.h"
+#include "daemon/core/speculation_settings.h"
 #include "daemon/engine/generation.h"
 #include "daemon/engine/residency_plan.h"
 #include "daemon/sampling/sampling_params.h"
@@ -70,6 +71,11 @@ struct RuntimeOptions {
   bool evict_idle_sessions = false;       // when the KV budget is full: evict the longest-idle
                                           // session instead of RESOURCE_EXHAUSTED
   uint32_t prefill_chunk = 512;           // prompt tokens per session per pass
+  // Speculative decoding: the draft model (a directory under models_root,
+  // kept resident; empty or "none": no speculation) for every request that
+  // names none, and how it drafts (daemon/core/speculation.h).
+  std::string draft_model;
+  SpeculationSettings speculation;
 };
 
 // What a client asks for; see proto/octo.proto GenerateRequest/ChatRequest.
@@ -85,6 +91,11 @@ struct GenerateJob {
   bool add_bos = true;                    // false: no BOS in front, for a prompt or a chat's rendering
   bool parse_special = false;
   SamplingParams sampling;
+  // Speculative decoding for this request: a draft model under the models
+  // root (unset or empty: the daemon's; "none": no draft), and the longest
+  // draft (unset: the daemon's draft_max).
+  std::optional<std::string> draft_model;
+  std::optional<int> draft_max;
 };
 
 struct JobStats {
@@ -98,6 +109,13 @@ struct JobStats {
   double compute_seconds = 0;
   uint64_t seed = 0;
   int batch_peak = 0;
+  // Passes that decided tokens for this job (its last prompt chunk's and
+  // every decode pass): generated_tokens of them without a draft, fewer with.
+  int target_passes = 0;
+  // Speculative decoding: the draft model, the draft tokens proposed and
+  // accepted.
+  std::string draft_model;
+  int draft_proposed = 0, draft_accepted = 0;
 };
 
 // A job's events. Called on the scheduler thread; must not block (queue the
@@ -130,6 +148,7 @@ struct ModelSummary {
   std::string quantization;   // general.file_type's name ("Q4_K_M"), else the type most matrix bytes have
   bool loaded = false;
   std::string chat_template;  // family recognised, "" if none
+  std::string draft_model;    // the loaded model's draft (speculative decoding), "" if none
 };
 
 struct ResidencyChange {  // unset: keep
@@ -223,8 +242,24 @@ struct LoaderReport {
   std::string io_mode;
 };
 
+// Speculative decoding (daemon/core/speculation.h); present when the
+// loaded model has a draft model or some request brought one.
+struct SpeculationReport {
+  bool present = false;
+  std::string draft_model;          // the loaded model's draft, "" if none
+  uint64_t draft_bytes = 0;         // its weights
+  uint32_t drafts_loaded = 0;       // draft models in memory (requests may name others)
+  SpeculationSettings settings;
+  uint64_t rounds = 0, proposed = 0, accepted = 0, tokens = 0;  // SpeculationCounters
+  double acceptance = 0;            // accepted / proposed
+  double tokens_per_round = 0;      // tokens / rounds: a session's tokens per target pass
+  uint64_t errors = 0;
+  std::string last_error;
+};
+
 struct RuntimeReport {
   std::optional<ModelSummary> model;
+  SpeculationReport speculation;
   ResidencyReport residency;
   LoaderReport loader;
   std::vector<LayerReport> layers;
@@ -249,7 +284,12 @@ class Runtime {
   // Models. LoadModel replaces the loaded model (FAILED_PRECONDITION while a
   // job is running); NOT_FOUND / INVALID_ARGUMENT for a bad path, which
   // must stay inside models_root.
-  virtual absl::StatusOr<ModelSummary> LoadModel(const std::string& path) = 0;
+  // draft_model: its draft model (speculative decoding): unset: the one
+  // the options name; "none": no draft. A draft whose vocabulary is not the
+  // target's is INVALID_ARGUMENT naming the difference, and nothing is
+  // loaded then.
+  virtual absl::StatusOr<ModelSummary> LoadModel(const std::string& path,
+                                                 const std::optional<std::string>& draft_model) = 0;
   virtual absl::Status UnloadModel() = 0;
   virtual absl::StatusOr<std::vector<ModelSummary>> ListModels() = 0;
 

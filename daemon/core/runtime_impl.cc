@@ -34,13 +34,13 @@ absl::Status ValidateOptions(const RuntimeOptions& o) {
   if (o.max_sessions < 1) return absl::InvalidArgumentError("max_sessions must be at least 1");
   if (o.prefill_chunk < 1) return absl::InvalidArgumentError("prefill_chunk must be at least 1");
   if (o.kv_budget_bytes == 0) return absl::InvalidArgumentError("kv_budget must be more than 0 bytes");
-  return absl::OkStatus();
+  return ValidateSpeculation(o.speculation);
 }
 
 }  // namespace
 
 RuntimeImpl::RuntimeImpl(const RuntimeOptions& options, LayerStreamFactory factory)
-    : options_(options), factory_(std::move(factory)) {
+    : options_(options), factory_(std::move(factory)), speculation_(options.speculation) {
   residency_.pin_first = options.pin_first;
   residency_.pin_last = options.pin_last;
   residency_.auto_budget = options.layer_budget_bytes == 0;
@@ -61,7 +61,7 @@ absl::StatusOr<std::unique_ptr<RuntimeImpl>> RuntimeImpl::Create(const RuntimeOp
   OCTO_RETURN_IF_ERROR(CreateBackend(BackendChoice{.kind = options.backend, .gpu = options.gpu, .n_threads = 1})
                            .status());
   std::unique_ptr<RuntimeImpl> r(new RuntimeImpl(options, std::move(factory)));
-  if (!options.model.empty()) OCTO_RETURN_IF_ERROR(r->LoadModel(options.model).status());
+  if (!options.model.empty()) OCTO_RETURN_IF_ERROR(r->LoadModel(options.model, std::nullopt).status());
   r->scheduler_ = std::thread([p = r.get()] { p->SchedulerLoop(); });
   return r;
 }
@@ -73,8 +73,10 @@ std::shared_ptr<LoadedModel> RuntimeImpl::model() const {
   return model_;
 }
 
-absl::StatusOr<ModelSummary> RuntimeImpl::LoadModel(const std::string& path) {
+absl::StatusOr<ModelSummary> RuntimeImpl::LoadModel(const std::string& path,
+                                                    const std::optional<std::string>& draft_model) {
   OCTO_ASSIGN_OR_RETURN(const std::string dir, ResolveModelPath(options_.models_root, path));
+  const std::string draft_path = draft_model.has_value() ? *draft_model : options_.draft_model;
   ControlScope control(*this);
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -87,6 +89,24 @@ absl::StatusOr<ModelSummary> RuntimeImpl::LoadModel(const std::string& path) {
     // first: two models need not fit in memory at once.
     sessions_.clear();
     model_.reset();
+    default_draft_.reset();
+  }
+  {
+    std::lock_guard<std::mutex> lock(drafts_mu_);
+    drafts_.clear();  // checked against the old model's vocabulary
+  }
+  // The draft first (it is small), so a CUDA target's auto VRAM budget
+  // sees the device memory it holds.
+  std::shared_ptr<DraftModel> draft;
+  if (!draft_path.empty() && draft_path != kNoDraftModel) {
+    OCTO_ASSIGN_OR_RETURN(const Manifest manifest, ReadManifest(dir));
+    absl::StatusOr<Tokenizer> tokenizer = Tokenizer::FromMetadata(manifest.tokenizer);
+    if (!tokenizer.ok()) return Annotate(tokenizer.status(), absl::StrCat("loading ", path));
+    // The draft's backend resolves as the target's will ("auto" alike).
+    absl::StatusOr<std::shared_ptr<DraftModel>> loaded =
+        LoadDraft(draft_path, *tokenizer, manifest.config.vocab_size, options_.backend);
+    if (!loaded.ok()) return Annotate(loaded.status(), absl::StrCat("loading ", path));
+    draft = std::move(*loaded);
   }
   ModelLoadOptions load;
   load.dir = dir;
@@ -103,10 +123,21 @@ absl::StatusOr<ModelSummary> RuntimeImpl::LoadModel(const std::string& path) {
   load.gpu = options_.gpu;
   load.vram = vram_;
   absl::StatusOr<std::unique_ptr<LoadedModel>> loaded = LoadedModel::Load(load);
-  if (!loaded.ok()) return Annotate(loaded.status(), absl::StrCat("loading ", path));
+  if (!loaded.ok()) {
+    std::lock_guard<std::mutex> lock(drafts_mu_);
+    drafts_.clear();
+    return Annotate(loaded.status(), absl::StrCat("loading ", path));
+  }
   std::lock_guard<std::mutex> lock(mu_);
   model_ = std::move(*loaded);
-  return model_->summary();
+  default_draft_ = std::move(draft);
+  return Summary(*model_);
+}
+
+ModelSummary RuntimeImpl::Summary(const LoadedModel& model) const {
+  ModelSummary summary = model.summary();
+  if (default_draft_ != nullptr) summary.draft_model = default_draft_->path();
+  return summary;
 }
 
 absl::Status RuntimeImpl::UnloadModel() {
@@ -118,13 +149,22 @@ absl::Status RuntimeImpl::UnloadModel() {
   }
   sessions_.clear();
   model_.reset();
+  default_draft_.reset();
+  std::lock_guard<std::mutex> drafts(drafts_mu_);
+  drafts_.clear();
   return absl::OkStatus();
 }
 
 absl::StatusOr<std::vector<ModelSummary>> RuntimeImpl::ListModels() {
   OCTO_ASSIGN_OR_RETURN(std::vector<ModelSummary> models, ScanModels(options_.models_root));
   std::shared_ptr<LoadedModel> loaded = model();
-  for (ModelSummary& m : models) m.loaded = loaded != nullptr && loaded->summary().path == m.path;
+  for (ModelSummary& m : models) {
+    m.loaded = loaded != nullptr && loaded->summary().path == m.path;
+    if (m.loaded) {
+      std::lock_guard<std::mutex> lock(mu_);
+      m = Summary(*loaded);
+    }
+  }
   return models;
 }
 
@@ -232,9 +272,29 @@ absl::StatusOr<std::shared_ptr<JobHandle>> RuntimeImpl::Submit(GenerateJob reque
   if (absl::Status truncated = session->kv->Truncate(static_cast<int>(cached)); !truncated.ok()) {
     return release(truncated);
   }
+  // Speculation: the request's draft model, or the daemon's. The session
+  // keeps its draft cache for the same draft (cut to the reused prefix),
+  // else gets a new one (or none).
+  absl::StatusOr<std::shared_ptr<DraftModel>> draft = ResolveDraft(request, *m);
+  if (!draft.ok()) return release(draft.status());
+  const bool new_draft = session->draft != *draft;
+  std::unique_ptr<KvCache> draft_kv;
+  if (*draft != nullptr && new_draft) {
+    draft_kv = (*draft)->model().NewCache(session->kv->max_positions() + kMaxDraftTreeNodes);
+  } else if (*draft != nullptr) {
+    KvCache& held = *session->draft_kv;
+    const int keep = held.ReusablePrefix(std::min(held.size(), static_cast<int>(cached)));
+    if (absl::Status truncated = held.Truncate(keep); !truncated.ok()) return release(truncated);
+  }
   auto job = std::make_shared<Job>(session, std::move(*generation), std::move(sink), std::move(new_messages),
                                    static_cast<int>(cached));
+  job->draft() = NewJobDraft(*draft, request);
+  job->stats().draft_model = *draft != nullptr ? (*draft)->path() : "";
   std::lock_guard<std::mutex> lock(mu_);
+  if (new_draft) {
+    session->draft = *draft;
+    session->draft_kv = std::move(draft_kv);
+  }
   if (stopping_) {
     session->busy = false;
     return absl::UnavailableError("octod is shutting down");
@@ -348,6 +408,9 @@ void RuntimeImpl::Shutdown() {
   std::lock_guard<std::mutex> lock(mu_);
   sessions_.clear();
   model_.reset();  // stops the loader and removes the ring's shared memory
+  default_draft_.reset();
+  std::lock_guard<std::mutex> drafts(drafts_mu_);
+  drafts_.clear();
 }
 
 }  // namespace octo

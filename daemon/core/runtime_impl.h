@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "daemon/core/draft_model.h"
 #include "daemon/core/job.h"
 #include "daemon/core/loaded_model.h"
 #include "daemon/core/runtime.h"
@@ -28,6 +29,8 @@ namespace octo {
 
 // Tokens one pass may carry: decode steps first, prompt chunks fill the rest.
 inline constexpr int kMinPassTokens = 64;
+// Draft models held at once: the loaded model's and those requests name.
+inline constexpr size_t kMaxDraftModels = 4;
 
 class RuntimeImpl : public Runtime {
  public:
@@ -36,7 +39,8 @@ class RuntimeImpl : public Runtime {
                                                              LayerStreamFactory factory);
   ~RuntimeImpl() override;
 
-  absl::StatusOr<ModelSummary> LoadModel(const std::string& path) override;
+  absl::StatusOr<ModelSummary> LoadModel(const std::string& path,
+                                         const std::optional<std::string>& draft_model) override;
   absl::Status UnloadModel() override;
   absl::StatusOr<std::vector<ModelSummary>> ListModels() override;
   absl::StatusOr<SessionReport> CreateSession(uint32_t context_length) override;
@@ -56,6 +60,8 @@ class RuntimeImpl : public Runtime {
     std::shared_ptr<Job> job;
     size_t tokens = 0;   // fed this pass
     bool decides = false;  // the pass's logits draw the job's next token
+    bool decode = false;   // the prompt is in
+    int draft_nodes = 0;   // draft tokens the step may carry (speculation.h)
   };
 
   // Holds pass_mu_ for a control operation: the scheduler lets it in before
@@ -78,8 +84,20 @@ class RuntimeImpl : public Runtime {
 
   RuntimeImpl(const RuntimeOptions& options, LayerStreamFactory factory);
   std::shared_ptr<LoadedModel> model() const;
+  // The model's summary with its draft model.
+  ModelSummary Summary(const LoadedModel& model) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   int SessionContext(uint32_t asked, const LoadedModel& model) const;
   std::string NewSessionId() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // Speculative decoding (runtime_drafts.cc): the draft model a request
+  // names (loaded on first use, at most kMaxDraftModels at once), or the
+  // daemon's; null when the job does not speculate.
+  absl::StatusOr<std::shared_ptr<DraftModel>> ResolveDraft(const GenerateJob& request, const LoadedModel& target);
+  absl::StatusOr<std::shared_ptr<DraftModel>> LoadDraft(const std::string& path, const Tokenizer& target,
+                                                        uint32_t target_logits, const std::string& backend);
+  // A job's speculation: `draft` (may be null) with the daemon's settings
+  // and the request's draft_max.
+  JobDraft NewJobDraft(std::shared_ptr<DraftModel> draft, const GenerateJob& request) const;
 
   // scheduler.cc
   void SchedulerLoop();
@@ -90,6 +108,9 @@ class RuntimeImpl : public Runtime {
   // Room in the KV budget for `extra` more bytes, evicting idle sessions when configured.
   bool MakeKvRoom(uint64_t extra) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   uint64_t KvUsed() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Bytes the job's caches grow by for a step of `chunk` tokens and
+  // `draft_nodes` draft tokens.
+  uint64_t KvGrowth(Job& job, size_t chunk, int draft_nodes) const;
   void RunPass(LoadedModel& model, std::vector<Step>& steps);
   void EndJob(const std::shared_ptr<Job>& job, const absl::Status& status, const std::string& finish);
 
@@ -113,7 +134,15 @@ class RuntimeImpl : public Runtime {
   uint64_t generated_ ABSL_GUARDED_BY(mu_) = 0;
   Throughput throughput_ ABSL_GUARDED_BY(mu_);
 
-  std::vector<float> logits_;  // scheduler thread only
+  // Speculative decoding.
+  const SpeculationSettings speculation_;
+  std::shared_ptr<DraftModel> default_draft_ ABSL_GUARDED_BY(mu_);  // the loaded model's
+  std::mutex drafts_mu_;  // after mu_ when both are held
+  std::map<std::string, std::shared_ptr<DraftModel>> drafts_ ABSL_GUARDED_BY(drafts_mu_);
+  SpeculationCounters spec_ ABSL_GUARDED_BY(mu_);
+
+  std::vector<float> logits_;        // scheduler thread only
+  std::vector<float> draft_logits_;  // likewise
   std::thread scheduler_;
 };
 

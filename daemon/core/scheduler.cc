@@ -36,7 +36,7 @@ void RuntimeImpl::SchedulerLoop() {
 
 uint64_t RuntimeImpl::KvUsed() const {
   uint64_t used = 0;
-  for (const auto& [id, s] : sessions_) used += s->kv->bytes();
+  for (const auto& [id, s] : sessions_) used += s->kv_bytes();
   return used;
 }
 
@@ -71,14 +71,20 @@ std::vector<RuntimeImpl::Step> RuntimeImpl::BuildBatch(
       }
       Generation& g = job->generation();
       const size_t pending = g.NextInput().size();
-      const bool decode = pending == 1;
+      // Decoding: the prompt is in (a hybrid may re-feed accepted draft tokens).
+      const bool decode = pending == 1 || g.fed() >= static_cast<size_t>(g.prompt_tokens());
       if (decode != (pass_kind == 0) || tokens >= pass_tokens) {
         ++it;
         continue;
       }
       const size_t chunk = std::min<size_t>({pending, options_.prefill_chunk, static_cast<size_t>(pass_tokens - tokens)});
-      KvCache& kv = *job->session().kv;
-      const uint64_t extra = kv.BytesAfterReserve(static_cast<int>(chunk)) - kv.bytes();
+      // A whole decode step may carry a draft (speculation.h), if the pass's
+      // tokens and the KV budget have room for it; else it steps plainly.
+      int draft_nodes = decode && chunk == pending
+                            ? PlannedDraftNodes(*job, pass_tokens - tokens - static_cast<int>(chunk))
+                            : 0;
+      if (draft_nodes > 0 && !MakeKvRoom(KvGrowth(*job, chunk, draft_nodes))) draft_nodes = PlannedDraftNodes(*job, 0);
+      const uint64_t extra = KvGrowth(*job, chunk, draft_nodes);
       if (extra > 0 && !MakeKvRoom(extra)) {
         ended.emplace_back(job, absl::ResourceExhaustedError(absl::StrCat(
                                     "the KV cache budget (", options_.kv_budget_bytes, " bytes) is full: ",
@@ -87,21 +93,52 @@ std::vector<RuntimeImpl::Step> RuntimeImpl::BuildBatch(
         it = jobs_.erase(it);
         continue;
       }
-      steps.push_back(Step{.job = job, .tokens = chunk, .decides = g.AwaitsLogits(chunk)});
-      tokens += static_cast<int>(chunk);
+      steps.push_back(Step{.job = job, .tokens = chunk, .decides = g.AwaitsLogits(chunk), .decode = decode,
+                           .draft_nodes = draft_nodes});
+      tokens += static_cast<int>(chunk) + draft_nodes;
       ++it;
     }
   }
   return steps;
 }
 
+uint64_t RuntimeImpl::KvGrowth(Job& job, size_t chunk, int draft_nodes) const {
+  const KvCache& kv = *job.session().kv;
+  uint64_t extra = kv.BytesAfterReserve(static_cast<int>(chunk) + draft_nodes) - kv.bytes();
+  if (draft_nodes > 0) {
+    // The draft catches up on what it has not seen, then feeds its nodes;
+    // a hybrid's rollback point is one more copy of its state.
+    const KvCache& dkv = *job.session().draft_kv;
+    const int unseen = std::max(0, static_cast<int>(job.generation().history().size()) - dkv.size());
+    extra += dkv.BytesAfterReserve(std::min<int>(unseen, options_.prefill_chunk) + draft_nodes) - dkv.bytes() +
+             dkv.CheckpointBytes() + kv.CheckpointBytes();
+  }
+  return extra;
+}
+
 void RuntimeImpl::RunPass(LoadedModel& model, std::vector<Step>& steps) {
+  // The drafts first: the draft models' passes propose each speculating
+  // job's next tokens, which its step then carries.
+  std::vector<Job*> drafting;
+  for (Step& step : steps) {
+    if (step.draft_nodes > 0) drafting.push_back(step.job.get());
+  }
+  if (!drafting.empty()) {
+    const absl::Status drafted = ProposeDrafts(drafting, static_cast<int>(options_.prefill_chunk), draft_logits_);
+    if (!drafted.ok()) {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++spec_.errors;
+      spec_.last_error = std::string(drafted.message());
+    }
+  }
   std::vector<SequenceStep> batch;
   batch.reserve(steps.size());
   for (Step& step : steps) {
     step.job->MarkStarted();
-    batch.push_back(SequenceStep{.kv = step.job->session().kv.get(),
-                                 .tokens = step.job->generation().NextInput(step.tokens)});
+    batch.push_back(step.job->draft().proposing
+                        ? DraftStep(*step.job)
+                        : SequenceStep{.kv = step.job->session().kv.get(),
+                                       .tokens = step.job->generation().NextInput(step.tokens)});
   }
   const auto start = Clock::now();
   const absl::Status status = model.Forward(batch, logits_);
@@ -110,14 +147,41 @@ void RuntimeImpl::RunPass(LoadedModel& model, std::vector<Step>& steps) {
   const int n = static_cast<int>(steps.size());
   const size_t vocab = model.config().vocab_size;
   int emitted = 0;
+  SpeculationCounters spec;
   std::vector<std::pair<std::shared_ptr<Job>, absl::Status>> ended;
+  size_t first_row = 0;  // the step's first logits row
   for (int b = 0; b < n; ++b) {
     Job& job = *steps[b].job;
     Generation& g = job.generation();
-    const bool prefill = steps[b].tokens > 1 || g.generated_tokens() == 0;
-    job.AddPass(seconds, timing.load_wait_seconds, timing.compute_seconds, n, prefill);
+    const size_t rows = batch[b].all_logits ? batch[b].tokens.size() : 1;
+    const std::span<const float> step_logits =
+        std::span<const float>(logits_).subspan(std::min(first_row * vocab, logits_.size()));
+    first_row += rows;
+    job.AddPass(seconds, timing.load_wait_seconds, timing.compute_seconds, n,
+                !steps[b].decode || g.generated_tokens() == 0);
     if (!status.ok()) {
       ended.emplace_back(steps[b].job, status);  // nothing was committed to its cache
+      continue;
+    }
+    if (job.draft().proposing) {
+      // Verify the draft; emit what the target agreed to.
+      const uint64_t proposed = job.draft().proposed, accepted = job.draft().accepted;
+      absl::StatusOr<std::vector<GeneratedToken>> tokens = FinishDraft(job, step_logits.first(rows * vocab), vocab);
+      if (!tokens.ok()) {
+        ended.emplace_back(steps[b].job, tokens.status());
+        continue;
+      }
+      ++job.stats().target_passes;
+      ++spec.rounds;
+      spec.proposed += job.draft().proposed - proposed;
+      spec.accepted += job.draft().accepted - accepted;
+      spec.tokens += tokens->size();
+      for (const GeneratedToken& token : *tokens) {
+        ++emitted;
+        job.RecordText(token.text);
+        job.sink().OnToken(token);
+      }
+      if (g.finished()) ended.emplace_back(steps[b].job, absl::OkStatus());
       continue;
     }
     g.InputFed(steps[b].tokens);
@@ -130,8 +194,8 @@ void RuntimeImpl::RunPass(LoadedModel& model, std::vector<Step>& steps) {
       }
     }
     if (!steps[b].decides) continue;
-    absl::StatusOr<std::optional<GeneratedToken>> token =
-        g.Accept(std::span<const float>(logits_).subspan(static_cast<size_t>(b) * vocab, vocab));
+    ++job.stats().target_passes;
+    absl::StatusOr<std::optional<GeneratedToken>> token = g.Accept(step_logits.first(vocab));
     if (!token.ok()) {
       ended.emplace_back(steps[b].job, token.status());
       continue;
@@ -147,6 +211,7 @@ void RuntimeImpl::RunPass(LoadedModel& model, std::vector<Step>& steps) {
     std::lock_guard<std::mutex> lock(mu_);
     ++passes_;
     generated_ += emitted;
+    spec_.Add(spec);
     throughput_.Add(emitted);
     for (auto& [job, s] : ended) jobs_.erase(std::find(jobs_.begin(), jobs_.end(), job));
   }
@@ -177,12 +242,25 @@ RuntimeReport RuntimeImpl::Report() {
       sr.id = id;
       sr.positions = static_cast<uint32_t>(s->kv->size());
       sr.context_length = static_cast<uint32_t>(s->kv->max_positions());
-      sr.kv_bytes = s->kv->bytes();
+      sr.kv_bytes = s->kv_bytes();
       sr.active = s->busy;
       sr.idle_seconds = s->busy ? 0 : std::chrono::duration<double>(now - s->last_used).count();
       r.sessions.push_back(sr);
     }
     r.kv_used_bytes = KvUsed();
+    if (m != nullptr) r.model = Summary(*m);
+    SpeculationReport& sr = r.speculation;
+    sr.draft_model = default_draft_ != nullptr ? default_draft_->path() : "";
+    sr.draft_bytes = default_draft_ != nullptr ? default_draft_->bytes() : 0;
+    sr.settings = speculation_;
+    sr.rounds = spec_.rounds;
+    sr.proposed = spec_.proposed;
+    sr.accepted = spec_.accepted;
+    sr.tokens = spec_.tokens;
+    sr.acceptance = spec_.proposed > 0 ? static_cast<double>(spec_.accepted) / spec_.proposed : 0;
+    sr.tokens_per_round = spec_.rounds > 0 ? static_cast<double>(spec_.tokens) / spec_.rounds : 0;
+    sr.errors = spec_.errors;
+    sr.last_error = spec_.last_error;
     r.passes = passes_;
     r.generated_tokens = generated_;
     r.tokens_per_second = throughput_.Rate(now);
@@ -190,8 +268,13 @@ RuntimeReport RuntimeImpl::Report() {
     r.uptime_seconds = std::chrono::duration<double>(now - started_).count();
   }
   r.kv_budget_bytes = options_.kv_budget_bytes;
+  {
+    std::lock_guard<std::mutex> lock(drafts_mu_);
+    r.speculation.drafts_loaded = static_cast<uint32_t>(drafts_.size());
+  }
+  r.speculation.present = !r.speculation.draft_model.empty() || r.speculation.rounds > 0 ||
+                          r.speculation.drafts_loaded > 0;
   if (m == nullptr) return r;
-  r.model = m->summary();
   r.backend = m->backend();
   const ResidencyManager& res = m->residency();
   r.residency = res.Report();

@@ -13,14 +13,23 @@
 
 namespace octo {
 
+class DraftModel;
+
 struct Session {
   std::string id;
   std::unique_ptr<KvCache> kv;         // holds tokens[0, kv->size())
+  // Speculative decoding: the draft model this session's last job drafted
+  // with, and its cache, holding tokens[0, draft_kv->size()).
+  std::shared_ptr<DraftModel> draft;
+  std::unique_ptr<KvCache> draft_kv;
   std::vector<int32_t> tokens;         // the conversation so far, as fed or drawn
   std::vector<ChatMessage> messages;   // a chat session's turns
   bool busy = false;                   // a job is running in it
   bool temporary = false;              // a one-shot job's; removed when the job ends
   std::chrono::steady_clock::time_point last_used = std::chrono::steady_clock::now();
+
+  // Both caches' memory (the KV budget counts it).
+  uint64_t kv_bytes() const { return (kv ? kv->bytes() : 0) + (draft_kv ? draft_kv->bytes() : 0); }
 };
 
 }  // namespace octo

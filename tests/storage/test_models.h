@@ -7,14 +7,16 @@
 #include "gtest/gtest.h"
 #include "tests/temp_dir.h"
 #include "tests/tools/model_tensors.h"
+#include "tests/tools/widen_model.h"
 
 namespace octo::testing {
 
 // Writes a GGUF of preset `preset` with every weight of `type` (or a recipe
-// such as "Q4_K_M") to `path`. `edit` may change the shape first.
+// such as "Q4_K_M") to `path`. `edit` may change the shape first; another
+// seed gives other weights (the vocabulary of a shape is always the same).
 template <typename Edit = void (*)(ModelShape&)>
 inline void GenerateModel(const std::string& path, const std::string& preset, const std::string& type,
-                          Edit edit = [](ModelShape&) {}) {
+                          Edit edit = [](ModelShape&) {}, uint64_t seed = 42) {
   auto shape = FindPreset(preset);
   ASSERT_TRUE(shape.ok()) << shape.status();
   edit(*shape);
@@ -22,7 +24,26 @@ inline void GenerateModel(const std::string& path, const std::string& preset, co
   ASSERT_TRUE(recipe.ok()) << recipe.status();
   auto plan = PlanModel(*shape, *recipe);
   ASSERT_TRUE(plan.ok()) << plan.status();
-  ASSERT_TRUE(WriteModel(*plan, path, /*seed=*/42).ok());
+  ASSERT_TRUE(WriteModel(*plan, path, seed).ok());
+}
+
+// A target that computes a small model's function, for speculative decoding
+// (tests/tools/widen_model.h): the "tiny" llama at `small_gguf` widened 4x
+// (dim 1024, 32 heads over 16 kv heads, hidden 3072) to n_layers layers,
+// written to `path`. The layers past the small model's have RMSNorm weights
+// extra_layer_norm: 0 gives the small model's logits exactly, 0.02 keeps
+// most of its top tokens (the small model is then a mostly-right draft).
+inline void GenerateWidenedModel(const std::string& small_gguf, const std::string& path, uint32_t n_layers,
+                                 float extra_layer_norm) {
+  WidenOptions wide;
+  wide.dim = 1024;
+  wide.hidden_dim = 3072;
+  wide.n_heads = 32;
+  wide.n_kv_heads = 16;
+  wide.n_layers = n_layers;
+  wide.extra_layer_norm = extra_layer_norm;
+  const absl::Status widened = WidenModel(small_gguf, wide, path, /*seed=*/5);
+  ASSERT_TRUE(widened.ok()) << widened;
 }
 
 // A mixture-of-experts model whose expert slices are not whole 4 KiB pages,

@@ -11,9 +11,16 @@
 namespace octo::testing {
 
 void MakeModelDir(const std::string& root, const std::string& name, const std::string& preset,
-                  const std::string& type, uint32_t n_layers) {
+                  const std::string& type, uint32_t n_layers, uint64_t seed) {
   const std::string gguf = root + "/" + name + ".gguf";
-  GenerateModel(gguf, preset, type, [n_layers](ModelShape& s) { s.n_layers = n_layers; });
+  GenerateModel(gguf, preset, type, [n_layers](ModelShape& s) { s.n_layers = n_layers; }, seed);
+  ASSERT_TRUE(Decompose(gguf, root + "/" + name, DecomposeOptions{}).ok());
+}
+
+void MakeWidenedModelDir(const std::string& root, const std::string& name, const std::string& small,
+                         uint32_t n_layers, float extra_layer_norm) {
+  const std::string gguf = root + "/" + name + ".gguf";
+  GenerateWidenedModel(root + "/" + small + ".gguf", gguf, n_layers, extra_layer_norm);
   ASSERT_TRUE(Decompose(gguf, root + "/" + name, DecomposeOptions{}).ok());
 }
 

@@ -23,7 +23,13 @@ namespace octo::testing {
 // Decomposes a generated model of `preset` and `type` with n_layers layers
 // into root/name. Fails the test on error.
 void MakeModelDir(const std::string& root, const std::string& name, const std::string& preset,
-                  const std::string& type, uint32_t n_layers);
+                  const std::string& type, uint32_t n_layers, uint64_t seed = 42);
+
+// root/<small>.gguf (written by MakeModelDir from "tiny") widened by
+// GenerateWidenedModel (tests/storage/test_models.h) to n_layers layers,
+// decomposed into root/name: a target for which `small` is a draft.
+void MakeWidenedModelDir(const std::string& root, const std::string& name, const std::string& small,
+                         uint32_t n_layers, float extra_layer_norm);
 
 // Reads each acquired layer from disk synchronously, checked; counts the
 // streams made and layers read so tests can see the ring's shape.
