@@ -52,6 +52,9 @@ DaemonCommands::DaemonCommands(CLI::App& app) {
 
   load_ = app.add_subcommand("load", "Load a model directory (relative to octod's models root)");
   load_->add_option("path", model_path_, "Model directory")->required();
+  load_->add_option("--draft-model", draft_model_,
+                    "Its draft model for speculative decoding (the same vocabulary; none: no draft; default: "
+                    "octod's --draft-model)");
   load_->add_flag("--json", json_, "The model as JSON");
 
   unload_ = app.add_subcommand("unload", "Unload the model");
@@ -151,13 +154,15 @@ int DaemonCommands::Residency(OctoClient& client) {
 }
 
 int DaemonCommands::Load(OctoClient& client) {
-  absl::StatusOr<v1::ModelInfo> model = client.LoadModel(model_path_);
+  absl::StatusOr<v1::ModelInfo> model =
+      client.LoadModel(model_path_, draft_model_.empty() ? std::nullopt : std::optional<std::string>(draft_model_));
   if (!model.ok()) return Fail(model.status());
   if (json_) {
     std::printf("%s\n", ToJson(*model).c_str());
   } else {
-    absl::PrintF("loaded %s: %s, %u layers, %s\n", model->path(), model->architecture(), model->n_layers(),
-                 FormatByteSize(model->total_bytes()));
+    absl::PrintF("loaded %s: %s, %u layers, %s%s\n", model->path(), model->architecture(), model->n_layers(),
+                 FormatByteSize(model->total_bytes()),
+                 model->draft_model().empty() ? "" : "; draft model " + model->draft_model());
   }
   return 0;
 }

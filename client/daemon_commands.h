@@ -51,6 +51,7 @@ class DaemonCommands {
   std::string vram_budget_;
   std::string expert_cache_;
   std::string model_path_;
+  std::string draft_model_;  // load --draft-model; empty: octod's
   CLI::App* status_ = nullptr;
   CLI::App* residency_ = nullptr;
   CLI::App* load_ = nullptr;

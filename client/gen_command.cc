@@ -4,7 +4,9 @@
 #include <sstream>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "daemon/core/speculation_settings.h"
 #include "nlohmann/json.hpp"
 
 namespace octo {
@@ -27,7 +29,11 @@ Json StatsJson(const v1::GenerateStats& stats) {
           {"compute_seconds", stats.compute_seconds()},
           {"tokens_per_second", stats.tokens_per_second()},
           {"seed", stats.seed()},
-          {"batch_peak", stats.batch_peak()}};
+          {"batch_peak", stats.batch_peak()},
+          {"target_passes", stats.target_passes()},
+          {"draft_model", stats.draft_model()},
+          {"draft_proposed", stats.draft_proposed()},
+          {"draft_accepted", stats.draft_accepted()}};
 }
 
 // Prints one reply's events as they come (text or JSON Lines) and keeps
@@ -107,6 +113,22 @@ void PrintStats(const v1::GenerateResponse::Done& done, std::FILE* err) {
                 s.prompt_tokens(), s.cached_tokens(), s.prefill_seconds(), s.generated_tokens(), s.decode_seconds(),
                 s.tokens_per_second(), s.load_wait_seconds(), s.compute_seconds(), s.queue_seconds(),
                 s.batch_peak(), s.seed(), done.finish_reason());
+  if (!s.draft_model().empty()) {
+    // Speculative decoding: how often the draft was right, and what it saved.
+    absl::FPrintF(err,
+                  "draft %s: proposed %d tokens, accepted %d (%.2f); %d target passes for %d tokens "
+                  "(%.2f passes per token)\n",
+                  s.draft_model(), s.draft_proposed(), s.draft_accepted(),
+                  s.draft_proposed() > 0 ? static_cast<double>(s.draft_accepted()) / s.draft_proposed() : 0.0,
+                  s.target_passes(), s.generated_tokens(),
+                  s.generated_tokens() > 0 ? static_cast<double>(s.target_passes()) / s.generated_tokens() : 0.0);
+  }
+}
+
+// The speculation flags the user gave.
+void DraftToProto(const GenFlags& flags, v1::DraftParams* proto) {
+  proto->set_draft_model(flags.draft_model);
+  if (flags.draft_max > 0) proto->set_draft_max(flags.draft_max);
 }
 
 // Runs one streamed reply; prints it and, with --stats, its timings.
@@ -133,6 +155,7 @@ v1::ChatRequest ChatTurn(const GenFlags& flags, const std::string& session, bool
   message->set_role("user");
   message->set_content(user);
   SamplingToProto(flags.sampling, request.mutable_sampling());
+  DraftToProto(flags, request.mutable_draft());
   return request;
 }
 
@@ -208,6 +231,10 @@ absl::Status CheckGenFlags(const GenFlags& flags) {
   if (flags.context != 0 && !(flags.chat && flags.prompt.empty() && flags.session.empty())) {
     return absl::InvalidArgumentError("--context sizes the session --chat opens for a conversation");
   }
+  if (flags.draft_max < 0 || flags.draft_max > kMaxDraftTokens) {
+    return absl::InvalidArgumentError(absl::StrCat("--draft-max is ", flags.draft_max, "; it must be 1..",
+                                                   kMaxDraftTokens));
+  }
   return absl::OkStatus();
 }
 
@@ -224,6 +251,7 @@ int RunGen(const GenFlags& flags, OctoClient& client, std::istream& in, std::FIL
     request.set_session_id(flags.session);
     request.set_prompt(prompt);
     SamplingToProto(flags.sampling, request.mutable_sampling());
+    DraftToProto(flags, request.mutable_draft());
     status = Reply(flags, out, err, [&](const auto& on_message) { return client.Generate(request, on_message); });
   }
   return status.ok() ? 0 : Fail(status, client, err);

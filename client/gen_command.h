@@ -39,6 +39,8 @@ struct GenFlags {
   bool stats = false;             // timings to stderr
   bool interactive = false;       // a terminal: prompt "> " before each conversation line
   SamplingFlags sampling;
+  std::string draft_model;        // speculative decoding: this draft ("none": off); empty: octod's
+  int32_t draft_max = 0;          // the longest draft; 0: octod's
 };
 
 // Checks flag combinations before connecting: INVALID_ARGUMENT naming the

@@ -38,7 +38,12 @@ int main(int argc, char** argv) {
   app.add_option("--session", flags.session, "Continue this session (its cache keeps earlier turns)");
   app.add_option("--context", flags.context, "Positions of the session --chat opens (0: octod's default)");
   app.add_flag("--json", flags.json, "JSON Lines: started, each token, done (with the whole text and stats)");
-  app.add_flag("--stats", flags.stats, "Print tokens/s, prompt tokens, loader wait vs compute time to stderr");
+  app.add_flag("--stats", flags.stats,
+               "Print tokens/s, prompt tokens, loader wait vs compute time (and a draft's acceptance) to stderr");
+  app.add_option("--draft-model", flags.draft_model,
+                 "Speculative decoding with this draft model (relative to octod's models root; none: off; "
+                 "default: octod's --draft-model)");
+  app.add_option("--draft-max", flags.draft_max, "The most tokens a draft proposes per pass (default: octod's)");
   octo::AddSamplingFlags(&app, &flags.sampling);
   octo::AddConnectFlags(&app, &flags.connect);
   CLI11_PARSE(app, argc, argv);

@@ -157,9 +157,11 @@ absl::StatusOr<v1::ResidencyStatus> OctoClient::SetResidency(const v1::SetReside
   return response->residency();
 }
 
-absl::StatusOr<v1::ModelInfo> OctoClient::LoadModel(const std::string& path) {
+absl::StatusOr<v1::ModelInfo> OctoClient::LoadModel(const std::string& path,
+                                                    const std::optional<std::string>& draft_model) {
   v1::LoadModelRequest request;
   request.set_path(path);
+  if (draft_model.has_value()) request.set_draft_model(*draft_model);
   absl::StatusOr<v1::LoadModelResponse> response = Unary<v1::LoadModelResponse>(&v1::Octo::Stub::LoadModel, request);
   if (!response.ok()) return response.status();
   return response->model();

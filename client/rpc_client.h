@@ -57,7 +57,9 @@ class OctoClient {
   // Runs even after Cancel(), so a cancelled conversation can still clean up.
   absl::Status CloseSession(const std::string& session_id);
   absl::StatusOr<v1::ResidencyStatus> SetResidency(const v1::SetResidencyRequest& request);
-  absl::StatusOr<v1::ModelInfo> LoadModel(const std::string& path);
+  // draft_model: its draft for speculative decoding (unset: octod's; "none": none).
+  absl::StatusOr<v1::ModelInfo> LoadModel(const std::string& path,
+                                          const std::optional<std::string>& draft_model = std::nullopt);
   absl::Status UnloadModel();
   absl::StatusOr<v1::ListModelsResponse> ListModels();
 

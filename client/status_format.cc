@@ -77,6 +77,25 @@ std::string Percent(uint64_t part, uint64_t whole) {
 // expert cache, how well the cache and the prediction do, and what was read
 // from disk (per generated token when there are any). One line when a MoE
 // model streams whole layers.
+// Speculative decoding: the draft, how it drafts, and how it pays.
+std::string FormatSpeculation(const v1::SpeculationStatus& s) {
+  std::string out = absl::StrFormat(
+      "speculative draft %s (%s), up to %d tokens per pass (min %d)%s; %u drafts loaded\n",
+      s.draft_model().empty() ? "per request" : s.draft_model(), FormatByteSize(s.draft_bytes()), s.draft_max(),
+      s.draft_min(),
+      s.tree_nodes() > 0 ? absl::StrFormat(", greedy trees of %d tokens, %d branches", s.tree_nodes(),
+                                           s.tree_branches())
+                         : "",
+      s.drafts_loaded());
+  absl::StrAppendFormat(&out,
+                        "            %u rounds: proposed %u, accepted %u (%.2f), %.2f tokens per round%s\n",
+                        s.rounds(), s.proposed(), s.accepted(), s.acceptance(), s.tokens_per_round(),
+                        s.errors() > 0 ? absl::StrFormat("; %u failed draft passes, last: %s", s.errors(),
+                                                         s.last_error())
+                                       : "");
+  return out;
+}
+
 std::string FormatExperts(const v1::ExpertStatus& e, uint64_t generated_tokens) {
   if (!e.present()) return absl::StrCat("experts     whole layers (", e.not_selective(), ")\n");
   const uint64_t bytes_read = e.dense_bytes_read() + e.expert_bytes_read();
@@ -156,6 +175,7 @@ std::string FormatStatus(const v1::GetStatusResponse& status) {
   absl::StrAppendFormat(&out, "throughput  %.1f tokens/s (last 10 s), %u tokens, %u passes, overlap %.0f%%\n",
                         status.tokens_per_second(), status.generated_tokens(), status.passes(),
                         status.overlap() * 100);
+  if (status.speculation().present()) absl::StrAppend(&out, FormatSpeculation(status.speculation()));
   AppendSessions(status, out);
   if (status.layers_size() > 0) AppendLayerTable(status, out);
   return out;

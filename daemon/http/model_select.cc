@@ -35,7 +35,7 @@ absl::StatusOr<SelectedModel> SelectModel(Runtime& runtime, absl::string_view na
   }
   OCTO_RETURN_IF_ERROR(FindModel(runtime, name).status());
   const auto start = std::chrono::steady_clock::now();
-  absl::StatusOr<ModelSummary> loaded = runtime.LoadModel(path);
+  absl::StatusOr<ModelSummary> loaded = runtime.LoadModel(path, std::nullopt);
   if (!loaded.ok()) return WithParam(Annotate(loaded.status(), absl::StrCat("loading model '", path, "'")), "model");
   selected.summary = *std::move(loaded);
   selected.load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -182,7 +182,12 @@ nlohmann::json OpenAiUsage(const JobStats& stats) {
   return {{"prompt_tokens", stats.prompt_tokens},
           {"completion_tokens", stats.generated_tokens},
           {"total_tokens", stats.prompt_tokens + stats.generated_tokens},
-          {"prompt_tokens_details", {{"cached_tokens", stats.cached_tokens}}}};
+          {"prompt_tokens_details", {{"cached_tokens", stats.cached_tokens}}},
+          // OpenAI's counts for predicted tokens: here a draft model's
+          // proposals the model kept and turned down (0 without a draft).
+          {"completion_tokens_details",
+           {{"accepted_prediction_tokens", stats.draft_accepted},
+            {"rejected_prediction_tokens", stats.draft_proposed - stats.draft_accepted}}}};
 }
 
 nlohmann::json ChatLogprobEntry(const GeneratedToken& token) {

@@ -7,6 +7,7 @@
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_cat.h"
+#include "daemon/engine/draft_tree.h"
 #include "daemon/server/auth.h"
 #include "daemon/server/endpoint.h"
 #include "storage/byte_size.h"
@@ -61,11 +62,11 @@ absl::Status ParseExpertCache(const std::string& text, uint64_t* out) {
 }
 
 // A model directory path relative to the models root that stays inside it.
-absl::Status CheckRelativeModelPath(const std::string& model) {
+absl::Status CheckRelativeModelPath(absl::string_view key, const std::string& model) {
   const fs::path path(model);
-  if (path.is_absolute()) return KeyError("model", absl::StrCat("'", model, "' must be relative to models-root"));
+  if (path.is_absolute()) return KeyError(key, absl::StrCat("'", model, "' must be relative to models-root"));
   for (const fs::path& part : path) {
-    if (part == "..") return KeyError("model", absl::StrCat("'", model, "' leaves models-root (..)"));
+    if (part == "..") return KeyError(key, absl::StrCat("'", model, "' leaves models-root (..)"));
   }
   return absl::OkStatus();
 }
@@ -90,7 +91,7 @@ absl::Status ResolveModel(const OctodFlags& flags, RuntimeOptions& runtime) {
     return absl::NotFoundError(absl::StrCat("models-root: no directory ", flags.models_root));
   }
   runtime.models_root = root.string();
-  if (!flags.model.empty()) OCTO_RETURN_IF_ERROR(CheckRelativeModelPath(flags.model));
+  if (!flags.model.empty()) OCTO_RETURN_IF_ERROR(CheckRelativeModelPath("model", flags.model));
   runtime.model = flags.model;
   return absl::OkStatus();
 }
@@ -149,6 +150,17 @@ void AddOctodFlags(CLI::App& app, OctodFlags& flags) {
   app.add_flag("--evict-idle-sessions", flags.evict_idle_sessions,
                "When the KV budget is full, evict the longest-idle session instead of refusing");
   app.add_option("--prefill-chunk", flags.prefill_chunk, "Prompt tokens per session per forward pass");
+  app.add_option("--draft-model", flags.draft_model,
+                 "Speculative decoding: a small model (relative to models-root, kept resident, the same "
+                 "vocabulary) that proposes tokens the model verifies in one pass; none: off");
+  app.add_option("--draft-max", flags.draft_max,
+                 absl::StrCat("Most tokens a draft proposes per session per pass (1..", kMaxDraftTokens,
+                              "); adapts down to --draft-min with the acceptance"));
+  app.add_option("--draft-min", flags.draft_min, "Fewest tokens a draft proposes while it drafts at all");
+  app.add_option("--draft-tree", flags.draft_tree,
+                 absl::StrCat("Greedy requests: draft a tree of up to N tokens per session per pass, verified in "
+                              "one pass (0: linear drafts; at most ", kMaxDraftTreeNodes, ")"));
+  app.add_option("--draft-branches", flags.draft_branches, "Draft trees: the most children of one token");
   app.add_option("--socket", flags.socket, "Unix socket path (default: $XDG_RUNTIME_DIR/octo/octod.sock, /run/octo as root)");
   app.add_option("--listen", flags.listen, "Also listen on TCP host:port (needs --token-file)");
   app.add_option("--token-file", flags.token_file, "File holding the bearer token TCP clients must send (not world-readable)");
@@ -183,6 +195,15 @@ absl::StatusOr<OctodConfig> ValidateOctodFlags(const OctodFlags& flags) {
   OCTO_RETURN_IF_ERROR(CheckRange("max-sessions", flags.max_sessions, 1, kMaxSessions, &runtime.max_sessions));
   OCTO_RETURN_IF_ERROR(CheckRange("prefill-chunk", flags.prefill_chunk, 1, kMaxPrefillChunk, &runtime.prefill_chunk));
   runtime.evict_idle_sessions = flags.evict_idle_sessions;
+  if (!flags.draft_model.empty() && flags.draft_model != kNoDraftModel) {
+    OCTO_RETURN_IF_ERROR(CheckRelativeModelPath("draft-model", flags.draft_model));
+    runtime.draft_model = flags.draft_model;
+  }
+  SpeculationSettings& spec = runtime.speculation;
+  OCTO_RETURN_IF_ERROR(CheckRange("draft-max", flags.draft_max, 1, kMaxDraftTokens, &spec.draft_max));
+  OCTO_RETURN_IF_ERROR(CheckRange("draft-min", flags.draft_min, 1, spec.draft_max, &spec.draft_min));
+  OCTO_RETURN_IF_ERROR(CheckRange("draft-tree", flags.draft_tree, 0, kMaxDraftTreeNodes, &spec.tree_nodes));
+  OCTO_RETURN_IF_ERROR(CheckRange("draft-branches", flags.draft_branches, 1, kMaxDraftTreeNodes, &spec.tree_branches));
 
   config.socket_path = flags.socket.empty() ? DefaultSocketPath() : flags.socket;
   std::error_code ec;

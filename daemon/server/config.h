@@ -12,6 +12,7 @@
 //   backend = "cuda"
 //   vram-budget = "60GiB"     # or "auto"
 //   expert-cache = "8GiB"     # or "auto"; MoE models streaming their experts
+//   draft-model = "tiny-draft"  # speculative decoding (relative to models-root)
 //
 // An unknown key is an error, as is every out-of-range value: the message
 // starts with the key ("ring-slots: 0 is out of range [1, 16]"). Sizes are
@@ -67,6 +68,11 @@ struct OctodFlags {
   int64_t max_sessions = 64;
   bool evict_idle_sessions = false;
   int64_t prefill_chunk = 512;
+  std::string draft_model;
+  int64_t draft_max = 8;
+  int64_t draft_min = 1;
+  int64_t draft_tree = 0;
+  int64_t draft_branches = 2;
   std::string socket;
   std::string listen;
   std::string token_file;

@@ -72,6 +72,15 @@ void LogModel(Runtime& runtime, const RuntimeOptions& options) {
   } else if (!experts.not_selective.empty()) {
     Log(absl::StrCat("experts: whole layers (", experts.not_selective, ")"));
   }
+  const SpeculationReport& spec = report.speculation;
+  if (!spec.draft_model.empty()) {
+    const SpeculationSettings& s = spec.settings;
+    Log(absl::StrFormat("speculative decoding: draft model %s (%s, resident), up to %d tokens per session per pass%s",
+                        spec.draft_model, FormatByteSize(spec.draft_bytes), s.draft_max,
+                        s.tree_nodes > 0 ? absl::StrFormat(", greedy trees of %d tokens, %d branches",
+                                                           s.tree_nodes, s.tree_branches)
+                                         : std::string()));
+  }
 }
 
 // The backend asked for (--backend); the "model loaded" line says which one runs.

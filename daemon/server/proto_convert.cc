@@ -43,6 +43,16 @@ SamplingParams SamplingFromProto(const v1::SamplingParams& proto) {
   return params;
 }
 
+namespace {
+
+// The request's speculation (ValidateJob checks the values).
+void DraftFromProto(const v1::DraftParams& draft, GenerateJob& job) {
+  if (!draft.draft_model().empty()) job.draft_model = draft.draft_model();
+  if (draft.has_draft_max()) job.draft_max = draft.draft_max();
+}
+
+}  // namespace
+
 absl::StatusOr<GenerateJob> JobFromProto(const v1::GenerateRequest& request) {
   OCTO_RETURN_IF_ERROR(CheckSessionId(request.session_id()));
   OCTO_RETURN_IF_ERROR(CheckStopCount(request.sampling()));
@@ -57,6 +67,7 @@ absl::StatusOr<GenerateJob> JobFromProto(const v1::GenerateRequest& request) {
   job.add_bos = request.has_add_bos() ? request.add_bos() : true;
   job.parse_special = request.parse_special();
   job.sampling = SamplingFromProto(request.sampling());
+  DraftFromProto(request.draft(), job);
   return job;
 }
 
@@ -81,6 +92,7 @@ absl::StatusOr<GenerateJob> JobFromProto(const v1::ChatRequest& request) {
     job.messages.push_back({message.role(), message.content()});
   }
   job.sampling = SamplingFromProto(request.sampling());
+  DraftFromProto(request.draft(), job);
   return job;
 }
 
@@ -125,6 +137,10 @@ void ToProto(const JobStats& stats, v1::GenerateStats* proto) {
   proto->set_tokens_per_second(stats.decode_seconds > 0 ? stats.generated_tokens / stats.decode_seconds : 0);
   proto->set_seed(stats.seed);
   proto->set_batch_peak(stats.batch_peak);
+  proto->set_target_passes(stats.target_passes);
+  proto->set_draft_model(stats.draft_model);
+  proto->set_draft_proposed(stats.draft_proposed);
+  proto->set_draft_accepted(stats.draft_accepted);
 }
 
 void ToProto(const ModelSummary& model, v1::ModelInfo* proto) {
@@ -141,6 +157,26 @@ void ToProto(const ModelSummary& model, v1::ModelInfo* proto) {
   proto->set_chat_template(model.chat_template);
   proto->set_n_params(model.n_params);
   proto->set_quantization(model.quantization);
+  proto->set_draft_model(model.draft_model);
+}
+
+void ToProto(const SpeculationReport& r, v1::SpeculationStatus* proto) {
+  proto->set_present(r.present);
+  proto->set_draft_model(r.draft_model);
+  proto->set_draft_bytes(r.draft_bytes);
+  proto->set_drafts_loaded(r.drafts_loaded);
+  proto->set_draft_max(r.settings.draft_max);
+  proto->set_draft_min(r.settings.draft_min);
+  proto->set_tree_nodes(r.settings.tree_nodes);
+  proto->set_tree_branches(r.settings.tree_branches);
+  proto->set_rounds(r.rounds);
+  proto->set_proposed(r.proposed);
+  proto->set_accepted(r.accepted);
+  proto->set_tokens(r.tokens);
+  proto->set_acceptance(r.acceptance);
+  proto->set_tokens_per_round(r.tokens_per_round);
+  proto->set_errors(r.errors);
+  proto->set_last_error(r.last_error);
 }
 
 void ToProto(const DeviceReport& device, v1::DeviceStatus* proto) {
@@ -214,6 +250,7 @@ void ToProto(const SessionReport& session, v1::SessionStatus* proto) {
 void ToProto(const RuntimeReport& report, v1::GetStatusResponse* proto) {
   if (report.model.has_value()) ToProto(*report.model, proto->mutable_model());
   ToProto(report.residency, proto->mutable_residency());
+  ToProto(report.speculation, proto->mutable_speculation());
   v1::LoaderStatus* loader = proto->mutable_loader();
   loader->set_running(report.loader.running);
   loader->set_pid(report.loader.pid);

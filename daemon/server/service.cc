@@ -160,10 +160,13 @@ grpc::ServerUnaryReactor* OctoService::LoadModel(grpc::CallbackServerContext* co
                                                  const v1::LoadModelRequest* request,
                                                  v1::LoadModelResponse* response) {
   return Blocking(context, [this, request, response]() -> absl::Status {
-    OCTO_ASSIGN_OR_RETURN(const ModelSummary model, runtime_.LoadModel(request->path()));
+    const std::optional<std::string> draft =
+        request->has_draft_model() ? std::optional<std::string>(request->draft_model()) : std::nullopt;
+    OCTO_ASSIGN_OR_RETURN(const ModelSummary model, runtime_.LoadModel(request->path(), draft));
     ToProto(model, response->mutable_model());
-    Log(absl::StrFormat("model loaded: %s (%s, %u layers, %s)", model.path, model.architecture, model.n_layers,
-                        FormatByteSize(model.total_bytes)));
+    Log(absl::StrFormat("model loaded: %s (%s, %u layers, %s)%s", model.path, model.architecture, model.n_layers,
+                        FormatByteSize(model.total_bytes),
+                        model.draft_model.empty() ? "" : ", draft model " + model.draft_model));
     return absl::OkStatus();
   });
 }

@@ -143,6 +143,13 @@ TEST(OpenAiFormat, CompletionLogprobsCountOffsets) {
   EXPECT_EQ(ChatLogprobEntry(a)["bytes"], json({72, 101}));
   EXPECT_EQ(OpenAiFinishReason("context"), "length");
   EXPECT_EQ(OpenAiUsage(JobStats{.prompt_tokens = 5, .generated_tokens = 7})["total_tokens"], 12);
+  JobStats drafted{.prompt_tokens = 5, .generated_tokens = 9};
+  drafted.draft_proposed = 10;
+  drafted.draft_accepted = 6;
+  const json usage = OpenAiUsage(drafted);
+  EXPECT_EQ(usage["completion_tokens"], 9);
+  EXPECT_EQ(usage["completion_tokens_details"]["accepted_prediction_tokens"], 6);
+  EXPECT_EQ(usage["completion_tokens_details"]["rejected_prediction_tokens"], 4);
 }
 
 TEST(OllamaParse, DefaultsAreOllamas) {

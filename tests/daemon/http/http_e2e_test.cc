@@ -225,6 +225,21 @@ TEST_F(HttpE2eTest, BadRequestsGetTheRightCodeAndOctodStaysUp) {
   EXPECT_EQ(json::parse(body)["usage"]["completion_tokens"], 3);
 }
 
+TEST_F(HttpE2eTest, ADraftModelsWorkShowsInTheUsageCounts) {
+  if (CurlPath().empty()) GTEST_SKIP() << "curl is not installed";
+  StartWithHttp({"--draft-model", "tiny"});  // the model drafting for itself: always right
+  const Generated plain = GenTokens({kPrompt, "--draft-model", "none"});
+  const json request = {{"model", "tiny"}, {"prompt", kPrompt}, {"max_tokens", kTokens}, {"temperature", 0}};
+  const auto [body, status] = CurlPost("/v1/completions", request.dump());
+  ASSERT_EQ(status, 200) << body;
+  const json reply = json::parse(body);
+  EXPECT_EQ(reply["choices"][0]["text"], plain.text) << "the text without a draft";
+  const json& usage = reply["usage"];
+  EXPECT_EQ(usage["completion_tokens"], kTokens);
+  EXPECT_GT(usage["completion_tokens_details"]["accepted_prediction_tokens"].get<int>(), kTokens / 2) << usage;
+  EXPECT_EQ(usage["completion_tokens_details"]["rejected_prediction_tokens"], 0) << usage;
+}
+
 TEST_F(HttpE2eTest, HttpAndGrpcClientsShareForwardPasses) {
   if (CurlPath().empty()) GTEST_SKIP() << "curl is not installed";
   MakeModel("slow", 8);

@@ -61,7 +61,7 @@ class FakeRuntime final : public Runtime {
   bool WaitFor(const std::function<bool()>& predicate, std::chrono::milliseconds timeout = std::chrono::seconds(5));
 
   // Runtime.
-  absl::StatusOr<ModelSummary> LoadModel(const std::string& path) override;
+  absl::StatusOr<ModelSummary> LoadModel(const std::string& path, const std::optional<std::string>& draft_model) override;
   absl::Status UnloadModel() override;
   absl::StatusOr<std::vector<ModelSummary>> ListModels() override;
   absl::StatusOr<SessionReport> CreateSession(uint32_t context_length) override;

@@ -300,9 +300,17 @@ void OctodTest::TearDown() {
   if (HasFailure()) std::cerr << "octod's log:\n" << octod_.Log();
 }
 
-void OctodTest::MakeModel(const std::string& name, int n_layers) {
+void OctodTest::MakeModel(const std::string& name, int n_layers, const std::string& type, const std::string& preset,
+                          uint64_t seed) {
   const std::string gguf = dir_.Path(name + ".gguf");
-  GenerateModel(gguf, "tiny", "Q4_K_M", [&](ModelShape& shape) { shape.n_layers = n_layers; });
+  GenerateModel(gguf, preset, type, [&](ModelShape& shape) { shape.n_layers = n_layers; }, seed);
+  ASSERT_TRUE(Decompose(gguf, ModelDir(name)));
+}
+
+void OctodTest::MakeWidenedModel(const std::string& name, const std::string& small, int n_layers,
+                                 float extra_layer_norm) {
+  const std::string gguf = dir_.Path(name + ".gguf");
+  GenerateWidenedModel(dir_.Path(small + ".gguf"), gguf, n_layers, extra_layer_norm);
   ASSERT_TRUE(Decompose(gguf, ModelDir(name)));
 }
 

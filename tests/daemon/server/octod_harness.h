@@ -121,8 +121,13 @@ class OctodTest : public ::testing::Test {
 
   std::string ModelDir(const std::string& name) const { return dir_.Path("root/" + name); }
   // Writes a generated "tiny" llama (Q4_K_M, random weights, seed 42) with
-  // `n_layers` layers and decomposes it to root/NAME.
-  void MakeModel(const std::string& name, int n_layers);
+  // `n_layers` layers and decomposes it to root/NAME; another type, preset
+  // or seed when given.
+  void MakeModel(const std::string& name, int n_layers, const std::string& type = "Q4_K_M",
+                 const std::string& preset = "tiny", uint64_t seed = 42);
+  // root/NAME: SMALL's GGUF (made by MakeModel from "tiny") widened by
+  // GenerateWidenedModel (tests/storage/test_models.h), so SMALL drafts for it.
+  void MakeWidenedModel(const std::string& name, const std::string& small, int n_layers, float extra_layer_norm);
   // A generated MoE model (`preset`, e.g. "tiny-qwen3moe") with `n_experts` experts.
   void MakeMoeModel(const std::string& name, const std::string& preset, int n_layers, int n_experts);
   // octod flags: the models root, `model` loaded at start (none when
