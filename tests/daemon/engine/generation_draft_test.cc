@@ -142,31 +142,43 @@ double ChiSquare(const std::map<std::pair<int, int>, int>& counts, const std::ma
   return chi;
 }
 
-TEST(GenerationDraftTest, SampledRoundsKeepTheTargetsDistribution) {
-  // Top-k 4 at temperature 1: four candidates per row. The draft's rows
-  // favour other tokens than the target's, so drafts are refused often and
-  // the residual draws matter.
-  SamplingParams params;
-  params.temperature = 1;
-  params.top_k = 4;
-  params.top_p = 1;
-  params.min_p = 0;
+// The chi-square quantile at 0.999 for `df` degrees of freedom
+// (Wilson-Hilferty; 37.84 at 15 df, where the table gives 37.70).
+double ChiSquareCritical(int df) {
+  const double z = 3.0902;  // the standard normal's 0.999 quantile
+  const double c = 2.0 / (9.0 * df);
+  return df * std::pow(1 - c + z * std::sqrt(c), 3);
+}
+
+// Sampled two-token rounds: the draft proposes two tokens from its rows,
+// the target verifies them by rejection (a refused or fully kept draft's
+// next token comes from the target), and the pairs emitted must follow the
+// target's own distribution over two steps (with its penalties, the second
+// step's distribution depends on the first token).
+void ExpectTheTargetsDistribution(const SamplingParams& params) {
   auto row = [](std::vector<std::pair<int32_t, float>> favoured) {
     std::vector<float> r(static_cast<size_t>(Vocab()), -5.0f);
     for (auto [id, logit] : favoured) r[static_cast<size_t>(id)] = logit;
     return r;
   };
+  // The draft's rows favour other tokens than the target's, so drafts are
+  // refused often and the residual draws matter; token 10 is a favourite of
+  // both target rows, so a penalty on the first token changes the second.
   const std::vector<float> target0 = row({{10, 1.0f}, {11, 0.5f}, {12, 0.0f}, {13, -0.5f}});
   const std::vector<float> target1 = row({{20, 0.2f}, {21, 0.9f}, {22, -0.3f}, {10, 0.1f}});
   const std::vector<float> draft0 = row({{10, 0.0f}, {11, 1.5f}, {14, 0.5f}, {12, 0.2f}});
   const std::vector<float> draft1 = row({{20, 1.0f}, {21, 0.0f}, {23, 0.8f}, {10, 0.3f}});
 
-  // The target's distributions (rows independent of the history here).
+  // The target's distribution over pairs, from the sampler's own.
   Sampler reference = *Sampler::Create(params);
-  const std::vector<TokenProb> p0 = *reference.Distribution(target0, {}), p1 = *reference.Distribution(target1, {});
+  const std::vector<int32_t> prompt = Make(params).history();
   std::map<std::pair<int, int>, double> want;
-  for (const TokenProb& a : p0) {
-    for (const TokenProb& b : p1) want[{a.id, b.id}] = a.p * b.p;
+  const std::vector<TokenProb> first = *reference.Distribution(target0, prompt);
+  for (const TokenProb& a : first) {
+    std::vector<int32_t> history = prompt;
+    history.push_back(a.id);
+    const std::vector<TokenProb> second = *reference.Distribution(target1, history);
+    for (const TokenProb& b : second) want[{a.id, b.id}] = a.p * b.p;
   }
 
   constexpr int kRounds = 20000;
@@ -201,12 +213,33 @@ TEST(GenerationDraftTest, SampledRoundsKeepTheTargetsDistribution) {
     ASSERT_EQ(out.size(), 2u);
     ++seen[{out[0], out[1]}];
   }
-  // 16 cells, 15 degrees of freedom: the 0.999 quantile is 37.70.
-  const double chi = ChiSquare(seen, want, kRounds);
-  std::printf("chi-square %.2f (critical 37.70 at 0.001, 15 df); %.2f draft tokens kept per round\n", chi,
-              static_cast<double>(kept_drafts) / kRounds);
-  EXPECT_LT(chi, 37.70);
+  const int df = static_cast<int>(want.size()) - 1;
+  const double chi = ChiSquare(seen, want, kRounds), critical = ChiSquareCritical(df);
+  std::printf("chi-square %.2f (critical %.2f at 0.001, %d df); %.2f draft tokens kept per round\n", chi, critical,
+              df, static_cast<double>(kept_drafts) / kRounds);
+  EXPECT_LT(chi, critical);
   EXPECT_GT(kept_drafts, kRounds / 4) << "the drafts agree often enough to exercise acceptance";
+}
+
+TEST(GenerationDraftTest, SampledRoundsKeepTheTargetsDistribution) {
+  SamplingParams params;  // top-k 4 at temperature 1: four candidates per row
+  params.temperature = 1;
+  params.top_k = 4;
+  params.top_p = 1;
+  params.min_p = 0;
+  ExpectTheTargetsDistribution(params);
+}
+
+TEST(GenerationDraftTest, SampledRoundsKeepTheTargetsDistributionWithPenaltiesAndCuts) {
+  SamplingParams params;
+  params.temperature = 0.8;
+  params.top_k = 5;
+  params.top_p = 0.97;
+  params.min_p = 0.02;
+  params.repeat_penalty = 2.0;
+  params.presence_penalty = 0.6;
+  params.frequency_penalty = 0.2;
+  ExpectTheTargetsDistribution(params);
 }
 
 }  // namespace
