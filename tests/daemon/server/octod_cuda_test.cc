@@ -1,8 +1,9 @@
 // octod on the CUDA backend as real processes (through the host executor in
 // an OCTO_CUDA_SIM build, with its copy delay on; on the GPU in an nvcc
 // build, skipped without one): octo-gen's tokens, the VRAM budget, the
-// tiers in status, concurrent clients, the loader killed mid-generation,
-// residency changed mid-generation, a device too small, bad flags.
+// tiers in status, concurrent clients, drafts (speculative decoding), the
+// loader killed mid-generation, residency changed mid-generation, a device
+// too small, bad flags.
 #include <signal.h>
 #include <stdlib.h>
 
@@ -173,6 +174,38 @@ TEST_F(OctodCudaTest, EightConcurrentClientsGetTheirSoloTokens) {
     batch_peak = std::max(batch_peak, DoneEvent(results[i].out)["stats"]["batch_peak"].get<int>());
   }
   EXPECT_GE(batch_peak, 2) << "no client shared a pass";
+}
+
+// Speculative decoding on the device: the model drafting for itself (a
+// second instance, on CUDA too), linear and as a tree, verified by the
+// streamed model under its tree mask with the kept path compacted in the
+// device's KV cache, and two clients at once: the tokens without a draft,
+// in fewer passes.
+TEST_F(OctodCudaTest, DraftsOnTheDeviceGiveThePlainTokens) {
+  constexpr int kTokens = 20;
+  for (const char* tree : {"0", "8"}) {
+    SCOPED_TRACE(std::string("draft tree ") + tree);
+    ASSERT_TRUE(octod_.Start(CudaArgs(1, {"--draft-model", "m", "--draft-tree", tree, "--draft-max", "4"})));
+    std::vector<std::vector<int>> plain;
+    for (const char* prompt : {kPrompt, kLongPrompt}) {
+      const RunResult r = octod_.Gen({prompt, "--temp", "0", "-n", std::to_string(kTokens), "--json", "--draft-model",
+                                      "none"});
+      ASSERT_EQ(r.exit_code, 0) << r.err;
+      plain.push_back(TokenIds(r.out));
+    }
+    std::vector<RunResult> drafted(2);
+    std::thread other([&] { drafted[1] = Greedy(kTokens, kLongPrompt); });
+    drafted[0] = Greedy(kTokens, kPrompt);
+    other.join();
+    for (size_t i = 0; i < drafted.size(); ++i) {
+      ASSERT_EQ(drafted[i].exit_code, 0) << drafted[i].err;
+      EXPECT_EQ(TokenIds(drafted[i].out), plain[i]);
+      const nlohmann::json stats = DoneEvent(drafted[i].out)["stats"];
+      EXPECT_EQ(stats["draft_model"], "m");
+      EXPECT_LT(stats["target_passes"].get<int>() * 2, kTokens) << stats.dump();
+    }
+    ASSERT_TRUE(octod_.Stop());
+  }
 }
 
 // Runs `during` once a long greedy generation has printed 8 tokens.
