@@ -73,11 +73,8 @@ std::string Percent(uint64_t part, uint64_t whole) {
   return whole > 0 ? absl::StrFormat("%.1f%%", 100.0 * static_cast<double>(part) / static_cast<double>(whole)) : "-";
 }
 
-// Selective expert streaming in three lines: the two-phase layers and the
-// expert cache, how well the cache and the prediction do, and what was read
-// from disk (per generated token when there are any). One line when a MoE
-// model streams whole layers.
-// Speculative decoding: the draft, how it drafts, and how it pays.
+// Speculative decoding in two lines: the draft and how it drafts, then
+// how it pays.
 std::string FormatSpeculation(const v1::SpeculationStatus& s) {
   std::string out = absl::StrFormat(
       "speculative draft %s (%s), up to %d tokens per pass (min %d)%s; %u drafts loaded\n",
@@ -96,6 +93,10 @@ std::string FormatSpeculation(const v1::SpeculationStatus& s) {
   return out;
 }
 
+// Selective expert streaming in three lines: the two-phase layers and the
+// expert cache, how well the cache and the prediction do, and what was read
+// from disk (per generated token when there are any). One line when a MoE
+// model streams whole layers.
 std::string FormatExperts(const v1::ExpertStatus& e, uint64_t generated_tokens) {
   if (!e.present()) return absl::StrCat("experts     whole layers (", e.not_selective(), ")\n");
   const uint64_t bytes_read = e.dense_bytes_read() + e.expert_bytes_read();

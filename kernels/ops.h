@@ -325,6 +325,9 @@ absl::Status Rope(float* x, const int32_t* positions, int n_tokens, const RopePa
 }  // namespace cuda
 
 // --- Attention (kernels/cpu/attention.cc) ---------------------------------------
+// The most rows one tree step may carry: the bits of a tree_mask word.
+inline constexpr int kMaxTreeAttentionRows = 64;
+
 // Causal (or, with a tree_mask, tree) grouped-query attention of n_tokens
 // new queries of one sequence over its KV cache, which already holds their
 // keys and values.
@@ -384,7 +387,6 @@ absl::Status Rope(float* x, const int32_t* positions, int n_tokens, const RopePa
 // non-zero. The caches must hold first_pos + n_tokens rows, or with
 // tree_mask every row the masks name (not checkable here).
 // Aliasing: out may be q itself; no other overlap.
-inline constexpr int kMaxTreeAttentionRows = 64;  // the bits of a tree_mask word
 struct AttentionParams {
   int n_tokens = 0;
   int first_pos = 0;
