@@ -21,30 +21,10 @@
 #include "absl/strings/str_format.h"
 #include "daemon/core/runtime.h"
 #include "storage/manifest.h"
+#include "tests/bench/job_waiter.h"
 
 namespace octo {
 namespace {
-
-struct Sink : TokenSink {
-  void OnStarted(const std::string&, int) override {}
-  void OnToken(const GeneratedToken&) override {}
-  void OnDone(const absl::Status& s, const std::string&, const std::string&, const JobStats& st) override {
-    std::lock_guard<std::mutex> lock(mu);
-    status = s;
-    stats = st;
-    done = true;
-    cv.notify_all();
-  }
-  void Wait() {
-    std::unique_lock<std::mutex> lock(mu);
-    cv.wait(lock, [&] { return done; });
-  }
-  std::mutex mu;
-  std::condition_variable cv;
-  bool done = false;
-  absl::Status status;
-  JobStats stats;
-};
 
 struct Flags {
   std::string model_dir;
@@ -57,28 +37,13 @@ struct Flags {
 
 // Aggregate decode tokens/s of `n` concurrent greedy jobs.
 double Aggregate(Runtime& runtime, int n, int tokens) {
-  std::vector<std::shared_ptr<Sink>> sinks;
+  std::vector<GenerateJob> jobs(static_cast<size_t>(n));
   for (int i = 0; i < n; ++i) {
-    GenerateJob job;
-    job.prompt = absl::StrFormat("Once upon a time, story %d", i);
-    job.sampling.temperature = 0;
-    job.sampling.max_tokens = tokens;
-    sinks.push_back(std::make_shared<Sink>());
-    absl::StatusOr<std::shared_ptr<JobHandle>> h = runtime.Submit(job, sinks.back());
-    if (!h.ok()) {
-      std::fprintf(stderr, "submit: %s\n", h.status().ToString().c_str());
-      return 0;
-    }
+    jobs[i].prompt = absl::StrFormat("Once upon a time, story %d", i);
+    jobs[i].sampling.temperature = 0;
+    jobs[i].sampling.max_tokens = tokens;
   }
-  double decoded = 0;
-  double longest = 0;
-  for (auto& s : sinks) {
-    s->Wait();
-    if (!s->status.ok()) std::fprintf(stderr, "job: %s\n", s->status.ToString().c_str());
-    decoded += std::max(0, s->stats.generated_tokens - 1);
-    longest = std::max(longest, s->stats.decode_seconds);
-  }
-  return longest > 0 ? decoded / longest : 0;
+  return RunJobs(runtime, jobs).decode_tokens_per_second;  // 0 when a job is refused
 }
 
 void WarmPageCache(const std::string& dir) {

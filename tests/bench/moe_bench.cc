@@ -15,10 +15,8 @@
 // Bytes per token = loader bytes read during the run / tokens generated
 // (one pass per token at one session: the prompt is one or two tokens).
 #include <algorithm>
-#include <condition_variable>
 #include <cstdio>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -26,30 +24,10 @@
 #include "absl/strings/str_format.h"
 #include "daemon/core/runtime.h"
 #include "storage/manifest.h"
+#include "tests/bench/job_waiter.h"
 
 namespace octo {
 namespace {
-
-struct Sink : TokenSink {
-  void OnStarted(const std::string&, int) override {}
-  void OnToken(const GeneratedToken&) override {}
-  void OnDone(const absl::Status& s, const std::string&, const std::string&, const JobStats& st) override {
-    std::lock_guard<std::mutex> lock(mu);
-    status = s;
-    stats = st;
-    done = true;
-    cv.notify_all();
-  }
-  void Wait() {
-    std::unique_lock<std::mutex> lock(mu);
-    cv.wait(lock, [&] { return done; });
-  }
-  std::mutex mu;
-  std::condition_variable cv;
-  bool done = false;
-  absl::Status status;
-  JobStats stats;
-};
 
 struct Flags {
   std::string model_dir;
@@ -87,34 +65,13 @@ ExpertReport Minus(const ExpertReport& a, const ExpertReport& b) {
 // `n` concurrent greedy jobs of `tokens` tokens each.
 Run Generate(Runtime& runtime, int n, int tokens, uint64_t expert_block) {
   const RuntimeReport before = runtime.Report();
-  std::vector<std::shared_ptr<Sink>> sinks;
-  for (int i = 0; i < n; ++i) {
-    GenerateJob job;
-    job.prompt = absl::StrFormat("%c", 'A' + i);
-    job.sampling.temperature = 0;
-    job.sampling.max_tokens = tokens;
-    sinks.push_back(std::make_shared<Sink>());
-    if (absl::StatusOr<std::shared_ptr<JobHandle>> h = runtime.Submit(job, sinks.back()); !h.ok()) {
-      std::fprintf(stderr, "submit: %s\n", h.status().ToString().c_str());
-      Run failed;
-      failed.ok = false;
-      return failed;
-    }
-  }
+  const JobsRun jobs = RunJobs(runtime, GreedyLetterJobs(n, tokens));
   Run run;
-  double decoded = 0, longest = 0, generated = 0;
-  for (auto& s : sinks) {
-    s->Wait();
-    if (!s->status.ok()) {
-      std::fprintf(stderr, "job: %s\n", s->status.ToString().c_str());
-      run.ok = false;
-    }
-    generated += s->stats.generated_tokens;
-    decoded += std::max(0, s->stats.generated_tokens - 1);
-    longest = std::max(longest, s->stats.decode_seconds);
-  }
+  run.ok = jobs.ok;
+  if (!jobs.submitted) return run;
+  const double generated = jobs.generated;
   const RuntimeReport after = runtime.Report();
-  run.tokens_per_second = longest > 0 ? decoded / longest : 0;
+  run.tokens_per_second = jobs.decode_tokens_per_second;
   const double bytes = static_cast<double>(after.loader.bytes_read - before.loader.bytes_read);
   run.experts = Minus(after.residency.experts, before.residency.experts);
   if (generated > 0) {
@@ -157,18 +114,10 @@ void Prefill(Runtime& runtime, int n, uint32_t vocab) {
   job.add_bos = false;
   job.sampling.temperature = 0;
   job.sampling.max_tokens = 1;
-  auto sink = std::make_shared<Sink>();
-  if (absl::StatusOr<std::shared_ptr<JobHandle>> h = runtime.Submit(job, sink); !h.ok()) {
-    std::fprintf(stderr, "submit: %s\n", h.status().ToString().c_str());
-    return;
-  }
-  sink->Wait();
-  if (!sink->status.ok()) {
-    std::fprintf(stderr, "job: %s\n", sink->status.ToString().c_str());
-    return;
-  }
+  const JobsRun run = RunJobs(runtime, {job});
+  if (!run.ok) return;
   const RuntimeReport after = runtime.Report();
-  const JobStats& st = sink->stats;
+  const JobStats& st = run.jobs[0]->stats;
   std::printf("prefill %d tokens, selective streaming, 1 session: %.1f tok/s (%.2f s; waited on layers %.2f s, "
               "computed %.2f s), %.1f MB read\n",
               st.prompt_tokens, st.prefill_seconds > 0 ? st.prompt_tokens / st.prefill_seconds : 0,

@@ -16,10 +16,8 @@
 // slowest session's for the concurrent figures (the prompt's pass is
 // prefill).
 #include <algorithm>
-#include <condition_variable>
 #include <cstdio>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -27,37 +25,13 @@
 #include "absl/strings/str_format.h"
 #include "daemon/core/runtime.h"
 #include "storage/manifest.h"
+#include "tests/bench/job_waiter.h"
 
 namespace octo {
 namespace {
 
 constexpr double kTargetSpeedup = 3.0;
 constexpr double kTargetAcceptance = 0.8;
-
-struct Sink : TokenSink {
-  void OnStarted(const std::string&, int) override {}
-  void OnToken(const GeneratedToken& t) override {
-    std::lock_guard<std::mutex> lock(mu);
-    tokens.push_back(t.id);
-  }
-  void OnDone(const absl::Status& s, const std::string&, const std::string&, const JobStats& st) override {
-    std::lock_guard<std::mutex> lock(mu);
-    status = s;
-    stats = st;
-    done = true;
-    cv.notify_all();
-  }
-  void Wait() {
-    std::unique_lock<std::mutex> lock(mu);
-    cv.wait(lock, [&] { return done; });
-  }
-  std::mutex mu;
-  std::condition_variable cv;
-  bool done = false;
-  absl::Status status;
-  JobStats stats;
-  std::vector<int32_t> tokens;
-};
 
 struct Flags {
   std::string target_dir, draft_dir;
@@ -84,39 +58,23 @@ struct Run {
 
 // `n` concurrent greedy jobs of `tokens` tokens each, drafting with `draft`.
 Run Generate(Runtime& runtime, int n, int tokens, const std::string& draft) {
-  std::vector<std::shared_ptr<Sink>> sinks;
+  std::vector<GenerateJob> jobs = GreedyLetterJobs(n, tokens);
+  for (GenerateJob& job : jobs) job.draft_model = draft;
+  const JobsRun done = RunJobs(runtime, jobs);
   Run run;
-  for (int i = 0; i < n; ++i) {
-    GenerateJob job;
-    job.prompt = absl::StrFormat("%c", 'A' + i);
-    job.sampling.temperature = 0;
-    job.sampling.max_tokens = tokens;
-    job.draft_model = draft;
-    sinks.push_back(std::make_shared<Sink>());
-    if (absl::StatusOr<std::shared_ptr<JobHandle>> h = runtime.Submit(job, sinks.back()); !h.ok()) {
-      std::fprintf(stderr, "submit: %s\n", h.status().ToString().c_str());
-      run.ok = false;
-      return run;
-    }
-  }
-  double decoded = 0, longest = 0, generated = 0, passes = 0, proposed = 0, accepted = 0;
-  for (auto& s : sinks) {
-    s->Wait();
-    if (!s->status.ok()) {
-      std::fprintf(stderr, "job: %s\n", s->status.ToString().c_str());
-      run.ok = false;
-    }
-    generated += s->stats.generated_tokens;
-    decoded += std::max(0, s->stats.generated_tokens - 1);
-    longest = std::max(longest, s->stats.decode_seconds);
+  run.ok = done.ok;
+  if (!done.submitted) return run;
+  const std::vector<std::shared_ptr<JobWaiter>>& sinks = done.jobs;
+  double passes = 0, proposed = 0, accepted = 0;
+  for (const auto& s : sinks) {
     passes += s->stats.target_passes;
     proposed += s->stats.draft_proposed;
     accepted += s->stats.draft_accepted;
     run.tokens.push_back(s->tokens);
   }
-  run.tokens_per_second = longest > 0 ? decoded / longest : 0;
+  run.tokens_per_second = done.decode_tokens_per_second;
   run.acceptance = proposed > 0 ? accepted / proposed : 0;
-  run.tokens_per_pass = passes > 0 ? generated / passes : 0;
+  run.tokens_per_pass = passes > 0 ? done.generated / passes : 0;
   if (!sinks.empty() && sinks[0]->stats.target_passes > 1) {
     const JobStats& s = sinks[0]->stats;
     const double decode_passes = s.target_passes - 1;  // the first decided the prompt's token
