@@ -93,6 +93,22 @@ std::vector<int32_t> PathTo(const DraftTree& tree, int32_t root, int node) {
   return path;
 }
 
+// A verification step's rows for `tree` after `root`: the root (bit 0),
+// then every node in index order (node i at bit 1 + i), each row's mask its
+// ancestors and itself.
+struct TreeRows {
+  std::vector<int32_t> tokens;
+  std::vector<uint64_t> masks;
+};
+TreeRows RowsOf(const DraftTree& tree, int32_t root) {
+  TreeRows rows{{root}, {1}};
+  for (int i = 0; i < tree.size(); ++i) {
+    rows.tokens.push_back(tree.node(i).token);
+    rows.masks.push_back(tree.Mask(i, 1, 0));
+  }
+  return rows;
+}
+
 class DraftStepTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -114,17 +130,11 @@ TEST_F(DraftStepTest, TreeRowsEqualTheirPathsDecodedOneTokenAtATime) {
   std::unique_ptr<KvCache> kv = model->NewCache(128);
   ASSERT_TRUE(Step(*model, SequenceStep{.kv = kv.get(), .tokens = prompt_}).ok());
   const int base = kv->size();
-  // The root, then every node in index order; root is bit 0, node i bit 1 + i.
-  std::vector<int32_t> tokens = {root};
-  std::vector<uint64_t> masks = {1};
-  for (int i = 0; i < tree.size(); ++i) {
-    tokens.push_back(tree.node(i).token);
-    masks.push_back(tree.Mask(i, 1, 0));
-  }
-  auto rows = Step(*model, SequenceStep{.kv = kv.get(), .tokens = tokens, .all_logits = true, .tree_mask = masks,
-                                       .tree_base = base});
+  const TreeRows step = RowsOf(tree, root);
+  auto rows = Step(*model, SequenceStep{.kv = kv.get(), .tokens = step.tokens, .all_logits = true,
+                                       .tree_mask = step.masks, .tree_base = base});
   ASSERT_TRUE(rows.ok()) << rows.status();
-  ASSERT_EQ(rows->size(), tokens.size());
+  ASSERT_EQ(rows->size(), step.tokens.size());
 
   for (int node = -1; node < tree.size(); ++node) {
     // A fresh cache: the prompt, then the path fed one token at a time.
@@ -150,14 +160,9 @@ TEST_F(DraftStepTest, KeptPathDecodesOnAsIfAloneWasFed) {
   std::unique_ptr<KvCache> kv = model->NewCache(128);
   ASSERT_TRUE(Step(*model, SequenceStep{.kv = kv.get(), .tokens = prompt_}).ok());
   const int base = kv->size();
-  std::vector<int32_t> tokens = {root};
-  std::vector<uint64_t> masks = {1};
-  for (int i = 0; i < tree.size(); ++i) {
-    tokens.push_back(tree.node(i).token);
-    masks.push_back(tree.Mask(i, 1, 0));
-  }
-  ASSERT_TRUE(Step(*model, SequenceStep{.kv = kv.get(), .tokens = tokens, .all_logits = true, .tree_mask = masks,
-                                       .tree_base = base})
+  const TreeRows step = RowsOf(tree, root);
+  ASSERT_TRUE(Step(*model, SequenceStep{.kv = kv.get(), .tokens = step.tokens, .all_logits = true,
+                                       .tree_mask = step.masks, .tree_base = base})
                   .ok());
   std::vector<int> slots;
   for (int node : kept) slots.push_back(base + 1 + node);

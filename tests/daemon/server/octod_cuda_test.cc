@@ -11,7 +11,6 @@
 #include <fstream>
 #include <sstream>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "daemon/core/runtime.h"
@@ -159,14 +158,9 @@ TEST_F(OctodCudaTest, EightConcurrentClientsGetTheirSoloTokens) {
   constexpr int kTokens = 12;
   std::vector<std::vector<int>> alone;
   for (const std::string& p : prompts) alone.push_back(Tokens(kTokens, p));
-  std::vector<RunResult> results(prompts.size());
-  std::vector<std::thread> threads;
-  for (size_t i = 0; i < prompts.size(); ++i) {
-    threads.emplace_back([&, i] {
-      results[i] = octod_.Gen({prompts[i], "--temp", "0", "-n", std::to_string(kTokens), "--json"});
-    });
-  }
-  for (std::thread& t : threads) t.join();
+  std::vector<std::vector<std::string>> runs;
+  for (const std::string& p : prompts) runs.push_back({p, "--temp", "0", "-n", std::to_string(kTokens), "--json"});
+  const std::vector<RunResult> results = octod_.GenConcurrently(runs);
   int batch_peak = 0;
   for (size_t i = 0; i < prompts.size(); ++i) {
     ASSERT_EQ(results[i].exit_code, 0) << results[i].err;
@@ -193,10 +187,9 @@ TEST_F(OctodCudaTest, DraftsOnTheDeviceGiveThePlainTokens) {
       ASSERT_EQ(r.exit_code, 0) << r.err;
       plain.push_back(TokenIds(r.out));
     }
-    std::vector<RunResult> drafted(2);
-    std::thread other([&] { drafted[1] = Greedy(kTokens, kLongPrompt); });
-    drafted[0] = Greedy(kTokens, kPrompt);
-    other.join();
+    const std::vector<RunResult> drafted = octod_.GenConcurrently(
+        {{kPrompt, "--temp", "0", "-n", std::to_string(kTokens), "--json"},
+         {kLongPrompt, "--temp", "0", "-n", std::to_string(kTokens), "--json"}});
     for (size_t i = 0; i < drafted.size(); ++i) {
       ASSERT_EQ(drafted[i].exit_code, 0) << drafted[i].err;
       EXPECT_EQ(TokenIds(drafted[i].out), plain[i]);

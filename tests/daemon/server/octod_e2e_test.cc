@@ -6,7 +6,6 @@
 // sharing forward passes.
 #include <algorithm>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
@@ -109,14 +108,11 @@ TEST_F(OctodTest, ConcurrentClientsGetTheirOwnTokensInSharedPasses) {
   for (size_t clients : {2u, 8u}) {
     SCOPED_TRACE(std::to_string(clients) + " clients");
     const uint64_t passes_before = JsonU64(octod_.Status()["passes"]);
-    std::vector<RunResult> results(clients);
-    std::vector<std::thread> threads;
+    std::vector<std::vector<std::string>> runs;
     for (size_t i = 0; i < clients; ++i) {
-      threads.emplace_back([&, i] {
-        results[i] = octod_.Gen({prompts[i], "--temp", "0", "-n", std::to_string(kConcurrentTokens), "--json"});
-      });
+      runs.push_back({prompts[i], "--temp", "0", "-n", std::to_string(kConcurrentTokens), "--json"});
     }
-    for (std::thread& thread : threads) thread.join();
+    const std::vector<RunResult> results = octod_.GenConcurrently(runs);
     const uint64_t passes = JsonU64(octod_.Status()["passes"]) - passes_before;
 
     int batch_peak = 0;

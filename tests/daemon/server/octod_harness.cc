@@ -12,6 +12,7 @@
 #include <fstream>
 #include <iostream>
 #include <optional>
+#include <regex>
 #include <sstream>
 #include <thread>
 
@@ -259,9 +260,32 @@ void OctodProcess::Kill() {
 
 std::string OctodProcess::Log() const { return ReadFile(log_); }
 
+int OctodProcess::HttpPort(std::chrono::milliseconds timeout) const {
+  const std::regex listening("http: listening on [^ ]*:([0-9]+)");
+  int port = 0;
+  WaitFor(
+      [&] {
+        const std::string log = Log();
+        std::smatch match;
+        if (!std::regex_search(log, match, listening)) return false;
+        port = std::stoi(match[1]);
+        return true;
+      },
+      timeout);
+  return port;
+}
+
 RunResult OctodProcess::Gen(std::vector<std::string> args) const {
   args.insert(args.begin(), {OctoGenPath(), "--socket", socket_});
   return RunCommand(args);
+}
+
+std::vector<RunResult> OctodProcess::GenConcurrently(const std::vector<std::vector<std::string>>& runs) const {
+  std::vector<RunResult> results(runs.size());
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < runs.size(); ++i) threads.emplace_back([&, i] { results[i] = Gen(runs[i]); });
+  for (std::thread& thread : threads) thread.join();
+  return results;
 }
 
 std::unique_ptr<BackgroundRun> OctodProcess::GenInBackground(std::vector<std::string> args,

@@ -94,9 +94,15 @@ class OctodProcess {
   const std::vector<pid_t>& started() const { return started_; }  // every pid it had
   const std::string& socket() const { return socket_; }
   std::string Log() const;            // what octod wrote to stderr so far
+  // The port of octod's HTTP API, read from its log ("http: listening on
+  // HOST:PORT"; started with --http-listen HOST:0); 0 when it does not show
+  // within `timeout`.
+  int HttpPort(std::chrono::milliseconds timeout = std::chrono::seconds(10)) const;
 
   // `octo-gen --socket S args...`.
   RunResult Gen(std::vector<std::string> args) const;
+  // One octo-gen per element of `runs`, all at once; their results in order.
+  std::vector<RunResult> GenConcurrently(const std::vector<std::vector<std::string>>& runs) const;
   // `octo-gen --socket S args...` in the background (output under `file_prefix`).
   std::unique_ptr<BackgroundRun> GenInBackground(std::vector<std::string> args, const std::string& file_prefix) const;
   // `octo-ctl COMMAND --socket S args...`.

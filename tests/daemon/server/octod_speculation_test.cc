@@ -8,7 +8,6 @@
 #include <signal.h>
 
 #include <string>
-#include <thread>
 #include <tuple>
 #include <vector>
 
@@ -83,12 +82,9 @@ TEST_F(OctodSpeculationTest, EightClientsWithDraftsGetTheirSoloTokens) {
   constexpr int kTokens = 20;
   std::vector<std::vector<int>> alone;
   for (const std::string& p : prompts) alone.push_back(TokenIds(Greedy(p, kTokens, {"--draft-model", "none"}).out));
-  std::vector<RunResult> results(prompts.size());
-  std::vector<std::thread> threads;
-  for (size_t i = 0; i < prompts.size(); ++i) {
-    threads.emplace_back([&, i] { results[i] = Greedy(prompts[i], kTokens); });
-  }
-  for (std::thread& t : threads) t.join();
+  std::vector<std::vector<std::string>> runs;
+  for (const std::string& p : prompts) runs.push_back({p, "--temp", "0", "-n", std::to_string(kTokens), "--json"});
+  const std::vector<RunResult> results = octod_.GenConcurrently(runs);
   int batch_peak = 0;
   for (size_t i = 0; i < prompts.size(); ++i) {
     ASSERT_EQ(results[i].exit_code, 0) << results[i].err;
