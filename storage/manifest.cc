@@ -8,6 +8,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/match.h"
+#include "storage/bounded_json.h"
 #include "storage/expert_blocks.h"
 #include "storage/file.h"
 #include "storage/gguf.h"
@@ -299,8 +300,7 @@ absl::Status ValidateManifestLayout(const Manifest& m) {
 
 namespace {
 absl::StatusOr<Manifest> ParseManifestJson(absl::string_view text) {
-  json j = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return absl::InvalidArgumentError("manifest.json is not valid JSON");
+  OCTO_ASSIGN_OR_RETURN(json j, ParseBoundedJson(text, "manifest.json"));
   if (!j.is_object()) return absl::InvalidArgumentError("manifest.json is not a JSON object");
   // No j.value(...) below: it throws on a wrong type (a message that names no
   // field) and returns a copy, which recurses as deep as the JSON nests.

@@ -11,7 +11,7 @@
 namespace octo {
 namespace {
 
-// How much of an unrecognised template the error message shows.
+// How much of a template (or a role or name) an error message shows.
 constexpr size_t kTemplateExcerptBytes = 80;
 
 std::string KnownNamesList() { return absl::StrJoin(KnownChatTemplateNames(), ", "); }
@@ -37,7 +37,8 @@ std::string EscapeControls(absl::string_view text) {
   return out;
 }
 
-// The first kTemplateExcerptBytes of `text`, not cutting a UTF-8 character.
+// The first kTemplateExcerptBytes of `text` (a template, or a role or name a
+// client sent), not cutting a UTF-8 character.
 std::string Excerpt(absl::string_view text) {
   if (text.size() <= kTemplateExcerptBytes) return EscapeControls(text);
   size_t cut = kTemplateExcerptBytes;
@@ -56,7 +57,7 @@ absl::StatusOr<ChatRole> ParseRole(absl::string_view role, size_t index) {
   if (role == "system") return ChatRole::kSystem;
   if (role == "user") return ChatRole::kUser;
   if (role == "assistant") return ChatRole::kAssistant;
-  return absl::InvalidArgumentError(absl::StrCat("message ", index, ": role \"", EscapeControls(role),
+  return absl::InvalidArgumentError(absl::StrCat("message ", index, ": role \"", Excerpt(role),
                                                  "\" is not one of system, user, assistant"));
 }
 
@@ -83,7 +84,7 @@ absl::StatusOr<ChatTemplate> ChatTemplate::FromName(absl::string_view name) {
   for (const ChatFamily& family : ChatFamilies()) {
     if (family.name == wanted) return ChatTemplate(&family);
   }
-  return absl::InvalidArgumentError(absl::StrCat("unknown chat template \"", EscapeControls(name),
+  return absl::InvalidArgumentError(absl::StrCat("unknown chat template \"", Excerpt(name),
                                                  "\"; known: ", KnownNamesList()));
 }
 

@@ -3,18 +3,10 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "storage/bounded_json.h"
 #include "storage/status_macros.h"
 
 namespace octo {
-namespace {
-
-// A token's text for an error message: quoted, at most 40 bytes.
-std::string Quoted(absl::string_view text) {
-  const size_t kMaxBytes = 40;
-  return absl::StrCat("'", text.substr(0, kMaxBytes), text.size() > kMaxBytes ? "...'" : "'");
-}
-
-}  // namespace
 
 absl::Status CheckSameVocabulary(const Tokenizer& target, uint32_t target_logits, const Tokenizer& draft,
                                  uint32_t draft_logits) {
@@ -26,8 +18,8 @@ absl::Status CheckSameVocabulary(const Tokenizer& target, uint32_t target_logits
   for (int32_t id = 0; id < target.vocab_size(); ++id) {
     if (target.TokenText(id) != draft.TokenText(id)) {
       return absl::InvalidArgumentError(absl::StrCat("its vocabulary differs from the target's at token ", id, ": ",
-                                                     Quoted(draft.TokenText(id)), " in the draft, ",
-                                                     Quoted(target.TokenText(id)), " in the target"));
+                                                     QuotePrefix(draft.TokenText(id), 40), " in the draft, ",
+                                                     QuotePrefix(target.TokenText(id), 40), " in the target"));
     }
   }
   return absl::OkStatus();
@@ -35,7 +27,7 @@ absl::Status CheckSameVocabulary(const Tokenizer& target, uint32_t target_logits
 
 absl::StatusOr<std::shared_ptr<DraftModel>> DraftModel::Load(const DraftLoadOptions& options,
                                                              const Tokenizer& target, uint32_t target_logits) {
-  const std::string name = absl::StrCat("draft model '", options.path, "'");
+  const std::string name = absl::StrCat("draft model ", QuotePrefix(options.path));
   std::shared_ptr<DraftModel> draft(new DraftModel());
   draft->path_ = options.path;
   ModelOptions model_options;

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "daemon/core/loaded_model.h"
+#include "storage/bounded_json.h"
 #include "storage/manifest.h"
 
 namespace octo {
@@ -14,24 +15,27 @@ namespace fs = std::filesystem;
 
 absl::StatusOr<std::string> ResolveModelPath(const std::string& root, const std::string& path) {
   if (path.empty()) return absl::InvalidArgumentError("model path is empty");
-  if (path.size() > 4096) return absl::InvalidArgumentError("model path is longer than 4096 bytes");
+  if (path.size() > kMaxModelPathBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("model path is longer than ", kMaxModelPathBytes, " bytes"));
+  }
+  const std::string quoted = QuotePrefix(path);
   if (path[0] == '/') {
-    return absl::InvalidArgumentError(absl::StrCat("model path '", path, "' must be relative to the models root"));
+    return absl::InvalidArgumentError(absl::StrCat("model path ", quoted, " must be relative to the models root"));
   }
   for (absl::string_view part : absl::StrSplit(path, '/')) {
-    if (part == "..") return absl::InvalidArgumentError(absl::StrCat("model path '", path, "' contains '..'"));
+    if (part == "..") return absl::InvalidArgumentError(absl::StrCat("model path ", quoted, " contains '..'"));
   }
   std::error_code ec;
   const fs::path real_root = fs::canonical(root, ec);
   if (ec) return absl::FailedPreconditionError(absl::StrCat("models root ", root, ": ", ec.message()));
   const fs::path real = fs::canonical(real_root / path, ec);
-  if (ec) return absl::NotFoundError(absl::StrCat("no model '", path, "' under ", real_root.string()));
+  if (ec) return absl::NotFoundError(absl::StrCat("no model ", quoted, " under ", real_root.string()));
   const std::string prefix = real_root.string() + "/";
   if (real.string().compare(0, prefix.size(), prefix) != 0) {
-    return absl::InvalidArgumentError(absl::StrCat("model path '", path, "' leads outside the models root"));
+    return absl::InvalidArgumentError(absl::StrCat("model path ", quoted, " leads outside the models root"));
   }
   if (!fs::is_regular_file(real / "manifest.json", ec)) {
-    return absl::NotFoundError(absl::StrCat("'", path, "' is not a model directory (no manifest.json)"));
+    return absl::NotFoundError(absl::StrCat(quoted, " is not a model directory (no manifest.json)"));
   }
   return real.string();
 }

@@ -10,6 +10,9 @@
 
 namespace octo {
 
+// A model path longer than this is refused before it touches the file system.
+inline constexpr size_t kMaxModelPathBytes = 4096;
+
 // The absolute directory for `path` under `root`. INVALID_ARGUMENT for an
 // empty or absolute path, a ".." component, or one that resolves (through
 // symlinks) outside the root; NOT_FOUND when there is no model directory

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "daemon/core/model_paths.h"
 #include "daemon/core/runtime_impl.h"
+#include "storage/bounded_json.h"
 #include "storage/status_macros.h"
 
 namespace octo {
@@ -22,7 +23,7 @@ absl::StatusOr<std::shared_ptr<DraftModel>> RuntimeImpl::LoadDraft(const std::st
       it = it->second.use_count() == 1 ? drafts_.erase(it) : std::next(it);
     }
     if (drafts_.size() >= kMaxDraftModels) {
-      return absl::ResourceExhaustedError(absl::StrCat("draft model '", path, "': ", drafts_.size(),
+      return absl::ResourceExhaustedError(absl::StrCat("draft model ", QuotePrefix(path), ": ", drafts_.size(),
                                                        " draft models are in use (the limit); use one of them"));
     }
   }

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "daemon/core/model_paths.h"
+#include "storage/bounded_json.h"
 #include "storage/status_macros.h"
 
 namespace octo {
@@ -218,7 +219,7 @@ absl::StatusOr<std::shared_ptr<JobHandle>> RuntimeImpl::Submit(GenerateJob reque
   std::shared_ptr<LoadedModel> m = model();
   if (m == nullptr) return absl::FailedPreconditionError("no model is loaded (octo-ctl load PATH)");
   if (!request.model.empty() && request.model != m->summary().path) {
-    return absl::FailedPreconditionError(absl::StrCat("model '", request.model, "' is not loaded ('", m->summary().path,
+    return absl::FailedPreconditionError(absl::StrCat("model ", QuotePrefix(request.model), " is not loaded ('", m->summary().path,
                                                       "' is): another request changed it; send this one again"));
   }
   std::shared_ptr<Session> session;

@@ -47,6 +47,9 @@ class HttpExchange {
 
   bool ClientGone() const;
   bool responded() const { return responded_; }
+  // The connection closes after this exchange (a handler that failed
+  // half-way may have left a stream unfinished).
+  void CloseConnection() { keep_alive_ = false; }
   // Whether the connection may carry another request after this one.
   bool keep_alive() const { return keep_alive_ && !broken_; }
 

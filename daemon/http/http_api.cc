@@ -8,10 +8,15 @@
 
 namespace octo {
 
-absl::StatusOr<std::unique_ptr<HttpServer>> StartHttpApi(Runtime& runtime, const HttpApiOptions& options) {
+HttpRouter HttpApiRoutes(Runtime& runtime, const std::string& version) {
   HttpRouter router;
   AddOpenAiRoutes(router, runtime, std::time(nullptr));
-  AddOllamaRoutes(router, runtime, options.version, OllamaTimestamp());
+  AddOllamaRoutes(router, runtime, version, OllamaTimestamp());
+  return router;
+}
+
+absl::StatusOr<std::unique_ptr<HttpServer>> StartHttpApi(Runtime& runtime, const HttpApiOptions& options) {
+  HttpRouter router = HttpApiRoutes(runtime, options.version);
   HttpServerOptions server;
   server.host = options.host;
   server.port = options.port;

@@ -21,6 +21,9 @@ struct HttpApiOptions {
   std::string version;               // octod's, for /api/version
 };
 
+// Every route of the API over `runtime` (which must outlive the router).
+HttpRouter HttpApiRoutes(Runtime& runtime, const std::string& version);
+
 // Starts listening; `runtime` must outlive the server.
 absl::StatusOr<std::unique_ptr<HttpServer>> StartHttpApi(Runtime& runtime, const HttpApiOptions& options);
 

@@ -13,16 +13,11 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "boost/asio/write.hpp"
-#include "boost/beast/core/flat_buffer.hpp"
-#include "boost/beast/http.hpp"
+#include "daemon/http/http_connection.h"
 #include "daemon/http/http_status.h"
 #include "daemon/http/socket_stream.h"
-#include "daemon/server/auth.h"
 
 namespace octo {
-
-namespace http = boost::beast::http;
 
 void HttpRouter::Add(std::string method, std::string path, HttpHandler handler) {
   exact_[{std::move(method), std::move(path)}] = std::move(handler);
@@ -167,63 +162,9 @@ void HttpServer::AcceptLoop() {
   }
 }
 
-bool HttpServer::Authorized(absl::string_view authorization) const {
-  if (!options_.token.has_value()) return true;
-  constexpr absl::string_view kBearer = "Bearer ";
-  if (!absl::StartsWithIgnoreCase(authorization, kBearer)) return false;
-  return ConstantTimeEquals(authorization.substr(kBearer.size()), *options_.token);
-}
-
 void HttpServer::Serve(int fd) {
   SocketStream stream(fd, stop_fd_, options_.io_timeout);
-  boost::beast::flat_buffer buffer;
-  for (;;) {
-    http::request_parser<http::string_body> parser;
-    parser.body_limit(kMaxHttpBodyBytes);
-    parser.header_limit(kMaxHttpHeaderBytes);
-    HttpRequest request;
-    boost::system::error_code ec;
-    http::read_header(stream, buffer, parser, ec);
-    request.received = std::chrono::steady_clock::now();
-    if (!ec && parser.get()[http::field::expect] == "100-continue") {
-      // curl asks before sending a body over 1 KiB; say yes rather than make it wait a second.
-      static constexpr char kContinue[] = "HTTP/1.1 100 Continue\r\n\r\n";
-      boost::asio::write(stream, boost::asio::buffer(kContinue, sizeof(kContinue) - 1), ec);
-    }
-    if (!ec) http::read(stream, buffer, parser, ec);
-    if (ec == http::error::end_of_stream || ec == boost::asio::error::eof ||
-        ec == boost::asio::error::timed_out || ec == boost::asio::error::operation_aborted ||
-        ec == boost::asio::error::connection_reset) {
-      return;  // the client closed, went quiet, or octod is stopping
-    }
-    const http::request<http::string_body>& message = parser.get();
-    const boost::beast::string_view beast_target = message.target();
-    const absl::string_view target(beast_target.data(), beast_target.size());
-    request.method = std::string(message.method_string());
-    request.path = std::string(target.substr(0, target.find('?')));
-    HttpExchange exchange(stream, request, message.version() == 10 ? 10 : 11, !ec && message.keep_alive());
-    if (ec) {
-      // Bad HTTP: say what and close (the rest of the stream is not a request).
-      const int code = ec == http::error::body_limit     ? 413
-                       : ec == http::error::header_limit ? 431
-                                                         : 400;
-      exchange.ReplyError(absl::InvalidArgumentError(absl::StrCat("bad HTTP request: ", ec.message(),
-                                                                  code == 413 ? absl::StrCat(" (the limit is ", kMaxHttpBodyBytes, " bytes)") : "")),
-                          code);
-      stream.LingeringClose();
-      return;
-    }
-    request.body = message.body();
-    const boost::beast::string_view authorization = message[http::field::authorization];
-    if (!Authorized(absl::string_view(authorization.data(), authorization.size()))) {
-      exchange.ReplyError(absl::UnauthenticatedError(
-          "missing or wrong API key: send the header 'Authorization: Bearer <token>' with octod's token"));
-    } else {
-      router_.Dispatch(request, exchange);
-    }
-    if (!exchange.responded()) exchange.ReplyError(absl::InternalError("the handler gave no response"));
-    if (!exchange.keep_alive()) return;
-  }
+  ServeHttpConnection(stream, router_, HttpConnectionOptions{options_.token});
 }
 
 }  // namespace octo

@@ -30,11 +30,10 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "daemon/http/exchange.h"
+#include "daemon/http/http_connection.h"
 
 namespace octo {
 
-inline constexpr size_t kMaxHttpBodyBytes = 8 << 20;   // above the 1 MiB prompt limit, JSON-escaped
-inline constexpr size_t kMaxHttpHeaderBytes = 16 << 10;
 inline constexpr size_t kMaxHttpConnections = 256;
 
 using HttpHandler = std::function<void(const HttpRequest&, HttpExchange&)>;
@@ -79,7 +78,6 @@ class HttpServer {
   HttpServer(HttpServerOptions options, HttpRouter router, int listen_fd, int stop_fd, int port);
   void AcceptLoop();
   void Serve(int fd);
-  bool Authorized(absl::string_view authorization) const;
   void ReapFinished() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const HttpServerOptions options_;

@@ -3,6 +3,7 @@
 #include "absl/strings/cord.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "storage/bounded_json.h"
 #include "storage/utf8.h"
 
 namespace octo {
@@ -54,7 +55,7 @@ std::string ParamOf(const absl::Status& status) {
 }
 
 absl::Status ModelNotFound(absl::string_view model) {
-  absl::Status status = absl::NotFoundError(absl::StrCat("model '", model, "' not found"));
+  absl::Status status = absl::NotFoundError(absl::StrCat("model ", QuotePrefix(model), " not found"));
   status.SetPayload(kModelNotFoundPayload, absl::Cord("1"));
   return WithParam(status, "model");
 }

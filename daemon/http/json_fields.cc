@@ -4,20 +4,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "daemon/http/http_status.h"
+#include "storage/status_macros.h"
 
 namespace octo {
 
 absl::StatusOr<nlohmann::json> ParseJsonObject(absl::string_view body) {
-  nlohmann::json value;
-  try {
-    value = nlohmann::json::parse(body.begin(), body.end());
-  } catch (const nlohmann::json::parse_error& e) {
-    // e.what() reads "[json.exception.parse_error.101] parse error at line 1, column 7: ..."
-    absl::string_view what = e.what();
-    const size_t bracket = what.find("] ");
-    if (bracket != absl::string_view::npos) what.remove_prefix(bracket + 2);
-    return absl::InvalidArgumentError(absl::StrCat("the body is not valid JSON: ", what));
-  }
+  OCTO_ASSIGN_OR_RETURN(nlohmann::json value, ParseBoundedJson(body, "the body"));
   if (!value.is_object()) {
     return absl::InvalidArgumentError(absl::StrCat("the body must be a JSON object, not ", JsonTypeName(value)));
   }
@@ -74,10 +66,12 @@ absl::Status FieldReader::Number(absl::string_view key, double* out) const {
 absl::Status FieldReader::Integer(absl::string_view key, int64_t min, int64_t max, int64_t* out) const {
   const nlohmann::json* value = Find(key);
   if (value == nullptr) return absl::OkStatus();
-  const absl::Status range = Error(key, absl::StrCat(value->dump(), " is out of range [", min, ", ", max, "]"));
+  const auto range = [&] {
+    return Error(key, absl::StrCat(JsonPreview(*value), " is out of range [", min, ", ", max, "]"));
+  };
   if (value->is_number_unsigned()) {
     const uint64_t number = value->get<uint64_t>();
-    if (number > static_cast<uint64_t>(max)) return range;
+    if (number > static_cast<uint64_t>(max)) return range();
     *out = static_cast<int64_t>(number);
   } else if (value->is_number_integer()) {
     *out = value->get<int64_t>();
@@ -86,9 +80,9 @@ absl::Status FieldReader::Integer(absl::string_view key, int64_t min, int64_t ma
     *out = static_cast<int64_t>(value->get<double>());  // 3.0 from a client that only has doubles
   } else {
     return Error(key, absl::StrCat("expected an integer, got ",
-                                   value->is_number() ? value->dump() : JsonTypeName(*value)));
+                                   value->is_number() ? JsonPreview(*value) : JsonTypeName(*value)));
   }
-  if (*out < min || *out > max) return range;
+  if (*out < min || *out > max) return range();
   return absl::OkStatus();
 }
 

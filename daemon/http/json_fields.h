@@ -16,13 +16,16 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "nlohmann/json.hpp"
+#include "storage/bounded_json.h"
 
 namespace octo {
 
 inline constexpr int32_t kMaxJsonInt32 = std::numeric_limits<int32_t>::max();
 
-// The body as a JSON object. INVALID_ARGUMENT "the body is not valid JSON:
-// <where>" or "the body must be a JSON object".
+// The body as a JSON object, parsed within ParseBoundedJson's limits (no
+// nesting past kMaxJsonDepth, no number past a double). INVALID_ARGUMENT
+// "the body is not valid JSON: <where>", "the body nests ... deeper than
+// 64 levels" or "the body must be a JSON object".
 absl::StatusOr<nlohmann::json> ParseJsonObject(absl::string_view body);
 
 // "a string", "an array", ... for messages.

@@ -91,7 +91,7 @@ absl::StatusOr<OllamaRequest> ParseOllamaGenerate(const nlohmann::json& body) {
     for (size_t i = 0; i < context->size(); ++i) {
       const nlohmann::json& id = (*context)[i];
       if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > kMaxJsonInt32) {
-        return fields.Error("context", absl::StrCat("item ", i, ": expected a token id, got ", id.dump()));
+        return fields.Error("context", absl::StrCat("item ", i, ": expected a token id, got ", JsonPreview(id)));
       }
       request.context.push_back(id.get<int32_t>());
     }
@@ -118,7 +118,7 @@ absl::StatusOr<OllamaRequest> ParseOllamaChat(const nlohmann::json& body) {
     OCTO_RETURN_IF_ERROR(m.String("role", &message.role));
     OCTO_RETURN_IF_ERROR(m.String("content", &message.content));
     if (message.role != "system" && message.role != "user" && message.role != "assistant") {
-      return m.Error("role", absl::StrCat("'", message.role, "' is not system, user or assistant"));
+      return m.Error("role", absl::StrCat(QuotePrefix(message.role), " is not system, user or assistant"));
     }
     if (const nlohmann::json* images = m.Find("images"); images != nullptr && !images->empty()) {
       return m.Unsupported("images", "text models only");

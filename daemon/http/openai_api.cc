@@ -48,9 +48,8 @@ absl::Status ReadCommon(const FieldReader& fields, OpenAiRequest* request) {
     }
   }
   if (const nlohmann::json* format = fields.Find("response_format"); format != nullptr) {
-    if (!format->is_object() || format->value("type", "") != "text") {
-      return fields.Unsupported("response_format", "text only");
-    }
+    const nlohmann::json* type = format->is_object() ? FieldReader(*format).Find("type") : nullptr;
+    if (type == nullptr || *type != "text") return fields.Unsupported("response_format", "text only");
   }
   return absl::OkStatus();
 }
@@ -68,10 +67,12 @@ absl::StatusOr<std::string> MessageContent(const nlohmann::json& message, const 
   for (size_t i = 0; i < content->size(); ++i) {
     const nlohmann::json& part = (*content)[i];
     const std::string part_name = absl::StrCat("content[", i, "]");
-    if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") || !part["text"].is_string()) {
+    const nlohmann::json* type = part.is_object() ? FieldReader(part).Find("type") : nullptr;
+    const nlohmann::json* part_text = part.is_object() ? FieldReader(part).Find("text") : nullptr;
+    if (type == nullptr || *type != "text" || part_text == nullptr || !part_text->is_string()) {
       return fields.Error(part_name, "only {\"type\": \"text\", \"text\": ...} parts are supported");
     }
-    text += part["text"].get<std::string>();
+    text += part_text->get_ref<const std::string&>();
   }
   return text;
 }
@@ -92,7 +93,7 @@ absl::Status ReadMessages(const FieldReader& fields, std::vector<ChatMessage>* m
     OCTO_RETURN_IF_ERROR(message_fields.String("role", &message.role));
     if (message.role == "developer") message.role = "system";  // OpenAI's newer name for it
     if (message.role != "system" && message.role != "user" && message.role != "assistant") {
-      return message_fields.Error("role", absl::StrCat("'", message.role, "' is not system, user or assistant"));
+      return message_fields.Error("role", absl::StrCat(QuotePrefix(message.role), " is not system, user or assistant"));
     }
     OCTO_ASSIGN_OR_RETURN(message.content, MessageContent(list[i], name));
     messages->push_back(std::move(message));
@@ -119,7 +120,7 @@ absl::Status ReadPrompt(const FieldReader& fields, GenerateJob* job) {
   for (size_t i = 0; i < prompt->size(); ++i) {
     const nlohmann::json& id = (*prompt)[i];
     if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > kMaxJsonInt32) {
-      return fields.Error("prompt", absl::StrCat("item ", i, ": expected a token id, got ", id.dump()));
+      return fields.Error("prompt", absl::StrCat("item ", i, ": expected a token id, got ", JsonPreview(id)));
     }
     job->prompt_tokens.push_back(id.get<int32_t>());
   }
@@ -168,7 +169,7 @@ absl::StatusOr<OpenAiRequest> ParseCompletionRequest(const nlohmann::json& body)
   int32_t best_of = 1;
   OCTO_RETURN_IF_ERROR(fields.Integer("best_of", 1, kMaxJsonInt32, &best_of));
   if (best_of != 1) return fields.Unsupported("best_of", "one candidate per request");
-  if (const nlohmann::json* suffix = fields.Find("suffix"); suffix != nullptr && suffix->dump() != "\"\"") {
+  if (const nlohmann::json* suffix = fields.Find("suffix"); suffix != nullptr && *suffix != "") {
     return fields.Unsupported("suffix", "no insertion");
   }
   return request;

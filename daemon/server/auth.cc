@@ -2,7 +2,6 @@
 
 #include <sys/stat.h>
 
-#include <algorithm>
 #include <fstream>
 #include <sstream>
 
@@ -12,18 +11,6 @@
 #include "grpcpp/server_context.h"
 
 namespace octo {
-
-bool ConstantTimeEquals(absl::string_view a, absl::string_view b) {
-  // Every byte of the longer string is visited whatever the contents.
-  const size_t n = std::max(a.size(), b.size());
-  volatile unsigned char diff = a.size() == b.size() ? 0 : 1;
-  for (size_t i = 0; i < n; ++i) {
-    const unsigned char x = i < a.size() ? static_cast<unsigned char>(a[i]) : 0;
-    const unsigned char y = i < b.size() ? static_cast<unsigned char>(b[i]) : 0;
-    diff = diff | (x ^ y);
-  }
-  return diff == 0;
-}
 
 absl::StatusOr<std::string> ReadTokenFile(const std::string& path) {
   struct stat info = {};
@@ -63,13 +50,10 @@ absl::Status Authorizer::Check(const grpc::CallbackServerContext& context) const
 absl::Status Authorizer::Check(absl::string_view peer, const std::optional<absl::string_view>& authorization) const {
   if (absl::StartsWith(peer, "unix:")) return absl::OkStatus();
   if (!token_.has_value()) return absl::UnauthenticatedError("octod accepts no TCP calls without a configured token");
-  constexpr absl::string_view kBearer = "Bearer ";
-  if (!authorization.has_value() || !absl::StartsWith(*authorization, kBearer)) {
+  if (!authorization.has_value() || !absl::StartsWithIgnoreCase(*authorization, "Bearer ")) {
     return absl::UnauthenticatedError("missing 'authorization: Bearer <token>' metadata");
   }
-  if (!ConstantTimeEquals(authorization->substr(kBearer.size()), *token_)) {
-    return absl::UnauthenticatedError("wrong token");
-  }
+  if (!BearerTokenMatches(*authorization, *token_)) return absl::UnauthenticatedError("wrong token");
   return absl::OkStatus();
 }
 

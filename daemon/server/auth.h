@@ -14,6 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "daemon/server/bearer_token.h"
 
 namespace grpc {
 class CallbackServerContext;
@@ -25,8 +26,6 @@ namespace octo {
 inline constexpr size_t kMinTokenBytes = 16;
 inline constexpr size_t kMaxTokenBytes = 4096;
 
-// Equality of a and b in time that depends only on their lengths.
-bool ConstantTimeEquals(absl::string_view a, absl::string_view b);
 
 // The token in `path`, surrounding whitespace removed. INVALID_ARGUMENT when
 // the file is readable by others (mode o+r), not a regular file, empty, or

@@ -110,7 +110,7 @@ TEST(ManifestHostileTest, NotAnObject) { EXPECT_TRUE(Rejects("[1, 2]", kInvalid,
 
 TEST(ManifestHostileTest, DeeplyNestedJsonDoesNotOverflowTheStack) {
   const std::string deep = std::string(100000, '[') + std::string(100000, ']');
-  EXPECT_TRUE(Rejects(deep, kInvalid, "not a JSON object"));
+  EXPECT_TRUE(Rejects(deep, kInvalid, "nests arrays and objects deeper than 64 levels"));
 }
 
 // Regression: ParseManifest took "metadata" with j.value(), a copy that
@@ -123,7 +123,7 @@ TEST(ManifestHostileTest, DeeplyNestedMetadataIsNotCopiedRecursively) {
   std::string text = j.dump();
   text.replace(text.find("\"PLACEHOLDER\""), 13,
                absl::StrCat("{\"type\": \"arr\", \"element_type\": \"u8\", \"value\": ", deep, "}"));
-  EXPECT_TRUE(Rejects(text, kInvalid, "metadata.deep: element 0: expected an integer"));
+  EXPECT_TRUE(Rejects(text, kInvalid, "manifest.json nests arrays and objects deeper than 64 levels"));
 }
 
 TEST(ManifestHostileTest, WrongFormat) {

@@ -68,17 +68,8 @@ class HttpE2eTest : public OctodTest {
     std::vector<std::string> args = ServeArgs("tiny", {"--http-listen", "127.0.0.1:0"});
     args.insert(args.end(), extra.begin(), extra.end());
     ASSERT_TRUE(octod_.Start(args));
-    const std::regex listening("http: listening on 127\\.0\\.0\\.1:([0-9]+)");
-    std::smatch match;
-    ASSERT_TRUE(WaitFor(
-        [&] {
-          const std::string log = octod_.Log();
-          if (!std::regex_search(log, match, listening)) return false;
-          port_ = std::stoi(match[1]);
-          return true;
-        },
-        std::chrono::seconds(10)))
-        << octod_.Log();
+    port_ = octod_.HttpPort();
+    ASSERT_NE(port_, 0) << octod_.Log();
     base_ = absl::StrCat("http://127.0.0.1:", port_);
   }
 
