@@ -73,7 +73,8 @@ std::string FormatByteSize(uint64_t bytes) {
     value /= 1024;
     ++unit;
   }
-  return absl::StrFormat(value < 10 ? "%.2f %s" : "%.1f %s", value, kUnits[unit]);
+  // Two decimals below 10, one above; the format is a literal each way (clang checks it).
+  return value < 10 ? absl::StrFormat("%.2f %s", value, kUnits[unit]) : absl::StrFormat("%.1f %s", value, kUnits[unit]);
 }
 
 std::string ParameterSizeLabel(uint64_t parameters) {

@@ -5,13 +5,7 @@
 // write parses back with the same files and tensors: a manifest decompose
 // writes must always be one the daemon can read.
 //
-// Built only with clang (tests/storage/CMakeLists.txt). From the repository root:
-//   cmake -S . -B build-fuzz -G Ninja -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DOCTO_WITH_CUDA=OFF
-//   ninja -C build-fuzz gguf_fuzz
-//   mkdir -p /tmp/gguf-seeds /tmp/gguf-corpus && cp ../shared/models/*.gguf /tmp/gguf-seeds/
-//   build-fuzz/tests/storage/gguf_fuzz -max_total_time=60 -max_len=1200000 /tmp/gguf-corpus /tmp/gguf-seeds
-// (-max_len keeps the 1.2 MB stories260K.gguf seed whole; the default, 1 MB,
-// would cut it.)
+// Built and run as tests/fuzz/CMakeLists.txt and run_long.sh say.
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
