@@ -8,14 +8,22 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs="${OCTO_JOBS:-$(nproc)}"
-# build and build-sim compile most sources with the same flags: let them
-# share ccache entries (the build directory is not part of the key).
-export CCACHE_NOHASHDIR=1
+# build and build-sim compile most sources with the same flags (both
+# position-independent, CMakeLists.txt): with paths relative to the checkout
+# and the build directory left out of the key, they share ccache entries.
+export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$PWD}" CCACHE_NOHASHDIR=1
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@"
 cmake --build build -j "$jobs"
 if [ -f /usr/local/cuda/include/cuda_runtime_api.h ]; then
   cmake -S . -B build-sim -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DOCTO_CUDA_SIM=ON
+  command -v ccache >/dev/null 2>&1 && ccache --zero-stats >/dev/null
   cmake --build build-sim -j "$jobs" --target cuda_tests
+  if command -v ccache >/dev/null 2>&1; then
+    # What build-sim took from the cache the main build filled.
+    ccache --print-stats | awk -F'\t' '$1 == "direct_cache_hit" || $1 == "preprocessed_cache_hit" { hits += $2 }
+      $1 == "cache_miss" { misses = $2 }
+      END { n = hits + misses; printf "build: ccache in build-sim: %d hits of %d compilations (%.0f%%)\n", hits, n, n ? 100 * hits / n : 0 }'
+  fi
 else
   echo "build: no CUDA headers at /usr/local/cuda/include: the executor build (build-sim) is skipped" >&2
 fi

@@ -2,15 +2,17 @@
 # Runs every test: the main build's (./build; its CUDA tests run on a GPU
 # and skip without one), then the CUDA tests through the host executor
 # (./build-sim, label "cuda"; none may skip there). deploy/build.sh builds both.
+# Arguments go to both ctest runs: .ci/run passes `-LE sanitized` to leave out
+# the tests it ran under ASan already.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs="${OCTO_JOBS:-2}"
-ctest --test-dir build --output-on-failure -j "$jobs"
+ctest --test-dir build --output-on-failure -j "$jobs" "$@"
 if [ -d build-sim ]; then
   echo "=== the CUDA tests through the executor (build-sim, ctest -L cuda) ==="
   log="$(mktemp)"
   trap 'rm -f "$log"' EXIT
-  ctest --test-dir build-sim -L cuda --output-on-failure -j "$jobs" | tee "$log"
+  ctest --test-dir build-sim -L cuda --output-on-failure -j "$jobs" "$@" | tee "$log"
   # Every CUDA test must run here; those on ../shared's real models may skip
   # only where ../shared is absent (a user's clone).
   skipped="$(grep "(Skipped)" "$log" || true)"
