@@ -1,5 +1,9 @@
 // octo-gen and octo-ctl's daemon commands as real processes, talking to the
 // service (FakeRuntime behind it) on a real unix socket in this process.
+#include <signal.h>
+
+#include <chrono>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -95,9 +99,24 @@ TEST_F(DaemonClientsTest, StatusJsonIsTheReply) {
   EXPECT_EQ(json["layers"].size(), 4u);
 }
 
+// Whether process `pid` has a handler for SIGINT (/proc/PID/status SigCgt).
+bool CatchesSigint(pid_t pid) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind("SigCgt:", 0) == 0) return (std::stoull(line.substr(7), nullptr, 16) >> (SIGINT - 1)) & 1;
+  }
+  return false;
+}
+
 TEST_F(DaemonClientsTest, StatusWatchRefreshesUntilInterrupted) {
   const pid_t pid = StartCommand({kOctoCtl, "status", "--socket", server_.socket_path(), "--watch", "0.1", "--json"});
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  // SIGINT once octo-ctl catches it (its SigCgt mask says so): on a busy
+  // machine a fixed sleep could land before the handler and kill it.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!CatchesSigint(pid) && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // a few refreshes
   ::kill(pid, SIGINT);
   EXPECT_EQ(WaitCommand(pid), 0);
 }
