@@ -28,6 +28,40 @@ absl::StatusOr<std::string> ReadToken(const std::string& path) {
   return token;
 }
 
+absl::StatusOr<std::string> ReadPem(const std::string& flag, const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat(flag, ": cannot read ", path));
+  std::stringstream contents;
+  contents << in.rdbuf();
+  return contents.str();
+}
+
+// Plain for the unix socket and for TCP without --tls-ca; TLS otherwise.
+absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> ChannelCredentialsFor(const ConnectOptions& options) {
+  if (options.host.empty() || options.tls_ca.empty()) {
+    if (!options.tls_ca.empty() || !options.tls_cert.empty()) {
+      return absl::InvalidArgumentError("--tls-ca and --tls-cert are for --host (the unix socket needs no TLS)");
+    }
+    return grpc::InsecureChannelCredentials();
+  }
+  if (options.tls_cert.empty() != options.tls_key.empty()) {
+    return absl::InvalidArgumentError("--tls-cert and --tls-key go together");
+  }
+  grpc::SslCredentialsOptions ssl;
+  absl::StatusOr<std::string> ca = ReadPem("--tls-ca", options.tls_ca);
+  if (!ca.ok()) return ca.status();
+  ssl.pem_root_certs = *std::move(ca);
+  if (!options.tls_cert.empty()) {
+    absl::StatusOr<std::string> cert = ReadPem("--tls-cert", options.tls_cert);
+    if (!cert.ok()) return cert.status();
+    absl::StatusOr<std::string> key = ReadPem("--tls-key", options.tls_key);
+    if (!key.ok()) return key.status();
+    ssl.pem_cert_chain = *std::move(cert);
+    ssl.pem_private_key = *std::move(key);
+  }
+  return grpc::SslCredentials(ssl);
+}
+
 absl::Status Unreachable(const std::string& target) {
   return absl::UnavailableError(absl::StrCat("cannot reach octod at ", target, ": is it running?"));
 }
@@ -38,6 +72,9 @@ void AddConnectFlags(CLI::App* command, ConnectOptions* options) {
   command->add_option("--socket", options->socket, "octod's unix socket (default: the one octod uses)");
   command->add_option("--host", options->host, "octod over TCP, HOST:PORT (needs --token-file)");
   command->add_option("--token-file", options->token_file, "File holding the bearer token for --host");
+  command->add_option("--tls-ca", options->tls_ca, "--host over TLS: the CA octod's certificate is checked against (PEM)");
+  command->add_option("--tls-cert", options->tls_cert, "--host over mutual TLS: this client's certificate (PEM)");
+  command->add_option("--tls-key", options->tls_key, "--host over mutual TLS: this client's private key (PEM)");
 }
 
 OctoClient::OctoClient(std::string target, std::shared_ptr<grpc::Channel> channel, std::optional<std::string> token)
@@ -67,7 +104,9 @@ absl::StatusOr<std::unique_ptr<OctoClient>> OctoClient::Connect(const ConnectOpt
   // A generation can be quiet for long (a big prompt's prefill); keep TCP
   // connections checked rather than silently dropped by middleboxes.
   arguments.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 60000);
-  auto channel = grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), arguments);
+  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials = ChannelCredentialsFor(options);
+  if (!credentials.ok()) return credentials.status();
+  auto channel = grpc::CreateCustomChannel(target, *credentials, arguments);
   if (!channel->WaitForConnected(std::chrono::system_clock::now() + options.connect_timeout)) {
     return Unreachable(target);
   }

@@ -35,10 +35,14 @@ struct ConnectOptions {
   std::string socket;       // empty: the default socket path
   std::string host;         // "host:port": TCP instead of the socket
   std::string token_file;   // TCP: the file holding the bearer token
+  // TCP over TLS: the CA octod's certificate must chain to (PEM); with
+  // mutual TLS also this client's certificate and key.
+  std::string tls_ca, tls_cert, tls_key;
   std::chrono::milliseconds connect_timeout{3000};
 };
 
-// --socket PATH, --host HOST:PORT, --token-file FILE.
+// --socket PATH, --host HOST:PORT, --token-file FILE, --tls-ca FILE,
+// --tls-cert FILE, --tls-key FILE.
 void AddConnectFlags(CLI::App* command, ConnectOptions* options);
 
 class OctoClient {

@@ -127,11 +127,15 @@ std::string ResidencyLines(const v1::ResidencyStatus& r, uint64_t generated_toke
 }
 
 void AppendSessions(const v1::GetStatusResponse& status, std::string& out) {
-  absl::StrAppendFormat(&out, "sessions    %d\n", status.sessions_size());
+  absl::StrAppendFormat(&out, "sessions    %d%s\n", status.sessions_size(),
+                        status.other_sessions() > 0 ? absl::StrCat(" (and ", status.other_sessions(),
+                                                                   " of other credentials)")
+                                                    : "");
   if (status.sessions_size() == 0) return;
-  absl::StrAppendFormat(&out, "  %-24s  %17s  %10s  %-6s  %8s\n", "ID", "POSITIONS", "KV", "STATE", "IDLE");
+  absl::StrAppendFormat(&out, "  %-33s  %-8s  %17s  %10s  %-6s  %8s\n", "ID", "OWNER", "POSITIONS", "KV", "STATE",
+                        "IDLE");
   for (const v1::SessionStatus& session : status.sessions()) {
-    absl::StrAppendFormat(&out, "  %-24s  %17s  %10s  %-6s  %8s\n", session.session_id(),
+    absl::StrAppendFormat(&out, "  %-33s  %-8s  %17s  %10s  %-6s  %8s\n", session.session_id(), session.owner(),
                           absl::StrCat(session.positions(), "/", session.context_length()),
                           FormatByteSize(session.kv_bytes()), session.active() ? "active" : "idle",
                           Duration(session.idle_seconds()));
@@ -167,8 +171,8 @@ std::string FormatStatus(const v1::GetStatusResponse& status) {
                         FormatByteSize(status.kv_budget_bytes()));
   const v1::LoaderStatus& loader = status.loader();
   if (loader.running()) {
-    absl::StrAppendFormat(&out, "loader      pid %d, %u restarts, %s read at %.2f GB/s, %s, %u checksum failures\n",
-                          loader.pid(), loader.restarts(), FormatByteSize(loader.bytes_read()), loader.read_gbps(),
+    absl::StrAppendFormat(&out, "loader      pid %d, %u restarts (%u hung), %s read at %.2f GB/s, %s, %u checksum failures\n",
+                          loader.pid(), loader.restarts(), loader.stalls(), FormatByteSize(loader.bytes_read()), loader.read_gbps(),
                           loader.io_mode().empty() ? "-" : loader.io_mode(), loader.checksum_failures());
   } else {
     absl::StrAppendFormat(&out, "loader      not running (%u restarts)\n", loader.restarts());

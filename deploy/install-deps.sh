@@ -7,7 +7,7 @@ packages=(
   build-essential cmake ninja-build ccache pkg-config
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libboost-dev libboost-context-dev liburing-dev nlohmann-json3-dev libcli11-dev
-  libgtest-dev libgmock-dev libbenchmark-dev time curl
+  libgtest-dev libgmock-dev libbenchmark-dev libssl-dev openssl time curl
 )
 # The HTTP API's end-to-end test drives octod with the openai npm client:
 # Node.js and npm, from Debian unless a node is already installed.

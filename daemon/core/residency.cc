@@ -128,6 +128,7 @@ absl::Status ResidencyManager::MoveTo(const LayerPlan& plan) {
     std::lock_guard<std::mutex> lock(mu_);
     const LoaderStats stats = stream_->stats();
     retired_.restarts += stats.restarts;
+    retired_.stalls += stats.stalls;
     retired_.bytes_read += stats.bytes_read;
     retired_.read_seconds += stats.read_seconds;
     retired_.checksum_failures += stats.checksum_failures;
@@ -189,6 +190,7 @@ absl::Status ResidencyManager::MoveTo(const LayerPlan& plan) {
 }
 
 absl::StatusOr<const LayerWeights*> ResidencyManager::Acquire(uint32_t layer) {
+  Touch();
   if (layer >= layer_bytes_.size()) {
     return absl::InvalidArgumentError(absl::StrCat("layer ", layer, " of ", layer_bytes_.size()));
   }
@@ -317,6 +319,7 @@ void ResidencyManager::UpdateExpertReport() {
 }
 
 void ResidencyManager::Release(uint32_t layer) {
+  Touch();
   if (layer != acquired_) return;
   const double seconds = std::chrono::duration<double>(Clock::now() - acquired_at_).count();
   pass_timing_.compute_seconds += seconds;
@@ -329,6 +332,7 @@ void ResidencyManager::Release(uint32_t layer) {
 }
 
 absl::StatusOr<LayerBytesSource::Bytes> ResidencyManager::AcquireBytes(uint32_t layer) {
+  Touch();
   if (layer >= layer_bytes_.size() || on_device(layer)) {
     return absl::InvalidArgumentError(absl::StrCat("layer ", layer, " is not held by the host"));
   }
@@ -352,6 +356,7 @@ absl::StatusOr<LayerBytesSource::Bytes> ResidencyManager::AcquireBytes(uint32_t 
 }
 
 void ResidencyManager::ReleaseBytes(uint32_t layer) {
+  Touch();
   if (layer < held_data_.size()) held_data_[layer] = nullptr;
   if (layer < layer_bytes_.size() && !plan_.resident[layer] && stream_ != nullptr) stream_->Release(layer);
 }
@@ -404,6 +409,7 @@ LoaderStats ResidencyManager::loader_stats() const {
   if (stream_ == nullptr) return retired_;
   LoaderStats stats = stream_->stats();
   stats.restarts += retired_.restarts;
+  stats.stalls += retired_.stalls;
   stats.bytes_read += retired_.bytes_read;
   stats.read_seconds += retired_.read_seconds;
   stats.checksum_failures += retired_.checksum_failures;

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -94,6 +95,10 @@ class ResidencyManager : public LayerSource, public LayerBytesSource {
   void SetSelectiveExperts(bool on);
 
   PassTiming TakePassTiming();
+  // When a layer was last acquired or released (the steady clock, in
+  // nanoseconds since its epoch; 0 before the first): a pass in progress
+  // that advances moves it. Any thread.
+  int64_t last_activity_ns() const { return activity_ns_.load(std::memory_order_relaxed); }
   ResidencyReport Report() const;
   std::vector<LayerReport> LayerReports() const;
   LoaderStats loader_stats() const;
@@ -137,6 +142,8 @@ class ResidencyManager : public LayerSource, public LayerBytesSource {
   std::vector<AlignedBuffer> resident_buffers_;  // by layer; empty when streamed
   std::vector<LayerWeights> weights_;            // by layer: bound resident or acquired streamed
   std::unique_ptr<LayerStream> stream_;
+  std::atomic<int64_t> activity_ns_{0};
+  void Touch() { activity_ns_.store(Clock::now().time_since_epoch().count(), std::memory_order_relaxed); }
   uint32_t acquired_ = kNoLayer;
   Clock::time_point acquired_at_;
   PassTiming pass_timing_;

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "daemon/chat/chat_template.h"
 #include "daemon/core/speculation_settings.h"
 #include "daemon/engine/generation.h"
@@ -64,6 +65,9 @@ struct RuntimeOptions {
   // part then the routed experts (CPU backend); false streams them whole.
   bool selective_experts = true;
   bool direct_io = true;
+  // Outstanding loader reads with no completion for this long: the loader is
+  // hung, killed and restarted (layer_stream.h). Zero: from the largest layer.
+  absl::Duration loader_timeout = absl::ZeroDuration();
   // Sessions and KV caches.
   uint64_t kv_budget_bytes = 1ull << 30;  // all sessions' caches together
   uint32_t session_context = 4096;        // default positions per session (capped by the model)
@@ -81,6 +85,7 @@ struct RuntimeOptions {
 // What a client asks for; see proto/octo.proto GenerateRequest/ChatRequest.
 struct GenerateJob {
   std::string session_id;                 // empty: one-shot, in a temporary cache
+  std::string owner;                      // the caller's credential: a session must be its own
   std::string model;                      // not empty: run only if this model (its path) is the loaded one
   // Exactly one of: prompt text, prompt tokens, chat messages.
   std::string prompt;
@@ -227,6 +232,7 @@ struct ResidencyReport {
 
 struct SessionReport {
   std::string id;
+  std::string owner;  // the credential that created it
   uint32_t positions = 0, context_length = 0;
   uint64_t kv_bytes = 0;
   bool active = false;
@@ -236,7 +242,7 @@ struct SessionReport {
 struct LoaderReport {
   bool running = false;
   int pid = 0;
-  uint32_t restarts = 0, checksum_failures = 0;
+  uint32_t restarts = 0, stalls = 0, checksum_failures = 0;  // stalls: restarts of a hung loader
   uint64_t bytes_read = 0;
   double read_gbps = 0;
   std::string io_mode;
@@ -294,8 +300,12 @@ class Runtime {
   virtual absl::StatusOr<std::vector<ModelSummary>> ListModels() = 0;
 
   // Sessions: a KV cache kept between turns. context_length 0 = default.
-  virtual absl::StatusOr<SessionReport> CreateSession(uint32_t context_length) = 0;
-  virtual absl::Status CloseSession(const std::string& id) = 0;
+  // A session belongs to `owner`, the credential that created it
+  // (daemon/server/credentials.h): only a job with the same owner may use
+  // it, only that owner may close it; to anyone else it does not exist
+  // (NOT_FOUND). Ids are 128 random bits.
+  virtual absl::StatusOr<SessionReport> CreateSession(uint32_t context_length, const std::string& owner) = 0;
+  virtual absl::Status CloseSession(const std::string& id, const std::string& owner) = 0;
 
   // Queues a job; events go to `sink`. Errors found before queueing
   // (INVALID_ARGUMENT, NOT_FOUND session, FAILED_PRECONDITION no model,
@@ -315,6 +325,12 @@ class Runtime {
   virtual absl::StatusOr<ResidencyReport> SetResidency(const ResidencyChange& change) = 0;
 
   virtual RuntimeReport Report() = 0;
+
+  // How long the forward pass in progress has gone without a layer
+  // starting or finishing; zero when no pass runs. A watchdog (systemd's,
+  // octod_main.cc) stops vouching for a daemon whose pass stands still.
+  // Any thread, cheap.
+  virtual absl::Duration PassSilence() { return absl::ZeroDuration(); }
 
   // Graceful stop: refuses new jobs (UNAVAILABLE), ends running ones (their
   // sinks get UNAVAILABLE "octod is shutting down", finish "cancelled"),

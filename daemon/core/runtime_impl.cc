@@ -4,9 +4,11 @@
 
 #include <algorithm>
 #include <fstream>
+#include <random>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "daemon/core/model_paths.h"
 #include "storage/bounded_json.h"
 #include "storage/status_macros.h"
@@ -116,6 +118,8 @@ absl::StatusOr<ModelSummary> RuntimeImpl::LoadModel(const std::string& path,
   load.stream.loader_path = options_.loader_path;
   load.stream.loader_args = options_.loader_args;
   load.stream.direct_io = options_.direct_io;
+  load.stream.stall_timeout = options_.loader_timeout;
+  load.stream.stop = stop_;
   load.stream_factory = factory_;
   load.selective_experts = options_.selective_experts;
   load.n_threads = options_.n_threads;
@@ -174,9 +178,16 @@ int RuntimeImpl::SessionContext(uint32_t asked, const LoadedModel& model) const 
   return static_cast<int>(std::min({want, model.config().context_length, 1u << 30}));
 }
 
-std::string RuntimeImpl::NewSessionId() { return absl::StrCat("s", next_session_++); }
+std::string RuntimeImpl::NewSessionId() {
+  // 128 bits from the kernel's generator (std::random_device reads
+  // /dev/urandom or getrandom): an id cannot be guessed.
+  std::random_device random;
+  uint64_t words[2];
+  for (uint64_t& word : words) word = (uint64_t{random()} << 32) | random();
+  return absl::StrFormat("s%016x%016x", words[0], words[1]);
+}
 
-absl::StatusOr<SessionReport> RuntimeImpl::CreateSession(uint32_t context_length) {
+absl::StatusOr<SessionReport> RuntimeImpl::CreateSession(uint32_t context_length, const std::string& owner) {
   std::shared_ptr<LoadedModel> m = model();
   if (m == nullptr) return absl::FailedPreconditionError("no model is loaded");
   std::lock_guard<std::mutex> lock(mu_);
@@ -187,18 +198,21 @@ absl::StatusOr<SessionReport> RuntimeImpl::CreateSession(uint32_t context_length
   }
   auto session = std::make_shared<Session>();
   session->id = NewSessionId();
+  session->owner = owner;
   session->kv = m->NewCache(SessionContext(context_length, *m));
   sessions_[session->id] = session;
   SessionReport report;
   report.id = session->id;
+  report.owner = owner;
   report.context_length = static_cast<uint32_t>(session->kv->max_positions());
   return report;
 }
 
-absl::Status RuntimeImpl::CloseSession(const std::string& id) {
+absl::Status RuntimeImpl::CloseSession(const std::string& id, const std::string& owner) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = sessions_.find(id);
-  if (it == sessions_.end() || it->second->temporary) {
+  // Another credential's session is as good as absent: its existence is not told.
+  if (it == sessions_.end() || it->second->temporary || it->second->owner != owner) {
     return absl::NotFoundError(absl::StrCat("no session '", id.substr(0, kMaxSessionIdBytes), "'"));
   }
   // A job running in it is cancelled; the job holds the session until it ends.
@@ -228,7 +242,7 @@ absl::StatusOr<std::shared_ptr<JobHandle>> RuntimeImpl::Submit(GenerateJob reque
     if (stopping_) return absl::UnavailableError("octod is shutting down");
     if (!request.session_id.empty()) {
       auto it = sessions_.find(request.session_id);
-      if (it == sessions_.end() || it->second->temporary) {
+      if (it == sessions_.end() || it->second->temporary || it->second->owner != request.owner) {
         return absl::NotFoundError(absl::StrCat("no session '", request.session_id, "'"));
       }
       session = it->second;
@@ -244,6 +258,7 @@ absl::StatusOr<std::shared_ptr<JobHandle>> RuntimeImpl::Submit(GenerateJob reque
       }
       session = std::make_shared<Session>();
       session->id = NewSessionId();
+      session->owner = request.owner;
       session->temporary = true;
       session->busy = true;
       session->kv = m->NewCache(SessionContext(0, *m));
@@ -388,6 +403,16 @@ absl::StatusOr<ResidencyReport> RuntimeImpl::SetResidency(const ResidencyChange&
   return report;
 }
 
+absl::Duration RuntimeImpl::PassSilence() {
+  const int64_t started = pass_started_ns_.load(std::memory_order_relaxed);
+  if (started == 0) return absl::ZeroDuration();
+  int64_t last = started;
+  if (const std::shared_ptr<LoadedModel> m = model(); m != nullptr) {
+    last = std::max(last, m->residency().last_activity_ns());
+  }
+  return absl::Nanoseconds(std::chrono::steady_clock::now().time_since_epoch().count() - last);
+}
+
 void RuntimeImpl::Shutdown() {
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -395,6 +420,7 @@ void RuntimeImpl::Shutdown() {
     stopping_ = true;
     for (const std::shared_ptr<Job>& job : jobs_) job->Cancel();
   }
+  stop_->Raise();
   work_cv_.notify_all();
   if (scheduler_.joinable()) scheduler_.join();
   std::deque<std::shared_ptr<Job>> left;

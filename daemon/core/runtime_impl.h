@@ -24,6 +24,7 @@
 #include "daemon/core/loaded_model.h"
 #include "daemon/core/runtime.h"
 #include "daemon/core/throughput.h"
+#include "daemon/loader/stop_signal.h"
 
 namespace octo {
 
@@ -43,8 +44,8 @@ class RuntimeImpl : public Runtime {
                                          const std::optional<std::string>& draft_model) override;
   absl::Status UnloadModel() override;
   absl::StatusOr<std::vector<ModelSummary>> ListModels() override;
-  absl::StatusOr<SessionReport> CreateSession(uint32_t context_length) override;
-  absl::Status CloseSession(const std::string& id) override;
+  absl::StatusOr<SessionReport> CreateSession(uint32_t context_length, const std::string& owner) override;
+  absl::Status CloseSession(const std::string& id, const std::string& owner) override;
   absl::StatusOr<std::shared_ptr<JobHandle>> Submit(GenerateJob job, std::shared_ptr<TokenSink> sink) override;
   absl::StatusOr<std::vector<int32_t>> Tokenize(const std::string& text, bool add_bos, bool parse_special,
                                                 std::vector<std::string>* pieces) override;
@@ -53,6 +54,7 @@ class RuntimeImpl : public Runtime {
   absl::StatusOr<ResidencyReport> SetResidency(const ResidencyChange& change) override;
   RuntimeReport Report() override;
   void Shutdown() override;
+  absl::Duration PassSilence() override;
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -87,7 +89,7 @@ class RuntimeImpl : public Runtime {
   // The model's summary with its draft model.
   ModelSummary Summary(const LoadedModel& model) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   int SessionContext(uint32_t asked, const LoadedModel& model) const;
-  std::string NewSessionId() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  static std::string NewSessionId();
 
   // Speculative decoding (runtime_drafts.cc): the draft model a request
   // names (loaded on first use, at most kMaxDraftModels at once), or the
@@ -128,7 +130,6 @@ class RuntimeImpl : public Runtime {
   std::shared_ptr<LoadedModel> model_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, std::shared_ptr<Session>> sessions_ ABSL_GUARDED_BY(mu_);
   std::deque<std::shared_ptr<Job>> jobs_ ABSL_GUARDED_BY(mu_);  // in arrival order
-  uint64_t next_session_ ABSL_GUARDED_BY(mu_) = 1;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t passes_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t generated_ ABSL_GUARDED_BY(mu_) = 0;
@@ -144,6 +145,11 @@ class RuntimeImpl : public Runtime {
   std::vector<float> logits_;        // scheduler thread only
   std::vector<float> draft_logits_;  // likewise
   std::thread scheduler_;
+  // When the pass in progress started (steady clock, ns); 0 between passes.
+  std::atomic<int64_t> pass_started_ns_{0};
+  // Raised by Shutdown before it joins the scheduler: a pass waiting on a
+  // loader that makes no progress ends at once (layer_stream.h).
+  const std::shared_ptr<StopSignal> stop_ = StopSignal::Create();
 };
 
 }  // namespace octo

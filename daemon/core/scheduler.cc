@@ -30,7 +30,11 @@ void RuntimeImpl::SchedulerLoop() {
     for (auto& [job, status] : ended) {
       EndJob(job, status, status.ok() ? "cancelled" : "error");
     }
-    if (!steps.empty() && m != nullptr) RunPass(*m, steps);
+    if (!steps.empty() && m != nullptr) {
+      pass_started_ns_.store(std::chrono::steady_clock::now().time_since_epoch().count(), std::memory_order_relaxed);
+      RunPass(*m, steps);
+      pass_started_ns_.store(0, std::memory_order_relaxed);
+    }
   }
 }
 
@@ -240,6 +244,7 @@ RuntimeReport RuntimeImpl::Report() {
       if (s->temporary) continue;
       SessionReport sr;
       sr.id = id;
+      sr.owner = s->owner;
       sr.positions = static_cast<uint32_t>(s->kv->size());
       sr.context_length = static_cast<uint32_t>(s->kv->max_positions());
       sr.kv_bytes = s->kv_bytes();
@@ -284,7 +289,7 @@ RuntimeReport RuntimeImpl::Report() {
   if (r.residency.device.present) r.residency.device.kv_bytes = r.kv_used_bytes;  // the caches live on the device
   r.overlap = res.overlap();
   const LoaderStats ls = res.loader_stats();
-  r.loader = LoaderReport{.running = ls.running, .pid = ls.pid, .restarts = ls.restarts,
+  r.loader = LoaderReport{.running = ls.running, .pid = ls.pid, .restarts = ls.restarts, .stalls = ls.stalls,
                           .checksum_failures = ls.checksum_failures, .bytes_read = ls.bytes_read,
                           .read_gbps = ls.read_seconds > 0 ? ls.bytes_read / ls.read_seconds / 1e9 : 0,
                           .io_mode = ls.io_mode};

@@ -17,6 +17,7 @@ class DraftModel;
 
 struct Session {
   std::string id;
+  std::string owner;                   // the credential that created it (credentials.h); only it may use it
   std::unique_ptr<KvCache> kv;         // holds tokens[0, kv->size())
   // Speculative decoding: the draft model this session's last job drafted
   // with, and its cache, holding tokens[0, draft_kv->size()).

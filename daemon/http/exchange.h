@@ -15,6 +15,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "daemon/server/credentials.h"
 #include "nlohmann/json.hpp"
 
 namespace octo {
@@ -26,6 +27,7 @@ struct HttpRequest {
   std::string path;    // the target without its query string
   std::string body;
   std::chrono::steady_clock::time_point received;  // when its headers arrived
+  Caller caller;  // who sent it (credentials.h)
 };
 
 class HttpExchange {

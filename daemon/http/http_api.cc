@@ -20,7 +20,8 @@ absl::StatusOr<std::unique_ptr<HttpServer>> StartHttpApi(Runtime& runtime, const
   HttpServerOptions server;
   server.host = options.host;
   server.port = options.port;
-  server.token = options.token;
+  server.connection.credentials = options.credentials;
+  server.tls = options.tls;
   return HttpServer::Start(std::move(server), std::move(router));
 }
 

@@ -11,13 +11,15 @@
 #include "absl/status/statusor.h"
 #include "daemon/core/runtime.h"
 #include "daemon/http/http_server.h"
+#include "daemon/server/credentials.h"
 
 namespace octo {
 
 struct HttpApiOptions {
   std::string host;
   int port = 0;
-  std::optional<std::string> token;  // required of every request when set
+  Credentials credentials;  // any token: every request needs one
+  std::shared_ptr<TlsContext> tls;  // not null: HTTPS
   std::string version;               // octod's, for /api/version
 };
 

@@ -8,7 +8,7 @@
 #include "boost/beast/core/flat_buffer.hpp"
 #include "boost/beast/http.hpp"
 #include "daemon/http/http_server.h"
-#include "daemon/server/bearer_token.h"
+#include "daemon/server/credentials.h"
 #include "storage/bounded_json.h"
 
 namespace octo {
@@ -16,8 +16,10 @@ namespace {
 
 namespace http = boost::beast::http;
 
-bool Authorized(const std::optional<std::string>& token, absl::string_view authorization) {
-  return !token.has_value() || BearerTokenMatches(authorization, *token);
+// Who sent a request with these credentials; nullopt: nobody octod knows.
+std::optional<Caller> Identify(const Credentials& credentials, absl::string_view authorization) {
+  if (!credentials.any()) return Caller{"anonymous", true};
+  return credentials.Match(authorization);
 }
 
 // The route's handler. Handlers validate every field before using it
@@ -40,31 +42,56 @@ void DispatchContained(const HttpRouter& router, const HttpRequest& request, Htt
 }  // namespace
 
 void ServeHttpConnection(SocketStream& stream, const HttpRouter& router, const HttpConnectionOptions& options) {
+  using Clock = std::chrono::steady_clock;
   boost::beast::flat_buffer buffer;
-  for (;;) {
+  stream.set_read_deadline(Clock::now() + options.header_timeout);
+  if (!stream.Handshake()) return;  // TLS: a plain-text client, or a client certificate not trusted
+  for (bool first = true;; first = false) {
+    // A new connection has header_timeout to send its request; a kept-alive
+    // one idle_timeout to start the next, then header_timeout for the rest.
+    if (!first && buffer.size() == 0 && !stream.WaitReadable(options.idle_timeout)) return;
+    stream.set_read_deadline(Clock::now() + options.header_timeout);
     http::request_parser<http::string_body> parser;
     parser.body_limit(kMaxHttpBodyBytes);
     parser.header_limit(kMaxHttpHeaderBytes);
     HttpRequest request;
     boost::system::error_code ec;
     http::read_header(stream, buffer, parser, ec);
-    request.received = std::chrono::steady_clock::now();
-    if (!ec && parser.get()[http::field::expect] == "100-continue") {
+    request.received = Clock::now();
+    const http::request<http::string_body>& message = parser.get();
+    const unsigned version = message.version() == 10 ? 10 : 11;
+    if (!ec) {
+      const boost::beast::string_view beast_target = message.target();
+      const absl::string_view target(beast_target.data(), beast_target.size());
+      request.method = std::string(message.method_string());
+      request.path = std::string(target.substr(0, target.find('?')));
+      const boost::beast::string_view authorization = message[http::field::authorization];
+      std::optional<Caller> caller =
+          Identify(options.credentials, absl::string_view(authorization.data(), authorization.size()));
+      if (caller.has_value()) {
+        request.caller = *std::move(caller);
+      } else {
+        // Refused from the headers: the body (up to 8 MiB) is never read.
+        HttpExchange exchange(stream, request, version, /*keep_alive=*/false);
+        exchange.ReplyError(absl::UnauthenticatedError(
+            "missing or wrong API key: send the header 'Authorization: Bearer <token>' with octod's token"));
+        stream.LingeringClose();
+        return;
+      }
+    }
+    if (!ec && message[http::field::expect] == "100-continue") {
       // curl asks before sending a body over 1 KiB; say yes rather than make it wait a second.
       static constexpr char kContinue[] = "HTTP/1.1 100 Continue\r\n\r\n";
       boost::asio::write(stream, boost::asio::buffer(kContinue, sizeof(kContinue) - 1), ec);
     }
+    stream.set_read_deadline(Clock::now() + options.body_timeout);
     if (!ec) http::read(stream, buffer, parser, ec);
+    stream.set_read_deadline(Clock::time_point::max());  // a handler's reads (none) and its writes have their own limits
     if (ec == http::error::end_of_stream || ec == boost::asio::error::eof || ec == boost::asio::error::timed_out ||
         ec == boost::asio::error::operation_aborted || ec == boost::asio::error::connection_reset) {
-      return;  // the client closed, went quiet, or octod is stopping
+      return;  // the client closed, missed a deadline, or octod is stopping
     }
-    const http::request<http::string_body>& message = parser.get();
-    const boost::beast::string_view beast_target = message.target();
-    const absl::string_view target(beast_target.data(), beast_target.size());
-    request.method = std::string(message.method_string());
-    request.path = std::string(target.substr(0, target.find('?')));
-    HttpExchange exchange(stream, request, message.version() == 10 ? 10 : 11, !ec && message.keep_alive());
+    HttpExchange exchange(stream, request, version, !ec && message.keep_alive());
     if (ec) {
       // Bad HTTP: say what and close (the rest of the stream is not a request).
       const int code = ec == http::error::body_limit ? 413 : ec == http::error::header_limit ? 431 : 400;
@@ -74,13 +101,7 @@ void ServeHttpConnection(SocketStream& stream, const HttpRouter& router, const H
       return;
     }
     request.body = message.body();
-    const boost::beast::string_view authorization = message[http::field::authorization];
-    if (!Authorized(options.token, absl::string_view(authorization.data(), authorization.size()))) {
-      exchange.ReplyError(absl::UnauthenticatedError(
-          "missing or wrong API key: send the header 'Authorization: Bearer <token>' with octod's token"));
-    } else {
-      DispatchContained(router, request, exchange);
-    }
+    DispatchContained(router, request, exchange);
     if (!exchange.responded()) exchange.ReplyError(absl::InternalError("the handler gave no response"));
     if (!exchange.keep_alive()) return;
   }

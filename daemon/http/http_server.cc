@@ -1,5 +1,6 @@
 #include "daemon/http/http_server.h"
 
+#include <arpa/inet.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -130,32 +131,62 @@ void HttpServer::ReapFinished() {
   }
 }
 
+namespace {
+
+// The peer's address without its port ("127.0.0.1", "::1").
+std::string PeerAddress(const sockaddr_storage& peer) {
+  char text[INET6_ADDRSTRLEN] = "";
+  if (peer.ss_family == AF_INET) {
+    ::inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(&peer)->sin_addr, text, sizeof(text));
+  } else if (peer.ss_family == AF_INET6) {
+    ::inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(&peer)->sin6_addr, text, sizeof(text));
+  }
+  return text;
+}
+
+}  // namespace
+
+void HttpServer::RefuseBusy(int fd, absl::string_view why) {
+  const std::string body = absl::StrCat("{\"error\":\"", why, "; retry\"}");
+  const std::string reply = absl::StrCat(
+      "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nConnection: close\r\nRetry-After: ",
+      kHttpRetryAfterSeconds, "\r\nContent-Length: ", body.size(), "\r\n\r\n", body);
+  (void)!::send(fd, reply.data(), reply.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+  ::close(fd);
+}
+
 void HttpServer::AcceptLoop() {
   for (;;) {
     pollfd fds[2] = {{listen_fd_, POLLIN, 0}, {stop_fd_, POLLIN, 0}};
     if (::poll(fds, 2, -1) < 0 && errno != EINTR) return;
     if (fds[1].revents != 0) return;
     if ((fds[0].revents & POLLIN) == 0) continue;
-    const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    sockaddr_storage peer = {};
+    socklen_t peer_size = sizeof(peer);
+    const int fd = ::accept4(listen_fd_, reinterpret_cast<sockaddr*>(&peer), &peer_size, SOCK_CLOEXEC);
     if (fd < 0) continue;  // the client gave up already, or out of descriptors: try the next
     const int one = 1;
     ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));  // a token is a small write: send it now
+    const std::string address = PeerAddress(peer);
     absl::MutexLock lock(&mu_);
     ReapFinished();
     if (active_ >= options_.max_connections) {
-      static constexpr char kBusy[] =
-          "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nConnection: close\r\n"
-          "Content-Length: 54\r\n\r\n{\"error\":\"octod has too many HTTP connections; retry\"}";
-      (void)!::send(fd, kBusy, sizeof(kBusy) - 1, MSG_DONTWAIT | MSG_NOSIGNAL);
-      ::close(fd);
+      RefuseBusy(fd, "octod has too many HTTP connections");
+      continue;
+    }
+    if (per_address_[address] >= options_.max_connections_per_address) {
+      RefuseBusy(fd, absl::StrCat("octod has ", options_.max_connections_per_address,
+                                  " HTTP connections from this address, the most it takes"));
       continue;
     }
     ++active_;
+    ++per_address_[address];
     auto done = std::make_shared<bool>(false);
-    connections_.push_back({std::thread([this, fd, done] {
+    connections_.push_back({std::thread([this, fd, done, address] {
                               Serve(fd);
                               absl::MutexLock lock(&mu_);
                               --active_;
+                              if (--per_address_[address] == 0) per_address_.erase(address);
                               *done = true;
                             }),
                             done});
@@ -163,8 +194,8 @@ void HttpServer::AcceptLoop() {
 }
 
 void HttpServer::Serve(int fd) {
-  SocketStream stream(fd, stop_fd_, options_.io_timeout);
-  ServeHttpConnection(stream, router_, HttpConnectionOptions{options_.token});
+  SocketStream stream(fd, stop_fd_, options_.io_timeout, options_.tls != nullptr ? options_.tls->get() : nullptr);
+  ServeHttpConnection(stream, router_, options_.connection);
 }
 
 }  // namespace octo

@@ -5,15 +5,22 @@
 // another; the runtime batches their jobs into shared passes.
 //
 // Limits, each answered with a status the client can read:
-//   more than max_connections at once      503, connection closed
-//   a body over kMaxHttpBodyBytes          413
-//   headers over kMaxHttpHeaderBytes       431
-//   io_timeout without a byte either way   connection closed
+//   more than max_connections at once, or more than
+//     max_connections_per_address from one address      503 with Retry-After, closed
+//   a body over kMaxHttpBodyBytes                       413
+//   headers over kMaxHttpHeaderBytes                    431
+//   the headers, the body or the next request not in
+//     time (http_connection.h's deadlines)              connection closed
+//   a write (a reply, a streamed token) waiting
+//     io_timeout for the client to read                 connection closed
+// The deadlines are whole-request limits, and the per-address cap keeps
+// one client's many slow connections from holding every slot: slow clients
+// cannot starve the others.
 //
 // Auth: with a token, every request must carry `Authorization: Bearer
-// <token>` (compared in constant time) or gets 401. Without one, every
-// request is served: octod refuses to start without a token unless the
-// address is loopback (config.h).
+// <token>` (compared in constant time) or gets 401 from its headers alone,
+// before its body is read. Without one, every request is served: octod
+// refuses to start without a token unless the address is loopback (config.h).
 #pragma once
 
 #include <chrono>
@@ -31,10 +38,13 @@
 #include "absl/synchronization/mutex.h"
 #include "daemon/http/exchange.h"
 #include "daemon/http/http_connection.h"
+#include "daemon/http/tls_context.h"
 
 namespace octo {
 
-inline constexpr size_t kMaxHttpConnections = 256;
+inline constexpr size_t kMaxHttpConnections = 1024;
+inline constexpr size_t kMaxHttpConnectionsPerAddress = 64;
+inline constexpr int kHttpRetryAfterSeconds = 1;  // what a 503 for a full server says
 
 using HttpHandler = std::function<void(const HttpRequest&, HttpExchange&)>;
 
@@ -55,9 +65,11 @@ class HttpRouter {
 struct HttpServerOptions {
   std::string host;  // as in listen_address.h
   int port = 0;      // 0: any free port (port() tells which)
-  std::optional<std::string> token;
   size_t max_connections = kMaxHttpConnections;
-  std::chrono::milliseconds io_timeout{std::chrono::minutes(5)};
+  size_t max_connections_per_address = kMaxHttpConnectionsPerAddress;
+  std::chrono::milliseconds io_timeout{std::chrono::seconds(60)};
+  HttpConnectionOptions connection;  // credentials and deadlines
+  std::shared_ptr<TlsContext> tls;   // not null: every connection is TLS
 };
 
 class HttpServer {
@@ -78,6 +90,8 @@ class HttpServer {
   HttpServer(HttpServerOptions options, HttpRouter router, int listen_fd, int stop_fd, int port);
   void AcceptLoop();
   void Serve(int fd);
+  // 503 with Retry-After on `fd`, then closes it.
+  static void RefuseBusy(int fd, absl::string_view why);
   void ReapFinished() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const HttpServerOptions options_;
@@ -94,6 +108,7 @@ class HttpServer {
   absl::Mutex mu_;
   std::vector<Connection> connections_ ABSL_GUARDED_BY(mu_);
   size_t active_ ABSL_GUARDED_BY(mu_) = 0;
+  std::map<std::string, size_t> per_address_ ABSL_GUARDED_BY(mu_);  // open connections by peer address
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
 };
 

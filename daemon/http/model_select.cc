@@ -25,7 +25,12 @@ absl::StatusOr<ModelSummary> FindModel(Runtime& runtime, absl::string_view name)
   return ModelNotFound(name);
 }
 
-absl::StatusOr<SelectedModel> SelectModel(Runtime& runtime, absl::string_view name) {
+absl::Status RequireAdmin(const Caller& caller, absl::string_view action) {
+  if (caller.admin) return absl::OkStatus();
+  return absl::PermissionDeniedError(absl::StrCat(action, " needs octod's admin token (--admin-token-file)"));
+}
+
+absl::StatusOr<SelectedModel> SelectModel(Runtime& runtime, absl::string_view name, const Caller& caller) {
   const std::string path = ModelPathOf(name);
   if (path.empty()) return WithParam(absl::InvalidArgumentError("model: required"), "model");
   SelectedModel selected;
@@ -34,6 +39,8 @@ absl::StatusOr<SelectedModel> SelectModel(Runtime& runtime, absl::string_view na
     return selected;
   }
   OCTO_RETURN_IF_ERROR(FindModel(runtime, name).status());
+  OCTO_RETURN_IF_ERROR(WithParam(
+      RequireAdmin(caller, absl::StrCat("model '", path, "' is not the one loaded, and loading it")), "model"));
   const auto start = std::chrono::steady_clock::now();
   absl::StatusOr<ModelSummary> loaded = runtime.LoadModel(path, std::nullopt);
   if (!loaded.ok()) return WithParam(Annotate(loaded.status(), absl::StrCat("loading model '", path, "'")), "model");

@@ -5,7 +5,8 @@
 //
 // octod holds one model at a time. A request for another model of the
 // root loads it first, as Ollama does; that is refused (FAILED_PRECONDITION,
-// 409) while generations run on the current one.
+// 409) while generations run on the current one, and (PERMISSION_DENIED,
+// 403) to a caller that is not admin (credentials.h).
 #pragma once
 
 #include <string>
@@ -13,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "daemon/core/runtime.h"
+#include "daemon/server/credentials.h"
 
 namespace octo {
 
@@ -25,9 +27,14 @@ struct SelectedModel {
 };
 
 // The loaded model when `name` is it; otherwise the model of that name
-// under the root, loaded now. INVALID_ARGUMENT (param "model") for an empty
-// name, NOT_FOUND (model_not_found) for a name that is no model there.
-absl::StatusOr<SelectedModel> SelectModel(Runtime& runtime, absl::string_view name);
+// under the root, loaded now for an admin `caller`. INVALID_ARGUMENT (param
+// "model") for an empty name, NOT_FOUND (model_not_found) for a name that is
+// no model there, PERMISSION_DENIED when it would need loading by a caller
+// that may not.
+absl::StatusOr<SelectedModel> SelectModel(Runtime& runtime, absl::string_view name, const Caller& caller);
+
+// PERMISSION_DENIED naming what `action` was, unless `caller` is admin.
+absl::Status RequireAdmin(const Caller& caller, absl::string_view action);
 
 // The model of that name under the root, loaded or not; NOT_FOUND otherwise.
 absl::StatusOr<ModelSummary> FindModel(Runtime& runtime, absl::string_view name);

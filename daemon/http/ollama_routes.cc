@@ -123,12 +123,16 @@ absl::StatusOr<GenerateJob> OllamaJob(Runtime& runtime, const OllamaRequest& req
 }
 
 // A request with nothing to generate: Ollama's way to load or unload a model.
-void LoadOnly(Runtime& runtime, const OllamaRequest& request, bool chat, HttpExchange& exchange) {
+void LoadOnly(Runtime& runtime, const OllamaRequest& request, const Caller& caller, bool chat,
+              HttpExchange& exchange) {
   const char* reason = "load";
   if (request.unload) {
     reason = "unload";
     if (const RuntimeReport report = runtime.Report();
         report.model.has_value() && report.model->path == ModelPathOf(request.model)) {
+      if (absl::Status allowed = RequireAdmin(caller, "unloading a model (keep_alive 0)"); !allowed.ok()) {
+        return exchange.ReplyError(allowed);
+      }
       if (absl::Status unloaded = runtime.UnloadModel(); !unloaded.ok()) return exchange.ReplyError(unloaded);
     }
   }
@@ -153,13 +157,14 @@ void ServeGeneration(Runtime& runtime, const HttpRequest& http_request, HttpExch
     if (absl::Status exists = FindModel(runtime, request->model).status(); !exists.ok()) {
       return exchange.ReplyError(exists);
     }
-    return LoadOnly(runtime, *request, chat, exchange);
+    return LoadOnly(runtime, *request, http_request.caller, chat, exchange);
   }
-  absl::StatusOr<SelectedModel> model = SelectModel(runtime, request->model);
+  absl::StatusOr<SelectedModel> model = SelectModel(runtime, request->model, http_request.caller);
   if (!model.ok()) return exchange.ReplyError(model.status());
-  if (nothing_to_generate) return LoadOnly(runtime, *request, chat, exchange);
+  if (nothing_to_generate) return LoadOnly(runtime, *request, http_request.caller, chat, exchange);
   absl::StatusOr<GenerateJob> job = OllamaJob(runtime, *request, chat, model->summary);
   if (!job.ok()) return exchange.ReplyError(job.status());
+  job->owner = http_request.caller.credential;
   OllamaWriter writer(*request, chat, exchange, http_request, model->load_seconds, job->prompt_tokens);
   const absl::Status submitted =
       RunJob(runtime, *std::move(job), exchange, [&writer](const JobEvent& event) { return writer.On(event); });

@@ -155,9 +155,10 @@ void ServeCompletion(Runtime& runtime, const HttpRequest& http_request, HttpExch
   if (!body.ok()) return exchange.ReplyError(body.status());
   absl::StatusOr<OpenAiRequest> request = chat ? ParseChatCompletionRequest(*body) : ParseCompletionRequest(*body);
   if (!request.ok()) return exchange.ReplyError(request.status());
-  absl::StatusOr<SelectedModel> model = SelectModel(runtime, request->model);
+  absl::StatusOr<SelectedModel> model = SelectModel(runtime, request->model, http_request.caller);
   if (!model.ok()) return exchange.ReplyError(model.status());
   request->job.model = model->summary.path;  // refused if another request switches models before it runs
+  request->job.owner = http_request.caller.credential;
   CompletionWriter writer(*request, exchange);
   const absl::Status submitted =
       RunJob(runtime, std::move(request->job), exchange, [&writer](const JobEvent& event) { return writer.On(event); });

@@ -2,7 +2,9 @@
 // read_some and write_some), with what a plain blocking socket lacks:
 //
 //   * every read and write waits at most `io_timeout` (a client that sends
-//     nothing, or stops reading a stream, loses its connection);
+//     nothing, or stops reading a stream, loses its connection), and reads
+//     stop at the read deadline, when one is set (a whole-request limit: a
+//     client sending a byte a second does not hold the connection for long);
 //   * a write to the server's stop descriptor (an eventfd) wakes every
 //     read at once, so the server can stop without waiting out the
 //     timeout; writes go on (a handler finishing its reply) but wait at
@@ -10,11 +12,18 @@
 //   * PeerGone() tells, without reading, whether the client hung up: how a
 //     handler waiting for tokens notices a disconnect.
 //
+// With a TLS context the stream is TLS (OpenSSL) over the socket: Handshake
+// first, then reads and writes are records, with the same timeouts.
+//
 // Errors: a timeout is boost::asio::error::timed_out, the stop is
-// operation_aborted, a closed peer eof (reads) or the errno (writes).
+// operation_aborted, a closed peer eof (reads) or the errno (writes); a TLS
+// failure is connection_aborted.
 // Threads: one thread uses a stream at a time; PeerGone may be called
 // between its reads and writes.
 #pragma once
+
+typedef struct ssl_ctx_st SSL_CTX;
+typedef struct ssl_st SSL;
 
 #include <sys/uio.h>
 
@@ -33,8 +42,9 @@ inline constexpr size_t kLingerBytes = 64 << 20;
 
 class SocketStream {
  public:
-  // Takes ownership of `fd` (closed by the destructor); `stop_fd` is not owned.
-  SocketStream(int fd, int stop_fd, std::chrono::milliseconds io_timeout);
+  // Takes ownership of `fd` (closed by the destructor); `stop_fd` is not
+  // owned; `tls`, when not null, must outlive the stream.
+  SocketStream(int fd, int stop_fd, std::chrono::milliseconds io_timeout, SSL_CTX* tls = nullptr);
   ~SocketStream();
   SocketStream(const SocketStream&) = delete;
   SocketStream& operator=(const SocketStream&) = delete;
@@ -80,6 +90,17 @@ class SocketStream {
   // server is stopping). Data waiting to be read does not count.
   bool PeerGone() const;
 
+  // A TLS stream's handshake, within the read deadline; true at once for a
+  // plain one. False when it fails (a plain-text client, an untrusted client
+  // certificate): the connection is then only to be closed.
+  bool Handshake();
+
+  // Reads after `deadline` fail with timed_out (time_point::max(): none).
+  void set_read_deadline(std::chrono::steady_clock::time_point deadline) { read_deadline_ = deadline; }
+  // Waits up to `timeout` for a byte to read (or the peer closing): false
+  // on timeout or when the server stops.
+  bool WaitReadable(std::chrono::milliseconds timeout);
+
   // After an error reply to a request whose body was not read: stop
   // sending, then read and drop what the client still sends (up to
   // kLingerBytes or kLingerTime) before closing, so that the client reads
@@ -96,9 +117,16 @@ class SocketStream {
   // Waits until fd_ is ready for `events` (POLLIN / POLLOUT).
   bool Wait(short events, boost::system::error_code& ec);
 
+  // One SSL call's want (SSL_ERROR_WANT_READ/WRITE) waited out; false with
+  // `ec` set when the wait failed or the call failed for good.
+  bool WaitForTls(int ssl_result, boost::system::error_code& ec);
+
   int fd_;
   int stop_fd_;
+  bool tls_ = false;    // TLS asked for
+  SSL* ssl_ = nullptr;  // null for a plain stream, or when TLS could not be set up
   std::chrono::milliseconds io_timeout_;
+  std::chrono::steady_clock::time_point read_deadline_ = std::chrono::steady_clock::time_point::max();
 };
 
 }  // namespace octo

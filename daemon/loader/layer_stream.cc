@@ -16,7 +16,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "daemon/loader/loader_process.h"
+#include "daemon/loader/stop_signal.h"
 #include "storage/direct_reader.h"
+#include "storage/layer_file.h"
 #include "storage/ring.h"
 #include "storage/status_macros.h"
 
@@ -53,6 +55,7 @@ class RingLayerStream final : public LayerStream {
     spawn.queue_depth = options_.queue_depth;
     spawn.extra_args = options_.loader_args;
     OCTO_ASSIGN_OR_RETURN(loader_, LoaderProcess::Spawn(spawn));
+    progress_at_ = absl::Now();  // a new loader gets a whole stall timeout for what is outstanding
     absl::MutexLock lock(&stats_mu_);
     stats_.running = true;
     stats_.pid = loader_->pid();
@@ -84,6 +87,7 @@ class RingLayerStream final : public LayerStream {
       return absl::FailedPreconditionError(absl::StrCat(
           "all ", slots_.size(), " ring slots are held; Release a layer before acquiring layer ", layer));
     }
+    uint32_t stalls = 0;
     while (true) {
       CollectCompletions();
       Reconcile();
@@ -106,7 +110,7 @@ class RingLayerStream final : public LayerStream {
         out.wait_seconds = absl::ToDoubleSeconds(absl::Now() - start);
         return out;
       }
-      OCTO_RETURN_IF_ERROR(WaitForLoader());
+      OCTO_RETURN_IF_ERROR(WaitForLoader(layer, stalls));
     }
   }
 
@@ -138,6 +142,7 @@ class RingLayerStream final : public LayerStream {
     for (uint32_t e : experts) {
       if (e >= ring::kMaxRingExperts) return absl::InvalidArgumentError(absl::StrCat("expert ", e, " is out of range"));
     }
+    uint32_t stalls = 0;
     while (true) {
       CollectCompletions();
       Slot& slot = slots_[i];
@@ -157,6 +162,7 @@ class RingLayerStream final : public LayerStream {
       if (all_in) return absl::OkStatus();
       // One request per slot at a time: the rest goes when this one is done.
       if (Any(missing) && !Any(slot.in_flight)) {
+        if (!Outstanding()) progress_at_ = absl::Now();
         SlotDescriptor& d = ring_->slot(i);
         d.part = ring::kExpertBlocks;
         std::memcpy(d.experts, missing.data(), sizeof(d.experts));
@@ -166,7 +172,7 @@ class RingLayerStream final : public LayerStream {
         if (loader_ != nullptr && !loader_->Notify()) loader_dead_ = true;
       }
       if (!wait) return absl::OkStatus();
-      OCTO_RETURN_IF_ERROR(WaitForLoader());
+      OCTO_RETURN_IF_ERROR(WaitForLoader(layer, stalls));
     }
   }
 
@@ -222,6 +228,21 @@ class RingLayerStream final : public LayerStream {
     return held;
   }
 
+  // Whether the loader has work it has not finished: reads of the window,
+  // or expert blocks of a held layer.
+  bool Outstanding() const {
+    for (const Slot& s : slots_) {
+      if (s.use == Use::kLoading || (s.use == Use::kHeld && Any(s.in_flight))) return true;
+    }
+    return false;
+  }
+
+  absl::Duration StallTimeout() const {
+    if (options_.stall_timeout > absl::ZeroDuration()) return options_.stall_timeout;
+    return absl::Seconds(static_cast<double>(ring_->slot_bytes()) / kLoaderFloorBytesPerSecond) +
+           kLoaderStallMargin;
+  }
+
   static absl::Status LoadError(const SlotDescriptor& d) {
     const int code = d.status_code;
     const auto status_code = code > 0 && code <= static_cast<int>(absl::StatusCode::kUnauthenticated)
@@ -248,6 +269,7 @@ class RingLayerStream final : public LayerStream {
       const SlotDescriptor& d = ring_->slot(i);
       const uint32_t state = d.state.load(std::memory_order_acquire);
       if (state != ring::kReady && state != ring::kFailed) continue;
+      progress_at_ = absl::Now();
       {
         absl::MutexLock lock(&stats_mu_);
         stats_.bytes_read += d.bytes;
@@ -296,6 +318,7 @@ class RingLayerStream final : public LayerStream {
       }
     }
     bool requested = false;
+    const bool was_outstanding = Outstanding();
     for (uint64_t t = next_ticket_; wanted(t); ++t) {
       bool held_by_a_slot = false;
       int free_slot = -1;
@@ -308,6 +331,7 @@ class RingLayerStream final : public LayerStream {
       Request(static_cast<uint32_t>(free_slot), t);
       requested = true;
     }
+    if (requested && !was_outstanding) progress_at_ = absl::Now();
     if (requested && loader_ != nullptr && !loader_->Notify()) loader_dead_ = true;
   }
 
@@ -322,18 +346,51 @@ class RingLayerStream final : public LayerStream {
     slots_[i] = Loading(ticket, layer);
   }
 
-  // Waits for the loader to finish something; restarts it if it died.
-  absl::Status WaitForLoader() {
-    if (!loader_dead_ && loader_ != nullptr &&
-        loader_->Wait(kWaitSlice) != LoaderProcess::Event::kDied) {
-      return absl::OkStatus();
+  // Waits (a slice) for the loader to finish something. Restarts it if it
+  // died, or if it is alive but outstanding requests have seen no completion
+  // for the stall timeout; the kMaxLoaderStalls-th stall of one wait
+  // (`stalls`, the caller's count) fails it, naming `layer`'s file.
+  absl::Status WaitForLoader(uint32_t layer, uint32_t& stalls) {
+    const int stop_fd = options_.stop != nullptr ? options_.stop->fd() : -1;
+    if (options_.stop != nullptr && options_.stop->raised()) return Stopped(layer);
+    const absl::Duration timeout = StallTimeout();
+    if (loader_dead_ || loader_ == nullptr) return RestartLoader("");
+    switch (loader_->Wait(std::min(kWaitSlice, timeout / 4), stop_fd)) {
+      case LoaderProcess::Event::kStopped: return Stopped(layer);
+      case LoaderProcess::Event::kDied: return RestartLoader("");
+      case LoaderProcess::Event::kTimeout:
+      case LoaderProcess::Event::kCompleted: break;
     }
-    return RestartLoader();
+    const absl::Duration waited = absl::Now() - progress_at_;
+    if (!Outstanding() || waited < timeout) return absl::OkStatus();
+    ++stalls;
+    {
+      absl::MutexLock lock(&stats_mu_);
+      ++stats_.stalls;
+    }
+    const std::string file = FileNameFor(FileKind::kLayer, layer);
+    const std::string why = absl::StrCat("made no progress for ", absl::FormatDuration(absl::Trunc(waited, absl::Milliseconds(100))),
+                                         " (", file, " was wanted)");
+    OCTO_RETURN_IF_ERROR(RestartLoader(why));
+    if (stalls < kMaxLoaderStalls) return absl::OkStatus();
+    return absl::UnavailableError(absl::StrCat(
+        file, ": octo-loader made no progress reading it for ", absl::FormatDuration(absl::Trunc(waited, absl::Seconds(1))),
+        ", ", stalls, " times in a row (killed and restarted each time; the stall timeout is ",
+        absl::FormatDuration(timeout), "): is the disk or file system stuck?"));
   }
 
-  absl::Status RestartLoader() {
+  absl::Status Stopped(uint32_t layer) const {
+    return absl::CancelledError(absl::StrCat("octod is shutting down (while waiting for layer ", layer, ")"));
+  }
+
+  // `stalled`: why a live loader is killed ("made no progress for 12s");
+  // empty for one that died.
+  absl::Status RestartLoader(absl::string_view stalled) {
     std::string how = "could not be started";
-    if (loader_ != nullptr) how = loader_->KillAndReap();
+    if (loader_ != nullptr) {
+      const std::string ended = loader_->KillAndReap();
+      how = stalled.empty() ? ended : absl::StrCat(stalled, "; killed");
+    }
     loader_.reset();
     loader_dead_ = false;
     {
@@ -383,6 +440,7 @@ class RingLayerStream final : public LayerStream {
   uint64_t next_urgent_sequence_ = 1;  // expert reads
   std::vector<bool> two_phase_;        // by layer
   std::deque<absl::Time> restart_times_;
+  absl::Time progress_at_;  // the last completion, or when the loader last had nothing to do
   absl::Status broken_;  // UNAVAILABLE for good once restarts ran out
 
   mutable absl::Mutex stats_mu_;

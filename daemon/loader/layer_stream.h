@@ -12,6 +12,14 @@
 // was in flight; Acquire just waits longer. After kMaxLoaderRestarts within
 // kLoaderRestartWindow it gives up with UNAVAILABLE.
 //
+// A loader that is alive but makes no progress (SIGSTOPped, a stalled disk
+// or NFS mount) is treated as dead: when requests are outstanding and no
+// completion has come for the stall timeout, it is killed, restarted and
+// the requests re-issued, so the tokens are those of an undisturbed run.
+// The wait that sees kMaxLoaderStalls stalls in a row fails UNAVAILABLE,
+// naming the file and the seconds waited (the next wait starts afresh).
+// A raised StopSignal (octod shutting down) ends every wait: CANCELLED.
+//
 // Threading: Acquire/Release/SetOrder from one thread at a time (the
 // forward pass); stats() from any thread.
 //
@@ -42,6 +50,14 @@ namespace octo {
 // Acquire fails with UNAVAILABLE for good.
 inline constexpr uint32_t kMaxLoaderRestarts = 5;
 inline constexpr absl::Duration kLoaderRestartWindow = absl::Seconds(60);
+// The default stall timeout: the largest request (a slot) read at this
+// floor rate, plus the margin (a loaded machine, a cold disk spinning up).
+inline constexpr double kLoaderFloorBytesPerSecond = 50e6;
+inline constexpr absl::Duration kLoaderStallMargin = absl::Seconds(10);
+// Stalls one wait survives before it fails UNAVAILABLE.
+inline constexpr uint32_t kMaxLoaderStalls = 3;
+
+class StopSignal;
 
 struct LayerStreamOptions {
   std::string loader_path;   // the octo-loader executable
@@ -53,6 +69,11 @@ struct LayerStreamOptions {
   uint32_t max_restarts = kMaxLoaderRestarts;           // loader restarts allowed ...
   absl::Duration restart_window = kLoaderRestartWindow;  // ... within this long
   std::vector<std::string> loader_args;  // appended to the loader's command line
+  // How long outstanding requests may go without a completion before the
+  // loader counts as hung; zero: slot_bytes at kLoaderFloorBytesPerSecond
+  // plus kLoaderStallMargin.
+  absl::Duration stall_timeout = absl::ZeroDuration();
+  std::shared_ptr<StopSignal> stop;  // raised when octod stops; may be null
 };
 
 // One streamed layer, in a ring slot, valid until Release. The slot is an
@@ -69,7 +90,8 @@ struct StreamedLayer {
 struct LoaderStats {
   bool running = false;
   int pid = 0;
-  uint32_t restarts = 0;
+  uint32_t restarts = 0;           // every restart: after a death or a stall
+  uint32_t stalls = 0;             // loaders killed for making no progress
   uint64_t bytes_read = 0;
   double read_seconds = 0;        // summed time the loader spent reading
   uint32_t checksum_failures = 0;

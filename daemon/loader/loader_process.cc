@@ -157,17 +157,23 @@ bool LoaderProcess::Drain() {
   return false;
 }
 
-LoaderProcess::Event LoaderProcess::Wait(absl::Duration timeout) {
+LoaderProcess::Event LoaderProcess::Wait(absl::Duration timeout, int stop_fd) {
   if (reaped_) return Event::kDied;
-  pollfd pfds[2] = {{socket_fd_, POLLIN, 0}, {pid_fd_, POLLIN, 0}};
-  const int ready = ::poll(pfds, pid_fd_ >= 0 ? 2 : 1, PollMillis(timeout));
+  pollfd pfds[3];
+  nfds_t count = 0;
+  pfds[count++] = {socket_fd_, POLLIN, 0};
+  pollfd* death = pid_fd_ >= 0 ? &(pfds[count++] = {pid_fd_, POLLIN, 0}) : nullptr;
+  pollfd* stop = stop_fd >= 0 ? &(pfds[count++] = {stop_fd, POLLIN, 0}) : nullptr;
+  const int ready = ::poll(pfds, count, PollMillis(timeout));
   if (ready <= 0) return Event::kTimeout;  // EINTR included: the caller looks again
+  if (stop != nullptr && stop->revents != 0) return Event::kStopped;
+  const bool died = death != nullptr && death->revents != 0;
   if (pfds[0].revents != 0) {
     // Completions sent before a death still count; the ring is the truth.
     if (!Drain()) return Event::kDied;
-    if (pid_fd_ < 0 || pfds[1].revents == 0) return Event::kCompleted;
+    if (!died) return Event::kCompleted;
   }
-  return pfds[1].revents != 0 ? Event::kDied : Event::kTimeout;
+  return died ? Event::kDied : Event::kTimeout;
 }
 
 bool LoaderProcess::Reap(absl::Duration timeout) {

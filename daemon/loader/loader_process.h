@@ -53,10 +53,11 @@ class LoaderProcess {
   // Tells the loader there are new requests. False when it is gone.
   bool Notify();
 
-  enum class Event { kTimeout, kCompleted, kDied };
+  enum class Event { kTimeout, kCompleted, kDied, kStopped };
   // Waits up to `timeout` for a completion message or the loader's death,
-  // and reads every message waiting.
-  Event Wait(absl::Duration timeout);
+  // and reads every message waiting; kStopped as soon as `stop_fd` (when
+  // >= 0: StopSignal's) is readable.
+  Event Wait(absl::Duration timeout, int stop_fd = -1);
   // Reads messages already waiting without blocking; false if the loader is gone.
   bool Drain();
 

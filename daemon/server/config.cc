@@ -3,11 +3,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 
 #include "CLI/CLI.hpp"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "daemon/engine/draft_tree.h"
+#include "daemon/loader/layer_stream.h"
 #include "daemon/server/auth.h"
 #include "daemon/server/endpoint.h"
 #include "storage/byte_size.h"
@@ -102,6 +105,57 @@ absl::Status CheckBackend(const std::string& backend) {
   return KeyError("backend", absl::StrCat("'", backend, "' is not one of auto, cuda, cpu"));
 }
 
+// "auto" (zero: LayerStream derives it) or seconds.
+absl::Status ParseLoaderTimeout(const std::string& text, absl::Duration* out) {
+  if (text == "auto") {
+    *out = absl::ZeroDuration();
+    return absl::OkStatus();
+  }
+  double seconds = 0;
+  if (!absl::SimpleAtod(text, &seconds) || !std::isfinite(seconds) || seconds < kMinLoaderTimeoutSeconds ||
+      seconds > kMaxLoaderTimeoutSeconds) {
+    return KeyError("loader-timeout", absl::StrCat("'", text, "' is not auto or seconds from ",
+                                                   kMinLoaderTimeoutSeconds, " to ", kMaxLoaderTimeoutSeconds));
+  }
+  *out = absl::Seconds(seconds);
+  return absl::OkStatus();
+}
+
+// --tls-cert and --tls-key go together, --tls-client-ca with them; each file
+// must exist. Warns about a listener beyond loopback without TLS.
+absl::Status ReadTlsFlags(const OctodFlags& flags, OctodConfig& config) {
+  if (flags.tls_cert.empty() != flags.tls_key.empty()) {
+    return KeyError(flags.tls_cert.empty() ? "tls-cert" : "tls-key", "tls-cert and tls-key go together");
+  }
+  if (!flags.tls_client_ca.empty() && flags.tls_cert.empty()) {
+    return KeyError("tls-client-ca", "needs tls-cert and tls-key (the server's side of the handshake)");
+  }
+  for (const auto& [key, path] : {std::pair<const char*, const std::string&>{"tls-cert", flags.tls_cert},
+                                  {"tls-key", flags.tls_key}, {"tls-client-ca", flags.tls_client_ca}}) {
+    std::error_code ec;
+    if (!path.empty() && !fs::is_regular_file(path, ec)) return KeyError(key, absl::StrCat("no file ", path));
+  }
+  if (!flags.tls_cert.empty()) {
+    config.tls = TlsFiles{.cert = flags.tls_cert, .key = flags.tls_key, .client_ca = flags.tls_client_ca};
+    if (config.listen.empty() && !config.http.has_value()) {
+      config.warnings.push_back("tls-cert is set but nothing listens beyond the unix socket (--listen, --http-listen)");
+    }
+    return absl::OkStatus();
+  }
+  const absl::StatusOr<HttpListenAddress> tcp = ParseHttpListen(config.listen);  // the same host:port form
+  if (!config.listen.empty() && !(tcp.ok() && tcp->loopback)) {
+    config.warnings.push_back(absl::StrCat("listen ", config.listen,
+                                           " is reachable from other machines without TLS: tokens and prompts "
+                                           "travel in clear (--tls-cert, --tls-key)"));
+  }
+  if (config.http.has_value() && !config.http->loopback) {
+    config.warnings.push_back(absl::StrCat("http-listen ", flags.http_listen,
+                                           " is reachable from other machines without TLS: tokens and prompts "
+                                           "travel in clear (--tls-cert, --tls-key)"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ResolveLoader(const std::string& loader, std::string* out) {
   std::error_code ec;
   if (loader.empty()) {
@@ -144,6 +198,11 @@ void AddOctodFlags(CLI::App& app, OctodFlags& flags) {
                  "MoE models streaming their experts selectively: experts kept in memory, out of the layer "
                  "budget, SIZE, 0 (none) or auto (half of what the pinned layers and the ring leave)");
   app.add_flag("--direct-io,!--no-direct-io", flags.direct_io, "Read layer files with O_DIRECT (default on)");
+  app.add_option("--loader-timeout", flags.loader_timeout,
+                 absl::StrCat("Seconds outstanding reads may go without a completion before octo-loader counts as "
+                              "hung and is restarted; auto: the largest layer at ",
+                              kLoaderFloorBytesPerSecond / 1e6, " MB/s plus ",
+                              absl::FormatDuration(kLoaderStallMargin)));
   app.add_option("--kv-budget", flags.kv_budget, "KV cache memory for all sessions together, SIZE");
   app.add_option("--session-context", flags.session_context, "Default positions per session (capped by the model)");
   app.add_option("--max-sessions", flags.max_sessions, "Most sessions open at once");
@@ -163,7 +222,16 @@ void AddOctodFlags(CLI::App& app, OctodFlags& flags) {
   app.add_option("--draft-branches", flags.draft_branches, "Draft trees: the most children of one token");
   app.add_option("--socket", flags.socket, "Unix socket path (default: $XDG_RUNTIME_DIR/octo/octod.sock, /run/octo as root)");
   app.add_option("--listen", flags.listen, "Also listen on TCP host:port (needs --token-file)");
-  app.add_option("--token-file", flags.token_file, "File holding the bearer token TCP clients must send (not world-readable)");
+  app.add_option("--token-file", flags.token_file,
+                 "File holding the bearer tokens TCP and HTTP clients send, one per line, each its own credential "
+                 "(its sessions are its own); not world-readable");
+  app.add_option("--admin-token-file", flags.admin_token_file,
+                 "File holding the admin token: over TCP and HTTP, loading, unloading and residency need it, "
+                 "and it sees every session in status");
+  app.add_option("--tls-cert", flags.tls_cert, "TLS for --listen and --http-listen: the server's certificate (PEM)");
+  app.add_option("--tls-key", flags.tls_key, "TLS: the certificate's private key (PEM)");
+  app.add_option("--tls-client-ca", flags.tls_client_ca,
+                 "Mutual TLS: clients must present a certificate this CA signed (PEM)");
   app.add_option("--http-listen", flags.http_listen,
                  "Serve the OpenAI and Ollama HTTP API on host:port (off by default; a token-file is required "
                  "unless the host is loopback, and is checked whenever given)");
@@ -189,6 +257,7 @@ absl::StatusOr<OctodConfig> ValidateOctodFlags(const OctodFlags& flags) {
   OCTO_RETURN_IF_ERROR(CheckRange("ring-slots", flags.ring_slots, 1, kMaxRingSlots, &runtime.ring_slots));
   OCTO_RETURN_IF_ERROR(ParseExpertCache(flags.expert_cache, &runtime.expert_cache_bytes));
   runtime.direct_io = flags.direct_io;
+  OCTO_RETURN_IF_ERROR(ParseLoaderTimeout(flags.loader_timeout, &runtime.loader_timeout));
   OCTO_RETURN_IF_ERROR(ParseSize("kv-budget", flags.kv_budget, /*allow_auto=*/false, &runtime.kv_budget_bytes));
   OCTO_RETURN_IF_ERROR(
       CheckRange("session-context", flags.session_context, 1, kMaxSessionContext, &runtime.session_context));
@@ -215,23 +284,38 @@ absl::StatusOr<OctodConfig> ValidateOctodFlags(const OctodFlags& flags) {
     if (absl::Status address = CheckListenAddress(flags.listen); !address.ok()) {
       return KeyError("listen", address.message());
     }
-    if (flags.token_file.empty()) return KeyError("token-file", "required with listen (TCP callers need a token)");
+    if (flags.token_file.empty() && flags.admin_token_file.empty()) {
+      return KeyError("token-file", "required with listen (TCP callers need a token)");
+    }
     config.listen = flags.listen;
   }
+  std::vector<std::string> tokens;
   if (!flags.token_file.empty()) {
-    absl::StatusOr<std::string> token = ReadTokenFile(flags.token_file);
-    if (!token.ok()) return Annotate(token.status(), "token-file");
-    config.token = *std::move(token);
+    absl::StatusOr<std::vector<std::string>> read = ReadTokenFile(flags.token_file);
+    if (!read.ok()) return Annotate(read.status(), "token-file");
+    tokens = *std::move(read);
   }
+  std::optional<std::string> admin_token;
+  if (!flags.admin_token_file.empty()) {
+    absl::StatusOr<std::vector<std::string>> read = ReadTokenFile(flags.admin_token_file);
+    if (!read.ok()) return Annotate(read.status(), "admin-token-file");
+    if (read->size() != 1) return KeyError("admin-token-file", "must hold exactly one token");
+    for (const std::string& token : tokens) {
+      if (token == read->front()) return KeyError("admin-token-file", "its token is also in token-file");
+    }
+    admin_token = read->front();
+  }
+  config.credentials = Credentials(std::move(tokens), std::move(admin_token));
   if (!flags.http_listen.empty()) {
     absl::StatusOr<HttpListenAddress> http = ParseHttpListen(flags.http_listen);
     if (!http.ok()) return KeyError("http-listen", http.status().message());
-    if (!http->loopback && !config.token.has_value()) {
+    if (!http->loopback && !config.credentials.any()) {
       return KeyError("http-listen", absl::StrCat("'", flags.http_listen,
                                                   "' is reachable from other machines: give a token-file too"));
     }
     config.http = *std::move(http);
   }
+  OCTO_RETURN_IF_ERROR(ReadTlsFlags(flags, config));
   return config;
 }
 

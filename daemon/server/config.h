@@ -28,6 +28,8 @@
 #include "daemon/engine/residency_plan.h"  // kMaxRingSlots
 #include "daemon/core/runtime.h"
 #include "daemon/http/listen_address.h"
+#include "daemon/http/tls_context.h"
+#include "daemon/server/credentials.h"
 
 namespace CLI {
 class App;
@@ -44,6 +46,9 @@ inline constexpr int64_t kMaxPrefillChunk = 1 << 16;
 inline constexpr int64_t kMaxGpuIndex = 63;
 inline constexpr int64_t kMinStagingBuffers = 2;  // double buffering: copy one while computing the other
 inline constexpr int64_t kMaxStagingBuffers = 16;
+// --loader-timeout in seconds, when not auto.
+inline constexpr double kMinLoaderTimeoutSeconds = 0.1;
+inline constexpr double kMaxLoaderTimeoutSeconds = 3600;
 
 // The settings as written, before validation.
 struct OctodFlags {
@@ -63,6 +68,7 @@ struct OctodFlags {
   int64_t ring_slots = 2;
   std::string expert_cache = "auto";
   bool direct_io = true;
+  std::string loader_timeout = "auto";
   std::string kv_budget = "1GiB";
   int64_t session_context = 4096;
   int64_t max_sessions = 64;
@@ -76,16 +82,22 @@ struct OctodFlags {
   std::string socket;
   std::string listen;
   std::string token_file;
+  std::string admin_token_file;
   std::string http_listen;
+  std::string tls_cert, tls_key, tls_client_ca;
 };
 
 struct OctodConfig {
   RuntimeOptions runtime;
   std::string socket_path;           // absolute
   std::string listen;                // "host:port"; empty: no TCP
-  std::optional<std::string> token;  // from token_file; set whenever listen is
+  Credentials credentials;            // token_file's and admin_token_file's; some whenever listen is
   // The HTTP API (daemon/http); unset: off. Not loopback -> token is set.
   std::optional<HttpListenAddress> http;
+  // TLS for `listen` and `http` (the unix socket stays plain); unset: none.
+  std::optional<TlsFiles> tls;
+  // Lines to log at start: listening beyond loopback without TLS.
+  std::vector<std::string> warnings;
 };
 
 // Registers every setting on `app` as a flag (and so a config-file key),

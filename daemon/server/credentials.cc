@@ -1,8 +1,9 @@
-#include "daemon/server/bearer_token.h"
+#include "daemon/server/credentials.h"
 
 #include <algorithm>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 
 namespace octo {
 
@@ -18,10 +19,18 @@ bool ConstantTimeEquals(absl::string_view a, absl::string_view b) {
   return diff == 0;
 }
 
-bool BearerTokenMatches(absl::string_view authorization, absl::string_view token) {
+std::optional<Caller> Credentials::Match(absl::string_view authorization) const {
   constexpr absl::string_view kBearer = "Bearer ";
-  if (!absl::StartsWithIgnoreCase(authorization, kBearer)) return false;
-  return ConstantTimeEquals(authorization.substr(kBearer.size()), token);
+  if (!absl::StartsWithIgnoreCase(authorization, kBearer)) return std::nullopt;
+  const absl::string_view presented = authorization.substr(kBearer.size());
+  std::optional<Caller> caller;
+  for (size_t i = 0; i < tokens_.size(); ++i) {
+    if (ConstantTimeEquals(presented, tokens_[i]) && !caller.has_value()) {
+      caller = Caller{absl::StrCat("token:", i + 1), false};
+    }
+  }
+  if (admin_token_.has_value() && ConstantTimeEquals(presented, *admin_token_)) caller = Caller{"admin", true};
+  return caller;
 }
 
 }  // namespace octo

@@ -8,6 +8,8 @@
 // --http-listen adds the OpenAI- and Ollama-compatible HTTP API (daemon/http).
 //
 // Every setting is a flag and a config-file key (config.h; `octod --help`).
+// Under systemd (Type=notify) it says READY=1 once it serves and feeds the
+// unit's watchdog while its forward passes advance (systemd_notify.h).
 // SIGTERM or SIGINT: stop taking calls, cancel running generations (their
 // clients get finish_reason "cancelled"), wait up to kShutdownGrace for
 // calls to end, remove the socket, exit 0. A second signal ends it at once.
@@ -22,21 +24,28 @@
 #include <cstring>
 #include <cstdio>
 #include <ctime>
+#include <fstream>
 #include <memory>
+#include <sstream>
+#include <thread>
 
 #include "CLI/CLI.hpp"
+#include "absl/synchronization/notification.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "daemon/core/runtime.h"
 #include "daemon/http/http_api.h"
+#include "daemon/http/tls_context.h"
 #include "daemon/server/config.h"
 #include "daemon/server/endpoint.h"
 #include "daemon/server/service.h"
 #include "daemon/server/socket_file.h"
+#include "daemon/server/systemd_notify.h"
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server.h"
 #include "grpcpp/server_builder.h"
 #include "storage/byte_size.h"
+#include "storage/status_macros.h"
 
 namespace octo {
 namespace {
@@ -83,6 +92,49 @@ void LogModel(Runtime& runtime, const RuntimeOptions& options) {
   }
 }
 
+// Feeds systemd's watchdog (WATCHDOG=1 every half timeout) while the
+// runtime's passes advance; a pass standing still for the whole timeout
+// (a deadlock, a wait nothing ends) stops the feeding, and systemd restarts
+// octod. Runs until `stop` is notified.
+void FeedWatchdog(const SystemdNotifier& systemd, Runtime& runtime, absl::Notification& stop) {
+  const absl::Duration timeout = *systemd.watchdog_timeout();
+  bool starving = false;
+  do {
+    const absl::Duration silence = runtime.PassSilence();
+    if (silence < timeout) {
+      systemd.Send("WATCHDOG=1");
+      starving = false;
+    } else if (!starving) {
+      Log(absl::StrCat("watchdog: the forward pass has made no progress for ", absl::FormatDuration(silence),
+                       "; systemd's watchdog is no longer fed"));
+      starving = true;
+    }
+  } while (!stop.WaitForNotificationWithTimeout(timeout / 2));
+}
+
+// gRPC over TCP: plain, or TLS with the configured files (mutual with a
+// client CA). INVALID_ARGUMENT naming the file that cannot be read.
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> TcpCredentials(const OctodConfig& config) {
+  if (!config.tls.has_value()) return grpc::InsecureServerCredentials();
+  auto read = [](const char* key, const std::string& path) -> absl::StatusOr<std::string> {
+    std::ifstream in(path, std::ios::binary);
+    std::stringstream contents;
+    if (!(in && contents << in.rdbuf())) return absl::InvalidArgumentError(absl::StrCat(key, ": cannot read ", path));
+    return contents.str();
+  };
+  const TlsFiles& files = *config.tls;
+  grpc::SslServerCredentialsOptions ssl(files.client_ca.empty()
+                                            ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
+                                            : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+  OCTO_ASSIGN_OR_RETURN(std::string cert, read("tls-cert", files.cert));
+  OCTO_ASSIGN_OR_RETURN(std::string key, read("tls-key", files.key));
+  ssl.pem_key_cert_pairs.push_back({std::move(key), std::move(cert)});
+  if (!files.client_ca.empty()) {
+    OCTO_ASSIGN_OR_RETURN(ssl.pem_root_certs, read("tls-client-ca", files.client_ca));
+  }
+  return grpc::SslServerCredentials(ssl);
+}
+
 // The backend asked for (--backend); the "model loaded" line says which one runs.
 void LogBackendAsked(const RuntimeOptions& options) {
   if (options.backend == "cpu") {
@@ -109,6 +161,25 @@ int Serve(const OctodConfig& config, const sigset_t& stop_signals) {
   }
   if (removed_stale) Log(absl::StrCat("removed a stale socket at ", config.socket_path));
 
+  // TLS files are checked before the model loads: a typo costs no wait.
+  for (const std::string& warning : config.warnings) Log(absl::StrCat("warning: ", warning));
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> tcp_credentials = TcpCredentials(config);
+  std::shared_ptr<TlsContext> https;
+  if (tcp_credentials.ok() && config.tls.has_value()) {
+    // OpenSSL reads the files now, for both listeners: a key that is not the
+    // certificate's is named here rather than as a listener that will not start.
+    absl::StatusOr<std::shared_ptr<TlsContext>> created = TlsContext::Create(*config.tls);
+    if (created.ok()) {
+      if (config.http.has_value()) https = *std::move(created);
+    } else {
+      tcp_credentials = created.status();
+    }
+  }
+  if (!tcp_credentials.ok()) {
+    Log(absl::StrCat("cannot start: ", tcp_credentials.status().message()));
+    return 1;
+  }
+
   LogBackendAsked(config.runtime);
   absl::StatusOr<std::unique_ptr<Runtime>> runtime = Runtime::Create(config.runtime);
   if (!runtime.ok()) {
@@ -117,11 +188,11 @@ int Serve(const OctodConfig& config, const sigset_t& stop_signals) {
   }
   LogModel(**runtime, config.runtime);
 
-  OctoService service(**runtime, ServiceOptions{.version = kVersion, .token = config.token, .log = Log});
+  OctoService service(**runtime, ServiceOptions{.version = kVersion, .credentials = config.credentials, .log = Log});
   grpc::ServerBuilder builder;
   builder.AddListeningPort(UnixTarget(config.socket_path), grpc::InsecureServerCredentials());
   int tcp_port = 0;
-  if (!config.listen.empty()) builder.AddListeningPort(config.listen, grpc::InsecureServerCredentials(), &tcp_port);
+  if (!config.listen.empty()) builder.AddListeningPort(config.listen, *tcp_credentials, &tcp_port);
   builder.RegisterService(&service);
   // The socket file is created owner-only from the start (no window in
   // which another user could connect), and chmod'ed again to be sure.
@@ -137,12 +208,16 @@ int Serve(const OctodConfig& config, const sigset_t& stop_signals) {
   }
   ::chmod(config.socket_path.c_str(), 0600);
   Log(absl::StrCat("listening on ", UnixTarget(config.socket_path)));
-  if (!config.listen.empty()) Log(absl::StrCat("listening on ", config.listen, " (TCP, bearer token required)"));
+  if (!config.listen.empty()) {
+    Log(absl::StrCat("listening on ", config.listen, " (TCP", config.tls.has_value() ? " over TLS" : "",
+                     config.tls.has_value() && !config.tls->client_ca.empty() ? ", client certificates required" : "",
+                     ", bearer token required)"));
+  }
   std::unique_ptr<HttpServer> http;
   if (config.http.has_value()) {
     absl::StatusOr<std::unique_ptr<HttpServer>> started = StartHttpApi(
-        **runtime, HttpApiOptions{.host = config.http->host, .port = config.http->port, .token = config.token,
-                                  .version = kVersion});
+        **runtime, HttpApiOptions{.host = config.http->host, .port = config.http->port, .credentials = config.credentials,
+                                  .tls = https, .version = kVersion});
     if (!started.ok()) {
       Log(absl::StrCat("cannot start: ", started.status().message()));
       server->Shutdown();
@@ -152,12 +227,24 @@ int Serve(const OctodConfig& config, const sigset_t& stop_signals) {
     http = *std::move(started);
     // Tests and scripts that ask for port 0 read the port from this line.
     Log(absl::StrCat("http: listening on ", config.http->host, ":", http->port(), " (OpenAI /v1, Ollama /api",
-                     config.token.has_value() ? "; bearer token required)" : ")"));
+                     https != nullptr ? "; TLS" : "",
+                     config.credentials.any() ? "; bearer token required)" : ")"));
+  }
+
+  const SystemdNotifier systemd = SystemdNotifier::FromEnvironment();
+  systemd.Send(absl::StrCat("READY=1\nSTATUS=serving on ", UnixTarget(config.socket_path)));
+  absl::Notification stop_watchdog;
+  std::thread watchdog;
+  if (systemd.watchdog_timeout().has_value()) {
+    watchdog = std::thread([&] { FeedWatchdog(systemd, **runtime, stop_watchdog); });
   }
 
   int signal_number = 0;
   sigwait(&stop_signals, &signal_number);
   Log(absl::StrCat("received ", strsignal(signal_number), ": shutting down"));
+  systemd.Send("STOPPING=1");
+  stop_watchdog.Notify();
+  if (watchdog.joinable()) watchdog.join();
   // A second signal takes its default action: the process ends at once.
   pthread_sigmask(SIG_UNBLOCK, &stop_signals, nullptr);
 

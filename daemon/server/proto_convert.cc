@@ -245,6 +245,7 @@ void ToProto(const SessionReport& session, v1::SessionStatus* proto) {
   proto->set_kv_bytes(session.kv_bytes);
   proto->set_active(session.active);
   proto->set_idle_seconds(session.idle_seconds);
+  proto->set_owner(session.owner);
 }
 
 void ToProto(const RuntimeReport& report, v1::GetStatusResponse* proto) {
@@ -255,6 +256,7 @@ void ToProto(const RuntimeReport& report, v1::GetStatusResponse* proto) {
   loader->set_running(report.loader.running);
   loader->set_pid(report.loader.pid);
   loader->set_restarts(report.loader.restarts);
+  loader->set_stalls(report.loader.stalls);
   loader->set_bytes_read(report.loader.bytes_read);
   loader->set_read_gbps(report.loader.read_gbps);
   loader->set_io_mode(report.loader.io_mode);

@@ -14,7 +14,7 @@
 namespace octo {
 
 OctoService::OctoService(Runtime& runtime, ServiceOptions options)
-    : runtime_(runtime), options_(std::move(options)), authorizer_(options_.token) {}
+    : runtime_(runtime), options_(std::move(options)), authorizer_(options_.credentials) {}
 
 OctoService::~OctoService() {
   CallCount& calls = *blocking_calls_;
@@ -26,20 +26,28 @@ void OctoService::Log(absl::string_view line) const {
   if (options_.log) options_.log(line);
 }
 
-grpc::ServerUnaryReactor* OctoService::Unary(grpc::CallbackServerContext* context,
-                                             const std::function<absl::Status()>& call) {
+absl::StatusOr<Caller> OctoService::Admit(const grpc::CallbackServerContext& context, Access access) const {
+  OCTO_ASSIGN_OR_RETURN(Caller caller, authorizer_.Identify(context));
+  if (access == Access::kAdmin && !caller.admin) {
+    return absl::PermissionDeniedError(
+        "loading, unloading and residency changes need the admin token over TCP (octod --admin-token-file), or "
+        "the unix socket");
+  }
+  return caller;
+}
+
+grpc::ServerUnaryReactor* OctoService::Unary(grpc::CallbackServerContext* context, Access access, const Call& call) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  absl::Status status = authorizer_.Check(*context);
-  if (status.ok()) status = call();
-  reactor->Finish(ToGrpcStatus(status));
+  absl::StatusOr<Caller> caller = Admit(*context, access);
+  reactor->Finish(ToGrpcStatus(caller.ok() ? call(*caller) : caller.status()));
   return reactor;
 }
 
-grpc::ServerUnaryReactor* OctoService::Blocking(grpc::CallbackServerContext* context,
-                                                std::function<absl::Status()> call) {
+grpc::ServerUnaryReactor* OctoService::Blocking(grpc::CallbackServerContext* context, Access access, Call call) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  if (absl::Status allowed = authorizer_.Check(*context); !allowed.ok()) {
-    reactor->Finish(ToGrpcStatus(allowed));
+  absl::StatusOr<Caller> caller = Admit(*context, access);
+  if (!caller.ok()) {
+    reactor->Finish(ToGrpcStatus(caller.status()));
     return reactor;
   }
   {
@@ -49,8 +57,8 @@ grpc::ServerUnaryReactor* OctoService::Blocking(grpc::CallbackServerContext* con
   // The server's Shutdown waits for this call's Finish and the destructor for
   // the count, so `this` and the Runtime outlive `call`; after Finish the
   // thread touches only the shared count.
-  std::thread([reactor, calls = blocking_calls_, call = std::move(call)] {
-    reactor->Finish(ToGrpcStatus(call()));
+  std::thread([reactor, calls = blocking_calls_, call = std::move(call), caller = *std::move(caller)] {
+    reactor->Finish(ToGrpcStatus(call(caller)));
     absl::MutexLock lock(&calls->mu);
     --calls->running;
   }).detach();
@@ -59,7 +67,7 @@ grpc::ServerUnaryReactor* OctoService::Blocking(grpc::CallbackServerContext* con
 
 grpc::ServerUnaryReactor* OctoService::Health(grpc::CallbackServerContext* context, const v1::HealthRequest*,
                                               v1::HealthResponse* response) {
-  return Unary(context, [&] {
+  return Unary(context, Access::kAnyCaller, [&](const Caller&) {
     const RuntimeReport report = runtime_.Report();
     response->set_serving(report.serving);
     response->set_model_loaded(report.model.has_value());
@@ -70,8 +78,16 @@ grpc::ServerUnaryReactor* OctoService::Health(grpc::CallbackServerContext* conte
 
 grpc::ServerUnaryReactor* OctoService::GetStatus(grpc::CallbackServerContext* context, const v1::GetStatusRequest*,
                                                  v1::GetStatusResponse* response) {
-  return Unary(context, [&] {
-    ToProto(runtime_.Report(), response);
+  return Unary(context, Access::kAnyCaller, [&](const Caller& caller) {
+    RuntimeReport report = runtime_.Report();
+    // Another credential's sessions are only counted, unless the caller is admin.
+    uint32_t others = 0;
+    if (!caller.admin) {
+      others = static_cast<uint32_t>(std::erase_if(
+          report.sessions, [&](const SessionReport& s) { return s.owner != caller.credential; }));
+    }
+    ToProto(report, response);
+    response->set_other_sessions(others);
     response->set_version(options_.version);
     return absl::OkStatus();
   });
@@ -79,21 +95,28 @@ grpc::ServerUnaryReactor* OctoService::GetStatus(grpc::CallbackServerContext* co
 
 grpc::ServerWriteReactor<v1::GenerateResponse>* OctoService::Generate(grpc::CallbackServerContext* context,
                                                                       const v1::GenerateRequest* request) {
-  if (absl::Status allowed = authorizer_.Check(*context); !allowed.ok()) return TokenStream::Start(runtime_, allowed);
-  return TokenStream::Start(runtime_, JobFromProto(*request));
+  return StartStream(*context, JobFromProto(*request));
 }
 
 grpc::ServerWriteReactor<v1::GenerateResponse>* OctoService::Chat(grpc::CallbackServerContext* context,
                                                                   const v1::ChatRequest* request) {
-  if (absl::Status allowed = authorizer_.Check(*context); !allowed.ok()) return TokenStream::Start(runtime_, allowed);
-  return TokenStream::Start(runtime_, JobFromProto(*request));
+  return StartStream(*context, JobFromProto(*request));
+}
+
+grpc::ServerWriteReactor<v1::GenerateResponse>* OctoService::StartStream(const grpc::CallbackServerContext& context,
+                                                                         absl::StatusOr<GenerateJob> job) {
+  absl::StatusOr<Caller> caller = Admit(context, Access::kAnyCaller);
+  if (!caller.ok()) return TokenStream::Start(runtime_, caller.status());
+  if (job.ok()) job->owner = caller->credential;
+  return TokenStream::Start(runtime_, std::move(job));
 }
 
 grpc::ServerUnaryReactor* OctoService::CreateSession(grpc::CallbackServerContext* context,
                                                      const v1::CreateSessionRequest* request,
                                                      v1::CreateSessionResponse* response) {
-  return Unary(context, [&]() -> absl::Status {
-    OCTO_ASSIGN_OR_RETURN(const SessionReport session, runtime_.CreateSession(request->context_length()));
+  return Unary(context, Access::kAnyCaller, [&](const Caller& caller) -> absl::Status {
+    OCTO_ASSIGN_OR_RETURN(const SessionReport session,
+                          runtime_.CreateSession(request->context_length(), caller.credential));
     response->set_session_id(session.id);
     response->set_context_length(session.context_length);
     return absl::OkStatus();
@@ -103,12 +126,13 @@ grpc::ServerUnaryReactor* OctoService::CreateSession(grpc::CallbackServerContext
 grpc::ServerUnaryReactor* OctoService::CloseSession(grpc::CallbackServerContext* context,
                                                     const v1::CloseSessionRequest* request,
                                                     v1::CloseSessionResponse*) {
-  return Unary(context, [&] { return runtime_.CloseSession(request->session_id()); });
+  return Unary(context, Access::kAnyCaller,
+               [&](const Caller& caller) { return runtime_.CloseSession(request->session_id(), caller.credential); });
 }
 
 grpc::ServerUnaryReactor* OctoService::Tokenize(grpc::CallbackServerContext* context,
                                                 const v1::TokenizeRequest* request, v1::TokenizeResponse* response) {
-  return Unary(context, [&]() -> absl::Status {
+  return Unary(context, Access::kAnyCaller, [&](const Caller&) -> absl::Status {
     if (request->text().size() > kMaxPromptBytes) {
       return absl::InvalidArgumentError(
           absl::StrFormat("text has %u bytes; at most %u", request->text().size(), kMaxPromptBytes));
@@ -125,7 +149,7 @@ grpc::ServerUnaryReactor* OctoService::Tokenize(grpc::CallbackServerContext* con
 grpc::ServerUnaryReactor* OctoService::Detokenize(grpc::CallbackServerContext* context,
                                                   const v1::DetokenizeRequest* request,
                                                   v1::DetokenizeResponse* response) {
-  return Unary(context, [&]() -> absl::Status {
+  return Unary(context, Access::kAnyCaller, [&](const Caller&) -> absl::Status {
     const std::vector<int32_t> tokens(request->tokens().begin(), request->tokens().end());
     OCTO_ASSIGN_OR_RETURN(std::string text, runtime_.Detokenize(tokens));
     response->set_text(ReplaceInvalidUtf8(text));  // a lone byte token is part of a character
@@ -136,7 +160,7 @@ grpc::ServerUnaryReactor* OctoService::Detokenize(grpc::CallbackServerContext* c
 grpc::ServerUnaryReactor* OctoService::SetResidency(grpc::CallbackServerContext* context,
                                                     const v1::SetResidencyRequest* request,
                                                     v1::SetResidencyResponse* response) {
-  return Blocking(context, [this, request, response]() -> absl::Status {
+  return Blocking(context, Access::kAdmin, [this, request, response](const Caller&) -> absl::Status {
     OCTO_ASSIGN_OR_RETURN(const ResidencyReport residency,
                           runtime_.SetResidency(ResidencyChangeFromProto(*request)));
     ToProto(residency, response->mutable_residency());
@@ -159,7 +183,7 @@ grpc::ServerUnaryReactor* OctoService::SetResidency(grpc::CallbackServerContext*
 grpc::ServerUnaryReactor* OctoService::LoadModel(grpc::CallbackServerContext* context,
                                                  const v1::LoadModelRequest* request,
                                                  v1::LoadModelResponse* response) {
-  return Blocking(context, [this, request, response]() -> absl::Status {
+  return Blocking(context, Access::kAdmin, [this, request, response](const Caller&) -> absl::Status {
     const std::optional<std::string> draft =
         request->has_draft_model() ? std::optional<std::string>(request->draft_model()) : std::nullopt;
     OCTO_ASSIGN_OR_RETURN(const ModelSummary model, runtime_.LoadModel(request->path(), draft));
@@ -173,7 +197,7 @@ grpc::ServerUnaryReactor* OctoService::LoadModel(grpc::CallbackServerContext* co
 
 grpc::ServerUnaryReactor* OctoService::UnloadModel(grpc::CallbackServerContext* context,
                                                    const v1::UnloadModelRequest*, v1::UnloadModelResponse*) {
-  return Blocking(context, [this]() -> absl::Status {
+  return Blocking(context, Access::kAdmin, [this](const Caller&) -> absl::Status {
     OCTO_RETURN_IF_ERROR(runtime_.UnloadModel());
     Log("model unloaded");
     return absl::OkStatus();
@@ -182,7 +206,7 @@ grpc::ServerUnaryReactor* OctoService::UnloadModel(grpc::CallbackServerContext* 
 
 grpc::ServerUnaryReactor* OctoService::ListModels(grpc::CallbackServerContext* context,
                                                   const v1::ListModelsRequest*, v1::ListModelsResponse* response) {
-  return Blocking(context, [this, response]() -> absl::Status {
+  return Blocking(context, Access::kAnyCaller, [this, response](const Caller&) -> absl::Status {
     OCTO_ASSIGN_OR_RETURN(const std::vector<ModelSummary> models, runtime_.ListModels());
     for (const ModelSummary& model : models) ToProto(model, response->add_models());
     return absl::OkStatus();

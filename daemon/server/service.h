@@ -3,6 +3,12 @@
 // (proto_convert.h) and absl::Status -> grpc::Status (status_map.h), and
 // does nothing else: the Runtime decides everything.
 //
+// Callers (credentials.h): a session belongs to the credential that created
+// it (the caller's credential goes with each job and session call), and
+// GetStatus lists another credential's sessions only as a count, unless the
+// caller is admin. LoadModel, UnloadModel and SetResidency need an admin
+// caller: the unix socket, or the admin token over TCP (PERMISSION_DENIED).
+//
 // Threads: gRPC runs the handlers on its callback threads. Calls that may
 // take long (LoadModel, UnloadModel, ListModels, SetResidency) run on a
 // thread of their own so they never hold up a callback thread; the rest
@@ -29,7 +35,7 @@ namespace octo {
 
 struct ServiceOptions {
   std::string version;                      // GetStatus's version
-  std::optional<std::string> token;         // the bearer token TCP callers need; nullopt: no TCP calls
+  Credentials credentials;                   // the tokens TCP callers need; none: no TCP calls
   std::function<void(absl::string_view)> log;  // one line per event (model loaded, ...); may be empty
 };
 
@@ -66,10 +72,17 @@ class OctoService final : public v1::Octo::CallbackService {
                                        v1::ListModelsResponse* response) override;
 
  private:
-  // Checks the caller, runs `call` here, finishes with its status.
-  grpc::ServerUnaryReactor* Unary(grpc::CallbackServerContext* context, const std::function<absl::Status()>& call);
+  enum class Access { kAnyCaller, kAdmin };
+  using Call = std::function<absl::Status(const Caller&)>;
+  // Who is calling, and whether it may do what `access` asks.
+  absl::StatusOr<Caller> Admit(const grpc::CallbackServerContext& context, Access access) const;
+  // Admits the caller, runs `call` here, finishes with its status.
+  grpc::ServerUnaryReactor* Unary(grpc::CallbackServerContext* context, Access access, const Call& call);
   // The same with `call` on a thread of its own.
-  grpc::ServerUnaryReactor* Blocking(grpc::CallbackServerContext* context, std::function<absl::Status()> call);
+  grpc::ServerUnaryReactor* Blocking(grpc::CallbackServerContext* context, Access access, Call call);
+  // Generate and Chat: the caller admitted, the job (or why there is none) streamed.
+  grpc::ServerWriteReactor<v1::GenerateResponse>* StartStream(const grpc::CallbackServerContext& context,
+                                                              absl::StatusOr<GenerateJob> job);
   void Log(absl::string_view line) const;
 
   // Blocking calls' threads still running. Shared with them, so a thread

@@ -54,11 +54,11 @@ absl::StatusOr<std::vector<ModelSummary>> FuzzRuntime::ListModels() {
   return std::vector<ModelSummary>{listed};
 }
 
-absl::StatusOr<SessionReport> FuzzRuntime::CreateSession(uint32_t context_length) {
-  return SessionReport{.id = "s1", .context_length = context_length};
+absl::StatusOr<SessionReport> FuzzRuntime::CreateSession(uint32_t context_length, const std::string& owner) {
+  return SessionReport{.id = "s1", .owner = owner, .context_length = context_length};
 }
 
-absl::Status FuzzRuntime::CloseSession(const std::string& id) {
+absl::Status FuzzRuntime::CloseSession(const std::string& id, const std::string&) {
   return absl::NotFoundError(absl::StrCat("no session '", id.substr(0, 64), "'"));
 }
 

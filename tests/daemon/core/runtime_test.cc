@@ -121,7 +121,7 @@ TEST_F(RuntimeTest, ConcurrentJobsGetTheirSoloTokens) {
 
 TEST_F(RuntimeTest, SessionKeepsItsCacheBetweenTurns) {
   auto runtime = Start();
-  auto session = runtime->CreateSession(0);
+  auto session = runtime->CreateSession(0, "");
   ASSERT_TRUE(session.ok()) << session.status();
   auto first = RunGreedy(*runtime, "Once upon a time", 8, session->id);
   EXPECT_EQ(first->session_id, session->id);
@@ -145,14 +145,14 @@ TEST_F(RuntimeTest, SessionKeepsItsCacheBetweenTurns) {
   const RuntimeReport report = runtime->Report();
   ASSERT_EQ(report.sessions.size(), 1u);
   EXPECT_GT(report.sessions[0].positions, 16u);
-  EXPECT_TRUE(runtime->CloseSession(session->id).ok());
-  EXPECT_EQ(runtime->CloseSession(session->id).code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(runtime->CloseSession(session->id, "").ok());
+  EXPECT_EQ(runtime->CloseSession(session->id, "").code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(runtime->Report().kv_used_bytes, 0u);
 }
 
 TEST_F(RuntimeTest, ChatSessionReusesTheEarlierTurns) {
   auto runtime = Start();
-  auto session = runtime->CreateSession(0);
+  auto session = runtime->CreateSession(0, "");
   GenerateJob job;
   job.session_id = session->id;
   job.messages = {{"user", "Hello there"}};
@@ -209,8 +209,8 @@ TEST_F(RuntimeTest, FullKvBudgetIsResourceExhaustedOrEvictsIdleSessions) {
   const uint64_t one_step = uint64_t{c.n_layers} * 2 * kKvGrowPositions * c.n_kv_heads * c.head_dim * 2;
   options.kv_budget_bytes = one_step + one_step / 2;  // one session's first step, not two
   auto runtime = Start(options);
-  auto a = runtime->CreateSession(0);
-  auto b = runtime->CreateSession(0);
+  auto a = runtime->CreateSession(0, "");
+  auto b = runtime->CreateSession(0, "");
   EXPECT_TRUE(RunGreedy(*runtime, "One", 2, a->id)->status.ok());
   auto refused = RunGreedy(*runtime, "Two", 2, b->id);
   EXPECT_EQ(refused->status.code(), absl::StatusCode::kResourceExhausted) << refused->status;
@@ -218,8 +218,8 @@ TEST_F(RuntimeTest, FullKvBudgetIsResourceExhaustedOrEvictsIdleSessions) {
 
   options.evict_idle_sessions = true;
   runtime = Start(options);
-  a = runtime->CreateSession(0);
-  b = runtime->CreateSession(0);
+  a = runtime->CreateSession(0, "");
+  b = runtime->CreateSession(0, "");
   EXPECT_TRUE(RunGreedy(*runtime, "One", 2, a->id)->status.ok());
   EXPECT_TRUE(RunGreedy(*runtime, "Two", 2, b->id)->status.ok());
   GenerateJob job;

@@ -203,7 +203,7 @@ TEST_F(SpeculationTest, ASessionsSecondTurnGivesThePlainTokens) {
   for (const char* draft : {"none", "near"}) {
     auto runtime = Start(Options());
     ASSERT_NE(runtime, nullptr);
-    auto session = runtime->CreateSession(0);
+    auto session = runtime->CreateSession(0, "");
     ASSERT_TRUE(session.ok());
     const int which = std::string(draft) == "none" ? 0 : 1;
     for (const char* prompt : {"Once upon a time", " Then the dog"}) {

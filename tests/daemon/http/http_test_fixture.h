@@ -23,7 +23,10 @@ class HttpApiTest : public ::testing::Test {
   void StartServer(std::optional<std::string> token) {
     server_.reset();
     absl::StatusOr<std::unique_ptr<HttpServer>> server = StartHttpApi(
-        runtime_, HttpApiOptions{.host = "127.0.0.1", .port = 0, .token = std::move(token), .version = "9.9.9"});
+        runtime_, HttpApiOptions{.host = "127.0.0.1",
+                                 .port = 0,
+                                 .credentials = token.has_value() ? Credentials({*token}, std::nullopt) : Credentials(),
+                                 .version = "9.9.9"});
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = *std::move(server);
   }

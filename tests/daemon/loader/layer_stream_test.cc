@@ -18,6 +18,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "daemon/loader/loader_process.h"
+#include "daemon/loader/stop_signal.h"
 #include "gtest/gtest.h"
 #include "storage/ring.h"
 #include "tests/storage/loader_test_util.h"
@@ -283,6 +285,89 @@ TEST_F(LayerStreamTest, TooManyLoaderDeathsAreUnavailable) {
   }
   EXPECT_EQ((*stream)->Acquire(0).status().code(), absl::StatusCode::kUnavailable);  // for good
   EXPECT_FALSE((*stream)->stats().running);
+}
+
+// A loader that is alive but makes no progress (SIGSTOP: a stalled disk, an
+// NFS hang) is killed after the stall timeout and replaced; the reads are
+// issued again and the bytes stay right.
+TEST_F(LayerStreamTest, StoppedLoaderIsKilledRestartedAndBytesStayRight) {
+  LayerStreamOptions options = Options(2);
+  options.stall_timeout = absl::Milliseconds(500);
+  auto stream = LayerStream::Start(options);
+  ASSERT_TRUE(stream.ok()) << stream.status();
+  const std::vector<uint32_t> order = {0, 1, 2, 3, 4, 5};
+  (*stream)->SetOrder(order);
+  const int stopped = (*stream)->stats().pid;
+  ASSERT_EQ(::kill(stopped, SIGSTOP), 0);
+  const auto start = std::chrono::steady_clock::now();
+  for (int cycle = 0; cycle < 2; ++cycle) {
+    for (uint32_t layer : order) ExpectLayer(**stream, layer);
+  }
+  const LoaderStats stats = (*stream)->stats();
+  EXPECT_EQ(stats.stalls, 1u);
+  EXPECT_EQ(stats.restarts, 1u);
+  EXPECT_NE(stats.pid, stopped);
+  EXPECT_NE(::kill(stopped, 0), 0) << "the stopped loader was reaped";
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+}
+
+// Every new loader hangs too: the third stall of one wait fails it,
+// UNAVAILABLE naming the file and the seconds; once the disk is back, the
+// next wait succeeds (the stream is not given up for good).
+TEST_F(LayerStreamTest, AWaitThatKeepsStallingIsUnavailableNamingTheFile) {
+  LayerStreamOptions options = Options(1);
+  options.stall_timeout = absl::Milliseconds(300);
+  // Reads of 5 ms (100 ms a file): a new loader is stopped before it finishes one.
+  options.loader_path = OCTO_FAULTY_LOADER_PATH;
+  options.loader_args = {"--chunk-kib", "64", "--delay-ms", "5"};
+  auto stream = LayerStream::Start(options);
+  ASSERT_TRUE(stream.ok()) << stream.status();
+  std::atomic<bool> hang{true};
+  std::thread stopper([&] {
+    int last = 0;
+    while (hang) {
+      const LoaderStats s = (*stream)->stats();
+      if (s.running && s.pid != last && ::kill(s.pid, SIGSTOP) == 0) last = s.pid;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    ::kill(last, SIGCONT);  // the disk is back
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the first loader is stopped
+  (*stream)->SetOrder({3, 4});
+  absl::StatusOr<StreamedLayer> got = (*stream)->Acquire(3);
+  hang = false;
+  stopper.join();
+  EXPECT_EQ(got.status().code(), absl::StatusCode::kUnavailable) << got.status();
+  EXPECT_NE(got.status().message().find("layer_003.bin: octo-loader made no progress"), absl::string_view::npos)
+      << got.status();
+  EXPECT_NE(got.status().message().find("3 times in a row"), absl::string_view::npos) << got.status();
+  EXPECT_EQ((*stream)->stats().stalls, kMaxLoaderStalls);
+  ExpectLayer(**stream, 3);
+  ExpectLayer(**stream, 4);
+}
+
+// octod stopping raises the stop signal: a wait on a hung loader ends at
+// once instead of waiting out the stall timeout.
+TEST_F(LayerStreamTest, TheStopSignalEndsAWaitOnAHungLoader) {
+  LayerStreamOptions options = Options(1);
+  options.stall_timeout = absl::Seconds(60);
+  options.stop = StopSignal::Create();
+  auto stream = LayerStream::Start(options);
+  ASSERT_TRUE(stream.ok()) << stream.status();
+  ASSERT_EQ(::kill((*stream)->stats().pid, SIGSTOP), 0);
+  (*stream)->SetOrder({2, 3});
+  std::thread stop([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    options.stop->Raise();
+  });
+  const auto start = std::chrono::steady_clock::now();
+  absl::StatusOr<StreamedLayer> got = (*stream)->Acquire(2);
+  stop.join();
+  EXPECT_EQ(got.status().code(), absl::StatusCode::kCancelled) << got.status();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
+  const auto stopping = std::chrono::steady_clock::now();
+  stream->reset();  // stops the stopped loader: kStop unanswered, then SIGKILL
+  EXPECT_LT(std::chrono::steady_clock::now() - stopping, absl::ToChronoMilliseconds(kLoaderStopGrace) + std::chrono::seconds(1));
 }
 
 TEST_F(LayerStreamTest, StartRefusesBadOptionsAndReportsALoaderThatCannotStart) {

@@ -10,6 +10,12 @@
 namespace octo {
 namespace {
 
+// The credential `token` is to `config`; "" when it is none.
+std::string CredentialOf(const OctodConfig& config, const std::string& token) {
+  const std::optional<Caller> caller = config.credentials.Match("Bearer " + token);
+  return caller.has_value() ? caller->credential : "";
+}
+
 class ConfigTest : public ::testing::Test {
  protected:
   ConfigTest() {
@@ -73,7 +79,7 @@ TEST_F(ConfigTest, DefaultsAreTheRuntimeDefaults) {
   EXPECT_EQ(std::filesystem::path(runtime.loader_path).filename(), "octo-loader");
   EXPECT_EQ(config->socket_path, dir_.Path("octod.sock"));
   EXPECT_TRUE(config->listen.empty());
-  EXPECT_FALSE(config->token.has_value());
+  EXPECT_FALSE(config->credentials.any());
 }
 
 TEST_F(ConfigTest, EveryFlagReachesItsField) {
@@ -105,7 +111,7 @@ TEST_F(ConfigTest, EveryFlagReachesItsField) {
   EXPECT_TRUE(runtime.evict_idle_sessions);
   EXPECT_EQ(runtime.prefill_chunk, 128u);
   EXPECT_EQ(config->listen, "127.0.0.1:7070");
-  EXPECT_EQ(config->token, "0123456789abcdef0123");
+  EXPECT_EQ(CredentialOf(*config, "0123456789abcdef0123"), "token:1");
 }
 
 TEST_F(ConfigTest, FileSetsValuesAndFlagsWin) {
@@ -268,14 +274,35 @@ TEST_F(ConfigTest, TokenFileMustBePrivateAndLongEnough) {
   const std::string listen = "[::1]:7070";
   ExpectError({"--listen", listen, "--token-file", WriteFile("open", "0123456789abcdef0123", 0644)},
               "token-file: ");
-  ExpectError({"--listen", listen, "--token-file", WriteFile("short", "abc\n", 0600)}, "token-file: the token in");
+  ExpectError({"--listen", listen, "--token-file", WriteFile("short", "abc\n", 0600)},
+              "token-file: the token on line 1 of");
+  ExpectError({"--listen", listen, "--token-file", WriteFile("empty", "\n\n", 0600)}, "holds no token");
   ExpectError({"--listen", listen, "--token-file", WriteFile("spaces", "0123456789 abcdef0123", 0600)},
               "whitespace");
   ExpectError({"--listen", listen, "--token-file", dir_.Path("absent")}, "token-file: cannot read");
   const absl::StatusOr<OctodConfig> ok =
       ParseOctodConfig(Args({"--listen", listen, "--token-file", WriteFile("good", "\n0123456789abcdef0123\n", 0640)}));
   ASSERT_TRUE(ok.ok()) << ok.status();
-  EXPECT_EQ(ok->token, "0123456789abcdef0123") << "surrounding whitespace is not part of the token";
+  EXPECT_EQ(CredentialOf(*ok, "0123456789abcdef0123"), "token:1") << "surrounding whitespace is not part of the token";
+}
+
+TEST_F(ConfigTest, EachLineOfTheTokenFileIsACredentialAndTheAdminTokenIsApart) {
+  const std::string tokens = WriteFile("tokens", "alice-0123456789abcdef\n\n  bob-0123456789abcdef  \n", 0600);
+  const std::string admin = WriteFile("admin", "admin-0123456789abcdef\n", 0600);
+  const absl::StatusOr<OctodConfig> config =
+      ParseOctodConfig(Args({"--listen", "[::1]:7070", "--token-file", tokens, "--admin-token-file", admin}));
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(CredentialOf(*config, "alice-0123456789abcdef"), "token:1");
+  EXPECT_EQ(CredentialOf(*config, "bob-0123456789abcdef"), "token:2");
+  EXPECT_EQ(CredentialOf(*config, "admin-0123456789abcdef"), "admin");
+  EXPECT_TRUE(config->credentials.Match("bearer admin-0123456789abcdef")->admin) << "the scheme's case is free";
+  EXPECT_FALSE(config->credentials.Match("Bearer alice-0123456789abcdef")->admin);
+  EXPECT_FALSE(config->credentials.Match("Bearer carol-0123456789abcdef").has_value());
+  EXPECT_FALSE(config->credentials.Match("alice-0123456789abcdef").has_value()) << "no scheme";
+  ExpectError({"--admin-token-file", WriteFile("two", "a-0123456789abcdef\nb-0123456789abcdef\n", 0600)},
+              "admin-token-file: must hold exactly one token");
+  ExpectError({"--token-file", tokens, "--admin-token-file", WriteFile("same", "bob-0123456789abcdef", 0600)},
+              "admin-token-file: its token is also in token-file");
 }
 
 TEST_F(ConfigTest, HttpIsOffUnlessAskedAndNeedsATokenBeyondLoopback) {
@@ -287,7 +314,7 @@ TEST_F(ConfigTest, HttpIsOffUnlessAskedAndNeedsATokenBeyondLoopback) {
   ASSERT_TRUE(config->http.has_value());
   EXPECT_EQ(config->http->port, 11434);
   EXPECT_TRUE(config->http->loopback);
-  EXPECT_FALSE(config->token.has_value()) << "loopback needs no token";
+  EXPECT_FALSE(config->credentials.any()) << "loopback needs no token";
   ExpectError({"--http-listen", "0.0.0.0:11434"}, "http-listen: '0.0.0.0:11434' is reachable from other machines");
   ExpectError({"--http-listen", "11434"}, "http-listen: '11434' is not host:port");
   ExpectError({"--http-listen", "localhost:99999"}, "http-listen: ");
@@ -295,7 +322,7 @@ TEST_F(ConfigTest, HttpIsOffUnlessAskedAndNeedsATokenBeyondLoopback) {
       Args({"--http-listen", "0.0.0.0:0", "--token-file", WriteFile("token", "0123456789abcdef0123", 0600)}));
   ASSERT_TRUE(config.ok()) << config.status();
   EXPECT_FALSE(config->http->loopback);
-  EXPECT_EQ(config->token, "0123456789abcdef0123");
+  EXPECT_EQ(CredentialOf(*config, "0123456789abcdef0123"), "token:1");
 }
 
 }  // namespace

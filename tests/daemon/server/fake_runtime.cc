@@ -157,20 +157,23 @@ absl::StatusOr<std::vector<ModelSummary>> FakeRuntime::ListModels() {
   return models;
 }
 
-absl::StatusOr<SessionReport> FakeRuntime::CreateSession(uint32_t context_length) {
+absl::StatusOr<SessionReport> FakeRuntime::CreateSession(uint32_t context_length, const std::string& owner) {
   absl::MutexLock lock(&mu_);
   if (!loaded_.has_value()) return absl::FailedPreconditionError("no model loaded");
   if (context_length > 1u << 20) return absl::InvalidArgumentError("context_length is above the model's");
   SessionReport session;
   session.id = absl::StrCat("session-", next_session_++);
+  session.owner = owner;
   session.context_length = context_length == 0 ? 4096 : context_length;
   sessions_[session.id] = session;
   return session;
 }
 
-absl::Status FakeRuntime::CloseSession(const std::string& id) {
+absl::Status FakeRuntime::CloseSession(const std::string& id, const std::string& owner) {
   absl::MutexLock lock(&mu_);
-  if (sessions_.erase(id) == 0) return absl::NotFoundError(absl::StrCat("no session '", id, "'"));
+  auto it = sessions_.find(id);
+  if (it == sessions_.end() || it->second.owner != owner) return absl::NotFoundError(absl::StrCat("no session '", id, "'"));
+  sessions_.erase(it);
   return absl::OkStatus();
 }
 
@@ -286,6 +289,7 @@ RuntimeReport FakeRuntime::Report() {
   RuntimeReport report = report_;
   report.model = loaded_;
   report.serving = serving_;
+  for (const auto& [id, session] : sessions_) report.sessions.push_back(session);
   return report;
 }
 

@@ -11,6 +11,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "daemon/server/endpoint.h"
@@ -39,7 +40,11 @@ class OctodFaultTest : public OctodTest {
 
   // octod streaming every layer through one ring slot: the loader is busy
   // on every pass.
-  void StartStreaming() { ASSERT_TRUE(octod_.Start(ServeArgs("m", StreamEveryLayer("m")))); }
+  void StartStreaming(std::vector<std::string> extra = {}) {
+    std::vector<std::string> flags = StreamEveryLayer("m");
+    flags.insert(flags.end(), extra.begin(), extra.end());
+    ASSERT_TRUE(octod_.Start(ServeArgs("m", flags)));
+  }
 
   RunResult Greedy(int max_tokens, const std::string& prompt = kPrompt) const {
     return octod_.Gen({prompt, "--temp", "0", "-n", std::to_string(max_tokens), "--json"});
@@ -106,6 +111,54 @@ TEST_F(OctodFaultTest, KilledLoaderIsRestartedAndTheGenerationKeepsItsTokens) {
   EXPECT_TRUE(after["loader"]["running"].get<bool>()) << after.dump();
   EXPECT_NE(after["loader"]["pid"].get<int>(), loader) << after.dump();
   EXPECT_FALSE(ProcessRuns(loader)) << "octod reaped the dead loader";
+}
+
+// The loader hangs (SIGSTOP: a stalled disk) while a generation streams
+// layers through it: after --loader-timeout octod kills it, starts another,
+// and the generation ends with the uninterrupted run's tokens; status
+// counts one restart, for a stall.
+TEST_F(OctodFaultTest, StoppedLoaderIsReplacedAndTheGenerationKeepsItsTokens) {
+  StartStreaming({"--loader-timeout", "1"});
+  const RunResult uninterrupted = Greedy(200, kLongPrompt);
+  ASSERT_EQ(uninterrupted.exit_code, 0) << uninterrupted.err;
+  const std::vector<int> expected = TokenIds(uninterrupted.out);
+  ASSERT_EQ(expected.size(), 200u);
+  const pid_t loader = octod_.Status()["loader"]["pid"].get<int>();
+  ASSERT_GT(loader, 0);
+
+  size_t tokens_at_stop = 0;
+  const RunResult interrupted = DuringAGeneration(200, [&] { ::kill(loader, SIGSTOP); }, &tokens_at_stop);
+  EXPECT_LT(tokens_at_stop, expected.size()) << "the stop came after the generation";
+  ASSERT_EQ(interrupted.exit_code, 0) << interrupted.err;
+  EXPECT_EQ(TokenIds(interrupted.out), expected);
+
+  const nlohmann::json after = octod_.Status();
+  EXPECT_EQ(JsonU64(after["loader"]["restarts"]), 1u) << after.dump();
+  EXPECT_EQ(JsonU64(after["loader"]["stalls"]), 1u) << after.dump();
+  EXPECT_NE(after["loader"]["pid"].get<int>(), loader) << after.dump();
+  EXPECT_FALSE(ProcessRuns(loader)) << "octod killed and reaped the stopped loader";
+}
+
+// SIGTERM while a pass waits on a hung loader (its stall timeout far off):
+// octod still stops promptly, exit 0, nothing left behind, and the client
+// hears that octod is shutting down.
+TEST_F(OctodFaultTest, SigtermDuringAStallStopsPromptly) {
+  StartStreaming({"--loader-timeout", "600"});
+  const pid_t loader = octod_.Status()["loader"]["pid"].get<int>();
+  ASSERT_GT(loader, 0);
+  ASSERT_EQ(::kill(loader, SIGSTOP), 0);
+  std::unique_ptr<BackgroundRun> client =
+      octod_.GenInBackground({kLongPrompt, "--temp", "0", "-n", "50", "--json"}, dir_.Path("gen"));
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  ASSERT_EQ(JsonU64(octod_.Status()["passes"]), 0u) << "the generation waits on the loader: " << octod_.Status().dump();
+  ASSERT_TRUE(TokenIds(client->Out()).empty());
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_TRUE(octod_.Stop());  // SIGTERM: exit 0, socket and ring removed
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5)) << octod_.Log();
+  EXPECT_FALSE(ProcessRuns(loader));
+  const RunResult generation = client->Wait();
+  EXPECT_NE(generation.exit_code, 0);
+  EXPECT_NE(generation.err.find("shutting down"), std::string::npos) << generation.err;
 }
 
 TEST_F(OctodFaultTest, KilledIdleOctodLeavesNoLoaderAndNoRing) {

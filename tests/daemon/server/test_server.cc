@@ -14,7 +14,9 @@ namespace octo::testing {
 TestServer::TestServer(TestServerOptions options) : socket_path_(dir_.Path("octod.sock")) {
   ServiceOptions service_options;
   service_options.version = "test";
-  service_options.token = options.token;
+  std::vector<std::string> tokens;
+  if (options.token.has_value()) tokens.push_back(*options.token);
+  service_options.credentials = Credentials(std::move(tokens), options.admin_token);
   service_ = std::make_unique<OctoService>(runtime_, service_options);
   grpc::ServerBuilder builder;
   builder.AddListeningPort(UnixTarget(socket_path_), grpc::InsecureServerCredentials());
