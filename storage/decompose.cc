@@ -107,6 +107,14 @@ std::vector<Chunk> PlanChunks(const GgufFile& gguf, const ManifestFile& plan, ui
   return chunks;
 }
 
+// The injected fault for a write to `path` (DecomposeOptions::write_fault),
+// as the write itself would report it.
+absl::Status CheckWriteFault(const DecomposeOptions& options, absl::string_view path, uint64_t bytes_written) {
+  if (!options.write_fault) return absl::OkStatus();
+  const int err = options.write_fault(path, bytes_written);
+  return err == 0 ? absl::OkStatus() : ErrnoStatus(err, "cannot write", path);
+}
+
 // What writing a file hashed: the whole file, and for a format-2 MoE layer
 // file its dense part and each expert block.
 struct FileDigests {
@@ -132,6 +140,7 @@ absl::StatusOr<FileDigests> WriteModelFile(const GgufFile& gguf, const ManifestF
   header.file_size = plan.size;
   header.format_version = options.format_version;
   EncodeFileHeader(header, page);
+  OCTO_RETURN_IF_ERROR(CheckWriteFault(options, path, bytes_done));
   OCTO_RETURN_IF_ERROR(out.WriteAt(0, page));
   hasher.Update(page);
   auto read = [&](size_t k, std::span<uint8_t> buffer) -> absl::StatusOr<std::span<uint8_t>> {
@@ -146,6 +155,7 @@ absl::StatusOr<FileDigests> WriteModelFile(const GgufFile& gguf, const ManifestF
     const uint64_t file_offset = chunks[k].file_offset;
     hasher.UpdateZerosTo(file_offset);
     hasher.Update(data);
+    OCTO_RETURN_IF_ERROR(CheckWriteFault(options, path, bytes_done));
     OCTO_RETURN_IF_ERROR(out.WriteAt(file_offset, data));
     // Keep the disk writing as we go rather than leaving the whole file to
     // the Sync() at the end.
@@ -238,6 +248,7 @@ absl::StatusOr<Manifest> Decompose(const std::string& gguf_path, const std::stri
     }
   }
   // The manifest goes last: its presence marks a complete directory.
+  if (status.ok()) status = CheckWriteFault(options, (partial / kManifestName).string(), bytes_done);
   if (status.ok()) status = WriteNewFile((partial / kManifestName).string(), ManifestToJson(manifest));
   if (status.ok()) status = SyncDir(partial.string());
   if (status.ok()) status = CheckCancelled(options);

@@ -35,6 +35,12 @@ struct DecomposeOptions {
   // The layout to write: kFormatVersion, or 1 -- no expert blocks, every
   // file packed, as Octo wrote before format 2 (for tests of old directories).
   uint32_t format_version = kFormatVersion;
+  // Fault injection, as LevelDB's test Env does it: consulted before every
+  // write decompose makes (each chunk and header of a layer file, and the
+  // manifest) with the file and the bytes decompose has written so far; an
+  // errno it returns fails that write as the disk would (ENOSPC, EIO), 0
+  // lets it through. Unset in production.
+  std::function<int(absl::string_view path, uint64_t bytes_written)> write_fault;
 };
 
 // Lays out the directory for `gguf` in format kFormatVersion without writing

@@ -104,6 +104,27 @@ TEST(OctoCtlTest, DecomposeRefusesToOverwriteWithoutForce) {
   EXPECT_EQ(RunCommand({kCtl, "decompose", "-q", "--force", tmp.Path("m.gguf"), tmp.Path("m")}).exit_code, 0);
 }
 
+// The file system refuses a write midway (here the file-size limit, EFBIG,
+// a real kernel refusal as ENOSPC would be): octo-ctl says which file and
+// why, exits 1, and leaves no directory that could pass for a model.
+TEST(OctoCtlTest, DecomposeThatCannotWriteSaysWhyAndLeavesNothing) {
+  TempDir tmp;
+  testing::GenerateModel(tmp.Path("m.gguf"), "tiny", "F32");
+  // SIGXFSZ ignored (inherited across exec), so the write fails with EFBIG
+  // instead of killing the process; 512 KiB: the embeddings fit, a layer does not.
+  const RunResult r = RunCommand({"/bin/bash", "-c",
+                                  "trap '' XFSZ; ulimit -f 512; exec \"$0\" decompose -q \"$1\" \"$2\"", kCtl,
+                                  tmp.Path("m.gguf"), tmp.Path("m")});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("File too large"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(".bin"), std::string::npos) << "names the file: " << r.err;
+  EXPECT_FALSE(std::filesystem::exists(tmp.Path("m")));
+  for (const auto& entry : std::filesystem::directory_iterator(tmp.path())) {
+    EXPECT_EQ(entry.path().filename(), "m.gguf") << "left behind: " << entry.path();
+  }
+  EXPECT_NE(RunCommand({kCtl, "verify", tmp.Path("m")}).exit_code, 0);
+}
+
 TEST(OctoCtlTest, ProgressBarOnATerminal) {
   TempDir tmp;
   testing::GenerateModel(tmp.Path("m.gguf"), "tiny", "F32");

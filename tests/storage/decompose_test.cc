@@ -10,6 +10,7 @@
 #include <map>
 #include <span>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "storage/file.h"
@@ -416,6 +417,49 @@ TEST(DecomposeTest, SourceTruncatedMidRunFailsAndLeavesNothing) {
   EXPECT_NE(result.status().message().find("reading tensor"), absl::string_view::npos) << result.status();
   EXPECT_FALSE(fs::exists(tmp.Path("out")));
   ExpectNoLeftovers(tmp, {"a.gguf"});
+}
+
+// The disk fills (ENOSPC) or fails (EIO) midway, injected through
+// DecomposeOptions::write_fault as LevelDB's test Env injects them: the run
+// says which file and why, leaves nothing behind, and an existing model
+// directory it was to replace stays as it was and still verifies.
+TEST(DecomposeTest, DiskFullOrFailingMidwayLeavesNoDirectoryThatVerifies) {
+  TempDir tmp;
+  GenerateModel(tmp.Path("a.gguf"), "tiny", "Q4_0");
+  GenerateModel(tmp.Path("b.gguf"), "tiny", "Q8_0");
+  ASSERT_TRUE(Decompose(tmp.Path("a.gguf"), tmp.Path("kept"), {}).ok());
+  const std::string kept_manifest = *ReadSmallFile(tmp.Path("kept/manifest.json"), 1 << 24);
+  struct Fault {
+    int err;
+    std::string at;  // fail the first write to a file whose name contains this, once past `after` bytes
+    uint64_t after;
+    std::string says;
+  };
+  for (const Fault& f : {Fault{ENOSPC, "layer_001.bin", 4096, "No space left on device"},
+                         Fault{EIO, "layer_000.bin", 0, "Input/output error"},
+                         Fault{ENOSPC, "manifest.json", 0, "No space left on device"}}) {
+    SCOPED_TRACE(f.says + " at " + f.at);
+    for (const std::string out : {"fresh", "kept"}) {
+      DecomposeOptions options;
+      options.overwrite = true;
+      options.chunk_bytes = 4096;
+      options.write_fault = [&](absl::string_view path, uint64_t written) {
+        return absl::StrContains(path, f.at) && written >= f.after ? f.err : 0;
+      };
+      const absl::StatusOr<Manifest> result = Decompose(tmp.Path("b.gguf"), tmp.Path(out), options);
+      ASSERT_FALSE(result.ok());
+      EXPECT_NE(result.status().message().find(f.says), absl::string_view::npos) << result.status();
+      EXPECT_NE(result.status().message().find(f.at), absl::string_view::npos) << result.status();
+      if (out == "fresh") {
+        EXPECT_FALSE(fs::exists(tmp.Path("fresh"))) << "no directory that could be taken for a model";
+        EXPECT_FALSE(VerifyModelDir(tmp.Path("fresh")).ok());
+      } else {
+        EXPECT_EQ(*ReadSmallFile(tmp.Path("kept/manifest.json"), 1 << 24), kept_manifest) << "the old model stays";
+        EXPECT_TRUE(VerifyModelDir(tmp.Path("kept")).ok());
+      }
+    }
+    ExpectNoLeftovers(tmp, {"a.gguf", "b.gguf", "kept"});
+  }
 }
 
 // Renames one tensor inside a GGUF header (same length, so the file stays

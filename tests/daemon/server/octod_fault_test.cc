@@ -222,6 +222,32 @@ grpc::Status CallGenerate(const std::string& socket, const v1::GenerateRequest& 
 
 // Each bad request is refused with the code the API promises, and octod
 // serves the next one.
+// A layer file cut short while octod runs (a disk filling, a copy that did
+// not finish): the generation that needs it fails DATA_LOSS naming the
+// file, octod stays up, and once the file is whole again it serves again.
+TEST_F(OctodFaultTest, TruncatedLayerFileIsDataLossAndOctodStaysUp) {
+  StartStreaming();
+  const RunResult good = Greedy(8);
+  ASSERT_EQ(good.exit_code, 0) << good.err;
+  const std::string file = ModelDir("m") + "/layer_002.bin";
+  const uintmax_t size = std::filesystem::file_size(file);
+  const std::string saved = dir_.Path("layer_002.saved");
+  std::filesystem::copy_file(file, saved);
+  for (const uintmax_t cut : {size / 2, uintmax_t{100}}) {
+    SCOPED_TRACE(cut);
+    std::filesystem::resize_file(file, cut);
+    const RunResult bad = Greedy(8);
+    EXPECT_EQ(bad.exit_code, 1);
+    EXPECT_NE(bad.err.find("DATA_LOSS"), std::string::npos) << bad.err;
+    EXPECT_NE(bad.err.find("layer_002.bin"), std::string::npos) << bad.err;
+    EXPECT_EQ(octod_.Ctl("health").exit_code, 0) << "octod stays up";
+    std::filesystem::copy_file(saved, file, std::filesystem::copy_options::overwrite_existing);
+  }
+  const RunResult again = Greedy(8);
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_EQ(TokenIds(again.out), TokenIds(good.out));
+}
+
 TEST_F(OctodFaultTest, MalformedRequestsAreRefusedAndOctodStaysUp) {
   ASSERT_TRUE(octod_.Start(ServeArgs("m")));
   auto expect_refused = [&](const RunResult& r, const std::string& code, const std::string& what) {

@@ -15,6 +15,7 @@
 #include <netinet/in.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -25,6 +26,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "tests/daemon/server/octod_harness.h"
+#include "tests/storage/test_models.h"
 
 namespace octo::testing {
 namespace {
@@ -118,6 +120,55 @@ TEST_F(OctodServiceTest, AStandingPassStopsFeedingTheWatchdog) {
   const RunResult generation = client->Wait();
   EXPECT_EQ(generation.exit_code, 0) << generation.err;
   EXPECT_GE(Count(notify.Receive(std::chrono::milliseconds(1500)), "WATCHDOG=1"), 2) << "fed again";
+}
+
+// VmHWM (the peak resident set) of process `pid`, in bytes; 0 if unknown.
+uint64_t PeakRss(pid_t pid) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind("VmHWM:", 0) == 0) return std::stoull(line.substr(6)) * 1024;  // "VmHWM:   1234 kB"
+  }
+  return 0;
+}
+
+// What octod may hold beyond its own footprint without a model, its layer
+// and KV budgets and the model's global tensors: activations, the
+// tokenizer's tables, per-pass buffers, gRPC's per-call memory.
+constexpr uint64_t kRuntimeOverheadBytes = 32ull << 20;
+
+// Memory truth: octod serving a 250 MiB model under a 3-layer budget keeps
+// its peak resident set within its footprint with no model loaded, plus the
+// layer and KV budgets, the model's globals and kRuntimeOverheadBytes.
+TEST_F(OctodServiceTest, PeakRssStaysWithinTheBudgetsPlusAStatedOverhead) {
+  GenerateModel(dir_.Path("big.gguf"), "llama-3-8b-draft", "Q4_K_M", [](ModelShape& shape) {
+    shape.n_layers = 32;     // 8.3 MiB each: 265 MiB of layers
+    shape.vocab_size = 2000;  // small globals, so the layers are what a leak would show
+  });
+  ASSERT_TRUE(Decompose(dir_.Path("big.gguf"), ModelDir("big")));
+  const uint64_t layer = LargestLayerFile(ModelDir("big"));
+  const uint64_t layer_budget = 3 * layer, kv_budget = 16ull << 20;
+
+  ASSERT_TRUE(octod_.Start(ServeArgs("")));  // no model: the process's own footprint
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const uint64_t bare = PeakRss(octod_.pid());
+  ASSERT_GT(bare, 0u);
+  ASSERT_TRUE(octod_.Stop());
+
+  ASSERT_TRUE(octod_.Start(ServeArgs("big", {"--layer-budget", std::to_string(layer_budget), "--kv-budget",
+                                             std::to_string(kv_budget)})));
+  const std::vector<RunResult> runs = octod_.GenConcurrently({{"Once upon a time", "--temp", "0", "-n", "24"},
+                                                              {"The little dog", "--temp", "0", "-n", "24"}});
+  for (const RunResult& r : runs) ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json status = octod_.Status();
+  const uint64_t globals = JsonU64(status["residency"]["global_bytes"]);
+  const uint64_t peak = PeakRss(octod_.pid());
+  const uint64_t limit = bare + layer_budget + kv_budget + globals + kRuntimeOverheadBytes;
+  std::printf("memory: peak RSS %.1f MiB <= %.1f MiB = %.1f (no model) + %.1f (layers) + %.1f (kv) + %.1f (globals) "
+              "+ %.1f (overhead); the model's layers are %.1f MiB\n",
+              peak / 1048576.0, limit / 1048576.0, bare / 1048576.0, layer_budget / 1048576.0, kv_budget / 1048576.0,
+              globals / 1048576.0, kRuntimeOverheadBytes / 1048576.0, 32.0 * layer / 1048576.0);
+  EXPECT_LE(peak, limit) << status.dump();
+  EXPECT_LE(JsonU64(status["residency"]["peak_bytes"]), layer_budget) << "the layer budget is never exceeded";
 }
 
 // A free localhost TCP port (free when asked; good enough for a test).
