@@ -4,7 +4,10 @@
 #include <cstdint>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "storage/xxhash64.h"
+#include "tests/tools/model_cache.h"
 #include "tests/temp_dir.h"
 #include "tests/tools/model_tensors.h"
 #include "tests/tools/widen_model.h"
@@ -14,6 +17,8 @@ namespace octo::testing {
 // Writes a GGUF of preset `preset` with every weight of `type` (or a recipe
 // such as "Q4_K_M") to `path`. `edit` may change the shape first; another
 // seed gives other weights (the vocabulary of a shape is always the same).
+// Made once per test run (model_cache.h): the key is the header's bytes
+// (every key and tensor) and the seed.
 template <typename Edit = void (*)(ModelShape&)>
 inline void GenerateModel(const std::string& path, const std::string& preset, const std::string& type,
                           Edit edit = [](ModelShape&) {}, uint64_t seed = 42) {
@@ -24,7 +29,13 @@ inline void GenerateModel(const std::string& path, const std::string& preset, co
   ASSERT_TRUE(recipe.ok()) << recipe.status();
   auto plan = PlanModel(*shape, *recipe);
   ASSERT_TRUE(plan.ok()) << plan.status();
-  ASSERT_TRUE(WriteModel(*plan, path, seed).ok());
+  absl::StatusOr<std::string> header = plan->writer.HeaderBytes();
+  ASSERT_TRUE(header.ok()) << header.status();
+  const std::string key = absl::StrCat(
+      "gguf-", absl::Hex(Xxh64Hash({reinterpret_cast<const uint8_t*>(header->data()), header->size()})), "-", seed);
+  const absl::Status made =
+      CachedOrMade(key, path, [&](const std::string& where) { return WriteModel(*plan, where, seed); });
+  ASSERT_TRUE(made.ok()) << made;
 }
 
 // A target that computes a small model's function, for speculative decoding

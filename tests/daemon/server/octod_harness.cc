@@ -11,13 +11,17 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <iterator>
 #include <optional>
 #include <regex>
 #include <sstream>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "daemon/server/endpoint.h"
+#include "storage/xxhash64.h"
 #include "tests/storage/test_models.h"
+#include "tests/tools/model_cache.h"
 
 namespace octo::testing {
 namespace {
@@ -324,18 +328,33 @@ void OctodTest::TearDown() {
   if (HasFailure()) std::cerr << "octod's log:\n" << octod_.Log();
 }
 
+::testing::AssertionResult CachedDecompose(const std::string& gguf, const std::string& out_dir) {
+  // Keyed by the GGUF's bytes: the same file decomposes to the same directory.
+  std::ifstream in(gguf, std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string key =
+      absl::StrCat("dir-", absl::Hex(Xxh64Hash({reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()})));
+  ::testing::AssertionResult result = ::testing::AssertionSuccess();
+  const absl::Status made = CachedOrMade(key, out_dir, [&](const std::string& where) {
+    result = Decompose(gguf, where);
+    return result ? absl::OkStatus() : absl::InternalError(result.message());
+  });
+  if (!made.ok()) return ::testing::AssertionFailure() << made;
+  return ::testing::AssertionSuccess();
+}
+
 void OctodTest::MakeModel(const std::string& name, int n_layers, const std::string& type, const std::string& preset,
                           uint64_t seed) {
   const std::string gguf = dir_.Path(name + ".gguf");
   GenerateModel(gguf, preset, type, [&](ModelShape& shape) { shape.n_layers = n_layers; }, seed);
-  ASSERT_TRUE(Decompose(gguf, ModelDir(name)));
+  ASSERT_TRUE(CachedDecompose(gguf, ModelDir(name)));
 }
 
 void OctodTest::MakeWidenedModel(const std::string& name, const std::string& small, int n_layers,
                                  float extra_layer_norm) {
   const std::string gguf = dir_.Path(name + ".gguf");
   GenerateWidenedModel(dir_.Path(small + ".gguf"), gguf, n_layers, extra_layer_norm);
-  ASSERT_TRUE(Decompose(gguf, ModelDir(name)));
+  ASSERT_TRUE(CachedDecompose(gguf, ModelDir(name)));
 }
 
 void OctodTest::MakeMoeModel(const std::string& name, const std::string& preset, int n_layers, int n_experts) {
@@ -344,7 +363,7 @@ void OctodTest::MakeMoeModel(const std::string& name, const std::string& preset,
     shape.n_layers = n_layers;
     shape.n_experts = n_experts;
   });
-  ASSERT_TRUE(Decompose(gguf, ModelDir(name)));
+  ASSERT_TRUE(CachedDecompose(gguf, ModelDir(name)));
 }
 
 std::vector<std::string> OctodTest::ServeArgs(const std::string& model, std::vector<std::string> extra) const {

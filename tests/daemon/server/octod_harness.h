@@ -38,6 +38,8 @@ uint64_t JsonU64(const nlohmann::json& value);
 
 // `octo-ctl decompose -q gguf out_dir`.
 ::testing::AssertionResult Decompose(const std::string& gguf, const std::string& out_dir);
+// The same, made once per test run for a given GGUF (model_cache.h).
+::testing::AssertionResult CachedDecompose(const std::string& gguf, const std::string& out_dir);
 // The in-process engine's greedy tokens: `octo-ctl run DIR PROMPT --temp 0
 // -n N --tokens`. Empty (with a test failure) when octo-ctl fails.
 std::vector<int> EngineTokens(const std::string& model_dir, const std::string& prompt, int max_tokens);
