@@ -12,10 +12,13 @@ jobs="${OCTO_JOBS:-$(nproc)}"
 # position-independent, CMakeLists.txt): with paths relative to the checkout
 # and the build directory left out of the key, they share ccache entries.
 export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$PWD}" CCACHE_NOHASHDIR=1
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@"
+# OCTO_SKIP_SANITIZED_TESTS=ON (CI, after its ASan stage ran them) leaves the
+# sanitized tests out of both builds (tests/CMakeLists.txt).
+skip_sanitized="-DOCTO_SKIP_SANITIZED_TESTS=${OCTO_SKIP_SANITIZED_TESTS:-OFF}"
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "$skip_sanitized" "$@"
 cmake --build build -j "$jobs"
 if [ -f /usr/local/cuda/include/cuda_runtime_api.h ]; then
-  cmake -S . -B build-sim -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DOCTO_CUDA_SIM=ON
+  cmake -S . -B build-sim -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DOCTO_CUDA_SIM=ON "$skip_sanitized"
   command -v ccache >/dev/null 2>&1 && ccache --zero-stats >/dev/null
   cmake --build build-sim -j "$jobs" --target cuda_tests
   if command -v ccache >/dev/null 2>&1; then

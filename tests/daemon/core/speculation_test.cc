@@ -21,6 +21,7 @@
 
 #include "storage/decompose.h"
 #include "tests/daemon/core/core_test_util.h"
+#include "tests/long_tests.h"
 #include "tests/shared_data.h"
 #include "tests/storage/test_models.h"
 #include "tests/temp_dir.h"
@@ -145,7 +146,9 @@ INSTANTIATE_TEST_SUITE_P(Drafts, GreedySpeculationTest,
                            return std::string(info.param.draft) + (info.param.tree_nodes > 0 ? "Tree" : "Linear");
                          });
 
+// 12 tokens each in CI (a minute under ASan at 24), 24 in the long form.
 TEST_F(SpeculationTest, EightConcurrentSessionsGetTheirSoloTokens) {
+  const int tokens = ::octo::testing::LongTests() ? 24 : 12;
   for (const int tree : {0, 16}) {
     RuntimeOptions o = Options("near");
     o.speculation.tree_nodes = tree;
@@ -155,13 +158,13 @@ TEST_F(SpeculationTest, EightConcurrentSessionsGetTheirSoloTokens) {
                                               "In the park",      "One day", "Tom and Sue",   "It was"};
     std::vector<std::shared_ptr<CollectingSink>> solo, together;
     for (const std::string& p : prompts) {
-      GenerateJob job = Job(24, "none");
+      GenerateJob job = Job(tokens, "none");
       job.prompt = p;
       solo.push_back(Submit(*runtime, job));
       ASSERT_TRUE(solo.back()->Wait());
     }
     for (const std::string& p : prompts) {
-      GenerateJob job = Job(24, "");  // the daemon's draft
+      GenerateJob job = Job(tokens, "");  // the daemon's draft
       job.prompt = p;
       together.push_back(Submit(*runtime, job));
     }

@@ -34,6 +34,7 @@
 #include "storage/decompose.h"
 #include "tests/daemon/engine/engine_test_util.h"
 #include "tests/daemon/engine/reference_records.h"
+#include "tests/long_tests.h"
 #include "tests/shared_data.h"
 #include "tests/storage/test_models.h"
 #include "tests/temp_dir.h"
@@ -204,7 +205,14 @@ TEST(CudaLlamaCppReference, GreedyTokensDivergeOnlyAtNearTies) {
   if (!HaveShared("models/stories260K.gguf")) GTEST_SKIP() << "../shared is absent";
   constexpr int kPrefix = 32;
   constexpr double kNearTieNats = 0.15;  // as llamacpp_reference_test.cc
-  const std::vector<ReferenceRecord> records = LoadReferenceRecords();
+  // Every model once (its first prompt) in CI; every record in the long form
+  // (tests/run_long_tests.sh): through the executor, a record takes seconds.
+  std::vector<ReferenceRecord> records;
+  for (ReferenceRecord& r : LoadReferenceRecords()) {
+    const bool seen = std::any_of(records.begin(), records.end(),
+                                  [&](const ReferenceRecord& kept) { return kept.model == r.model; });
+    if (LongTests() || !seen) records.push_back(std::move(r));
+  }
   ASSERT_FALSE(records.empty());
   int equal = 0, portable_equal = 0;
   for (const ReferenceRecord& r : records) {
