@@ -48,6 +48,9 @@ DaemonCommands::DaemonCommands(CLI::App& app) {
   residency_->add_option("--expert-cache", expert_cache_,
                          "MoE models streaming their experts: experts kept in memory, out of the layer budget: "
                          "SIZE (e.g. 8GiB), 0 (none) or auto");
+  residency_->add_flag("--reset", reset_,
+                       "Start from octod's configured settings (other flags apply on top); settings changed at "
+                       "run time hold for the loaded model only");
   residency_->add_flag("--json", json_, "The plan in force as JSON");
 
   load_ = app.add_subcommand("load", "Load a model directory (relative to octod's models root)");
@@ -109,6 +112,7 @@ int DaemonCommands::Status(OctoClient& client, const std::atomic<bool>& cancel) 
 
 int DaemonCommands::Residency(OctoClient& client) {
   v1::SetResidencyRequest request;
+  request.set_reset(reset_);
   if (pin_first_.has_value()) request.set_pin_first(*pin_first_);
   if (pin_last_.has_value()) request.set_pin_last(*pin_last_);
   if (budget_ == "auto") {

@@ -45,6 +45,7 @@ class DaemonCommands {
 
   ConnectOptions connect_;
   bool json_ = false;
+  bool reset_ = false;  // residency --reset
   double watch_seconds_ = 0;
   std::optional<uint32_t> pin_first_, pin_last_;
   std::string budget_;

@@ -6,6 +6,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "daemon/core/model_name.h"
 #include "daemon/core/speculation_settings.h"
 #include "nlohmann/json.hpp"
 
@@ -145,6 +146,7 @@ v1::ChatRequest ChatTurn(const GenFlags& flags, const std::string& session, bool
                          const std::string& user) {
   v1::ChatRequest request;
   request.set_session_id(session);
+  request.set_model(flags.model);
   request.set_chat_template(flags.chat_template);
   if (with_system && !flags.system.empty()) {
     v1::ChatMessage* system = request.add_messages();
@@ -163,6 +165,18 @@ int Fail(const absl::Status& status, OctoClient& client, std::FILE* err) {
   if (client.cancelled()) return 130;
   absl::FPrintF(err, "octo-gen: %s\n", status.ToString());
   return 1;
+}
+
+// --model: loads it first when octod holds another one (as the HTTP API
+// does for a request's "model"); the requests then name it, so a model
+// switched meanwhile by another client is refused, not used.
+absl::Status EnsureModel(const GenFlags& flags, OctoClient& client, std::FILE* err) {
+  if (flags.model.empty()) return absl::OkStatus();
+  absl::StatusOr<v1::GetStatusResponse> status = client.GetStatus();
+  if (!status.ok()) return status.status();
+  if (status->has_model() && status->model().path() == CanonicalModelName(flags.model)) return absl::OkStatus();
+  if (!flags.json) absl::FPrintF(err, "octo-gen: loading %s\n", flags.model);
+  return client.LoadModel(flags.model, std::nullopt).status();
 }
 
 // --chat without a prompt: one turn per input line, in one session.
@@ -239,6 +253,7 @@ absl::Status CheckGenFlags(const GenFlags& flags) {
 }
 
 int RunGen(const GenFlags& flags, OctoClient& client, std::istream& in, std::FILE* out, std::FILE* err) {
+  if (absl::Status loaded = EnsureModel(flags, client, err); !loaded.ok()) return Fail(loaded, client, err);
   if (flags.chat && flags.prompt.empty()) return Conversation(flags, client, in, out, err);
   std::string prompt = flags.prompt;
   if (prompt == "-") prompt.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
@@ -249,6 +264,7 @@ int RunGen(const GenFlags& flags, OctoClient& client, std::istream& in, std::FIL
   } else {
     v1::GenerateRequest request;
     request.set_session_id(flags.session);
+    request.set_model(flags.model);
     request.set_prompt(prompt);
     SamplingToProto(flags.sampling, request.mutable_sampling());
     DraftToProto(flags, request.mutable_draft());

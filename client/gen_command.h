@@ -34,6 +34,7 @@ struct GenFlags {
   std::string system;             // system message (with --chat)
   std::string chat_template;      // a template family instead of the model's
   std::string session;            // continue this session
+  std::string model;              // run on this model, loading it first when another is loaded
   uint32_t context = 0;           // positions for a new --chat session (0: octod's default)
   bool json = false;
   bool stats = false;             // timings to stderr

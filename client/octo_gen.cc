@@ -2,7 +2,7 @@
 // and the --json format).
 //
 //   octo-gen [--socket PATH | --host HOST:PORT --token-file FILE]
-//            [sampling flags] [--json] [--stats] [--session ID] "prompt"|-
+//            [--model NAME] [sampling flags] [--json] [--stats] [--session ID] "prompt"|-
 //   octo-gen --chat [--system TEXT] [--chat-template NAME] [--context N] ["message"]
 //
 // Ctrl-C cancels the generation (octod stops it at once) and exits 130.
@@ -35,6 +35,8 @@ int main(int argc, char** argv) {
   app.add_flag("--chat", flags.chat, "Chat: a conversation from stdin lines, or one turn with a message");
   app.add_option("--system", flags.system, "System message (with --chat)");
   app.add_option("--chat-template", flags.chat_template, "Template family instead of the model's (chatml, llama3, ...)");
+  app.add_option("--model,-m", flags.model,
+                 "Model to run (a name under octod's models root); loaded first when octod holds another");
   app.add_option("--session", flags.session, "Continue this session (its cache keeps earlier turns)");
   app.add_option("--context", flags.context, "Positions of the session --chat opens (0: octod's default)");
   app.add_flag("--json", flags.json, "JSON Lines: started, each token, done (with the whole text and stats)");

@@ -167,6 +167,15 @@ std::string FormatStatus(const v1::GetStatusResponse& status) {
                       start + kMapWidth >= map.size() ? "   (P pinned, R resident, S streamed)" : "", "\n");
     }
   }
+  if (status.has_loading()) {
+    const v1::LoadProgress& l = status.loading();
+    absl::StrAppendFormat(&out, "loading     %s: %s", l.model(), l.stage());
+    if (l.bytes_total() > 0) {
+      absl::StrAppendFormat(&out, ", %s of %s (%.0f%%)", FormatByteSize(l.bytes_done()),
+                            FormatByteSize(l.bytes_total()), 100.0 * l.bytes_done() / l.bytes_total());
+    }
+    absl::StrAppendFormat(&out, ", %s so far\n", Duration(l.seconds()));
+  }
   absl::StrAppendFormat(&out, "kv cache    %s used of %s\n", FormatByteSize(status.kv_used_bytes()),
                         FormatByteSize(status.kv_budget_bytes()));
   const v1::LoaderStatus& loader = status.loader();

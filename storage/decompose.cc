@@ -212,13 +212,17 @@ absl::StatusOr<Manifest> Decompose(const std::string& gguf_path, const std::stri
                                    const DecomposeOptions& options) {
   fs::path out = fs::absolute(fs::path(out_dir).lexically_normal());
   if (out.filename().empty()) out = out.parent_path();
-  if (!fs::is_directory(out.parent_path())) {
-    return absl::NotFoundError("parent directory " + out.parent_path().string() + " does not exist");
-  }
-  OCTO_RETURN_IF_ERROR(CheckReplaceable(out, options.overwrite));
   OCTO_ASSIGN_OR_RETURN(GgufFile gguf, GgufFile::Open(gguf_path));
   auto planned = PlanLayerDirectory(gguf, fs::path(gguf_path).filename().string(), options.format_version);
   if (!planned.ok()) return Annotate(planned.status(), gguf_path);
+  // A missing parent folder is made (only once the GGUF is known to be one Octo runs).
+  std::error_code made;
+  fs::create_directories(out.parent_path(), made);
+  if (made || !fs::is_directory(out.parent_path())) {
+    return absl::FailedPreconditionError(absl::StrCat("cannot create the folder ", out.parent_path().string(), ": ",
+                                                      made ? made.message() : "not a directory"));
+  }
+  OCTO_RETURN_IF_ERROR(CheckReplaceable(out, options.overwrite));
   Manifest manifest = std::move(*planned);
 
   RemoveStalePartials(out);

@@ -4,40 +4,84 @@
 #include <filesystem>
 #include <system_error>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "daemon/core/loaded_model.h"
 #include "storage/bounded_json.h"
+#include "storage/closest_names.h"
+#include "storage/decompose.h"
+#include "storage/gguf.h"
+#include "storage/format.h"
 #include "storage/manifest.h"
+#include "storage/status_macros.h"
 
 namespace octo {
 namespace fs = std::filesystem;
+namespace {
 
-absl::StatusOr<std::string> ResolveModelPath(const std::string& root, const std::string& path) {
-  if (path.empty()) return absl::InvalidArgumentError("model path is empty");
-  if (path.size() > kMaxModelPathBytes) {
+bool IsGgufName(const fs::path& path) { return absl::EndsWithIgnoreCase(path.filename().string(), ".gguf"); }
+
+// The summary of a GGUF file from its header, as its layer directory's
+// manifest would give it (nothing is written).
+absl::StatusOr<ModelSummary> SummarizeGguf(const fs::path& file, const std::string& name) {
+  OCTO_ASSIGN_OR_RETURN(const GgufFile gguf, GgufFile::Open(file.string()));
+  OCTO_ASSIGN_OR_RETURN(const Manifest manifest, PlanLayerDirectory(gguf, file.filename().string()));
+  return SummarizeManifest(manifest, name);
+}
+
+ModelSummary Unreadable(const std::string& name, const absl::Status& status) {
+  ModelSummary s;
+  s.path = name;
+  s.name = name;
+  s.architecture = absl::StrCat("unreadable: ", status.message());
+  return s;
+}
+
+}  // namespace
+
+absl::StatusOr<ResolvedModel> ResolveModelPath(const std::string& root, const std::string& name) {
+  if (name.empty()) return absl::InvalidArgumentError("model path is empty");
+  if (name.size() > kMaxModelPathBytes) {
     return absl::InvalidArgumentError(absl::StrCat("model path is longer than ", kMaxModelPathBytes, " bytes"));
   }
-  const std::string quoted = QuotePrefix(path);
-  if (path[0] == '/') {
+  const std::string quoted = QuotePrefix(name);
+  if (name[0] == '/') {
     return absl::InvalidArgumentError(absl::StrCat("model path ", quoted, " must be relative to the models root"));
   }
-  for (absl::string_view part : absl::StrSplit(path, '/')) {
+  for (absl::string_view part : absl::StrSplit(name, '/')) {
     if (part == "..") return absl::InvalidArgumentError(absl::StrCat("model path ", quoted, " contains '..'"));
   }
+  ResolvedModel model;
+  model.name = CanonicalModelName(name);
+  if (model.name.empty()) return absl::InvalidArgumentError(absl::StrCat("model path ", quoted, " names the root"));
   std::error_code ec;
   const fs::path real_root = fs::canonical(root, ec);
   if (ec) return absl::FailedPreconditionError(absl::StrCat("models root ", root, ": ", ec.message()));
-  const fs::path real = fs::canonical(real_root / path, ec);
-  if (ec) return absl::NotFoundError(absl::StrCat("no model ", quoted, " under ", real_root.string()));
-  const std::string prefix = real_root.string() + "/";
-  if (real.string().compare(0, prefix.size(), prefix) != 0) {
-    return absl::InvalidArgumentError(absl::StrCat("model path ", quoted, " leads outside the models root"));
+  // Symlinks are followed: only the root's owner can have put them there.
+  const fs::path real = fs::canonical(real_root / model.name, ec);
+  const bool exists = !ec;
+  if (exists && fs::is_regular_file(real / kManifestName, ec)) {
+    model.path = real.string();
+    return model;
   }
-  if (!fs::is_regular_file(real / "manifest.json", ec)) {
-    return absl::NotFoundError(absl::StrCat(quoted, " is not a model directory (no manifest.json)"));
+  if (exists && IsGgufName(model.name) && fs::is_regular_file(real, ec)) {
+    model.path = real.string();
+    model.gguf = true;
+    return model;
   }
-  return real.string();
+  const std::string how = "make a layer directory with `octo-ctl decompose FILE.gguf DIR`, or put a .gguf file there";
+  if (exists && fs::is_directory(real, ec)) {
+    return absl::NotFoundError(absl::StrCat(quoted, " is not a model directory (no manifest.json): ", how));
+  }
+  std::vector<std::string> names;
+  if (absl::StatusOr<std::vector<ModelSummary>> models = ScanModels(root); models.ok()) {
+    for (const ModelSummary& m : *models) names.push_back(m.path);
+  }
+  return absl::NotFoundError(absl::StrCat("no model ", quoted, " under ", real_root.string(),
+                                          DidYouMean(ClosestNames(model.name, names)),
+                                          names.empty() ? absl::StrCat(" (", how, ")") : ""));
 }
 
 absl::StatusOr<std::vector<ModelSummary>> ScanModels(const std::string& root) {
@@ -45,26 +89,26 @@ absl::StatusOr<std::vector<ModelSummary>> ScanModels(const std::string& root) {
   const fs::path real_root = fs::canonical(root, ec);
   if (ec) return absl::FailedPreconditionError(absl::StrCat("models root ", root, ": ", ec.message()));
   std::vector<ModelSummary> models;
-  auto visit = [&](const fs::path& dir) {
-    if (!fs::is_regular_file(dir / "manifest.json", ec)) return false;
-    const std::string rel = fs::relative(dir, real_root, ec).string();
-    absl::StatusOr<Manifest> manifest = ReadManifest(dir.string());
-    if (manifest.ok()) {
-      models.push_back(SummarizeManifest(*manifest, rel));
-    } else {
-      ModelSummary s;
-      s.path = rel;
-      s.name = rel;
-      s.architecture = absl::StrCat("unreadable: ", manifest.status().message());
-      models.push_back(s);
+  // `path` is as listed (a symlink by its own name, not its target's).
+  auto visit = [&](const fs::path& path) {
+    const std::string name = fs::path(path).lexically_relative(real_root).string();
+    if (fs::is_regular_file(path / kManifestName, ec)) {
+      absl::StatusOr<Manifest> manifest = ReadManifest(path.string());
+      models.push_back(manifest.ok() ? SummarizeManifest(*manifest, name) : Unreadable(name, manifest.status()));
+      return true;
     }
-    return true;
+    if (IsGgufName(path) && fs::is_regular_file(path, ec)) {
+      absl::StatusOr<ModelSummary> summary = SummarizeGguf(path, name);
+      models.push_back(summary.ok() ? *summary : Unreadable(name, summary.status()));
+      return true;
+    }
+    return false;
   };
+  auto hidden = [](const fs::path& p) { return p.filename().string().starts_with("."); };
   for (const fs::directory_entry& e : fs::directory_iterator(real_root, ec)) {
-    if (!e.is_directory(ec) || e.path().filename().string().starts_with(".")) continue;
-    if (visit(e.path())) continue;
+    if (hidden(e.path()) || visit(e.path()) || !e.is_directory(ec)) continue;
     for (const fs::directory_entry& inner : fs::directory_iterator(e.path(), ec)) {
-      if (inner.is_directory(ec) && !inner.path().filename().string().starts_with(".")) visit(inner.path());
+      if (!hidden(inner.path())) visit(inner.path());
     }
   }
   std::sort(models.begin(), models.end(), [](const ModelSummary& a, const ModelSummary& b) { return a.path < b.path; });

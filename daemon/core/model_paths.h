@@ -1,11 +1,16 @@
-// Model directories under octod's models root: clients name them by a path
-// relative to the root, and may never reach outside it.
+// Models under octod's models root: clients name them by a path relative to
+// the root -- a layer directory (manifest.json) or a GGUF file, which is
+// decomposed into the cache on first load (storage/gguf_cache.h). A client's
+// name never reaches outside the root (no absolute path, no ".."); symlinks
+// the root's owner put there are followed wherever they lead.
 #pragma once
 
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "daemon/core/model_name.h"
 #include "daemon/core/runtime.h"
 
 namespace octo {
@@ -13,15 +18,22 @@ namespace octo {
 // A model path longer than this is refused before it touches the file system.
 inline constexpr size_t kMaxModelPathBytes = 4096;
 
-// The absolute directory for `path` under `root`. INVALID_ARGUMENT for an
-// empty or absolute path, a ".." component, or one that resolves (through
-// symlinks) outside the root; NOT_FOUND when there is no model directory
-// (no manifest.json) there.
-absl::StatusOr<std::string> ResolveModelPath(const std::string& root, const std::string& path);
+struct ResolvedModel {
+  std::string name;   // canonical
+  std::string path;   // absolute: the layer directory, or the GGUF file
+  bool gguf = false;  // `path` is a GGUF file
+};
 
-// Model directories (holding manifest.json) at most two levels under
-// `root`, sorted by path. A directory whose manifest does not parse is
-// listed with its name and architecture "unreadable: <reason>".
+// What `name` names under `root`. INVALID_ARGUMENT for an empty or absolute
+// path or a ".." component; NOT_FOUND when there is no layer directory or
+// GGUF file there, with the closest names the root has and how to make a
+// layer directory.
+absl::StatusOr<ResolvedModel> ResolveModelPath(const std::string& root, const std::string& name);
+
+// Layer directories (holding manifest.json) and GGUF files at most two
+// levels under `root`, by their path under the root (a symlink by its own
+// name), sorted. A directory whose manifest does not parse, or a GGUF that
+// does not, is listed with architecture "unreadable: <reason>".
 absl::StatusOr<std::vector<ModelSummary>> ScanModels(const std::string& root);
 
 }  // namespace octo

@@ -10,12 +10,14 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "daemon/chat/chat_template.h"
 #include "daemon/core/speculation_settings.h"
@@ -36,6 +38,12 @@ inline constexpr uint64_t kVramReserveBytes = 512ull << 20;
 struct RuntimeOptions {
   std::string models_root;          // LoadModel paths are relative to it, confined to it
   std::string model;                // loaded at start when non-empty (relative to models_root)
+  // Where GGUF files under models_root are decomposed on first load
+  // (storage/gguf_cache.h). Empty: "<models_root>/.octo-cache".
+  std::string cache_dir;
+  // One line per event (loads, unloads and why they failed, GGUF
+  // decomposition progress); unset: silent.
+  std::function<void(absl::string_view)> log;
   std::string loader_path;          // the octo-loader executable
   std::vector<std::string> loader_args;  // appended to its command line (tests inject faults)
   int n_threads = 0;                // CPU backend threads; < 1: one per core
@@ -157,6 +165,7 @@ struct ModelSummary {
 };
 
 struct ResidencyChange {  // unset: keep
+  bool reset = false;  // start from the configured settings (octod's flags), not the current ones
   std::optional<uint32_t> pin_first, pin_last;
   std::optional<uint64_t> budget_bytes;
   std::optional<bool> auto_budget;
@@ -263,8 +272,18 @@ struct SpeculationReport {
   std::string last_error;
 };
 
+// A load in progress: a GGUF being decomposed into the cache, then the
+// model being opened.
+struct LoadProgress {
+  std::string model;  // its canonical name
+  std::string stage;  // "decomposing into the cache", "loading"
+  uint64_t bytes_done = 0, bytes_total = 0;  // while decomposing
+  double seconds = 0;                        // since the load began
+};
+
 struct RuntimeReport {
   std::optional<ModelSummary> model;
+  std::optional<LoadProgress> loading;
   SpeculationReport speculation;
   ResidencyReport residency;
   LoaderReport loader;

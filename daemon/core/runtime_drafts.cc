@@ -27,7 +27,8 @@ absl::StatusOr<std::shared_ptr<DraftModel>> RuntimeImpl::LoadDraft(const std::st
                                                        " draft models are in use (the limit); use one of them"));
     }
   }
-  OCTO_ASSIGN_OR_RETURN(const std::string dir, ResolveModelPath(options_.models_root, path));
+  OCTO_ASSIGN_OR_RETURN(const ResolvedModel resolved, ResolveModelPath(options_.models_root, path));
+  OCTO_ASSIGN_OR_RETURN(const std::string dir, ModelDir(resolved));
   OCTO_ASSIGN_OR_RETURN(std::shared_ptr<DraftModel> draft,
                         DraftModel::Load(DraftLoadOptions{.dir = dir,
                                                           .path = path,

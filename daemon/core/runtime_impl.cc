@@ -55,6 +55,8 @@ RuntimeImpl::RuntimeImpl(const RuntimeOptions& options, LayerStreamFactory facto
   vram_.budget_bytes = options.vram_budget_bytes;
   vram_.staging_buffers = options.staging_buffers;
   vram_.kv_budget_bytes = options.kv_budget_bytes;
+  configured_residency_ = residency_;
+  configured_vram_ = vram_;
 }
 
 absl::StatusOr<std::unique_ptr<RuntimeImpl>> RuntimeImpl::Create(const RuntimeOptions& options,
@@ -76,101 +78,10 @@ std::shared_ptr<LoadedModel> RuntimeImpl::model() const {
   return model_;
 }
 
-absl::StatusOr<ModelSummary> RuntimeImpl::LoadModel(const std::string& path,
-                                                    const std::optional<std::string>& draft_model) {
-  OCTO_ASSIGN_OR_RETURN(const std::string dir, ResolveModelPath(options_.models_root, path));
-  const std::string draft_path = draft_model.has_value() ? *draft_model : options_.draft_model;
-  ControlScope control(*this);
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (stopping_) return absl::UnavailableError("octod is shutting down");
-    if (!jobs_.empty()) {
-      return absl::FailedPreconditionError(absl::StrCat(jobs_.size(), " generations are running; a model is "
-                                                        "loaded once they end"));
-    }
-    // The old model's sessions cannot continue on another model. Drop it
-    // first: two models need not fit in memory at once.
-    sessions_.clear();
-    model_.reset();
-    default_draft_.reset();
-  }
-  {
-    std::lock_guard<std::mutex> lock(drafts_mu_);
-    drafts_.clear();  // checked against the old model's vocabulary
-  }
-  // The draft first (it is small), so a CUDA target's auto VRAM budget
-  // sees the device memory it holds.
-  std::shared_ptr<DraftModel> draft;
-  if (!draft_path.empty() && draft_path != kNoDraftModel) {
-    OCTO_ASSIGN_OR_RETURN(const Manifest manifest, ReadManifest(dir));
-    absl::StatusOr<Tokenizer> tokenizer = Tokenizer::FromMetadata(manifest.tokenizer);
-    if (!tokenizer.ok()) return Annotate(tokenizer.status(), absl::StrCat("loading ", path));
-    // The draft's backend resolves as the target's will ("auto" alike).
-    absl::StatusOr<std::shared_ptr<DraftModel>> loaded =
-        LoadDraft(draft_path, *tokenizer, manifest.config.vocab_size, options_.backend);
-    if (!loaded.ok()) return Annotate(loaded.status(), absl::StrCat("loading ", path));
-    draft = std::move(*loaded);
-  }
-  ModelLoadOptions load;
-  load.dir = dir;
-  load.path = path;
-  load.residency = residency_;
-  load.stream.loader_path = options_.loader_path;
-  load.stream.loader_args = options_.loader_args;
-  load.stream.direct_io = options_.direct_io;
-  load.stream.stall_timeout = options_.loader_timeout;
-  load.stream.stop = stop_;
-  load.stream_factory = factory_;
-  load.selective_experts = options_.selective_experts;
-  load.n_threads = options_.n_threads;
-  load.allow_simd = options_.allow_simd;
-  load.backend = options_.backend;
-  load.gpu = options_.gpu;
-  load.vram = vram_;
-  absl::StatusOr<std::unique_ptr<LoadedModel>> loaded = LoadedModel::Load(load);
-  if (!loaded.ok()) {
-    std::lock_guard<std::mutex> lock(drafts_mu_);
-    drafts_.clear();
-    return Annotate(loaded.status(), absl::StrCat("loading ", path));
-  }
-  std::lock_guard<std::mutex> lock(mu_);
-  model_ = std::move(*loaded);
-  default_draft_ = std::move(draft);
-  return Summary(*model_);
-}
-
 ModelSummary RuntimeImpl::Summary(const LoadedModel& model) const {
   ModelSummary summary = model.summary();
   if (default_draft_ != nullptr) summary.draft_model = default_draft_->path();
   return summary;
-}
-
-absl::Status RuntimeImpl::UnloadModel() {
-  ControlScope control(*this);
-  std::lock_guard<std::mutex> lock(mu_);
-  if (model_ == nullptr) return absl::FailedPreconditionError("no model is loaded");
-  if (!jobs_.empty()) {
-    return absl::FailedPreconditionError(absl::StrCat(jobs_.size(), " generations are running"));
-  }
-  sessions_.clear();
-  model_.reset();
-  default_draft_.reset();
-  std::lock_guard<std::mutex> drafts(drafts_mu_);
-  drafts_.clear();
-  return absl::OkStatus();
-}
-
-absl::StatusOr<std::vector<ModelSummary>> RuntimeImpl::ListModels() {
-  OCTO_ASSIGN_OR_RETURN(std::vector<ModelSummary> models, ScanModels(options_.models_root));
-  std::shared_ptr<LoadedModel> loaded = model();
-  for (ModelSummary& m : models) {
-    m.loaded = loaded != nullptr && loaded->summary().path == m.path;
-    if (m.loaded) {
-      std::lock_guard<std::mutex> lock(mu_);
-      m = Summary(*loaded);
-    }
-  }
-  return models;
 }
 
 int RuntimeImpl::SessionContext(uint32_t asked, const LoadedModel& model) const {
@@ -232,7 +143,7 @@ absl::StatusOr<std::shared_ptr<JobHandle>> RuntimeImpl::Submit(GenerateJob reque
   }
   std::shared_ptr<LoadedModel> m = model();
   if (m == nullptr) return absl::FailedPreconditionError("no model is loaded (octo-ctl load PATH)");
-  if (!request.model.empty() && request.model != m->summary().path) {
+  if (!request.model.empty() && CanonicalModelName(request.model) != m->summary().path) {
     return absl::FailedPreconditionError(absl::StrCat("model ", QuotePrefix(request.model), " is not loaded ('", m->summary().path,
                                                       "' is): another request changed it; send this one again"));
   }
@@ -363,7 +274,7 @@ absl::StatusOr<std::vector<int32_t>> RuntimeImpl::PromptTokens(const GenerateJob
 
 absl::StatusOr<ResidencyReport> RuntimeImpl::SetResidency(const ResidencyChange& change) {
   ControlScope control(*this);
-  ResidencySettings next = residency_;
+  ResidencySettings next = change.reset ? configured_residency_ : residency_;
   if (change.pin_first.has_value()) next.pin_first = *change.pin_first;
   if (change.pin_last.has_value()) next.pin_last = *change.pin_last;
   if (change.budget_bytes.has_value()) {
@@ -375,7 +286,7 @@ absl::StatusOr<ResidencyReport> RuntimeImpl::SetResidency(const ResidencyChange&
   if (!next.auto_budget && next.budget_bytes == 0) {
     return absl::InvalidArgumentError("budget_bytes must be set (more than 0) when auto_budget is off");
   }
-  VramSettings next_vram = vram_;
+  VramSettings next_vram = change.reset ? configured_vram_ : vram_;
   if (change.vram_budget_bytes.has_value()) {
     next_vram.budget_bytes = *change.vram_budget_bytes;
     next_vram.auto_budget = false;
@@ -388,6 +299,8 @@ absl::StatusOr<ResidencyReport> RuntimeImpl::SetResidency(const ResidencyChange&
   if (m != nullptr) OCTO_RETURN_IF_ERROR(m->ApplyResidency(next, next_vram));
   residency_ = next;
   vram_ = next_vram;
+  // The settings belong to this model: loading another returns to the configured ones.
+  residency_model_ = change.reset || m == nullptr ? "" : loaded_from_.name;
   if (m == nullptr) {
     ResidencyReport report;
     report.pin_first = next.pin_first;

@@ -22,6 +22,7 @@
 #include "daemon/core/draft_model.h"
 #include "daemon/core/job.h"
 #include "daemon/core/loaded_model.h"
+#include "daemon/core/model_paths.h"
 #include "daemon/core/runtime.h"
 #include "daemon/core/throughput.h"
 #include "daemon/loader/stop_signal.h"
@@ -86,6 +87,24 @@ class RuntimeImpl : public Runtime {
 
   RuntimeImpl(const RuntimeOptions& options, LayerStreamFactory factory);
   std::shared_ptr<LoadedModel> model() const;
+
+  // Loading (runtime_load.cc). Where a loaded model came from, to load it
+  // again when its replacement fails.
+  struct LoadedFrom {
+    std::string name, dir, draft;
+  };
+  void Log(absl::string_view line) const;
+  std::string CacheDir() const;
+  void SetLoading(const std::optional<LoadProgress>& loading);
+  // The layer directory of `model`: a GGUF is decomposed into the cache
+  // (or its earlier copy reused), with progress in loading_ and the log.
+  absl::StatusOr<std::string> ModelDir(const ResolvedModel& model);
+  absl::StatusOr<ModelSummary> LoadResolved(const ResolvedModel& resolved,
+                                            const std::optional<std::string>& draft_model);
+  // Drops the model, its sessions and drafts (under a ControlScope).
+  void DropModel();
+  absl::StatusOr<ModelSummary> OpenModel(const std::string& name, const std::string& dir,
+                                         const std::string& draft_path);
   // The model's summary with its draft model.
   ModelSummary Summary(const LoadedModel& model) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   int SessionContext(uint32_t asked, const LoadedModel& model) const;
@@ -121,6 +140,12 @@ class RuntimeImpl : public Runtime {
   const Clock::time_point started_ = Clock::now();
   ResidencySettings residency_;  // guarded by pass_mu_
   VramSettings vram_;            // likewise
+  // The options' residency, which a load of another model returns to when
+  // SetResidency changed it for residency_model_ (or --reset asks).
+  ResidencySettings configured_residency_;
+  VramSettings configured_vram_;
+  std::string residency_model_;  // guarded by pass_mu_; "" while the configured settings hold
+  LoadedFrom loaded_from_;       // guarded by pass_mu_
 
   std::mutex pass_mu_;
   std::atomic<int> control_waiting_{0};
@@ -141,6 +166,7 @@ class RuntimeImpl : public Runtime {
   std::mutex drafts_mu_;  // after mu_ when both are held
   std::map<std::string, std::shared_ptr<DraftModel>> drafts_ ABSL_GUARDED_BY(drafts_mu_);
   SpeculationCounters spec_ ABSL_GUARDED_BY(mu_);
+  std::optional<LoadProgress> loading_ ABSL_GUARDED_BY(mu_);
 
   std::vector<float> logits_;        // scheduler thread only
   std::vector<float> draft_logits_;  // likewise

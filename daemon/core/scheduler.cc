@@ -254,6 +254,7 @@ RuntimeReport RuntimeImpl::Report() {
     }
     r.kv_used_bytes = KvUsed();
     if (m != nullptr) r.model = Summary(*m);
+    r.loading = loading_;
     SpeculationReport& sr = r.speculation;
     sr.draft_model = default_draft_ != nullptr ? default_draft_->path() : "";
     sr.draft_bytes = default_draft_ != nullptr ? default_draft_->bytes() : 0;

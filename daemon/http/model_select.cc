@@ -5,15 +5,13 @@
 #include "absl/strings/match.h"
 #include "absl/strings/strip.h"
 #include "absl/strings/str_cat.h"
+#include "daemon/core/model_name.h"
 #include "daemon/http/http_status.h"
 #include "storage/status_macros.h"
 
 namespace octo {
 
-std::string ModelPathOf(absl::string_view name) {
-  absl::ConsumeSuffix(&name, ":latest");
-  return std::string(name);
-}
+std::string ModelPathOf(absl::string_view name) { return CanonicalModelName(name); }
 
 absl::StatusOr<ModelSummary> FindModel(Runtime& runtime, absl::string_view name) {
   const std::string path = ModelPathOf(name);

@@ -18,7 +18,8 @@
 
 namespace octo {
 
-// The name without Ollama's ":latest" tag.
+// The name in its canonical form (daemon/core/model_name.h): no ":latest"
+// tag, no "./".
 std::string ModelPathOf(absl::string_view name);
 
 struct SelectedModel {

@@ -4,9 +4,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 
 #include "CLI/CLI.hpp"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "daemon/engine/draft_tree.h"
@@ -74,28 +76,43 @@ absl::Status CheckRelativeModelPath(absl::string_view key, const std::string& mo
   return absl::OkStatus();
 }
 
+// Where GGUF files are decomposed: --cache-dir, else "<models-root>/.octo-cache"
+// when the root is writable, else $XDG_CACHE_HOME/octo (~/.cache/octo).
+std::string CacheDir(const OctodFlags& flags, const std::string& models_root) {
+  if (!flags.cache_dir.empty()) return fs::absolute(flags.cache_dir).string();
+  if (::access(models_root.c_str(), W_OK) == 0) return models_root + "/.octo-cache";
+  const char* xdg = std::getenv("XDG_CACHE_HOME");
+  if (xdg != nullptr && xdg[0] == '/') return std::string(xdg) + "/octo";
+  const char* home = std::getenv("HOME");
+  return std::string(home != nullptr && home[0] == '/' ? home : "/tmp") + "/.cache/octo";
+}
+
 absl::Status ResolveModel(const OctodFlags& flags, RuntimeOptions& runtime) {
   std::error_code ec;
   if (flags.models_root.empty()) {
-    // `--model DIR` alone: serve DIR's parent as the models root.
+    // `--model DIR` or `--model FILE.gguf` alone: serve its folder as the models root.
     if (flags.model.empty()) {
-      return KeyError("models-root", "required (the directory that holds model directories), or give --model DIR");
+      return KeyError("models-root",
+                      "required (the folder that holds models), or give --model DIR or --model FILE.gguf");
     }
-    const fs::path dir = fs::weakly_canonical(flags.model, ec);
-    if (ec || !fs::is_directory(dir, ec)) {
-      return absl::NotFoundError(absl::StrCat("model: no directory ", flags.model, " (and no models-root given)"));
+    const fs::path model = fs::weakly_canonical(flags.model, ec);
+    const bool gguf = absl::EndsWithIgnoreCase(model.string(), ".gguf");
+    if (ec || !(gguf ? fs::is_regular_file(model, ec) : fs::is_directory(model, ec))) {
+      return absl::NotFoundError(absl::StrCat("model: no ", gguf ? "file " : "directory ", flags.model,
+                                              " (and no models-root given)"));
     }
-    runtime.models_root = dir.parent_path().string();
-    runtime.model = dir.filename().string();
-    return absl::OkStatus();
+    runtime.models_root = model.parent_path().string();
+    runtime.model = model.filename().string();
+  } else {
+    const fs::path root = fs::weakly_canonical(flags.models_root, ec);
+    if (ec || !fs::is_directory(root, ec)) {
+      return absl::NotFoundError(absl::StrCat("models-root: no directory ", flags.models_root));
+    }
+    runtime.models_root = root.string();
+    if (!flags.model.empty()) OCTO_RETURN_IF_ERROR(CheckRelativeModelPath("model", flags.model));
+    runtime.model = flags.model;
   }
-  const fs::path root = fs::weakly_canonical(flags.models_root, ec);
-  if (ec || !fs::is_directory(root, ec)) {
-    return absl::NotFoundError(absl::StrCat("models-root: no directory ", flags.models_root));
-  }
-  runtime.models_root = root.string();
-  if (!flags.model.empty()) OCTO_RETURN_IF_ERROR(CheckRelativeModelPath("model", flags.model));
-  runtime.model = flags.model;
+  runtime.cache_dir = CacheDir(flags, runtime.models_root);
   return absl::OkStatus();
 }
 
@@ -177,7 +194,12 @@ void AddOctodFlags(CLI::App& app, OctodFlags& flags) {
   app.set_config("--config", "", "Config file (TOML/INI: key = value, keys are the long flag names)");
   app.allow_config_extras(CLI::config_extras_mode::error);
   app.add_option("--models-root", flags.models_root, "Directory holding model directories (LoadModel paths are inside it)");
-  app.add_option("--model", flags.model, "Model to load at start (relative to models-root; or a directory alone)");
+  app.add_option("--model", flags.model,
+                 "Model to load at start: a layer directory or a .gguf file (relative to models-root; or a path "
+                 "alone, whose folder becomes the models root)");
+  app.add_option("--cache-dir", flags.cache_dir,
+                 "Where GGUF files are decomposed on first load (default: <models-root>/.octo-cache when "
+                 "writable, else $XDG_CACHE_HOME/octo)");
   app.add_option("--loader", flags.loader, "The octo-loader executable (default: beside octod)");
   app.add_option("-t,--threads", flags.threads, "CPU backend threads (0: one per core)");
   app.add_flag("--portable", flags.portable, "Portable CPU kernels, no AVX2");

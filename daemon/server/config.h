@@ -54,6 +54,7 @@ inline constexpr double kMaxLoaderTimeoutSeconds = 3600;
 struct OctodFlags {
   std::string models_root;
   std::string model;
+  std::string cache_dir;
   std::string loader;
   int64_t threads = 0;
   bool portable = false;

@@ -70,8 +70,7 @@ void LogModel(Runtime& runtime, const RuntimeOptions& options) {
     return;
   }
   const ModelSummary& model = *report.model;
-  Log(absl::StrFormat("model loaded: %s (%s, %u layers, %s); %u layers resident, %u streamed; backend %s",
-                      model.path, model.architecture, model.n_layers, FormatByteSize(model.total_bytes),
+  Log(absl::StrFormat("serving %s: %u layers resident, %u streamed; backend %s", model.path,
                       report.residency.resident_layers, report.residency.streamed_layers, report.backend));
   const ExpertReport& experts = report.residency.experts;
   if (experts.present) {
@@ -181,7 +180,9 @@ int Serve(const OctodConfig& config, const sigset_t& stop_signals) {
   }
 
   LogBackendAsked(config.runtime);
-  absl::StatusOr<std::unique_ptr<Runtime>> runtime = Runtime::Create(config.runtime);
+  RuntimeOptions runtime_options = config.runtime;
+  runtime_options.log = Log;
+  absl::StatusOr<std::unique_ptr<Runtime>> runtime = Runtime::Create(runtime_options);
   if (!runtime.ok()) {
     Log(absl::StrCat("cannot start: ", runtime.status().ToString()));
     return 1;

@@ -66,6 +66,7 @@ absl::StatusOr<GenerateJob> JobFromProto(const v1::GenerateRequest& request) {
   job.prompt_tokens.assign(request.prompt_tokens().begin(), request.prompt_tokens().end());
   job.add_bos = request.has_add_bos() ? request.add_bos() : true;
   job.parse_special = request.parse_special();
+  job.model = request.model();
   job.sampling = SamplingFromProto(request.sampling());
   DraftFromProto(request.draft(), job);
   return job;
@@ -82,6 +83,7 @@ absl::StatusOr<GenerateJob> JobFromProto(const v1::ChatRequest& request) {
   job.session_id = request.session_id();
   job.chat = true;
   job.chat_template = request.chat_template();
+  job.model = request.model();
   job.messages.reserve(request.messages_size());
   for (int i = 0; i < request.messages_size(); ++i) {
     const v1::ChatMessage& message = request.messages(i);
@@ -98,6 +100,7 @@ absl::StatusOr<GenerateJob> JobFromProto(const v1::ChatRequest& request) {
 
 ResidencyChange ResidencyChangeFromProto(const v1::SetResidencyRequest& request) {
   ResidencyChange change;
+  change.reset = request.reset();
   if (request.has_pin_first()) change.pin_first = request.pin_first();
   if (request.has_pin_last()) change.pin_last = request.pin_last();
   if (request.has_budget_bytes()) change.budget_bytes = request.budget_bytes();
@@ -284,6 +287,14 @@ void ToProto(const RuntimeReport& report, v1::GetStatusResponse* proto) {
   proto->set_overlap(report.overlap);
   proto->set_passes(report.passes);
   proto->set_uptime_seconds(report.uptime_seconds);
+  if (report.loading.has_value()) {
+    v1::LoadProgress* loading = proto->mutable_loading();
+    loading->set_model(report.loading->model);
+    loading->set_stage(report.loading->stage);
+    loading->set_bytes_done(report.loading->bytes_done);
+    loading->set_bytes_total(report.loading->bytes_total);
+    loading->set_seconds(report.loading->seconds);
+  }
   proto->set_backend(report.backend);
   proto->set_generated_tokens(report.generated_tokens);
 }

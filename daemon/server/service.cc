@@ -187,10 +187,7 @@ grpc::ServerUnaryReactor* OctoService::LoadModel(grpc::CallbackServerContext* co
     const std::optional<std::string> draft =
         request->has_draft_model() ? std::optional<std::string>(request->draft_model()) : std::nullopt;
     OCTO_ASSIGN_OR_RETURN(const ModelSummary model, runtime_.LoadModel(request->path(), draft));
-    ToProto(model, response->mutable_model());
-    Log(absl::StrFormat("model loaded: %s (%s, %u layers, %s)%s", model.path, model.architecture, model.n_layers,
-                        FormatByteSize(model.total_bytes),
-                        model.draft_model.empty() ? "" : ", draft model " + model.draft_model));
+    ToProto(model, response->mutable_model());  // the runtime logs loads
     return absl::OkStatus();
   });
 }
@@ -198,9 +195,7 @@ grpc::ServerUnaryReactor* OctoService::LoadModel(grpc::CallbackServerContext* co
 grpc::ServerUnaryReactor* OctoService::UnloadModel(grpc::CallbackServerContext* context,
                                                    const v1::UnloadModelRequest*, v1::UnloadModelResponse*) {
   return Blocking(context, Access::kAdmin, [this](const Caller&) -> absl::Status {
-    OCTO_RETURN_IF_ERROR(runtime_.UnloadModel());
-    Log("model unloaded");
-    return absl::OkStatus();
+    return runtime_.UnloadModel();  // which logs it
   });
 }
 

@@ -336,9 +336,10 @@ TEST_F(RuntimeTest, BadRequestsAreRefusedWithTheFieldNamed) {
   EXPECT_EQ(submit(fine).code(), absl::StatusCode::kFailedPrecondition);
   auto models = runtime->ListModels();
   ASSERT_TRUE(models.ok());
-  ASSERT_EQ(models->size(), 1u);
+  ASSERT_EQ(models->size(), 2u);  // the directory and the GGUF it came from
   EXPECT_EQ((*models)[0].path, "m");
   EXPECT_FALSE((*models)[0].loaded);
+  EXPECT_EQ((*models)[1].path, "m.gguf");
 }
 
 TEST_F(RuntimeTest, ShutdownEndsRunningJobsAndRefusesNewOnes) {

@@ -1,0 +1,85 @@
+// A newcomer's models, through the real binaries: a GGUF served directly
+// (decomposed into the cache once, the folder's tokens), a load that fails
+// leaving the old model serving, and the names a model answers to.
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "absl/strings/match.h"
+#include "tests/daemon/server/octod_harness.h"
+
+namespace octo::testing {
+namespace {
+
+namespace fs = std::filesystem;
+constexpr char kPrompt[] = "Once upon a time";
+constexpr int kTokens = 16;
+
+std::vector<int> ServedTokens(const OctodProcess& octod, std::vector<std::string> extra = {}) {
+  std::vector<std::string> args = {kPrompt, "--temp", "0", "-n", std::to_string(kTokens), "--json"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  const RunResult r = octod.Gen(args);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  return TokenIds(r.out);
+}
+
+TEST_F(OctodTest, AGgufIsServedDirectlyAndASecondStartReusesItsCache) {
+  MakeModel("m", 4);  // writes m.gguf beside root/, decomposes it to root/m
+  const std::vector<int> engine = EngineTokens(ModelDir("m"), kPrompt, kTokens);
+  ASSERT_FALSE(engine.empty());
+  const std::string gguf = dir_.Path("m.gguf");
+  ASSERT_TRUE(octod_.Start({"--model", gguf, "--backend", "cpu"}));
+  EXPECT_EQ(ServedTokens(octod_), engine);
+  EXPECT_TRUE(absl::StrContains(octod_.Log(), "m.gguf: decomposed into " + dir_.Path(".octo-cache/m-")))
+      << octod_.Log();
+  nlohmann::json status = octod_.Status();
+  EXPECT_EQ(status["model"]["path"], "m.gguf") << status.dump();
+  ASSERT_TRUE(octod_.Stop());
+
+  ASSERT_TRUE(octod_.Start({"--model", gguf, "--backend", "cpu"}));
+  EXPECT_TRUE(absl::StrContains(octod_.Log(), "m.gguf: using its decomposed copy")) << octod_.Log();
+  EXPECT_EQ(ServedTokens(octod_, {"--model", "m.gguf"}), engine);
+  // The GGUFs of the root are listed beside its layer directories.
+  const RunResult models = octod_.Ctl("models");
+  ASSERT_EQ(models.exit_code, 0) << models.err;
+  EXPECT_TRUE(absl::StrContains(models.out, "m.gguf")) << models.out;
+}
+
+TEST_F(OctodTest, AFailedLoadKeepsTheOldModelServing) {
+  MakeModel("good", 3);
+  fs::copy(ModelDir("good"), ModelDir("broken"));
+  fs::remove(ModelDir("broken") + "/embed.bin");
+  ASSERT_TRUE(octod_.Start(ServeArgs("good")));
+  const std::vector<int> before = ServedTokens(octod_);
+  ASSERT_FALSE(before.empty());
+  const RunResult load = octod_.Ctl("load", {"broken"});
+  EXPECT_EQ(load.exit_code, 1);
+  EXPECT_TRUE(absl::StrContains(load.err, "good is still loaded")) << load.err;
+  EXPECT_TRUE(absl::StrContains(octod_.Log(), "loading broken failed: ")) << octod_.Log();
+  EXPECT_EQ(octod_.Status()["model"]["path"], "good");
+  EXPECT_EQ(ServedTokens(octod_), before);
+}
+
+TEST_F(OctodTest, OneModelAnswersToItsSpellingsAndSymlinkedFoldersLoad) {
+  MakeModel("m", 3);
+  TempDir elsewhere;
+  fs::create_directory_symlink(ModelDir("m"), ModelDir("linked"));
+  ASSERT_TRUE(octod_.Start(ServeArgs("./m/")));
+  EXPECT_EQ(octod_.Status()["model"]["path"], "m");
+  const std::vector<int> want = ServedTokens(octod_);
+  for (const std::string name : {"m", "./m", "m:latest"}) {
+    EXPECT_EQ(ServedTokens(octod_, {"--model", name}), want) << name;
+  }
+  EXPECT_TRUE(absl::StrContains(octod_.Log(), "loading m\n")) << "loaded once: " << octod_.Log();
+  const RunResult load = octod_.Ctl("load", {"linked"});
+  ASSERT_EQ(load.exit_code, 0) << load.err;
+  EXPECT_EQ(ServedTokens(octod_), want);
+  const RunResult typo = octod_.Ctl("load", {"linkde"});
+  EXPECT_EQ(typo.exit_code, 1);
+  EXPECT_TRUE(absl::StrContains(typo.err, "did you mean 'linked'")) << typo.err;
+}
+
+}  // namespace
+}  // namespace octo::testing
