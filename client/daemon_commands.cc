@@ -68,9 +68,9 @@ DaemonCommands::DaemonCommands(CLI::App& app) {
   health_ = app.add_subcommand("health", "Is octod serving? (exit 0 yes, 1 no)");
   health_->add_flag("--json", json_, "The reply as JSON");
 
-  for (CLI::App* command : {status_, residency_, load_, unload_, models_, health_}) {
-    AddConnectFlags(command, &connect_);
-  }
+  // Before or after the command: `octo-ctl --socket S status` or `octo-ctl status --socket S`.
+  AddConnectFlags(&app, &connect_);
+  for (CLI::App* command : {status_, residency_, load_, unload_, models_, health_}) command->fallthrough();
 }
 
 std::optional<int> DaemonCommands::Run(const std::atomic<bool>& cancel) {

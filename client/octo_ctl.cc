@@ -11,6 +11,7 @@
 #include <atomic>
 
 #include "CLI/CLI.hpp"
+#include "client/command_line.h"
 #include "client/daemon_commands.h"
 #include "client/local_commands.h"
 #include "client/model_commands.h"
@@ -35,6 +36,7 @@ void InstallCancelHandler() {
 
 int main(int argc, char** argv) {
   CLI::App app{"octo-ctl: decompose, verify, inspect and run Octo models; control octod"};
+  octo::UseOctoConventions(app, "octo-ctl");
   app.require_subcommand(1);
 
   octo::DecomposeFlags decompose;
@@ -88,7 +90,7 @@ int main(int argc, char** argv) {
 
   octo::DaemonCommands daemon_commands(app);
 
-  CLI11_PARSE(app, argc, argv);
+  if (const std::optional<int> exit_code = octo::ParseCommandLine(app, argc, argv)) return *exit_code;
 
   if (*decompose_cmd) {
     InstallCancelHandler();

@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "CLI/CLI.hpp"
+#include "client/command_line.h"
 #include "client/gen_command.h"
 #include "client/interruptible_input.h"
 
@@ -30,6 +31,7 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
   CLI::App app{"octo-gen: generate text with octod"};
+  octo::UseOctoConventions(app, "octo-gen");
   octo::GenFlags flags;
   app.add_option("prompt", flags.prompt, "Prompt text (\"-\": read it from stdin); with --chat, one message");
   app.add_flag("--chat", flags.chat, "Chat: a conversation from stdin lines, or one turn with a message");
@@ -48,7 +50,7 @@ int main(int argc, char** argv) {
   app.add_option("--draft-max", flags.draft_max, "The most tokens a draft proposes per pass (default: octod's)");
   octo::AddSamplingFlags(&app, &flags.sampling);
   octo::AddConnectFlags(&app, &flags.connect);
-  CLI11_PARSE(app, argc, argv);
+  if (const std::optional<int> exit_code = octo::ParseCommandLine(app, argc, argv)) return *exit_code;
   if (absl::Status valid = octo::CheckGenFlags(flags); !valid.ok()) {
     std::fprintf(stderr, "octo-gen: %s\n", std::string(valid.message()).c_str());
     return 2;

@@ -69,9 +69,11 @@ absl::Status Unreachable(const std::string& target) {
 }  // namespace
 
 void AddConnectFlags(CLI::App* command, ConnectOptions* options) {
-  command->add_option("--socket", options->socket, "octod's unix socket (default: the one octod uses)");
-  command->add_option("--host", options->host, "octod over TCP, HOST:PORT (needs --token-file)");
-  command->add_option("--token-file", options->token_file, "File holding the bearer token for --host");
+  command->add_option("--socket", options->socket, "octod's unix socket (default: the one octod uses)")
+      ->envname("OCTO_SOCKET");
+  command->add_option("--host", options->host, "octod over TCP, HOST:PORT (needs --token-file)")->envname("OCTO_HOST");
+  command->add_option("--token-file", options->token_file, "File holding the bearer token for --host")
+      ->envname("OCTO_TOKEN_FILE");
   command->add_option("--tls-ca", options->tls_ca, "--host over TLS: the CA octod's certificate is checked against (PEM)");
   command->add_option("--tls-cert", options->tls_cert, "--host over mutual TLS: this client's certificate (PEM)");
   command->add_option("--tls-key", options->tls_key, "--host over mutual TLS: this client's private key (PEM)");

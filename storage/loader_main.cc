@@ -9,12 +9,14 @@
 // Not meant to be run by hand: it exits as soon as its parent is not the
 // process that created the ring.
 #include "CLI/CLI.hpp"
+#include "client/command_line.h"
 #include "storage/loader_server.h"
 
 int main(int argc, char** argv) {
   octo::LoaderConfig config;
   CLI::App app{"octo-loader: reads layer files into octod's staging ring"};
+  octo::UseOctoConventions(app, "octo-loader");
   octo::AddLoaderFlags(app, config);
-  CLI11_PARSE(app, argc, argv);
+  if (const std::optional<int> exit_code = octo::ParseCommandLine(app, argc, argv)) return *exit_code;
   return octo::RunLoader(config, octo::MakeDirectLayerReader);
 }

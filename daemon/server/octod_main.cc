@@ -30,6 +30,7 @@
 #include <thread>
 
 #include "CLI/CLI.hpp"
+#include "client/command_line.h"
 #include "absl/synchronization/notification.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -50,7 +51,7 @@
 namespace octo {
 namespace {
 
-constexpr char kVersion[] = "0.1.0";
+constexpr const char* kVersion = kOctoVersion;
 constexpr std::chrono::seconds kShutdownGrace{10};
 
 // One line per event on stderr, with the local time.
@@ -272,9 +273,10 @@ int main(int argc, char** argv) {
   std::signal(SIGPIPE, SIG_IGN);
 
   CLI::App app{"octod: the Octo daemon (serves octo-gen and octo-ctl)"};
+  octo::UseOctoConventions(app, "octod");
   octo::OctodFlags flags;
   octo::AddOctodFlags(app, flags);
-  CLI11_PARSE(app, argc, argv);
+  if (const std::optional<int> exit_code = octo::ParseCommandLine(app, argc, argv)) return *exit_code;
   absl::StatusOr<octo::OctodConfig> config = octo::ValidateOctodFlags(flags);
   if (!config.ok()) {
     std::fprintf(stderr, "octod: %s\n", std::string(config.status().message()).c_str());

@@ -198,5 +198,42 @@ TEST_F(DaemonClientsTest, LoadUnloadModelsHealth) {
   EXPECT_EQ(Ctl("health").exit_code, 1) << "not serving while shutting down";
 }
 
+// The command-line conventions every Octo program shares (client/command_line.h).
+TEST_F(DaemonClientsTest, MisspelledFlagsAndCommandsGetTheClosestNames) {
+  RunResult r = RunCommand({kOctoCtl, "stauts", "--socket", server_.socket_path()});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("unknown command 'stauts'; did you mean 'status'?"), std::string::npos) << r.err;
+  r = Gen({"--temprature", "0", "Hi"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("unknown flag --temprature; did you mean --temperature?"), std::string::npos) << r.err;
+  r = Ctl("residency", {"--budgte", "4GiB"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("did you mean --budget?"), std::string::npos) << r.err;
+  r = RunCommand({kOctoCtl});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("give a command: decompose, verify"), std::string::npos) << r.err;
+  EXPECT_EQ(server_.runtime().jobs_submitted(), 0);
+}
+
+TEST_F(DaemonClientsTest, EveryProgramPrintsItsVersion) {
+  for (const std::string& program : {kOctoCtl, kOctoGen}) {
+    const RunResult r = RunCommand({program, "--version"});
+    EXPECT_EQ(r.exit_code, 0) << program << ": " << r.err;
+    EXPECT_NE(r.out.find(" 0."), std::string::npos) << program << ": " << r.out;
+  }
+}
+
+TEST_F(DaemonClientsTest, TheSocketComesFromAFlagBeforeOrAfterTheCommandOrTheEnvironment) {
+  EXPECT_EQ(RunCommand({kOctoCtl, "--socket", server_.socket_path(), "health"}).exit_code, 0);
+  EXPECT_EQ(RunCommand({kOctoCtl, "health", "--socket", server_.socket_path()}).exit_code, 0);
+  const RunResult env = RunCommand({"/usr/bin/env", "OCTO_SOCKET=" + server_.socket_path(), kOctoCtl, "health"});
+  EXPECT_EQ(env.exit_code, 0) << env.err;
+  const RunResult gen = RunCommand({"/usr/bin/env", "OCTO_SOCKET=" + server_.socket_path(), kOctoGen, "Hi"});
+  EXPECT_EQ(gen.exit_code, 0) << gen.err;
+  EXPECT_EQ(gen.out, "Hello, world\n");
+  const RunResult help = RunCommand({kOctoGen, "--help"});
+  EXPECT_NE(help.out.find("OCTO_SOCKET"), std::string::npos) << help.out;
+}
+
 }  // namespace
 }  // namespace octo::testing

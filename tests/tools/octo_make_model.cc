@@ -22,6 +22,7 @@
 #include <system_error>
 
 #include "CLI/CLI.hpp"
+#include "client/command_line.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -159,6 +160,7 @@ int RunWiden(const Flags& flags) {
 int main(int argc, char** argv) {
   using octo::testing::Flags;
   CLI::App app{"Writes a GGUF model of a real shape with valid random weights and a working tokenizer."};
+  octo::UseOctoConventions(app, "octo-make-model");
   Flags flags;
   bool list_presets = false;
   uint32_t layers = 0, vocab = 0, ctx = 0;
@@ -181,7 +183,7 @@ int main(int argc, char** argv) {
                  "with --widen-from: the RMSNorm weights of the layers past the small model's (default 0: they add "
                  "nothing; on generated models 0.01-0.05 move the logits by ~2-20% of their range)");
   app.add_flag("--list-presets", list_presets, "print the presets and types, then exit");
-  CLI11_PARSE(app, argc, argv);
+  if (const std::optional<int> exit_code = octo::ParseCommandLine(app, argc, argv)) return *exit_code;
 
   if (list_presets) {
     octo::testing::ListPresets();
