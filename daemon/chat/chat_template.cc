@@ -1,5 +1,7 @@
 #include "daemon/chat/chat_template.h"
 
+#include <cstdio>
+#include <cstdlib>
 #include <vector>
 
 #include "absl/strings/ascii.h"
@@ -53,6 +55,34 @@ bool Matches(const ChatFamily& family, absl::string_view text) {
   return family.unless.empty() || !absl::StrContains(text, family.unless);
 }
 
+// The first family whose markers `text` matches; nullptr when none does or
+// the text is blank.
+const ChatFamily* DetectFamily(absl::string_view text) {
+  if (absl::StripAsciiWhitespace(text).empty()) return nullptr;
+  for (const ChatFamily& family : ChatFamilies()) {
+    if (Matches(family, text)) return &family;
+  }
+  return nullptr;
+}
+
+// Why DetectFamily found nothing in `text`.
+std::string WhyNoFamily(absl::string_view text) {
+  if (absl::StripAsciiWhitespace(text).empty()) {
+    return "the model has no chat template (tokenizer.chat_template is missing or empty)";
+  }
+  return absl::StrCat("the model's chat template is not one we recognise (it begins \"", Excerpt(text), "\")");
+}
+
+const ChatFamily& FallbackFamily() {
+  for (const ChatFamily& family : ChatFamilies()) {
+    if (family.name == kFallbackChatTemplate) return family;
+  }
+  // The table has a chatml row; reaching here is a programmer error.
+  std::fprintf(stderr, "%s:%d: the chat family table has no \"%s\" row\n", __FILE__, __LINE__,
+               std::string(kFallbackChatTemplate).c_str());
+  std::abort();
+}
+
 absl::StatusOr<ChatRole> ParseRole(absl::string_view role, size_t index) {
   if (role == "system") return ChatRole::kSystem;
   if (role == "user") return ChatRole::kUser;
@@ -64,16 +94,17 @@ absl::StatusOr<ChatRole> ParseRole(absl::string_view role, size_t index) {
 }  // namespace
 
 absl::StatusOr<ChatTemplate> ChatTemplate::Detect(absl::string_view jinja_template) {
-  if (absl::StripAsciiWhitespace(jinja_template).empty()) {
-    return absl::NotFoundError(absl::StrCat(
-        "the model has no chat template (tokenizer.chat_template is missing or empty); name one of: ",
-        KnownNamesList()));
+  if (const ChatFamily* family = DetectFamily(jinja_template); family != nullptr) return ChatTemplate(family);
+  return absl::NotFoundError(absl::StrCat(WhyNoFamily(jinja_template), "; name one of: ", KnownNamesList()));
+}
+
+ModelChatTemplate ChatTemplate::ForModel(absl::string_view jinja_template) {
+  if (const ChatFamily* family = DetectFamily(jinja_template); family != nullptr) {
+    return {ChatTemplate(family), std::string()};
   }
-  for (const ChatFamily& family : ChatFamilies()) {
-    if (Matches(family, jinja_template)) return ChatTemplate(&family);
-  }
-  return absl::NotFoundError(absl::StrCat("the model's chat template is not one we recognise (it begins \"",
-                                          Excerpt(jinja_template), "\"); name one of: ", KnownNamesList()));
+  return {ChatTemplate(&FallbackFamily()),
+          absl::StrCat(WhyNoFamily(jinja_template), "; it chats in ", kFallbackChatTemplate,
+                       " (llama.cpp's default) unless a request names one of: ", KnownNamesList())};
 }
 
 absl::StatusOr<ChatTemplate> ChatTemplate::FromName(absl::string_view name) {

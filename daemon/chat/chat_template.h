@@ -4,8 +4,10 @@
 // `tokenizer.chat_template`. We do not run Jinja. Detect() recognises the
 // family from marker text in the template, as llama.cpp's built-in templates
 // do, and the family's table row (chat_families.cc) renders the prompt.
-// When the template is missing or not recognised, the user names a family
-// (FromName; the names are KnownChatTemplateNames()).
+// When the template is missing or not recognised, the model chats in
+// chatml, as llama.cpp does (ForModel, with a notice saying why), and a
+// request may name another family (FromName; the names are
+// KnownChatTemplateNames()).
 //
 // BOS: Apply's output includes the BOS token's text wherever the real
 // template renders it (e.g. Llama 3's "<|begin_of_text|>", Llama 2's "<s>"
@@ -29,6 +31,11 @@
 namespace octo {
 
 struct ChatFamily;
+struct ModelChatTemplate;
+
+// The family a model chats in when its own template is missing or not one
+// we recognise: llama.cpp's default.
+inline constexpr absl::string_view kFallbackChatTemplate = "chatml";
 
 struct ChatMessage {
   std::string role;  // "system", "user" or "assistant"
@@ -47,6 +54,11 @@ class ChatTemplate {
   // INVALID_ARGUMENT listing the known names when there is none.
   static absl::StatusOr<ChatTemplate> FromName(absl::string_view name);
 
+  // What a model whose GGUF carries `jinja_template` chats with: Detect's
+  // family, else kFallbackChatTemplate with a notice saying why (see
+  // ModelChatTemplate). Never fails.
+  static ModelChatTemplate ForModel(absl::string_view jinja_template);
+
   // The prompt for `messages`, ending with the opening of the assistant's
   // turn when `add_generation_prompt` (formats whose user turn already opens
   // it add nothing). INVALID_ARGUMENT naming the message for a role other
@@ -63,6 +75,15 @@ class ChatTemplate {
  private:
   explicit ChatTemplate(const ChatFamily* family) : family_(family) {}
   const ChatFamily* family_;  // into the static table; never null
+};
+
+struct ModelChatTemplate {
+  ChatTemplate chat_template;
+  // Empty when the model's own template was recognised. Otherwise one line
+  // for octod's log: why the model has no family (Detect's reason, with an
+  // excerpt of the template), that it chats in chatml, and the names a
+  // request may give instead.
+  std::string fallback_notice;
 };
 
 // Every name FromName accepts: the families in detection order, then aliases.

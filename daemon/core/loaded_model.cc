@@ -45,10 +45,8 @@ ModelSummary SummarizeManifest(const Manifest& manifest, const std::string& path
                      })->first;
   }
   const GgufValue* jinja = manifest.FindTokenizerKey("tokenizer.chat_template");
-  if (jinja != nullptr) {
-    absl::StatusOr<ChatTemplate> t = ChatTemplate::Detect(jinja->string_value);
-    if (t.ok()) s.chat_template = std::string(t->name());
-  }
+  s.chat_template =
+      std::string(ChatTemplate::ForModel(jinja != nullptr ? jinja->string_value : std::string()).chat_template.name());
   return s;
 }
 
@@ -57,7 +55,7 @@ absl::StatusOr<std::unique_ptr<LoadedModel>> LoadedModel::Load(const ModelLoadOp
   OCTO_ASSIGN_OR_RETURN(m->manifest_, ReadManifest(options.dir));
   OCTO_ASSIGN_OR_RETURN(m->tokenizer_, Tokenizer::FromMetadata(m->manifest_.tokenizer));
   const GgufValue* jinja = m->manifest_.FindTokenizerKey("tokenizer.chat_template");
-  m->chat_template_ = ChatTemplate::Detect(jinja != nullptr ? jinja->string_value : std::string());
+  m->chat_template_ = ChatTemplate::ForModel(jinja != nullptr ? jinja->string_value : std::string());
   m->summary_ = SummarizeManifest(m->manifest_, options.path);
   m->summary_.loaded = true;
   OCTO_ASSIGN_OR_RETURN(m->globals_, ResidentGlobals::Load(options.dir, m->manifest_));
@@ -168,6 +166,11 @@ void LoadedModel::AddDeviceReport(ResidencyReport& report, std::vector<LayerRepo
       r.compute_seconds = s.compute_seconds_by_layer[l] / s.passes[l];  // from events: the device's time
     }
   }
+}
+
+std::string LoadedModel::TakeChatTemplateNotice() {
+  if (chat_template_->fallback_notice.empty() || chat_template_notice_taken_.exchange(true)) return std::string();
+  return chat_template_->fallback_notice;
 }
 
 std::string LoadedModel::backend() const {

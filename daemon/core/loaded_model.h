@@ -6,6 +6,7 @@
 // the read-only parts (manifest, tokenizer, template, summary) from any.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <optional>
 #include <span>
@@ -56,8 +57,13 @@ class LoadedModel {
   const Manifest& manifest() const { return manifest_; }
   const ModelConfig& config() const { return manifest_.config; }
   const Tokenizer& tokenizer() const { return *tokenizer_; }
-  // The model's own chat template family; NOT_FOUND status when it has none.
-  const absl::StatusOr<ChatTemplate>& chat_template() const { return chat_template_; }
+  // The family chats use unless a request names one: the model's own, or
+  // chatml when its GGUF has no template we recognise (ChatTemplate::ForModel).
+  const ChatTemplate& chat_template() const { return chat_template_->chat_template; }
+  // ForModel's notice when the model chats in the fallback, once: the first
+  // call returns it, every later call (and any call for a model with its own
+  // template) "". The caller logs it. Any thread.
+  std::string TakeChatTemplateNotice();
   const ModelSummary& summary() const { return summary_; }
   uint64_t global_bytes() const { return globals_.bytes(); }
   std::string backend() const;
@@ -85,7 +91,8 @@ class LoadedModel {
 
   Manifest manifest_;
   std::optional<Tokenizer> tokenizer_;  // set by Load
-  absl::StatusOr<ChatTemplate> chat_template_ = absl::NotFoundError("no template");
+  std::optional<ModelChatTemplate> chat_template_;  // set by Load
+  std::atomic<bool> chat_template_notice_taken_{false};
   ModelSummary summary_;
   ResidentGlobals globals_;
   std::unique_ptr<ResidencyManager> residency_;

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "daemon/http/json_fields.h"
 #include "storage/byte_size.h"
 #include "storage/status_macros.h"
@@ -56,12 +57,34 @@ absl::Status ReadKeepAlive(const FieldReader& fields, bool* unload) {
   return absl::OkStatus();
 }
 
+// `template`: a family's name, or a template's text whose family Detect
+// recognises (Ollama's Go templates carry the same special tokens as a
+// GGUF's Jinja); *family gets the family's name.
+absl::Status ReadTemplate(const FieldReader& fields, std::string* family) {
+  std::string text;
+  OCTO_RETURN_IF_ERROR(fields.String("template", &text));
+  if (text.empty()) return absl::OkStatus();  // Ollama's "": the model's own
+  if (text.size() > kMaxOllamaTemplateBytes) {
+    return fields.Error("template", absl::StrCat(text.size(), " bytes; at most ", kMaxOllamaTemplateBytes));
+  }
+  absl::StatusOr<ChatTemplate> chat_template = ChatTemplate::FromName(text);
+  if (!chat_template.ok()) chat_template = ChatTemplate::Detect(text);
+  if (!chat_template.ok()) {
+    return fields.Error("template", absl::StrCat(QuotePrefix(text), " is neither a chat template family octod knows ",
+                                                 "nor a template whose family it recognises; name one of: ",
+                                                 absl::StrJoin(KnownChatTemplateNames(), ", ")));
+  }
+  *family = std::string(chat_template->name());
+  return absl::OkStatus();
+}
+
 absl::Status ReadCommon(const FieldReader& fields, OllamaRequest* request) {
   OCTO_RETURN_IF_ERROR(fields.Require("model"));
   OCTO_RETURN_IF_ERROR(fields.String("model", &request->model));
   OCTO_RETURN_IF_ERROR(fields.Bool("stream", &request->stream));
   OCTO_RETURN_IF_ERROR(ReadOptions(fields, &request->sampling));
   OCTO_RETURN_IF_ERROR(ReadKeepAlive(fields, &request->unload));
+  OCTO_RETURN_IF_ERROR(ReadTemplate(fields, &request->chat_template));
   if (const nlohmann::json* format = fields.Find("format"); format != nullptr && *format != "") {
     return fields.Unsupported("format", "no structured output");
   }

@@ -2,9 +2,10 @@
 // JSON of its replies. Pure functions; the routes (ollama_routes.h) do the
 // I/O.
 //
-//   POST /api/generate  model, prompt, system, raw, context (token ids from
-//     an earlier reply), stream (default true), options, keep_alive
-//   POST /api/chat      model, messages[{role, content}], stream, options, keep_alive
+//   POST /api/generate  model, prompt, system, template, raw, context (token
+//     ids from an earlier reply), stream (default true), options, keep_alive
+//   POST /api/chat      model, messages[{role, content}], template, stream,
+//     options, keep_alive
 //   options: temperature, top_k, top_p, min_p, seed (< 0: random),
 //     num_predict (-1 and -2: no limit), stop, repeat_penalty,
 //     repeat_last_n, frequency_penalty, presence_penalty; others (num_ctx,
@@ -12,6 +13,13 @@
 // Unset options take Ollama's defaults: temperature 0.8, top_k 40, top_p
 // 0.9, min_p 0, repeat_penalty 1.1 over the last 64 tokens.
 // Refused with 400: images, format (structured output), tools.
+// /api/generate without raw makes the prompt a chat: `system` (if any) and
+// the prompt as the user's message, through the model's chat template; raw
+// sends the prompt as is and ignores system and template, as Ollama does.
+// template: a chat template family octod knows ("chatml", "llama3", ...;
+// ChatTemplate::FromName), or a template's text (Ollama's Go template, a
+// GGUF's Jinja) whose family ChatTemplate::Detect recognises from its
+// special tokens; anything else is refused with 400. Empty: the model's.
 #pragma once
 
 #include <cstdint>
@@ -19,15 +27,22 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "daemon/chat/chat_template.h"
 #include "daemon/core/runtime.h"
 #include "nlohmann/json.hpp"
 
 namespace octo {
 
+// The longest `template` accepted, in bytes. Real chat templates, Go or
+// Jinja, tool-calling ones included, are a few KiB; this leaves room and
+// bounds what FromName and Detect read.
+inline constexpr size_t kMaxOllamaTemplateBytes = 64 << 10;
+
 struct OllamaRequest {
   std::string model;
   bool stream = true;
   SamplingParams sampling;
+  std::string chat_template;        // from `template`: a family name; empty: the model's
   // /api/generate
   std::string prompt;
   std::string system;

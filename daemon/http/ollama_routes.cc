@@ -96,10 +96,15 @@ absl::StatusOr<GenerateJob> OllamaJob(Runtime& runtime, const OllamaRequest& req
   GenerateJob job;
   job.model = model.path;  // refused if another request switches models before it runs
   job.sampling = request.sampling;
+  job.chat_template = request.chat_template;
   if (chat) {
     job.chat = true;
     job.messages = request.messages;
-  } else if (!request.raw && !model.chat_template.empty()) {
+  } else if (!request.raw && (!model.chat_template.empty() || !job.chat_template.empty())) {
+    // Not raw: system and prompt as a chat, as Ollama does. The core's
+    // summaries always name a family (chatml for a model without a template
+    // of its own), so system is not dropped; only a summary naming none and
+    // no `template` leave the prompt plain.
     job.chat = true;
     job.add_bos = request.context.empty();  // a continuation has its BOS at the start of the context
     if (!request.system.empty()) job.messages.push_back({"system", request.system});

@@ -3,6 +3,7 @@
 // their message loops where the full template is long (tools handling cut).
 #include <filesystem>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "daemon/chat/chat_template.h"
@@ -284,6 +285,62 @@ TEST(ChatDetectErrorsTest, ExcerptEscapesNewlinesAndKeepsCharactersWhole) {
   const std::string message(ChatTemplate::Detect(text).status().message());
   EXPECT_NE(message.find("\\n"), std::string::npos) << message;
   EXPECT_EQ(message.find("\xe2\x86"), std::string::npos) << "a split character leaked: " << message;
+}
+
+// A model without a template we recognise chats in chatml, as llama.cpp
+// does, and says why once (the notice octod logs).
+TEST(ChatForModelTest, AModelWithoutATemplateChatsInChatml) {
+  for (const char* empty : {"", " \n"}) {
+    const ModelChatTemplate chat = ChatTemplate::ForModel(empty);
+    EXPECT_EQ(chat.chat_template.name(), "chatml");
+    EXPECT_EQ(chat.chat_template.name(), kFallbackChatTemplate);
+    const std::vector<ChatMessage> messages = {{"system", "Be brief."}, {"user", "Hi"}};
+    EXPECT_EQ(chat.chat_template.Apply(messages, /*add_generation_prompt=*/true).value(),
+              "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+    EXPECT_NE(chat.fallback_notice.find("no chat template"), std::string::npos) << chat.fallback_notice;
+    EXPECT_NE(chat.fallback_notice.find("chats in chatml"), std::string::npos) << chat.fallback_notice;
+    EXPECT_NE(chat.fallback_notice.find("llama3"), std::string::npos) << "lists the names: " << chat.fallback_notice;
+    EXPECT_EQ(chat.fallback_notice.find('\n'), std::string::npos) << "one log line: " << chat.fallback_notice;
+  }
+}
+
+TEST(ChatForModelTest, AnUnrecognisedTemplateChatsInChatmlAndShowsItsStart) {
+  const std::string alpaca =
+      "{% for message in messages %}\n{{ '### Instruction:\n' + message['content'] }}{% endfor %}";
+  const ModelChatTemplate chat = ChatTemplate::ForModel(alpaca);
+  EXPECT_EQ(chat.chat_template.name(), "chatml");
+  EXPECT_NE(chat.fallback_notice.find("not one we recognise"), std::string::npos) << chat.fallback_notice;
+  EXPECT_NE(chat.fallback_notice.find("{% for message in messages %}\\n"), std::string::npos) << chat.fallback_notice;
+  EXPECT_EQ(chat.fallback_notice.find('\n'), std::string::npos) << "one log line: " << chat.fallback_notice;
+}
+
+TEST(ChatForModelTest, ARecognisedTemplateIsTheModelsOwnWithoutANotice) {
+  for (const DetectCase& c : kCases) {
+    const ModelChatTemplate chat = ChatTemplate::ForModel(c.jinja);
+    EXPECT_EQ(chat.chat_template.name(), c.family) << c.model;
+    EXPECT_EQ(chat.fallback_notice, "") << c.model;
+  }
+}
+
+// Ollama's Go templates carry the special tokens a GGUF's Jinja does, so
+// Detect names their family too (the `template` field of /api/chat).
+TEST(ChatDetectGoTemplateTest, OllamasGoTemplatesAreRecognised) {
+  const std::pair<std::string, std::string> cases[] = {
+      {"{{- range .Messages }}<|im_start|>{{ .Role }}\n{{ .Content }}<|im_end|>\n{{ end }}<|im_start|>assistant\n",
+       "chatml"},
+      {"{{ if .System }}<|start_header_id|>system<|end_header_id|>\n\n{{ .System }}<|eot_id|>{{ end }}"
+       "{{ if .Prompt }}<|start_header_id|>user<|end_header_id|>\n\n{{ .Prompt }}<|eot_id|>{{ end }}"
+       "<|start_header_id|>assistant<|end_header_id|>\n\n{{ .Response }}<|eot_id|>",
+       "llama3"},
+      {"{{ if .System }}<start_of_turn>user\n{{ .System }} {{ end }}{{ .Prompt }}<end_of_turn>\n<start_of_turn>model\n"
+       "{{ .Response }}<end_of_turn>\n",
+       "gemma"},
+  };
+  for (const auto& [go_template, family] : cases) {
+    const absl::StatusOr<ChatTemplate> chat = ChatTemplate::Detect(go_template);
+    ASSERT_TRUE(chat.ok()) << family << ": " << chat.status();
+    EXPECT_EQ(chat->name(), family);
+  }
 }
 
 // The shared test models: a model without tokenizer.chat_template gets the

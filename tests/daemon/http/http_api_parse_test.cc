@@ -186,6 +186,18 @@ TEST(OllamaParse, OptionsAndContext) {
   EXPECT_TRUE(ParseOllamaGenerate({{"model", "m"}, {"keep_alive", "0s"}})->unload);
 }
 
+TEST(OllamaParse, TemplateIsAFamilyByNameOrByText) {
+  EXPECT_EQ(ParseOllamaChat({{"model", "m"}, {"template", "llama3"}})->chat_template, "llama3");
+  EXPECT_EQ(ParseOllamaGenerate({{"model", "m"}, {"template", "{{ .Prompt }}<|im_end|>\n<|im_start|>assistant\n"}})
+                ->chat_template,
+            "chatml");
+  EXPECT_EQ(ParseOllamaGenerate({{"model", "m"}, {"template", ""}})->chat_template, "") << "empty: the model's";
+  EXPECT_EQ(ParseOllamaChat({{"model", "m"}})->chat_template, "");
+  const std::string too_long(kMaxOllamaTemplateBytes + 1, ' ');
+  const absl::Status status = ParseOllamaChat({{"model", "m"}, {"template", too_long}}).status();
+  EXPECT_EQ(ParamOf(status), "template") << status;
+}
+
 TEST(OllamaParse, BadFieldsAreNamed) {
   const std::vector<std::pair<json, std::string>> cases = {
       {{{"prompt", "x"}}, "model"},
@@ -196,6 +208,8 @@ TEST(OllamaParse, BadFieldsAreNamed) {
       {{{"model", "m"}, {"format", "json"}}, "format"},
       {{{"model", "m"}, {"images", {"aGk="}}}, "images"},
       {{{"model", "m"}, {"keep_alive", true}}, "keep_alive"},
+      {{{"model", "m"}, {"template", "alpaca"}}, "template"},
+      {{{"model", "m"}, {"template", {"chatml"}}}, "template"},
   };
   for (const auto& [body, field] : cases) {
     const absl::StatusOr<OllamaRequest> request = ParseOllamaGenerate(body);

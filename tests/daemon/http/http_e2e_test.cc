@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -59,13 +60,45 @@ const std::string& NodePath() {
   return path;
 }
 
+// Overwrites the value of the string key `key` in the GGUF at `path` with
+// spaces, in place: the file keeps its size and layout, and the key reads
+// as blank (a chat template: "the model has none").
+void BlankGgufString(const std::string& path, const std::string& key) {
+  std::fstream file(path, std::ios::in | std::ios::out | std::ios::binary);
+  ASSERT_TRUE(file) << path;
+  std::string bytes((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  auto u64 = [](uint64_t v) { return std::string(reinterpret_cast<const char*>(&v), sizeof(v)); };  // little-endian
+  // A KV pair: key (u64 length, bytes), value type (u32; 8 = string), value (u64 length, bytes).
+  const size_t at = bytes.find(u64(key.size()) + key);
+  ASSERT_NE(at, std::string::npos) << key << " is not in " << path;
+  size_t pos = at + sizeof(uint64_t) + key.size();
+  uint32_t type = 0;
+  uint64_t length = 0;
+  ASSERT_LE(pos + sizeof(type) + sizeof(length), bytes.size());
+  std::memcpy(&type, bytes.data() + pos, sizeof(type));
+  std::memcpy(&length, bytes.data() + pos + sizeof(type), sizeof(length));
+  ASSERT_EQ(type, 8u) << key << " is not a string";
+  pos += sizeof(type) + sizeof(length);
+  ASSERT_LE(pos + length, bytes.size());
+  file.seekp(static_cast<std::streamoff>(pos));
+  file << std::string(length, ' ');
+  ASSERT_TRUE(file.flush()) << path;
+}
+
+size_t Occurrences(const std::string& text, const std::string& needle) {
+  size_t count = 0;
+  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + needle.size())) ++count;
+  return count;
+}
+
 class HttpE2eTest : public OctodTest {
  protected:
   void SetUp() override { MakeModel("tiny", 4); }
 
-  // octod with the HTTP API on a free loopback port (read from its log).
-  void StartWithHttp(std::vector<std::string> extra = {}) {
-    std::vector<std::string> args = ServeArgs("tiny", {"--http-listen", "127.0.0.1:0"});
+  // octod with the HTTP API on a free loopback port (read from its log),
+  // serving `model`.
+  void StartWithHttp(std::vector<std::string> extra = {}, const std::string& model = "tiny") {
+    std::vector<std::string> args = ServeArgs(model, {"--http-listen", "127.0.0.1:0"});
     args.insert(args.end(), extra.begin(), extra.end());
     ASSERT_TRUE(octod_.Start(args));
     port_ = octod_.HttpPort();
@@ -172,6 +205,40 @@ TEST_F(HttpE2eTest, OllamaRoutesWithCurlGetOctoGensTokens) {
   std::tie(body, status) = CurlPost("/api/show", R"({"model": "tiny"})");
   ASSERT_EQ(status, 200) << body;
   EXPECT_EQ(json::parse(body)["model_info"]["llama.block_count"], 4);
+}
+
+// A GGUF without a chat template chats in chatml, as llama.cpp does; octod
+// says so in its log once, and /api/show names the template in use.
+TEST_F(HttpE2eTest, AModelWithoutAChatTemplateChatsInChatml) {
+  if (CurlPath().empty()) GTEST_SKIP() << "curl is not installed";
+  const std::string gguf = dir_.Path("plain.gguf");
+  std::filesystem::copy_file(dir_.Path("tiny.gguf"), gguf);
+  BlankGgufString(gguf, "tokenizer.chat_template");
+  ASSERT_TRUE(Decompose(gguf, ModelDir("plain")));
+  StartWithHttp({}, "plain");
+  auto [body, status] = CurlPost("/api/show", R"({"model": "plain"})");
+  ASSERT_EQ(status, 200) << body;
+  EXPECT_EQ(json::parse(body)["template"], "chatml") << body;
+
+  const Generated expected = GenTokens({"--chat", "--chat-template", "chatml", kPrompt});
+  const json options = {{"temperature", 0}, {"num_predict", kTokens}, {"repeat_penalty", 1}};
+  const json chat = {{"model", "plain"}, {"stream", false}, {"messages", {{{"role", "user"}, {"content", kPrompt}}}},
+                     {"options", options}};
+  for (int i = 0; i < 2; ++i) {
+    std::tie(body, status) = CurlPost("/api/chat", chat.dump());
+    ASSERT_EQ(status, 200) << body;
+    EXPECT_EQ(json::parse(body)["message"]["content"], expected.text) << "the chatml prompt";
+  }
+  const json generate = {{"model", "plain"}, {"prompt", kPrompt}, {"system", "Be brief."}, {"stream", false},
+                         {"options", options}};
+  std::tie(body, status) = CurlPost("/api/generate", generate.dump());
+  ASSERT_EQ(status, 200) << body;
+  EXPECT_EQ(json::parse(body)["response"],
+            GenTokens({"--chat", "--chat-template", "chatml", "--system", "Be brief.", kPrompt}).text)
+      << "system and prompt as a chatml chat";
+  const std::string log = octod_.Log();
+  EXPECT_EQ(Occurrences(log, "it chats in chatml"), 1u) << log;
+  EXPECT_TRUE(absl::StrContains(log, "plain: the model has no chat template")) << log;
 }
 
 TEST_F(HttpE2eTest, BadRequestsGetTheRightCodeAndOctodStaysUp) {

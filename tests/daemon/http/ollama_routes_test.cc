@@ -1,5 +1,9 @@
 // The Ollama routes over a scripted runtime: NDJSON streams, the final
 // object's context and counters, load/unload requests, model listings.
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "daemon/http/ollama_api.h"
 #include "gtest/gtest.h"
 #include "tests/daemon/http/http_test_fixture.h"
 
@@ -53,6 +57,79 @@ TEST_F(HttpApiTest, OllamaGenerateUsesTheChatTemplateUnlessRaw) {
   EXPECT_EQ(runtime_.last_job().prompt_tokens, expected);
   ASSERT_EQ(Post(port(), "/api/generate", {{"model", "c"}, {"prompt", "Hi"}, {"raw", true}, {"stream", false}}).status, 200);
   EXPECT_EQ(runtime_.last_job().prompt_tokens, (std::vector<int32_t>{1, 72, 105}));
+}
+
+// A model summary always names the family it chats in (chatml for a
+// model without a template of its own), so /api/generate's `system` reaches
+// the prompt. A `template` naming a family does so on any model.
+TEST_F(HttpApiTest, OllamaGenerateSystemGoesIntoThePrompt) {
+  ASSERT_EQ(Post(port(), "/api/generate",
+                 {{"model", "m"}, {"prompt", "Hi"}, {"system", "S"}, {"template", "chatml"}, {"stream", false}})
+                .status,
+            200);
+  std::vector<int32_t> expected = {1};
+  for (unsigned char c : std::string("system: S\nuser: Hi\n")) expected.push_back(c);
+  EXPECT_EQ(runtime_.last_job().prompt_tokens, expected);
+  EXPECT_EQ(runtime_.last_job().chat_template, "chatml");
+  // raw: the prompt as is; system and template are ignored, as Ollama does.
+  ASSERT_EQ(Post(port(), "/api/generate",
+                 {{"model", "m"}, {"prompt", "Hi"}, {"system", "S"}, {"template", "chatml"}, {"raw", true},
+                  {"stream", false}})
+                .status,
+            200);
+  EXPECT_EQ(runtime_.last_job().prompt_tokens, (std::vector<int32_t>{1, 72, 105}));
+}
+
+TEST_F(HttpApiTest, OllamaShowNamesTheTemplateInUse) {
+  ModelSummary plain = FakeModel("plain");
+  plain.chat_template = "chatml";  // what the core reports for a model without a template
+  runtime_.SetModels({plain}, true);
+  const HttpReply reply = Post(port(), "/api/show", {{"model", "plain"}});
+  ASSERT_EQ(reply.status, 200) << reply.body;
+  EXPECT_EQ(reply.Json()["template"], "chatml");
+}
+
+// Ollama's `template`: a family's name, or a template whose family octod
+// recognises from its text; the job asks for that family.
+TEST_F(HttpApiTest, OllamaChatTemplateFieldPicksTheFamily) {
+  const json messages = {{{"role", "user"}, {"content", "Hi"}}};
+  const std::pair<std::string, std::string> cases[] = {
+      {"llama3", "llama3"},
+      {"mistral", "mistral-v3"},  // an alias: its family's name
+      {"{{- range .Messages }}<|im_start|>{{ .Role }}\n{{ .Content }}<|im_end|>\n{{ end }}<|im_start|>assistant\n",
+       "chatml"},
+      {"<|start_header_id|>{{ .Role }}<|end_header_id|>\n\n{{ .Content }}<|eot_id|>", "llama3"},
+  };
+  for (const auto& [field, family] : cases) {
+    const HttpReply reply =
+        Post(port(), "/api/chat", {{"model", "m"}, {"messages", messages}, {"template", field}, {"stream", false}});
+    ASSERT_EQ(reply.status, 200) << field << " -> " << reply.body;
+    EXPECT_EQ(runtime_.last_job().chat_template, family) << field;
+  }
+  ASSERT_EQ(Post(port(), "/api/chat", {{"model", "m"}, {"messages", messages}, {"stream", false}}).status, 200);
+  EXPECT_EQ(runtime_.last_job().chat_template, "") << "no template: the model's own";
+}
+
+TEST_F(HttpApiTest, OllamaUnknownTemplateIsA400NamingTheField) {
+  const json messages = {{{"role", "user"}, {"content", "Hi"}}};
+  const std::string alpaca = "### Instruction:\n{{ .Prompt }}\n### Response:\n";
+  for (const std::string& bad : {std::string("alpaca"), alpaca}) {
+    const HttpReply reply = Post(port(), "/api/chat", {{"model", "m"}, {"messages", messages}, {"template", bad}});
+    EXPECT_EQ(reply.status, 400) << reply.body;
+    const std::string error = reply.Json()["error"];
+    EXPECT_EQ(error.rfind("template: ", 0), 0u) << error;
+    EXPECT_NE(error.find("chatml"), std::string::npos) << "lists the families: " << error;
+    EXPECT_NE(error.find("llama3"), std::string::npos) << "lists the families: " << error;
+  }
+  HttpReply reply = Post(port(), "/api/generate", {{"model", "m"}, {"prompt", "Hi"}, {"template", 7}});
+  EXPECT_EQ(reply.status, 400) << reply.body;
+  EXPECT_NE(reply.Json()["error"].get<std::string>().find("template: expected a string"), std::string::npos);
+  const std::string huge = "<|im_start|>" + std::string(kMaxOllamaTemplateBytes, 'x');
+  reply = Post(port(), "/api/chat", {{"model", "m"}, {"messages", messages}, {"template", huge}});
+  EXPECT_EQ(reply.status, 400) << reply.body.substr(0, 200);
+  EXPECT_NE(reply.Json()["error"].get<std::string>().find(absl::StrCat("at most ", kMaxOllamaTemplateBytes)),
+            std::string::npos);
+  EXPECT_EQ(runtime_.jobs_submitted(), 0);
 }
 
 TEST_F(HttpApiTest, OllamaChat) {
