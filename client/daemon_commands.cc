@@ -53,8 +53,8 @@ DaemonCommands::DaemonCommands(CLI::App& app) {
                        "run time hold for the loaded model only");
   residency_->add_flag("--json", json_, "The plan in force as JSON");
 
-  load_ = app.add_subcommand("load", "Load a model directory (relative to octod's models root)");
-  load_->add_option("path", model_path_, "Model directory")->required();
+  load_ = app.add_subcommand("load", "Load a model: a layer directory or GGUF file under octod's models root");
+  load_->add_option("path", model_path_, "Its name (path relative to the models root)")->required();
   load_->add_option("--draft-model", draft_model_,
                     "Its draft model for speculative decoding (the same vocabulary; none: no draft; default: "
                     "octod's --draft-model)");
@@ -65,17 +65,23 @@ DaemonCommands::DaemonCommands(CLI::App& app) {
   models_ = app.add_subcommand("models", "List the model directories under octod's models root");
   models_->add_flag("--json", json_, "The list as JSON");
 
+  sessions_ = app.add_subcommand("sessions", "List your sessions (every one with the admin credential)");
+  sessions_->add_flag("--json", json_, "The sessions as JSON");
+  close_session_ = sessions_->add_subcommand("close", "Close a session, freeing its KV cache");
+  close_session_->add_option("name", session_name_, "The session's name or id")->required();
+  close_session_->fallthrough();
+
   health_ = app.add_subcommand("health", "Is octod serving? (exit 0 yes, 1 no)");
   health_->add_flag("--json", json_, "The reply as JSON");
 
   // Before or after the command: `octo-ctl --socket S status` or `octo-ctl status --socket S`.
   AddConnectFlags(&app, &connect_);
-  for (CLI::App* command : {status_, residency_, load_, unload_, models_, health_}) command->fallthrough();
+  for (CLI::App* command : {status_, residency_, load_, unload_, models_, sessions_, health_}) command->fallthrough();
 }
 
 std::optional<int> DaemonCommands::Run(const std::atomic<bool>& cancel) {
   CLI::App* chosen = nullptr;
-  for (CLI::App* command : {status_, residency_, load_, unload_, models_, health_}) {
+  for (CLI::App* command : {status_, residency_, load_, unload_, models_, sessions_, health_}) {
     if (command->parsed()) chosen = command;
   }
   if (chosen == nullptr) return std::nullopt;
@@ -89,6 +95,7 @@ std::optional<int> DaemonCommands::Run(const std::atomic<bool>& cancel) {
   if (chosen == load_) return Load(**client);
   if (chosen == unload_) return Unload(**client);
   if (chosen == models_) return Models(**client);
+  if (chosen == sessions_) return Sessions(**client);
   return Health(**client);
 }
 
@@ -107,6 +114,25 @@ int DaemonCommands::Status(OctoClient& client, const std::atomic<bool>& cancel) 
     std::fflush(stdout);
     if (watch) SleepUnlessCancelled(watch_seconds_, cancel);
   } while (watch && !cancel.load());
+  return 0;
+}
+
+int DaemonCommands::Sessions(OctoClient& client) {
+  if (close_session_->parsed()) {
+    if (absl::Status closed = client.CloseSession(session_name_); !closed.ok()) return Fail(closed);
+    absl::PrintF("closed session %s\n", session_name_);
+    return 0;
+  }
+  absl::StatusOr<v1::GetStatusResponse> status = client.GetStatus();
+  if (!status.ok()) return Fail(status.status());
+  if (json_) {
+    v1::GetStatusResponse sessions;
+    *sessions.mutable_sessions() = status->sessions();
+    sessions.set_other_sessions(status->other_sessions());
+    std::fputs((ToJson(sessions) + "\n").c_str(), stdout);
+  } else {
+    std::fputs(FormatSessions(*status).c_str(), stdout);
+  }
   return 0;
 }
 

@@ -42,6 +42,7 @@ class DaemonCommands {
   int Unload(OctoClient& client);
   int Models(OctoClient& client);
   int Health(OctoClient& client);
+  int Sessions(OctoClient& client);
 
   ConnectOptions connect_;
   bool json_ = false;
@@ -59,6 +60,9 @@ class DaemonCommands {
   CLI::App* unload_ = nullptr;
   CLI::App* models_ = nullptr;
   CLI::App* health_ = nullptr;
+  CLI::App* sessions_ = nullptr;
+  CLI::App* close_session_ = nullptr;
+  std::string session_name_;
 };
 
 }  // namespace octo

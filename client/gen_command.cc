@@ -1,5 +1,7 @@
 #include "client/gen_command.h"
 
+#include <algorithm>
+#include <cctype>
 #include <iterator>
 #include <sstream>
 
@@ -167,6 +169,11 @@ int Fail(const absl::Status& status, OctoClient& client, std::FILE* err) {
   return 1;
 }
 
+bool IsSessionId(const std::string& text) {
+  return text.size() == 33 && text[0] == 's' &&
+         std::all_of(text.begin() + 1, text.end(), [](char c) { return std::isxdigit(static_cast<unsigned char>(c)); });
+}
+
 // --model: loads it first when octod holds another one (as the HTTP API
 // does for a request's "model"); the requests then name it, so a model
 // switched meanwhile by another client is refused, not used.
@@ -180,7 +187,9 @@ absl::Status EnsureModel(const GenFlags& flags, OctoClient& client, std::FILE* e
 }
 
 // --chat without a prompt: one turn per input line, in one session.
-int Conversation(const GenFlags& flags, OctoClient& client, std::istream& in, std::FILE* out, std::FILE* err) {
+// `new_session`: --session named one that this run opened.
+int Conversation(const GenFlags& flags, bool new_session, OctoClient& client, std::istream& in, std::FILE* out,
+                 std::FILE* err) {
   std::string session = flags.session;
   const bool own_session = session.empty();
   if (own_session) {
@@ -189,7 +198,7 @@ int Conversation(const GenFlags& flags, OctoClient& client, std::istream& in, st
     session = created->session_id();
   }
   int exit_code = 0;
-  bool first_turn = own_session;  // a continued session already has its system message
+  bool first_turn = own_session || new_session;  // a continued session already has its system message
   std::string line;
   while (true) {
     if (flags.interactive) {
@@ -242,8 +251,8 @@ absl::Status CheckGenFlags(const GenFlags& flags) {
   }
   if (!flags.chat && !flags.system.empty()) return absl::InvalidArgumentError("--system needs --chat");
   if (!flags.chat && !flags.chat_template.empty()) return absl::InvalidArgumentError("--chat-template needs --chat");
-  if (flags.context != 0 && !(flags.chat && flags.prompt.empty() && flags.session.empty())) {
-    return absl::InvalidArgumentError("--context sizes the session --chat opens for a conversation");
+  if (flags.context != 0 && !(flags.chat && flags.prompt.empty()) && flags.session.empty()) {
+    return absl::InvalidArgumentError("--context sizes the session --chat or --session NAME opens");
   }
   if (flags.draft_max < 0 || flags.draft_max > kMaxDraftTokens) {
     return absl::InvalidArgumentError(absl::StrCat("--draft-max is ", flags.draft_max, "; it must be 1..",
@@ -254,7 +263,16 @@ absl::Status CheckGenFlags(const GenFlags& flags) {
 
 int RunGen(const GenFlags& flags, OctoClient& client, std::istream& in, std::FILE* out, std::FILE* err) {
   if (absl::Status loaded = EnsureModel(flags, client, err); !loaded.ok()) return Fail(loaded, client, err);
-  if (flags.chat && flags.prompt.empty()) return Conversation(flags, client, in, out, err);
+  // --session NAME: the caller's session of that name, opened when missing
+  // and kept after this run (octo-ctl sessions close NAME ends it). An id
+  // octod made (s + 32 hex digits) is used as it is.
+  bool new_session = false;
+  if (!flags.session.empty() && !IsSessionId(flags.session)) {
+    absl::StatusOr<v1::CreateSessionResponse> opened = client.CreateSession(flags.context, flags.session);
+    if (!opened.ok()) return Fail(opened.status(), client, err);
+    new_session = opened->created();
+  }
+  if (flags.chat && flags.prompt.empty()) return Conversation(flags, new_session, client, in, out, err);
   std::string prompt = flags.prompt;
   if (prompt == "-") prompt.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
   absl::Status status;

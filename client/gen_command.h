@@ -5,9 +5,11 @@
 //   octo-gen --chat               a conversation: one user message per stdin
 //                                 line, each reply streamed; "/exit" or end of
 //                                 input ends it. Works on a pipe as on a terminal.
-//   --session ID continues a session (its KV cache keeps the earlier turns);
-//   --chat without it opens a session for the conversation and closes it at
-//   the end.
+//   --session NAME uses the caller's session of that name (opened on first
+//   use, kept after the run: its KV cache keeps the earlier turns; octod
+//   closes it after --session-idle-timeout or `octo-ctl sessions close NAME`);
+//   an id octod made (s + 32 hex digits) works too. --chat without it opens
+//   a session for the conversation and closes it at the end.
 //
 // --json prints JSON Lines instead of text, one object per event:
 //   {"event":"started","session_id":"...","prompt_tokens":12}

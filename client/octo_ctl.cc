@@ -5,7 +5,7 @@
 //   octo-ctl inspect FILE.gguf|DIR                    metadata and tensor table
 //   octo-ctl run DIR "prompt" [sampling flags]        generate in this process
 //   octo-ctl perplexity DIR TEXT_FILE [--ctx N]        llama.cpp-style perplexity
-//   octo-ctl status|residency|load|unload|models|health  ask octod (daemon_commands.h)
+//   octo-ctl status|residency|load|unload|models|sessions|health  ask octod (daemon_commands.h)
 #include <csignal>
 
 #include <atomic>

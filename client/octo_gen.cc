@@ -39,7 +39,9 @@ int main(int argc, char** argv) {
   app.add_option("--chat-template", flags.chat_template, "Template family instead of the model's (chatml, llama3, ...)");
   app.add_option("--model,-m", flags.model,
                  "Model to run (a name under octod's models root); loaded first when octod holds another");
-  app.add_option("--session", flags.session, "Continue this session (its cache keeps earlier turns)");
+  app.add_option("--session", flags.session,
+                 "Use this named session, opened on first use and kept after the run (its cache keeps earlier "
+                 "turns), or a session id");
   app.add_option("--context", flags.context, "Positions of the session --chat opens (0: octod's default)");
   app.add_flag("--json", flags.json, "JSON Lines: started, each token, done (with the whole text and stats)");
   app.add_flag("--stats", flags.stats,

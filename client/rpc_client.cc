@@ -179,9 +179,11 @@ absl::StatusOr<v1::GetStatusResponse> OctoClient::GetStatus() {
   return Unary<v1::GetStatusResponse>(&v1::Octo::Stub::GetStatus, v1::GetStatusRequest());
 }
 
-absl::StatusOr<v1::CreateSessionResponse> OctoClient::CreateSession(uint32_t context_length) {
+absl::StatusOr<v1::CreateSessionResponse> OctoClient::CreateSession(uint32_t context_length,
+                                                                   const std::string& name) {
   v1::CreateSessionRequest request;
   request.set_context_length(context_length);
+  request.set_name(name);
   return Unary<v1::CreateSessionResponse>(&v1::Octo::Stub::CreateSession, request);
 }
 

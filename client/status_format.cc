@@ -151,6 +151,12 @@ std::string ResidencyMap(const v1::GetStatusResponse& status) {
   return map;
 }
 
+std::string FormatSessions(const v1::GetStatusResponse& status) {
+  std::string out;
+  AppendSessions(status, out);
+  return out;
+}
+
 std::string FormatResidency(const v1::ResidencyStatus& r) { return ResidencyLines(r, /*generated_tokens=*/0); }
 
 std::string FormatStatus(const v1::GetStatusResponse& status) {

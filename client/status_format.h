@@ -28,6 +28,10 @@ std::string FormatResidency(const v1::ResidencyStatus& residency);
 // One row per model directory, the loaded one marked.
 std::string FormatModels(const v1::ListModelsResponse& models);
 
+// octo-ctl sessions: the caller's sessions (every one for an admin) and a
+// count of the others.
+std::string FormatSessions(const v1::GetStatusResponse& status);
+
 // `message` as proto3 JSON on one line, field names as in octo.proto, every
 // scalar field present (zeros included); an unset message field (no model
 // loaded) is absent. 64-bit integers are strings, as proto3 JSON has them.

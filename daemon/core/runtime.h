@@ -41,6 +41,8 @@ struct RuntimeOptions {
   // Where GGUF files under models_root are decomposed on first load
   // (storage/gguf_cache.h). Empty: "<models_root>/.octo-cache".
   std::string cache_dir;
+  // Sessions unused this long are closed (their KV cache freed); zero: never.
+  absl::Duration session_idle_timeout = absl::Hours(1);
   // One line per event (loads, unloads and why they failed, GGUF
   // decomposition progress); unset: silent.
   std::function<void(absl::string_view)> log;
@@ -246,6 +248,7 @@ struct SessionReport {
   uint64_t kv_bytes = 0;
   bool active = false;
   double idle_seconds = 0;
+  bool created = false;  // CreateSession: opened by this call (not an existing named session)
 };
 
 struct LoaderReport {
@@ -323,7 +326,10 @@ class Runtime {
   // (daemon/server/credentials.h): only a job with the same owner may use
   // it, only that owner may close it; to anyone else it does not exist
   // (NOT_FOUND). Ids are 128 random bits.
-  virtual absl::StatusOr<SessionReport> CreateSession(uint32_t context_length, const std::string& owner) = 0;
+  // A non-empty `name` opens the owner's session of that name, or returns it
+  // when it exists (SessionReport.created says which); its id is the name.
+  virtual absl::StatusOr<SessionReport> CreateSession(uint32_t context_length, const std::string& owner,
+                                                      const std::string& name = "") = 0;
   virtual absl::Status CloseSession(const std::string& id, const std::string& owner) = 0;
 
   // Queues a job; events go to `sink`. Errors found before queueing

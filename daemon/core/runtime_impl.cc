@@ -7,6 +7,7 @@
 #include <random>
 #include <utility>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "daemon/core/model_paths.h"
@@ -98,30 +99,79 @@ std::string RuntimeImpl::NewSessionId() {
   return absl::StrFormat("s%016x%016x", words[0], words[1]);
 }
 
-absl::StatusOr<SessionReport> RuntimeImpl::CreateSession(uint32_t context_length, const std::string& owner) {
+namespace {
+
+// "s" and 32 lowercase hex digits: what NewSessionId makes (no name looks so).
+bool IsRandomSessionId(absl::string_view id) {
+  return id.size() == 33 && id[0] == 's' &&
+         std::all_of(id.begin() + 1, id.end(), [](char c) { return absl::ascii_isxdigit(c) && !absl::ascii_isupper(c); });
+}
+
+absl::Status CheckSessionName(absl::string_view name) {
+  const bool plain = std::all_of(name.begin(), name.end(), [](char c) {
+    return absl::ascii_isalnum(c) || c == '.' || c == '_' || c == '-';
+  });
+  if (name.size() > kMaxSessionIdBytes || !plain || IsRandomSessionId(name)) {
+    return absl::InvalidArgumentError(absl::StrCat("session name ", QuotePrefix(name), " must be 1..",
+                                                   kMaxSessionIdBytes, " letters, digits, '.', '_' or '-'"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+std::string RuntimeImpl::SessionKey(const std::string& id, const std::string& owner) {
+  // A random id is unique on its own; a name only within its owner's.
+  return IsRandomSessionId(id) ? id : absl::StrCat("\x1f", owner, "\x1f", id);
+}
+
+void RuntimeImpl::CloseIdleSessions() {
+  if (options_.session_idle_timeout <= absl::ZeroDuration()) return;
+  const auto now = Clock::now();
+  for (auto it = sessions_.begin(); it != sessions_.end();) {
+    const Session& s = *it->second;
+    const bool idle = !s.busy && !s.temporary && absl::FromChrono(now - s.last_used) > options_.session_idle_timeout;
+    it = idle ? sessions_.erase(it) : std::next(it);
+  }
+}
+
+absl::StatusOr<SessionReport> RuntimeImpl::CreateSession(uint32_t context_length, const std::string& owner,
+                                                         const std::string& name) {
+  if (!name.empty()) OCTO_RETURN_IF_ERROR(CheckSessionName(name));
   std::shared_ptr<LoadedModel> m = model();
   if (m == nullptr) return absl::FailedPreconditionError("no model is loaded");
   std::lock_guard<std::mutex> lock(mu_);
   if (stopping_) return absl::UnavailableError("octod is shutting down");
+  CloseIdleSessions();
+  SessionReport report;
+  report.owner = owner;
+  if (!name.empty()) {
+    if (auto it = sessions_.find(SessionKey(name, owner)); it != sessions_.end()) {
+      report.id = name;
+      report.context_length = static_cast<uint32_t>(it->second->kv->max_positions());
+      report.positions = static_cast<uint32_t>(it->second->kv->size());
+      return report;
+    }
+  }
   if (sessions_.size() >= options_.max_sessions) {
     return absl::ResourceExhaustedError(absl::StrCat("the daemon holds ", sessions_.size(),
                                                      " sessions, its max_sessions; close one first"));
   }
   auto session = std::make_shared<Session>();
-  session->id = NewSessionId();
+  session->id = name.empty() ? NewSessionId() : name;
+  session->named = !name.empty();
   session->owner = owner;
   session->kv = m->NewCache(SessionContext(context_length, *m));
-  sessions_[session->id] = session;
-  SessionReport report;
+  sessions_[SessionKey(session->id, owner)] = session;
   report.id = session->id;
-  report.owner = owner;
+  report.created = true;
   report.context_length = static_cast<uint32_t>(session->kv->max_positions());
   return report;
 }
 
 absl::Status RuntimeImpl::CloseSession(const std::string& id, const std::string& owner) {
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = sessions_.find(id);
+  auto it = sessions_.find(SessionKey(id, owner));
   // Another credential's session is as good as absent: its existence is not told.
   if (it == sessions_.end() || it->second->temporary || it->second->owner != owner) {
     return absl::NotFoundError(absl::StrCat("no session '", id.substr(0, kMaxSessionIdBytes), "'"));
@@ -151,8 +201,9 @@ absl::StatusOr<std::shared_ptr<JobHandle>> RuntimeImpl::Submit(GenerateJob reque
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_) return absl::UnavailableError("octod is shutting down");
+    CloseIdleSessions();
     if (!request.session_id.empty()) {
-      auto it = sessions_.find(request.session_id);
+      auto it = sessions_.find(SessionKey(request.session_id, request.owner));
       if (it == sessions_.end() || it->second->temporary || it->second->owner != request.owner) {
         return absl::NotFoundError(absl::StrCat("no session '", request.session_id, "'"));
       }

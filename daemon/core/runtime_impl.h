@@ -45,7 +45,8 @@ class RuntimeImpl : public Runtime {
                                          const std::optional<std::string>& draft_model) override;
   absl::Status UnloadModel() override;
   absl::StatusOr<std::vector<ModelSummary>> ListModels() override;
-  absl::StatusOr<SessionReport> CreateSession(uint32_t context_length, const std::string& owner) override;
+  absl::StatusOr<SessionReport> CreateSession(uint32_t context_length, const std::string& owner,
+                                              const std::string& name = "") override;
   absl::Status CloseSession(const std::string& id, const std::string& owner) override;
   absl::StatusOr<std::shared_ptr<JobHandle>> Submit(GenerateJob job, std::shared_ptr<TokenSink> sink) override;
   absl::StatusOr<std::vector<int32_t>> Tokenize(const std::string& text, bool add_bos, bool parse_special,
@@ -109,6 +110,11 @@ class RuntimeImpl : public Runtime {
   ModelSummary Summary(const LoadedModel& model) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   int SessionContext(uint32_t asked, const LoadedModel& model) const;
   static std::string NewSessionId();
+  // sessions_'s key for the session `owner` calls `id`: a random id is its
+  // own key; a name is its owner's (two credentials may use one name).
+  static std::string SessionKey(const std::string& id, const std::string& owner);
+  // Closes the sessions idle longer than options_.session_idle_timeout.
+  void CloseIdleSessions() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Speculative decoding (runtime_drafts.cc): the draft model a request
   // names (loaded on first use, at most kMaxDraftModels at once), or the

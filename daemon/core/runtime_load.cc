@@ -173,6 +173,10 @@ absl::StatusOr<ModelSummary> RuntimeImpl::OpenModel(const std::string& name, con
   Log(absl::StrFormat("model loaded: %s (%s, %u layers, %s)%s", summary.path, summary.architecture, summary.n_layers,
                       FormatByteSize(summary.total_bytes),
                       summary.draft_model.empty() ? "" : ", draft model " + summary.draft_model));
+  // A model without a chat template it recognises chats in chatml: said once, here.
+  if (const std::string notice = model_->TakeChatTemplateNotice(); !notice.empty()) {
+    Log(absl::StrCat(summary.path, ": ", notice));
+  }
   return summary;
 }
 

@@ -239,11 +239,12 @@ RuntimeReport RuntimeImpl::Report() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     m = model_;
+    CloseIdleSessions();
     const auto now = Clock::now();
-    for (const auto& [id, s] : sessions_) {
+    for (const auto& [key, s] : sessions_) {
       if (s->temporary) continue;
       SessionReport sr;
-      sr.id = id;
+      sr.id = s->id;
       sr.owner = s->owner;
       sr.positions = static_cast<uint32_t>(s->kv->size());
       sr.context_length = static_cast<uint32_t>(s->kv->max_positions());

@@ -16,7 +16,8 @@ namespace octo {
 class DraftModel;
 
 struct Session {
-  std::string id;
+  std::string id;                      // a random id, or the name its owner gave it
+  bool named = false;
   std::string owner;                   // the credential that created it (credentials.h); only it may use it
   std::unique_ptr<KvCache> kv;         // holds tokens[0, kv->size())
   // Speculative decoding: the draft model this session's last job drafted

@@ -122,6 +122,19 @@ absl::Status CheckBackend(const std::string& backend) {
   return KeyError("backend", absl::StrCat("'", backend, "' is not one of auto, cuda, cpu"));
 }
 
+// A duration ("30m", "1h", "90s") or seconds; 0: never.
+absl::Status ParseIdleTimeout(const std::string& text, absl::Duration* out) {
+  double seconds = 0;
+  const bool parsed = absl::SimpleAtod(text, &seconds) ? (*out = absl::Seconds(seconds), std::isfinite(seconds))
+                                                       : absl::ParseDuration(text, out);
+  if (!parsed || *out < absl::ZeroDuration() || *out > kMaxSessionIdleTimeout) {
+    return KeyError("session-idle-timeout",
+                    absl::StrCat("'", text, "' is not a duration such as 30m or 2h (0: never; at most ",
+                                 absl::FormatDuration(kMaxSessionIdleTimeout), ")"));
+  }
+  return absl::OkStatus();
+}
+
 // "auto" (zero: LayerStream derives it) or seconds.
 absl::Status ParseLoaderTimeout(const std::string& text, absl::Duration* out) {
   if (text == "auto") {
@@ -228,6 +241,8 @@ void AddOctodFlags(CLI::App& app, OctodFlags& flags) {
   app.add_option("--kv-budget", flags.kv_budget, "KV cache memory for all sessions together, SIZE");
   app.add_option("--session-context", flags.session_context, "Default positions per session (capped by the model)");
   app.add_option("--max-sessions", flags.max_sessions, "Most sessions open at once");
+  app.add_option("--session-idle-timeout", flags.session_idle_timeout,
+                 "Close sessions unused this long (30m, 2h, seconds; 0: never)");
   app.add_flag("--evict-idle-sessions", flags.evict_idle_sessions,
                "When the KV budget is full, evict the longest-idle session instead of refusing");
   app.add_option("--prefill-chunk", flags.prefill_chunk, "Prompt tokens per session per forward pass");
@@ -280,6 +295,7 @@ absl::StatusOr<OctodConfig> ValidateOctodFlags(const OctodFlags& flags) {
   OCTO_RETURN_IF_ERROR(ParseExpertCache(flags.expert_cache, &runtime.expert_cache_bytes));
   runtime.direct_io = flags.direct_io;
   OCTO_RETURN_IF_ERROR(ParseLoaderTimeout(flags.loader_timeout, &runtime.loader_timeout));
+  OCTO_RETURN_IF_ERROR(ParseIdleTimeout(flags.session_idle_timeout, &runtime.session_idle_timeout));
   OCTO_RETURN_IF_ERROR(ParseSize("kv-budget", flags.kv_budget, /*allow_auto=*/false, &runtime.kv_budget_bytes));
   OCTO_RETURN_IF_ERROR(
       CheckRange("session-context", flags.session_context, 1, kMaxSessionContext, &runtime.session_context));

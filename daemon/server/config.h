@@ -49,6 +49,8 @@ inline constexpr int64_t kMaxStagingBuffers = 16;
 // --loader-timeout in seconds, when not auto.
 inline constexpr double kMinLoaderTimeoutSeconds = 0.1;
 inline constexpr double kMaxLoaderTimeoutSeconds = 3600;
+// --session-idle-timeout: at most a week (0: never).
+inline constexpr absl::Duration kMaxSessionIdleTimeout = absl::Hours(24 * 7);
 
 // The settings as written, before validation.
 struct OctodFlags {
@@ -70,6 +72,7 @@ struct OctodFlags {
   std::string expert_cache = "auto";
   bool direct_io = true;
   std::string loader_timeout = "auto";
+  std::string session_idle_timeout = "1h";
   std::string kv_budget = "1GiB";
   int64_t session_context = 4096;
   int64_t max_sessions = 64;

@@ -116,9 +116,11 @@ grpc::ServerUnaryReactor* OctoService::CreateSession(grpc::CallbackServerContext
                                                      v1::CreateSessionResponse* response) {
   return Unary(context, Access::kAnyCaller, [&](const Caller& caller) -> absl::Status {
     OCTO_ASSIGN_OR_RETURN(const SessionReport session,
-                          runtime_.CreateSession(request->context_length(), caller.credential));
+                          runtime_.CreateSession(request->context_length(), caller.credential, request->name()));
     response->set_session_id(session.id);
     response->set_context_length(session.context_length);
+    response->set_created(session.created);
+    response->set_positions(session.positions);
     return absl::OkStatus();
   });
 }

@@ -205,7 +205,10 @@ TEST_F(GenCommandTest, SessionFlagContinuesASession) {
   ASSERT_TRUE(session.ok());
   ASSERT_EQ(Run(Flags({"more", "--session", session->session_id()})), 0);
   EXPECT_EQ(runtime().last_job().session_id, session->session_id());
-  EXPECT_EQ(Run(Flags({"more", "--session", "unknown"})), 1);
+  // A name is opened on first use; an id octod never made is refused.
+  ASSERT_EQ(Run(Flags({"more", "--session", "notes"})), 0);
+  EXPECT_EQ(runtime().last_job().session_id, "notes");
+  EXPECT_EQ(Run(Flags({"more", "--session", "s0123456789abcdef0123456789abcdef"})), 1);
   EXPECT_NE(err_.str().find("NOT_FOUND"), std::string::npos);
 }
 

@@ -54,7 +54,8 @@ absl::StatusOr<std::vector<ModelSummary>> FuzzRuntime::ListModels() {
   return std::vector<ModelSummary>{listed};
 }
 
-absl::StatusOr<SessionReport> FuzzRuntime::CreateSession(uint32_t context_length, const std::string& owner) {
+absl::StatusOr<SessionReport> FuzzRuntime::CreateSession(uint32_t context_length, const std::string& owner,
+                                                         const std::string&) {
   return SessionReport{.id = "s1", .owner = owner, .context_length = context_length};
 }
 

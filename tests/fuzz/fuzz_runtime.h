@@ -27,7 +27,8 @@ class FuzzRuntime final : public Runtime {
   absl::StatusOr<ModelSummary> LoadModel(const std::string& path, const std::optional<std::string>& draft) override;
   absl::Status UnloadModel() override;
   absl::StatusOr<std::vector<ModelSummary>> ListModels() override;
-  absl::StatusOr<SessionReport> CreateSession(uint32_t context_length, const std::string& owner) override;
+  absl::StatusOr<SessionReport> CreateSession(uint32_t context_length, const std::string& owner,
+                                              const std::string& name = "") override;
   absl::Status CloseSession(const std::string& id, const std::string& owner) override;
   absl::StatusOr<std::shared_ptr<JobHandle>> Submit(GenerateJob job, std::shared_ptr<TokenSink> sink) override;
   absl::StatusOr<std::vector<int32_t>> Tokenize(const std::string& text, bool add_bos, bool parse_special,

@@ -150,6 +150,56 @@ TEST_F(RuntimeTest, SessionKeepsItsCacheBetweenTurns) {
   EXPECT_EQ(runtime->Report().kv_used_bytes, 0u);
 }
 
+TEST_F(RuntimeTest, NamedSessionsReopenPerCredential) {
+  auto runtime = Start();
+  auto opened = runtime->CreateSession(0, "token:1", "work");
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  EXPECT_TRUE(opened->created);
+  EXPECT_EQ(opened->id, "work");
+  GenerateJob first = GreedyJob("Once upon a time", 8, "work");
+  first.owner = "token:1";
+  ASSERT_TRUE(Submit(*runtime, first)->Wait());
+  // Opening it again returns it, cache and all.
+  auto again = runtime->CreateSession(0, "token:1", "work");
+  ASSERT_TRUE(again.ok());
+  EXPECT_FALSE(again->created);
+  EXPECT_GT(again->positions, 8u);
+  GenerateJob second = GreedyJob(" there was", 4, "work");
+  second.owner = "token:1";
+  const std::shared_ptr<CollectingSink> continued = Submit(*runtime, second);
+  ASSERT_TRUE(continued->Wait());
+  EXPECT_GT(continued->stats.cached_tokens, 0);
+  // Another credential's "work" is its own session; the first stays private.
+  auto other = runtime->CreateSession(0, "token:2", "work");
+  ASSERT_TRUE(other.ok());
+  EXPECT_TRUE(other->created);
+  EXPECT_EQ(runtime->Report().sessions.size(), 2u);
+  EXPECT_TRUE(runtime->CloseSession("work", "token:2").ok());
+  auto still = runtime->CreateSession(0, "token:1", "work");
+  ASSERT_TRUE(still.ok());
+  EXPECT_FALSE(still->created);
+  EXPECT_GT(still->positions, again->positions);
+  const std::vector<std::string> bad_names = {"has space", std::string(65, 'a'), "s0123456789abcdef0123456789abcdef",
+                                              "a/b"};
+  for (const std::string& bad : bad_names) {
+    EXPECT_EQ(runtime->CreateSession(0, "token:1", bad).status().code(), absl::StatusCode::kInvalidArgument) << bad;
+  }
+}
+
+TEST_F(RuntimeTest, IdleSessionsExpire) {
+  RuntimeOptions options = TestRuntimeOptions(model_dir_->path().string());
+  options.session_idle_timeout = absl::Milliseconds(200);
+  auto runtime = Start(options);
+  ASSERT_TRUE(runtime->CreateSession(0, "", "short").ok());
+  ASSERT_TRUE(RunGreedy(*runtime, "Once", 2, "short")->status.ok());
+  EXPECT_EQ(runtime->Report().sessions.size(), 1u);
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  EXPECT_TRUE(runtime->Report().sessions.empty());
+  EXPECT_EQ(runtime->Report().kv_used_bytes, 0u);
+  GenerateJob gone = GreedyJob("x", 1, "short");
+  EXPECT_EQ(runtime->Submit(gone, std::make_shared<CollectingSink>()).status().code(), absl::StatusCode::kNotFound);
+}
+
 TEST_F(RuntimeTest, ChatSessionReusesTheEarlierTurns) {
   auto runtime = Start();
   auto session = runtime->CreateSession(0, "");

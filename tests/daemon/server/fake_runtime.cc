@@ -157,12 +157,15 @@ absl::StatusOr<std::vector<ModelSummary>> FakeRuntime::ListModels() {
   return models;
 }
 
-absl::StatusOr<SessionReport> FakeRuntime::CreateSession(uint32_t context_length, const std::string& owner) {
+absl::StatusOr<SessionReport> FakeRuntime::CreateSession(uint32_t context_length, const std::string& owner,
+                                                         const std::string& name) {
   absl::MutexLock lock(&mu_);
   if (!loaded_.has_value()) return absl::FailedPreconditionError("no model loaded");
   if (context_length > 1u << 20) return absl::InvalidArgumentError("context_length is above the model's");
+  if (auto it = sessions_.find(name); !name.empty() && it != sessions_.end()) return it->second;
   SessionReport session;
-  session.id = absl::StrCat("session-", next_session_++);
+  session.id = name.empty() ? absl::StrCat("session-", next_session_++) : name;
+  session.created = true;
   session.owner = owner;
   session.context_length = context_length == 0 ? 4096 : context_length;
   sessions_[session.id] = session;

@@ -64,7 +64,8 @@ class FakeRuntime final : public Runtime {
   absl::StatusOr<ModelSummary> LoadModel(const std::string& path, const std::optional<std::string>& draft_model) override;
   absl::Status UnloadModel() override;
   absl::StatusOr<std::vector<ModelSummary>> ListModels() override;
-  absl::StatusOr<SessionReport> CreateSession(uint32_t context_length, const std::string& owner) override;
+  absl::StatusOr<SessionReport> CreateSession(uint32_t context_length, const std::string& owner,
+                                              const std::string& name = "") override;
   absl::Status CloseSession(const std::string& id, const std::string& owner) override;
   absl::StatusOr<std::shared_ptr<JobHandle>> Submit(GenerateJob job, std::shared_ptr<TokenSink> sink) override;
   // One token per byte (id = the byte), BOS id 1 ("<s>") first when asked.

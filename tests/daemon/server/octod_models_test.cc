@@ -1,6 +1,7 @@
-// A newcomer's models, through the real binaries: a GGUF served directly
+// A newcomer's first hour, through the real binaries: a GGUF served directly
 // (decomposed into the cache once, the folder's tokens), a load that fails
-// leaving the old model serving, and the names a model answers to.
+// leaving the old model serving, the names a model answers to, and a
+// session kept by name across octo-gen runs.
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -79,6 +80,33 @@ TEST_F(OctodTest, OneModelAnswersToItsSpellingsAndSymlinkedFoldersLoad) {
   const RunResult typo = octod_.Ctl("load", {"linkde"});
   EXPECT_EQ(typo.exit_code, 1);
   EXPECT_TRUE(absl::StrContains(typo.err, "did you mean 'linked'")) << typo.err;
+}
+
+// A session by name from the command line: three octo-gen runs continue one
+// conversation, each reusing the cache the last one left; octo-ctl lists and
+// closes it.
+TEST_F(OctodTest, ANamedSessionOutlivesEachOctoGenRun) {
+  MakeModel("m", 3);
+  ASSERT_TRUE(octod_.Start(ServeArgs("m")));
+  int cached = -1;
+  for (const std::string prompt : {"Once upon a time", " there was", " a dog"}) {
+    const RunResult r = octod_.Gen({prompt, "--session", "story", "--temp", "0", "-n", "4", "--json"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const nlohmann::json done = DoneEvent(r.out);
+    ASSERT_FALSE(done.is_null()) << r.out;
+    const int now = done["stats"].value("cached_tokens", 0);
+    if (cached >= 0) EXPECT_GT(now, cached) << "each run continues the last: " << r.out;
+    cached = now;
+  }
+  const RunResult list = octod_.Ctl("sessions");
+  ASSERT_EQ(list.exit_code, 0) << list.err;
+  EXPECT_TRUE(absl::StrContains(list.out, "story")) << list.out;
+  const RunResult close = octod_.Ctl("sessions", {"close", "story"});
+  EXPECT_EQ(close.exit_code, 0) << close.err;
+  EXPECT_FALSE(absl::StrContains(octod_.Ctl("sessions").out, "story"));
+  const RunResult again = octod_.Ctl("sessions", {"close", "story"});
+  EXPECT_EQ(again.exit_code, 1);
+  EXPECT_TRUE(absl::StrContains(again.err, "no session 'story'")) << again.err;
 }
 
 }  // namespace
