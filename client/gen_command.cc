@@ -6,8 +6,11 @@
 #include <sstream>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/strip.h"
+#include "client/chat_input.h"
 #include "daemon/core/model_name.h"
 #include "daemon/core/speculation_settings.h"
 #include "nlohmann/json.hpp"
@@ -186,34 +189,83 @@ absl::Status EnsureModel(const GenFlags& flags, OctoClient& client, std::FILE* e
   return client.LoadModel(flags.model, std::nullopt).status();
 }
 
-// --chat without a prompt: one turn per input line, in one session.
+// --chat without a prompt: one turn per input line (or """ block), in one
+// session, with the slash commands of chat_input.h. Ctrl-C during a reply
+// stops that reply only (octo_gen.cc's watcher calls StopCall).
 // `new_session`: --session named one that this run opened.
-int Conversation(const GenFlags& flags, bool new_session, OctoClient& client, std::istream& in, std::FILE* out,
+int Conversation(const GenFlags& given, bool new_session, OctoClient& client, std::istream& in, std::FILE* out,
                  std::FILE* err) {
+  GenFlags flags = given;  // /set changes it
   std::string session = flags.session;
   const bool own_session = session.empty();
-  if (own_session) {
-    absl::StatusOr<v1::CreateSessionResponse> created = client.CreateSession(flags.context);
-    if (!created.ok()) return Fail(created.status(), client, err);
+  auto open = [&]() -> absl::Status {
+    absl::StatusOr<v1::CreateSessionResponse> created = client.CreateSession(flags.context, given.session);
+    if (!created.ok()) return created.status();
     session = created->session_id();
+    return absl::OkStatus();
+  };
+  if (own_session) {
+    if (absl::Status opened = open(); !opened.ok()) return Fail(opened, client, err);
   }
   int exit_code = 0;
-  bool first_turn = own_session || new_session;  // a continued session already has its system message
-  std::string line;
+  bool send_system = own_session || new_session;  // a continued session already has its system message
+  auto prompt = [&](const char* text) {
+    if (!flags.interactive) return;
+    std::fputs(text, err);
+    std::fflush(err);
+  };
   while (true) {
-    if (flags.interactive) {
-      std::fputs("> ", err);
-      std::fflush(err);
+    prompt("> ");
+    const std::optional<std::string> turn = ReadTurn(in, [&] { prompt(". "); });
+    if (!turn.has_value()) break;
+    const ChatInput input = ParseChatInput(*turn, flags.interactive);
+    if (input.kind == ChatInput::Kind::kBye) break;
+    if (input.kind == ChatInput::Kind::kHelp) {
+      std::fputs(ChatCommandsHelp(), err);
+      continue;
     }
-    if (!std::getline(in, line)) break;
-    const std::string user(absl::StripTrailingAsciiWhitespace(line));
-    if (user == "/exit") break;
-    if (absl::StripAsciiWhitespace(user).empty()) continue;
-    const v1::ChatRequest request = ChatTurn(flags, session, first_turn, user);
-    first_turn = false;
+    if (input.kind == ChatInput::Kind::kUnknown) {
+      absl::FPrintF(err, "unknown command %s; /help lists them\n", input.text);
+      continue;
+    }
+    if (input.kind == ChatInput::Kind::kClear) {
+      // A fresh session of the same kind: a new id, or the same name emptied.
+      absl::Status cleared = client.CloseSession(session);
+      if (cleared.ok()) cleared = open();
+      if (!cleared.ok()) {
+        exit_code = Fail(cleared, client, err);
+        break;
+      }
+      send_system = true;
+      std::fputs("(the conversation is cleared)\n", err);
+      continue;
+    }
+    if (input.kind == ChatInput::Kind::kSet) {
+      double temperature = 0;
+      if (input.key == "temperature" && absl::SimpleAtod(input.value, &temperature) && temperature >= 0) {
+        flags.sampling.temperature = temperature;
+      } else if (input.key == "system" && !input.value.empty()) {
+        flags.system = input.value;
+        send_system = true;
+      } else {
+        std::fputs("/set temperature T (0 or more) or /set system TEXT\n", err);
+        continue;
+      }
+      absl::FPrintF(err, "(%s set)\n", input.key);
+      continue;
+    }
+    if (absl::StripAsciiWhitespace(input.text).empty()) continue;
+    const v1::ChatRequest request = ChatTurn(flags, session, send_system, input.text);
+    send_system = false;
     const absl::Status status = Reply(flags, out, err, [&](const auto& on_message) {
       return client.Chat(request, on_message);
     });
+    if (status.code() == absl::StatusCode::kCancelled && !client.cancelled()) {
+      std::fputs("\n", out);  // Ctrl-C stopped this reply; the conversation goes on
+      std::fflush(out);
+      std::fputs("(reply stopped)\n", err);
+      continue;
+    }
     if (!status.ok()) {
       exit_code = Fail(status, client, err);
       break;

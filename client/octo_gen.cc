@@ -5,7 +5,8 @@
 //            [--model NAME] [sampling flags] [--json] [--stats] [--session ID] "prompt"|-
 //   octo-gen --chat [--system TEXT] [--chat-template NAME] [--context N] ["message"]
 //
-// Ctrl-C cancels the generation (octod stops it at once) and exits 130.
+// Ctrl-C cancels the generation (octod stops it at once) and exits 130; in a
+// conversation on a terminal it stops the reply, and at the prompt it exits.
 // Exit codes: 0 done, 1 an error, 2 bad flags, 130 cancelled.
 #include <pthread.h>
 #include <unistd.h>
@@ -70,9 +71,14 @@ int main(int argc, char** argv) {
   // ends (blocked in sigwait when no signal came), so it may use the client
   // and the buffer, which main never destroys before exiting.
   octo::OctoClient* connection = client->get();
-  std::thread([connection, &input_buffer, stop_signals] {
+  // A conversation on a terminal: Ctrl-C during a reply stops that reply and
+  // the prompt returns; Ctrl-C at the prompt (or anywhere else) ends octo-gen.
+  const bool stop_replies = flags.chat && flags.prompt.empty() && flags.interactive;
+  std::thread([connection, &input_buffer, stop_signals, stop_replies] {
     int signal_number = 0;
-    sigwait(&stop_signals, &signal_number);
+    do {
+      sigwait(&stop_signals, &signal_number);
+    } while (stop_replies && signal_number == SIGINT && connection->StopCall());
     connection->Cancel();
     input_buffer.Interrupt();
   }).detach();

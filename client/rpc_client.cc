@@ -121,6 +121,13 @@ void OctoClient::Cancel() {
   if (active_ != nullptr) active_->TryCancel();
 }
 
+bool OctoClient::StopCall() {
+  absl::MutexLock lock(&mu_);
+  if (active_ == nullptr) return false;
+  active_->TryCancel();
+  return true;
+}
+
 bool OctoClient::cancelled() {
   absl::MutexLock lock(&mu_);
   return cancelled_;

@@ -78,6 +78,9 @@ class OctoClient {
   // CANCELLED at once). Safe from any thread, e.g. a signal watcher.
   void Cancel();
   bool cancelled();
+  // Cancels only the call in progress (an interactive chat's reply); later
+  // calls run. False when no call was in progress.
+  bool StopCall();
 
  private:
   OctoClient(std::string target, std::shared_ptr<grpc::Channel> channel, std::optional<std::string> token);

@@ -36,6 +36,10 @@ class Job : public JobHandle {
   JobDraft& draft() { return draft_; }
   TokenSink& sink() { return *sink_; }
   JobStats& stats() { return stats_; }
+  // What asked for it (GenerateJob::origin) and the model it ran on, for the request log.
+  std::string& origin() { return origin_; }
+  std::string& model() { return model_; }
+  double seconds() const { return std::chrono::duration<double>(Clock::now() - submitted_).count(); }
   bool started() const { return started_; }
 
   // Text sent to the client, kept for a chat session's history.
@@ -56,6 +60,7 @@ class Job : public JobHandle {
   std::vector<ChatMessage> new_messages_;  // a chat turn: joins the session's messages at the end
   std::string reply_;                      // generated text so far (for the chat history)
   JobStats stats_;
+  std::string origin_, model_;
   Clock::time_point submitted_ = Clock::now();
   bool started_ = false;
   bool finished_ = false;

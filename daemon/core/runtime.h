@@ -46,6 +46,9 @@ struct RuntimeOptions {
   // One line per event (loads, unloads and why they failed, GGUF
   // decomposition progress); unset: silent.
   std::function<void(absl::string_view)> log;
+  // One log line per generation request when it ends: what asked, the
+  // model, prompt and generated tokens, time and outcome.
+  bool log_requests = false;
   std::string loader_path;          // the octo-loader executable
   std::vector<std::string> loader_args;  // appended to its command line (tests inject faults)
   int n_threads = 0;                // CPU backend threads; < 1: one per core
@@ -97,6 +100,7 @@ struct GenerateJob {
   std::string session_id;                 // empty: one-shot, in a temporary cache
   std::string owner;                      // the caller's credential: a session must be its own
   std::string model;                      // not empty: run only if this model (its path) is the loaded one
+  std::string origin;                     // what asked, for the request log ("POST /api/chat", "gRPC Generate")
   // Exactly one of: prompt text, prompt tokens, chat messages.
   std::string prompt;
   std::vector<int32_t> prompt_tokens;

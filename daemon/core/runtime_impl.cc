@@ -268,6 +268,8 @@ absl::StatusOr<std::shared_ptr<JobHandle>> RuntimeImpl::Submit(GenerateJob reque
                                    static_cast<int>(cached));
   job->draft() = NewJobDraft(*draft, request);
   job->stats().draft_model = *draft != nullptr ? (*draft)->path() : "";
+  job->origin() = request.origin;
+  job->model() = m->summary().path;
   std::lock_guard<std::mutex> lock(mu_);
   if (new_draft) {
     session->draft = *draft;

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "daemon/core/runtime_impl.h"
 
 namespace octo {
@@ -229,6 +230,13 @@ void RuntimeImpl::EndJob(const std::shared_ptr<Job>& job, const absl::Status& st
     // Its cache is freed before the client hears the job ended.
     std::lock_guard<std::mutex> lock(mu_);
     if (job->session().temporary) sessions_.erase(job->session().id);
+  }
+  if (options_.log_requests) {  // before the client hears the end: the line is there when it looks
+    const JobStats& s = job->stats();
+    Log(absl::StrFormat("%s: model %s, %d prompt tokens (%d cached), %d generated, %.2f s, %s",
+                        job->origin().empty() ? "request" : job->origin(), job->model(), s.prompt_tokens,
+                        s.cached_tokens, job->generation().generated_tokens(), job->seconds(),
+                        status.ok() ? finish : absl::StrCat("failed: ", status.message())));
   }
   job->Finish(status, finish);
 }

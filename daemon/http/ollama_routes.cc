@@ -95,6 +95,7 @@ absl::StatusOr<GenerateJob> OllamaJob(Runtime& runtime, const OllamaRequest& req
                                       const ModelSummary& model) {
   GenerateJob job;
   job.model = model.path;  // refused if another request switches models before it runs
+  job.origin = chat ? "POST /api/chat" : "POST /api/generate";
   job.sampling = request.sampling;
   job.chat_template = request.chat_template;
   if (chat) {

@@ -159,6 +159,7 @@ void ServeCompletion(Runtime& runtime, const HttpRequest& http_request, HttpExch
   if (!model.ok()) return exchange.ReplyError(model.status());
   request->job.model = model->summary.path;  // refused if another request switches models before it runs
   request->job.owner = http_request.caller.credential;
+  request->job.origin = chat ? "POST /v1/chat/completions" : "POST /v1/completions";
   CompletionWriter writer(*request, exchange);
   const absl::Status submitted =
       RunJob(runtime, std::move(request->job), exchange, [&writer](const JobEvent& event) { return writer.On(event); });

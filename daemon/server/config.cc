@@ -241,6 +241,8 @@ void AddOctodFlags(CLI::App& app, OctodFlags& flags) {
   app.add_option("--kv-budget", flags.kv_budget, "KV cache memory for all sessions together, SIZE");
   app.add_option("--session-context", flags.session_context, "Default positions per session (capped by the model)");
   app.add_option("--max-sessions", flags.max_sessions, "Most sessions open at once");
+  app.add_flag("--log-requests,!--no-log-requests", flags.log_requests,
+               "A log line per generation request: what asked, model, tokens, time, outcome (default on)");
   app.add_option("--session-idle-timeout", flags.session_idle_timeout,
                  "Close sessions unused this long (30m, 2h, seconds; 0: never)");
   app.add_flag("--evict-idle-sessions", flags.evict_idle_sessions,
@@ -296,6 +298,7 @@ absl::StatusOr<OctodConfig> ValidateOctodFlags(const OctodFlags& flags) {
   runtime.direct_io = flags.direct_io;
   OCTO_RETURN_IF_ERROR(ParseLoaderTimeout(flags.loader_timeout, &runtime.loader_timeout));
   OCTO_RETURN_IF_ERROR(ParseIdleTimeout(flags.session_idle_timeout, &runtime.session_idle_timeout));
+  runtime.log_requests = flags.log_requests;
   OCTO_RETURN_IF_ERROR(ParseSize("kv-budget", flags.kv_budget, /*allow_auto=*/false, &runtime.kv_budget_bytes));
   OCTO_RETURN_IF_ERROR(
       CheckRange("session-context", flags.session_context, 1, kMaxSessionContext, &runtime.session_context));

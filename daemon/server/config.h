@@ -73,6 +73,7 @@ struct OctodFlags {
   bool direct_io = true;
   std::string loader_timeout = "auto";
   std::string session_idle_timeout = "1h";
+  bool log_requests = true;
   std::string kv_budget = "1GiB";
   int64_t session_context = 4096;
   int64_t max_sessions = 64;

@@ -198,6 +198,18 @@ TEST_F(DaemonClientsTest, LoadUnloadModelsHealth) {
   EXPECT_EQ(Ctl("health").exit_code, 1) << "not serving while shutting down";
 }
 
+TEST_F(DaemonClientsTest, ChatCommandsAndQuotedBlocks) {
+  const RunResult r = GenWithInput(
+      "/set temperature 0.5\\nhi\\n\"\"\"two\\nlines\"\"\"\\n/clear\\nagain\\n/bye\\nnot sent\\n", "--chat");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(server_.runtime().jobs_submitted(), 3) << r.err;
+  const GenerateJob last = server_.runtime().last_job();
+  EXPECT_EQ(last.sampling.temperature, 0.5f);
+  ASSERT_FALSE(last.messages.empty());
+  EXPECT_EQ(last.messages.back().content, "again");
+  EXPECT_NE(r.err.find("(the conversation is cleared)"), std::string::npos) << r.err;
+}
+
 // The command-line conventions every Octo program shares (client/command_line.h).
 TEST_F(DaemonClientsTest, MisspelledFlagsAndCommandsGetTheClosestNames) {
   RunResult r = RunCommand({kOctoCtl, "stauts", "--socket", server_.socket_path()});

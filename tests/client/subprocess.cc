@@ -6,6 +6,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <csignal>
 #include <cstdlib>
 
 namespace octo::testing {
@@ -79,6 +81,57 @@ RunResult RunOnTerminal(const std::vector<std::string>& argv) {
   close(master);
   result.exit_code = WaitCommand(pid);
   return result;
+}
+
+TerminalRun::TerminalRun(const std::vector<std::string>& argv) {
+  pid_ = forkpty(&master_, nullptr, nullptr, nullptr);
+  if (pid_ == 0) Exec(argv);
+}
+
+TerminalRun::~TerminalRun() {
+  if (pid_ > 0) {
+    kill(pid_, SIGKILL);
+    WaitCommand(pid_);
+  }
+  if (master_ >= 0) close(master_);
+}
+
+void TerminalRun::Type(const std::string& text) {
+  size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = write(master_, text.data() + done, text.size() - done);
+    if (n <= 0) return;
+    done += static_cast<size_t>(n);
+  }
+}
+
+void TerminalRun::ReadSome(int timeout_ms) {
+  pollfd p{master_, POLLIN, 0};
+  if (poll(&p, 1, timeout_ms) <= 0) return;
+  char buffer[4096];
+  const ssize_t n = read(master_, buffer, sizeof(buffer));
+  if (n > 0) out_.append(buffer, static_cast<size_t>(n));
+}
+
+bool TerminalRun::WaitFor(const std::string& text, double seconds) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (true) {
+    if (const size_t at = out_.find(text, seen_); at != std::string::npos) {
+      seen_ = at + text.size();
+      return true;
+    }
+    if (std::chrono::steady_clock::now() >= end) return false;
+    ReadSome(50);
+  }
+}
+
+int TerminalRun::Wait() {
+  std::string rest;
+  Drain(master_, &rest, -1, nullptr);
+  out_ += rest;
+  const int code = WaitCommand(pid_);
+  pid_ = -1;
+  return code;
 }
 
 pid_t StartCommand(const std::vector<std::string>& argv) {

@@ -235,6 +235,29 @@ TEST_F(ModelLoadingTest, UnknownNamesGetTheClosestNamesAndHowToMakeAModel) {
   EXPECT_TRUE(absl::StrContains(nothing.status().message(), "octo-ctl decompose")) << nothing.status();
 }
 
+TEST_F(ModelLoadingTest, EachRequestGetsOneLogLine) {
+  RuntimeOptions options = TestRuntimeOptions(model_dir_->path().string());
+  options.log_requests = true;
+  options.log = [this](absl::string_view line) {
+    std::lock_guard<std::mutex> lock(log_.mu);
+    log_.lines.emplace_back(line);
+  };
+  options.model = "m";
+  auto runtime = RuntimeImpl::Create(options, FileLayerStream::Factory());
+  ASSERT_TRUE(runtime.ok()) << runtime.status();
+  GenerateJob job = GreedyJob("Once upon", 5);
+  job.origin = "POST /api/generate";
+  ASSERT_TRUE(Submit(**runtime, job)->Wait());
+  EXPECT_TRUE(log_.Has("POST /api/generate: model m, ")) << log_.All();
+  EXPECT_TRUE(log_.Has(" prompt tokens (0 cached), 5 generated, ")) << log_.All();
+  EXPECT_TRUE(log_.Has(" s, length")) << log_.All();
+  GenerateJob bad = GreedyJob("x", 1, "no-such-session");
+  EXPECT_FALSE((*runtime)->Submit(bad, std::make_shared<CollectingSink>()).ok());  // refused before it ran: no line
+  int lines = 0;
+  for (const std::string& line : log_.lines) lines += absl::StrContains(line, " generated, ");
+  EXPECT_EQ(lines, 1);
+}
+
 TEST_F(ModelLoadingTest, ABrokenGgufIsRefusedNamingItAndTheLoadedModelServesOn) {
   TempDir root;
   fs::copy(model_dir_->Path("m"), root.Path("good"));

@@ -260,7 +260,12 @@ TEST_F(SpeculationTest, ADraftWithAnotherVocabularyIsRefusedNamingTheDifference)
   EXPECT_NE(sizes.status().message().find("600 tokens"), std::string::npos) << sizes.status();
   EXPECT_NE(sizes.status().message().find("512"), std::string::npos) << sizes.status();
   EXPECT_NE(sizes.status().message().find("qwen-vocab"), std::string::npos) << sizes.status();
-  EXPECT_FALSE(runtime->Report().model.has_value()) << "a refused draft loads nothing";
+  // A refused load changes nothing: the model loaded before serves on.
+  const std::optional<ModelSummary> still = runtime->Report().model;
+  ASSERT_TRUE(still.has_value()) << "a refused draft must not leave octod without a model";
+  EXPECT_EQ(still->path, "m");
+  EXPECT_NE(sizes.status().message().find("m is still loaded"), std::string::npos) << sizes.status();
+  EXPECT_TRUE(RunGreedy(*runtime, kPrompt, 2)->status.ok());
 
   ASSERT_TRUE(runtime->LoadModel("qwen-vocab", std::nullopt).ok());
   auto texts = runtime->LoadModel("qwen-vocab",

@@ -258,7 +258,10 @@ TEST_F(OctodFaultTest, MalformedRequestsAreRefusedAndOctodStaysUp) {
   };
   expect_refused(octod_.Gen({kPrompt, "--temp", "-1", "-n", "2"}), "INVALID_ARGUMENT", "temperature");
   expect_refused(octod_.Gen({kPrompt, "--top-p", "2", "-n", "2"}), "INVALID_ARGUMENT", "top_p");
-  expect_refused(octod_.Gen({kPrompt, "--session", "nope", "-n", "2"}), "NOT_FOUND", "nope");
+  // A session id octod never made (a name would be opened: octo-gen --session NAME).
+  expect_refused(octod_.Gen({kPrompt, "--session", "s0123456789abcdef0123456789abcdef", "-n", "2"}), "NOT_FOUND",
+                 "s0123456789abcdef0123456789abcdef");
+  expect_refused(octod_.Gen({kPrompt, "--session", "not a name", "-n", "2"}), "INVALID_ARGUMENT", "session name");
   // A prompt one byte over the 1 MiB limit, through stdin.
   const std::string big = dir_.Path("big.txt");
   std::ofstream(big) << std::string((1 << 20) + 1, 'a');

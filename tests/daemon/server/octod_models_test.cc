@@ -2,13 +2,17 @@
 // (decomposed into the cache once, the folder's tokens), a load that fails
 // leaving the old model serving, the names a model answers to, and a
 // session kept by name across octo-gen runs.
+#include <chrono>
 #include <filesystem>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "tests/client/subprocess.h"
 #include "tests/daemon/server/octod_harness.h"
 
 namespace octo::testing {
@@ -35,6 +39,9 @@ TEST_F(OctodTest, AGgufIsServedDirectlyAndASecondStartReusesItsCache) {
   EXPECT_EQ(ServedTokens(octod_), engine);
   EXPECT_TRUE(absl::StrContains(octod_.Log(), "m.gguf: decomposed into " + dir_.Path(".octo-cache/m-")))
       << octod_.Log();
+  // Each request is a line of octod's log.
+  EXPECT_TRUE(absl::StrContains(octod_.Log(), "gRPC Generate: model m.gguf, ")) << octod_.Log();
+  EXPECT_TRUE(absl::StrContains(octod_.Log(), absl::StrCat(kTokens, " generated, "))) << octod_.Log();
   nlohmann::json status = octod_.Status();
   EXPECT_EQ(status["model"]["path"], "m.gguf") << status.dump();
   ASSERT_TRUE(octod_.Stop());
@@ -107,6 +114,27 @@ TEST_F(OctodTest, ANamedSessionOutlivesEachOctoGenRun) {
   const RunResult again = octod_.Ctl("sessions", {"close", "story"});
   EXPECT_EQ(again.exit_code, 1);
   EXPECT_TRUE(absl::StrContains(again.err, "no session 'story'")) << again.err;
+}
+
+// octo-gen --chat on a terminal, as a person uses it: Ctrl-C stops the reply
+// and the prompt comes back; Ctrl-C at the prompt ends octo-gen.
+TEST_F(OctodTest, CtrlCInATerminalChatStopsOnlyTheReply) {
+  MakeModel("m", 6);
+  ASSERT_TRUE(octod_.Start(ServeArgs("m", StreamEveryLayer("m"))));
+  TerminalRun chat({OctoGenPath(), "--socket", octod_.socket(), "--chat", "--temp", "0", "-n", "-1"});
+  ASSERT_TRUE(chat.WaitFor("> ")) << chat.output();
+  chat.Type("Tell me a long story\n");
+  ASSERT_TRUE(chat.WaitFor("Tell me a long story")) << chat.output();  // the terminal's echo
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));          // the reply streams (to the context's end)
+  chat.CtrlC();
+  ASSERT_TRUE(chat.WaitFor("(reply stopped)")) << chat.output();
+  ASSERT_TRUE(chat.WaitFor("> ")) << chat.output();
+  chat.Type("/set temperature 0\n");
+  ASSERT_TRUE(chat.WaitFor("(temperature set)")) << chat.output();
+  ASSERT_TRUE(chat.WaitFor("> ")) << chat.output();
+  chat.CtrlC();
+  EXPECT_EQ(chat.Wait(), 130) << chat.output();
+  EXPECT_EQ(octod_.Status()["sessions"].size(), 0u) << "the chat's session was closed";
 }
 
 }  // namespace
