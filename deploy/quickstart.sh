@@ -9,19 +9,28 @@
 #   bash deploy/quickstart.sh [MODEL.gguf [OUT_DIR]]
 #
 # Without a model it generates one (a small Llama-shaped Q4_K_M model with a
-# working tokenizer, via octo-make-model) so the whole path runs anywhere.
+# working tokenizer and random weights, via octo-make-model) so the whole
+# path runs anywhere; it says so, since that model's text is gibberish.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 bash deploy/install-deps.sh
-bash deploy/build.sh
+# A build is skipped when the binaries are newer than every source file.
+if [ -x build/bin/octod ] && [ -x build/bin/octo-gen ] &&
+  [ -z "$(find CMakeLists.txt proto daemon client kernels storage tests deploy/build.sh -newer build/bin/octod \
+    -type f -print -quit)" ]; then
+  echo "quickstart: the binaries in build/bin are current; build skipped"
+else
+  bash deploy/build.sh
+fi
 
 model="${1:-}"
 out="${2:-}"
 if [ -z "$model" ]; then
   mkdir -p models
   model=models/tiny-llama-Q4_K_M.gguf
-  echo "quickstart: no model given; generating $model"
+  echo "quickstart: no model given; generating $model, a small Llama-shaped model with RANDOM weights:"
+  echo "quickstart: every step runs, but its text is gibberish. For real text: bash deploy/quickstart.sh MODEL.gguf"
   ./build/bin/octo-make-model --preset tiny --layers 8 --type Q4_K_M -o "$model"
 fi
 if [ -z "$out" ]; then
