@@ -1,7 +1,5 @@
 #include "client/gen_command.h"
 
-#include <algorithm>
-#include <cctype>
 #include <iterator>
 #include <sstream>
 
@@ -12,6 +10,7 @@
 #include "absl/strings/strip.h"
 #include "client/chat_input.h"
 #include "daemon/core/model_name.h"
+#include "daemon/core/session_id.h"
 #include "daemon/core/speculation_settings.h"
 #include "nlohmann/json.hpp"
 
@@ -172,11 +171,6 @@ int Fail(const absl::Status& status, OctoClient& client, std::FILE* err) {
   return 1;
 }
 
-bool IsSessionId(const std::string& text) {
-  return text.size() == 33 && text[0] == 's' &&
-         std::all_of(text.begin() + 1, text.end(), [](char c) { return std::isxdigit(static_cast<unsigned char>(c)); });
-}
-
 // --model: loads it first when octod holds another one (as the HTTP API
 // does for a request's "model"); the requests then name it, so a model
 // switched meanwhile by another client is refused, not used.
@@ -319,7 +313,7 @@ int RunGen(const GenFlags& flags, OctoClient& client, std::istream& in, std::FIL
   // and kept after this run (octo-ctl sessions close NAME ends it). An id
   // octod made (s + 32 hex digits) is used as it is.
   bool new_session = false;
-  if (!flags.session.empty() && !IsSessionId(flags.session)) {
+  if (!flags.session.empty() && !IsGeneratedSessionId(flags.session)) {
     absl::StatusOr<v1::CreateSessionResponse> opened = client.CreateSession(flags.context, flags.session);
     if (!opened.ok()) return Fail(opened.status(), client, err);
     new_session = opened->created();

@@ -23,12 +23,52 @@ namespace {
 
 bool IsGgufName(const fs::path& path) { return absl::EndsWithIgnoreCase(path.filename().string(), ".gguf"); }
 
-// The summary of a GGUF file from its header, as its layer directory's
-// manifest would give it (nothing is written).
-absl::StatusOr<ModelSummary> SummarizeGguf(const fs::path& file, const std::string& name) {
-  OCTO_ASSIGN_OR_RETURN(const GgufFile gguf, GgufFile::Open(file.string()));
-  OCTO_ASSIGN_OR_RETURN(const Manifest manifest, PlanLayerDirectory(gguf, file.filename().string()));
-  return SummarizeManifest(manifest, name);
+// A model the walk found: its name under the root (a symlink by its own
+// name, not its target's) and what it is.
+struct FoundModel {
+  std::string name;
+  fs::path path;
+  bool gguf = false;
+};
+
+// Layer directories and GGUF files at most two levels under `real_root`,
+// sorted by name; nothing is read but the directory entries.
+std::vector<FoundModel> FindModels(const fs::path& real_root) {
+  std::error_code ec;
+  std::vector<FoundModel> found;
+  auto visit = [&](const fs::path& path) {
+    const std::string name = path.lexically_relative(real_root).string();
+    if (fs::is_regular_file(path / kManifestName, ec)) {
+      found.push_back({name, path, false});
+      return true;
+    }
+    if (IsGgufName(path) && fs::is_regular_file(path, ec)) {
+      found.push_back({name, path, true});
+      return true;
+    }
+    return false;
+  };
+  auto hidden = [](const fs::path& p) { return p.filename().string().starts_with("."); };
+  for (const fs::directory_entry& e : fs::directory_iterator(real_root, ec)) {
+    if (hidden(e.path()) || visit(e.path()) || !e.is_directory(ec)) continue;
+    for (const fs::directory_entry& inner : fs::directory_iterator(e.path(), ec)) {
+      if (!hidden(inner.path())) visit(inner.path());
+    }
+  }
+  std::sort(found.begin(), found.end(), [](const FoundModel& a, const FoundModel& b) { return a.name < b.name; });
+  return found;
+}
+
+// A layer directory's summary from its manifest; a GGUF's from its header,
+// as its layer directory's manifest would give it (nothing is written).
+absl::StatusOr<ModelSummary> Summarize(const FoundModel& m) {
+  if (!m.gguf) {
+    OCTO_ASSIGN_OR_RETURN(const Manifest manifest, ReadManifest(m.path.string()));
+    return SummarizeManifest(manifest, m.name);
+  }
+  OCTO_ASSIGN_OR_RETURN(const GgufFile gguf, GgufFile::Open(m.path.string()));
+  OCTO_ASSIGN_OR_RETURN(const Manifest manifest, PlanLayerDirectory(gguf, m.path.filename().string()));
+  return SummarizeManifest(manifest, m.name);
 }
 
 ModelSummary Unreadable(const std::string& name, const absl::Status& status) {
@@ -76,9 +116,7 @@ absl::StatusOr<ResolvedModel> ResolveModelPath(const std::string& root, const st
     return absl::NotFoundError(absl::StrCat(quoted, " is not a model directory (no manifest.json): ", how));
   }
   std::vector<std::string> names;
-  if (absl::StatusOr<std::vector<ModelSummary>> models = ScanModels(root); models.ok()) {
-    for (const ModelSummary& m : *models) names.push_back(m.path);
-  }
+  for (const FoundModel& m : FindModels(real_root)) names.push_back(m.name);
   return absl::NotFoundError(absl::StrCat("no model ", quoted, " under ", real_root.string(),
                                           DidYouMean(ClosestNames(model.name, names)),
                                           names.empty() ? absl::StrCat(" (", how, ")") : ""));
@@ -89,29 +127,10 @@ absl::StatusOr<std::vector<ModelSummary>> ScanModels(const std::string& root) {
   const fs::path real_root = fs::canonical(root, ec);
   if (ec) return absl::FailedPreconditionError(absl::StrCat("models root ", root, ": ", ec.message()));
   std::vector<ModelSummary> models;
-  // `path` is as listed (a symlink by its own name, not its target's).
-  auto visit = [&](const fs::path& path) {
-    const std::string name = fs::path(path).lexically_relative(real_root).string();
-    if (fs::is_regular_file(path / kManifestName, ec)) {
-      absl::StatusOr<Manifest> manifest = ReadManifest(path.string());
-      models.push_back(manifest.ok() ? SummarizeManifest(*manifest, name) : Unreadable(name, manifest.status()));
-      return true;
-    }
-    if (IsGgufName(path) && fs::is_regular_file(path, ec)) {
-      absl::StatusOr<ModelSummary> summary = SummarizeGguf(path, name);
-      models.push_back(summary.ok() ? *summary : Unreadable(name, summary.status()));
-      return true;
-    }
-    return false;
-  };
-  auto hidden = [](const fs::path& p) { return p.filename().string().starts_with("."); };
-  for (const fs::directory_entry& e : fs::directory_iterator(real_root, ec)) {
-    if (hidden(e.path()) || visit(e.path()) || !e.is_directory(ec)) continue;
-    for (const fs::directory_entry& inner : fs::directory_iterator(e.path(), ec)) {
-      if (!hidden(inner.path())) visit(inner.path());
-    }
+  for (const FoundModel& m : FindModels(real_root)) {
+    absl::StatusOr<ModelSummary> summary = Summarize(m);
+    models.push_back(summary.ok() ? *std::move(summary) : Unreadable(m.name, summary.status()));
   }
-  std::sort(models.begin(), models.end(), [](const ModelSummary& a, const ModelSummary& b) { return a.path < b.path; });
   return models;
 }
 

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "daemon/core/model_paths.h"
+#include "daemon/core/session_id.h"
 #include "storage/bounded_json.h"
 #include "storage/status_macros.h"
 
@@ -101,17 +102,11 @@ std::string RuntimeImpl::NewSessionId() {
 
 namespace {
 
-// "s" and 32 lowercase hex digits: what NewSessionId makes (no name looks so).
-bool IsRandomSessionId(absl::string_view id) {
-  return id.size() == 33 && id[0] == 's' &&
-         std::all_of(id.begin() + 1, id.end(), [](char c) { return absl::ascii_isxdigit(c) && !absl::ascii_isupper(c); });
-}
-
 absl::Status CheckSessionName(absl::string_view name) {
   const bool plain = std::all_of(name.begin(), name.end(), [](char c) {
     return absl::ascii_isalnum(c) || c == '.' || c == '_' || c == '-';
   });
-  if (name.size() > kMaxSessionIdBytes || !plain || IsRandomSessionId(name)) {
+  if (name.size() > kMaxSessionIdBytes || !plain || IsGeneratedSessionId(name)) {
     return absl::InvalidArgumentError(absl::StrCat("session name ", QuotePrefix(name), " must be 1..",
                                                    kMaxSessionIdBytes, " letters, digits, '.', '_' or '-'"));
   }
@@ -122,7 +117,7 @@ absl::Status CheckSessionName(absl::string_view name) {
 
 std::string RuntimeImpl::SessionKey(const std::string& id, const std::string& owner) {
   // A random id is unique on its own; a name only within its owner's.
-  return IsRandomSessionId(id) ? id : absl::StrCat("\x1f", owner, "\x1f", id);
+  return IsGeneratedSessionId(id) ? id : absl::StrCat("\x1f", owner, "\x1f", id);
 }
 
 void RuntimeImpl::CloseIdleSessions() {

@@ -125,8 +125,13 @@ absl::Status CheckBackend(const std::string& backend) {
 // A duration ("30m", "1h", "90s") or seconds; 0: never.
 absl::Status ParseIdleTimeout(const std::string& text, absl::Duration* out) {
   double seconds = 0;
-  const bool parsed = absl::SimpleAtod(text, &seconds) ? (*out = absl::Seconds(seconds), std::isfinite(seconds))
-                                                       : absl::ParseDuration(text, out);
+  bool parsed = false;
+  if (absl::SimpleAtod(text, &seconds)) {
+    parsed = std::isfinite(seconds);
+    *out = absl::Seconds(seconds);
+  } else {
+    parsed = absl::ParseDuration(text, out);
+  }
   if (!parsed || *out < absl::ZeroDuration() || *out > kMaxSessionIdleTimeout) {
     return KeyError("session-idle-timeout",
                     absl::StrCat("'", text, "' is not a duration such as 30m or 2h (0: never; at most ",
