@@ -15,12 +15,15 @@ export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$PWD}" CCACHE_NOHASHDIR=1
 # OCTO_SKIP_SANITIZED_TESTS=ON (CI, after its ASan stage ran them) leaves the
 # sanitized tests out of both builds (tests/CMakeLists.txt).
 # OCTO_LINE_TABLES_ONLY=ON (CI) builds both with -g1 (CMakeLists.txt).
+# OCTO_BUILD_BENCHES=OFF (CI) leaves the benchmarks out (tests/CMakeLists.txt).
 skip_sanitized="-DOCTO_SKIP_SANITIZED_TESTS=${OCTO_SKIP_SANITIZED_TESTS:-OFF}"
 line_tables="-DOCTO_LINE_TABLES_ONLY=${OCTO_LINE_TABLES_ONLY:-OFF}"
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "$skip_sanitized" "$line_tables" "$@"
+benches="-DOCTO_BUILD_BENCHES=${OCTO_BUILD_BENCHES:-ON}"
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "$skip_sanitized" "$line_tables" "$benches" "$@"
 cmake --build build -j "$jobs"
 if [ -f /usr/local/cuda/include/cuda_runtime_api.h ]; then
-  cmake -S . -B build-sim -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DOCTO_CUDA_SIM=ON "$skip_sanitized" "$line_tables"
+  cmake -S . -B build-sim -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DOCTO_CUDA_SIM=ON "$skip_sanitized" "$line_tables" \
+    "$benches"
   command -v ccache >/dev/null 2>&1 && ccache --zero-stats >/dev/null
   cmake --build build-sim -j "$jobs" --target cuda_tests
   if command -v ccache >/dev/null 2>&1; then
