@@ -8,6 +8,7 @@
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_format.h"
+#include "client/error_message.h"
 #include "client/status_format.h"
 #include "storage/byte_size.h"
 
@@ -18,7 +19,7 @@ namespace {
 constexpr double kMinWatchSeconds = 0.1;
 
 int Fail(const absl::Status& status) {
-  absl::FPrintF(stderr, "octo-ctl: %s\n", status.ToString());
+  absl::FPrintF(stderr, "octo-ctl: %s\n", ErrorMessage(status));
   return 1;
 }
 

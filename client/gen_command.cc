@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
 #include "client/chat_input.h"
+#include "client/error_message.h"
 #include "daemon/core/model_name.h"
 #include "daemon/core/session_id.h"
 #include "daemon/core/speculation_settings.h"
@@ -167,7 +168,7 @@ v1::ChatRequest ChatTurn(const GenFlags& flags, const std::string& session, bool
 
 int Fail(const absl::Status& status, OctoClient& client, std::FILE* err) {
   if (client.cancelled()) return 130;
-  absl::FPrintF(err, "octo-gen: %s\n", status.ToString());
+  absl::FPrintF(err, "octo-gen: %s\n", ErrorMessage(status));
   return 1;
 }
 

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "absl/strings/str_format.h"
+#include "client/error_message.h"
 #include "daemon/chat/chat_template.h"
 #include "daemon/engine/generation.h"
 #include "daemon/engine/model.h"
@@ -20,7 +21,7 @@ namespace octo {
 namespace {
 
 int Fail(const absl::Status& status) {
-  std::fprintf(stderr, "octo-ctl: %s\n", std::string(status.ToString()).c_str());
+  std::fprintf(stderr, "octo-ctl: %s\n", ErrorMessage(status).c_str());
   return 1;
 }
 

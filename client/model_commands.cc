@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include "absl/strings/str_format.h"
+#include "client/error_message.h"
 #include "client/inspect.h"
 #include "client/progress.h"
 #include "storage/decompose.h"
@@ -25,7 +26,8 @@ int RunDecompose(const DecomposeFlags& flags, const std::atomic<bool>& cancel) {
   };
   auto manifest = Decompose(flags.gguf, flags.out_dir, options);
   if (!manifest.ok()) {
-    absl::FPrintF(stderr, "%socto-ctl decompose: %s\n", ::isatty(STDERR_FILENO) ? "\n" : "", manifest.status().ToString());
+    absl::FPrintF(stderr, "%socto-ctl decompose: %s\n", ::isatty(STDERR_FILENO) ? "\n" : "",
+                  ErrorMessage(manifest.status()));
     return 1;
   }
   if (!flags.quiet) progress.Finish(done_bytes);
@@ -58,7 +60,7 @@ int RunInspect(const std::string& path, int max_array_elements) {
   absl::Status status = std::filesystem::is_directory(path, ec) ? InspectModelDir(path, max_array_elements, std::cout)
                                                                 : InspectGguf(path, max_array_elements, std::cout);
   if (!status.ok()) {
-    absl::FPrintF(stderr, "octo-ctl inspect: %s\n", status.ToString());
+    absl::FPrintF(stderr, "octo-ctl inspect: %s\n", ErrorMessage(status));
     return 1;
   }
   return 0;

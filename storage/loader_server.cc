@@ -244,8 +244,8 @@ class Server {
 
 // Tells octod why we cannot start (best effort) and says it on stderr.
 int StartFailed(const LoaderConfig& config, const absl::Status& status) {
-  std::fprintf(stderr, "octo-loader: %s\n", status.ToString().c_str());
-  Send(config.control_fd, ring::kStartFailed, 0, static_cast<int64_t>(status.code()), status.ToString());
+  std::fprintf(stderr, "octo-loader: %s\n", std::string(status.message()).c_str());
+  Send(config.control_fd, ring::kStartFailed, 0, static_cast<int64_t>(status.code()), std::string(status.message()));
   return 2;
 }
 

@@ -185,7 +185,7 @@ int Serve(const OctodConfig& config, const sigset_t& stop_signals) {
   runtime_options.log = Log;
   absl::StatusOr<std::unique_ptr<Runtime>> runtime = Runtime::Create(runtime_options);
   if (!runtime.ok()) {
-    Log(absl::StrCat("cannot start: ", runtime.status().ToString()));
+    Log(absl::StrCat("cannot start: ", runtime.status().message()));
     return 1;
   }
   LogModel(**runtime, config.runtime);

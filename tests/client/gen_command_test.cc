@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "CLI/CLI.hpp"
+#include "absl/strings/match.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/daemon/server/test_server.h"
@@ -161,10 +162,9 @@ TEST_F(GenCommandTest, StatsGoToStderr) {
   EXPECT_EQ(out_.str(), "abcd\n");
 }
 
-TEST_F(GenCommandTest, ErrorsArePrintedWithTheirCode) {
+TEST_F(GenCommandTest, ErrorsArePrintedInWordsWithoutTheirCode) {
   EXPECT_EQ(Run(Flags({"x", "--top-p", "2"})), 1);
-  EXPECT_NE(err_.str().find("octo-gen: INVALID_ARGUMENT"), std::string::npos) << err_.str();
-  EXPECT_NE(err_.str().find("top_p"), std::string::npos) << err_.str();
+  EXPECT_TRUE(absl::StartsWith(err_.str(), "octo-gen: sampling parameter top_p = 2 is out of range")) << err_.str();
   EXPECT_EQ(out_.str(), "") << "no stray newline before an error";
 }
 
@@ -209,7 +209,8 @@ TEST_F(GenCommandTest, SessionFlagContinuesASession) {
   ASSERT_EQ(Run(Flags({"more", "--session", "notes"})), 0);
   EXPECT_EQ(runtime().last_job().session_id, "notes");
   EXPECT_EQ(Run(Flags({"more", "--session", "s0123456789abcdef0123456789abcdef"})), 1);
-  EXPECT_NE(err_.str().find("NOT_FOUND"), std::string::npos);
+  EXPECT_NE(err_.str().find("s0123456789abcdef0123456789abcdef"), std::string::npos) << err_.str();
+  EXPECT_EQ(err_.str().find("NOT_FOUND"), std::string::npos) << err_.str();
 }
 
 TEST_F(GenCommandTest, FlagCombinationsAreChecked) {

@@ -152,4 +152,13 @@ int WaitCommand(pid_t pid) {
   return ExitCode(status);
 }
 
+std::string StatusCodeNameIn(const std::string& text) {
+  for (const char* name : {"CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND", "ALREADY_EXISTS",
+                           "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE",
+                           "UNIMPLEMENTED", "INTERNAL", "UNAVAILABLE", "DATA_LOSS", "UNAUTHENTICATED"}) {
+    if (text.find(name) != std::string::npos) return name;
+  }
+  return "";
+}
+
 }  // namespace octo::testing

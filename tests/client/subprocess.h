@@ -53,4 +53,8 @@ pid_t StartCommand(const std::vector<std::string>& argv);
 // Waits for `pid`; returns the exit code as RunResult::exit_code does.
 int WaitCommand(pid_t pid);
 
+// The status code name `text` shows ("NOT_FOUND", "DATA_LOSS", ...), or ""
+// when it shows none: the clients' messages are for people and carry none.
+std::string StatusCodeNameIn(const std::string& text);
+
 }  // namespace octo::testing
