@@ -288,6 +288,10 @@ struct LoadProgress {
   double seconds = 0;                        // since the load began
 };
 
+// Watches one load: called on the loading thread when its stage changes
+// and, while a GGUF is decomposed, as its bytes are written.
+using LoadWatcher = std::function<void(const LoadProgress&)>;
+
 struct RuntimeReport {
   std::optional<ModelSummary> model;
   std::optional<LoadProgress> loading;
@@ -319,9 +323,13 @@ class Runtime {
   // draft_model: its draft model (speculative decoding): unset: the one
   // the options name; "none": no draft. A draft whose vocabulary is not the
   // target's is INVALID_ARGUMENT naming the difference, and nothing is
-  // loaded then.
-  virtual absl::StatusOr<ModelSummary> LoadModel(const std::string& path,
-                                                 const std::optional<std::string>& draft_model) = 0;
+  // loaded then. `watch`, when set, sees the load's progress as
+  // report().loading does (HTTP's /api/pull streams it).
+  virtual absl::StatusOr<ModelSummary> LoadModel(const std::string& path, const std::optional<std::string>& draft_model,
+                                                 const LoadWatcher& watch) = 0;
+  absl::StatusOr<ModelSummary> LoadModel(const std::string& path, const std::optional<std::string>& draft_model) {
+    return LoadModel(path, draft_model, nullptr);
+  }
   virtual absl::Status UnloadModel() = 0;
   virtual absl::StatusOr<std::vector<ModelSummary>> ListModels() = 0;
 

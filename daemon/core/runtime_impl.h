@@ -41,8 +41,9 @@ class RuntimeImpl : public Runtime {
                                                              LayerStreamFactory factory);
   ~RuntimeImpl() override;
 
-  absl::StatusOr<ModelSummary> LoadModel(const std::string& path,
-                                         const std::optional<std::string>& draft_model) override;
+  using Runtime::LoadModel;
+  absl::StatusOr<ModelSummary> LoadModel(const std::string& path, const std::optional<std::string>& draft_model,
+                                         const LoadWatcher& watch) override;
   absl::Status UnloadModel() override;
   absl::StatusOr<std::vector<ModelSummary>> ListModels() override;
   absl::StatusOr<SessionReport> CreateSession(uint32_t context_length, const std::string& owner,
@@ -96,12 +97,14 @@ class RuntimeImpl : public Runtime {
   };
   void Log(absl::string_view line) const;
   std::string CacheDir() const;
-  void SetLoading(const std::optional<LoadProgress>& loading);
+  // Sets loading_ and tells `watch`, when set.
+  void SetLoading(const std::optional<LoadProgress>& loading, const LoadWatcher& watch);
   // The layer directory of `model`: a GGUF is decomposed into the cache
-  // (or its earlier copy reused), with progress in loading_ and the log.
-  absl::StatusOr<std::string> ModelDir(const ResolvedModel& model);
+  // (or its earlier copy reused), with progress in loading_, `watch` and
+  // the log.
+  absl::StatusOr<std::string> ModelDir(const ResolvedModel& model, const LoadWatcher& watch);
   absl::StatusOr<ModelSummary> LoadResolved(const ResolvedModel& resolved,
-                                            const std::optional<std::string>& draft_model);
+                                            const std::optional<std::string>& draft_model, const LoadWatcher& watch);
   // Drops the model, its sessions and drafts (under a ControlScope).
   void DropModel();
   absl::StatusOr<ModelSummary> OpenModel(const std::string& name, const std::string& dir,

@@ -28,12 +28,15 @@ std::string RuntimeImpl::CacheDir() const {
   return options_.cache_dir.empty() ? options_.models_root + "/.octo-cache" : options_.cache_dir;
 }
 
-void RuntimeImpl::SetLoading(const std::optional<LoadProgress>& loading) {
-  std::lock_guard<std::mutex> lock(mu_);
-  loading_ = loading;
+void RuntimeImpl::SetLoading(const std::optional<LoadProgress>& loading, const LoadWatcher& watch) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    loading_ = loading;
+  }
+  if (watch && loading.has_value()) watch(*loading);
 }
 
-absl::StatusOr<std::string> RuntimeImpl::ModelDir(const ResolvedModel& model) {
+absl::StatusOr<std::string> RuntimeImpl::ModelDir(const ResolvedModel& model, const LoadWatcher& watch) {
   if (!model.gguf) return model.path;
   const auto began = std::chrono::steady_clock::now();
   auto seconds = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count(); };
@@ -41,7 +44,8 @@ absl::StatusOr<std::string> RuntimeImpl::ModelDir(const ResolvedModel& model) {
   DecomposeOptions options;
   options.progress = [&](uint64_t done, uint64_t total) {
     SetLoading(LoadProgress{.model = model.name, .stage = "decomposing into the cache", .bytes_done = done,
-                            .bytes_total = total, .seconds = seconds()});
+                            .bytes_total = total, .seconds = seconds()},
+               watch);
     if (seconds() - logged_at >= kProgressLogSeconds || (done == total && logged_at > 0)) {
       logged_at = seconds();
       Log(absl::StrFormat("decomposing %s: %s of %s (%.0f%%)", model.name, FormatByteSize(done),
@@ -55,27 +59,31 @@ absl::StatusOr<std::string> RuntimeImpl::ModelDir(const ResolvedModel& model) {
   } else {
     Log(absl::StrFormat("%s: decomposed into %s in %.1f s", model.name, cached->dir, seconds()));
   }
+  SetLoading(LoadProgress{.model = model.name, .stage = "loading", .seconds = seconds()}, watch);
   return cached->dir;
 }
 
 absl::StatusOr<ModelSummary> RuntimeImpl::LoadModel(const std::string& name,
-                                                    const std::optional<std::string>& draft_model) {
+                                                    const std::optional<std::string>& draft_model,
+                                                    const LoadWatcher& watch) {
   absl::StatusOr<ResolvedModel> resolved = ResolveModelPath(options_.models_root, name);
   if (!resolved.ok()) {
     Log(absl::StrCat("load refused: ", resolved.status().message()));
     return resolved.status();
   }
   Log(absl::StrCat("loading ", resolved->name));
-  SetLoading(LoadProgress{.model = resolved->name, .stage = "loading"});
-  absl::StatusOr<ModelSummary> loaded = LoadResolved(*resolved, draft_model);
-  SetLoading(std::nullopt);
+  // A GGUF's watcher hears "loading" after its decomposition (ModelDir).
+  SetLoading(LoadProgress{.model = resolved->name, .stage = "loading"}, resolved->gguf ? nullptr : watch);
+  absl::StatusOr<ModelSummary> loaded = LoadResolved(*resolved, draft_model, watch);
+  SetLoading(std::nullopt, nullptr);
   if (!loaded.ok()) Log(absl::StrCat("loading ", resolved->name, " failed: ", loaded.status().message()));
   return loaded;
 }
 
 absl::StatusOr<ModelSummary> RuntimeImpl::LoadResolved(const ResolvedModel& resolved,
-                                                       const std::optional<std::string>& draft_model) {
-  OCTO_ASSIGN_OR_RETURN(const std::string dir, ModelDir(resolved));
+                                                       const std::optional<std::string>& draft_model,
+                                                       const LoadWatcher& watch) {
+  OCTO_ASSIGN_OR_RETURN(const std::string dir, ModelDir(resolved, watch));
   const std::string draft_path = draft_model.has_value() ? *draft_model : options_.draft_model;
   ControlScope control(*this);
   // Budgets set at run time belong to the model they were set for.

@@ -8,6 +8,7 @@
 #include "daemon/http/json_fields.h"
 #include "daemon/http/model_select.h"
 #include "daemon/http/ollama_api.h"
+#include "daemon/http/ollama_pull.h"
 
 namespace octo {
 namespace {
@@ -185,6 +186,9 @@ void AddOllamaRoutes(HttpRouter& router, Runtime& runtime, std::string version, 
   });
   router.Add("POST", "/api/chat", [&runtime](const HttpRequest& request, HttpExchange& exchange) {
     ServeGeneration(runtime, request, exchange, /*chat=*/true);
+  });
+  router.Add("POST", "/api/pull", [&runtime](const HttpRequest& request, HttpExchange& exchange) {
+    ServePull(runtime, request, exchange);
   });
   router.Add("GET", "/api/tags", [&runtime, started_at](const HttpRequest&, HttpExchange& exchange) {
     absl::StatusOr<std::vector<ModelSummary>> models = runtime.ListModels();

@@ -37,8 +37,10 @@ FuzzRuntime::FuzzRuntime() {
   model_.loaded = true;
 }
 
-absl::StatusOr<ModelSummary> FuzzRuntime::LoadModel(const std::string& path, const std::optional<std::string>&) {
+absl::StatusOr<ModelSummary> FuzzRuntime::LoadModel(const std::string& path, const std::optional<std::string>&,
+                                                    const LoadWatcher& watch) {
   if (path != model_.path) return absl::NotFoundError(absl::StrCat("no model '", path.substr(0, 64), "'"));
+  if (watch) watch(LoadProgress{.model = path, .stage = "loading"});
   loaded_ = true;
   return model_;
 }

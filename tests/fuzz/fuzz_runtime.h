@@ -24,7 +24,9 @@ class FuzzRuntime final : public Runtime {
  public:
   FuzzRuntime();
 
-  absl::StatusOr<ModelSummary> LoadModel(const std::string& path, const std::optional<std::string>& draft) override;
+  using Runtime::LoadModel;
+  absl::StatusOr<ModelSummary> LoadModel(const std::string& path, const std::optional<std::string>& draft,
+                                         const LoadWatcher& watch) override;
   absl::Status UnloadModel() override;
   absl::StatusOr<std::vector<ModelSummary>> ListModels() override;
   absl::StatusOr<SessionReport> CreateSession(uint32_t context_length, const std::string& owner,

@@ -207,6 +207,47 @@ TEST_F(HttpE2eTest, OllamaRoutesWithCurlGetOctoGensTokens) {
   EXPECT_EQ(json::parse(body)["model_info"]["llama.block_count"], 4);
 }
 
+// A GGUF under the root pulled with curl, as `ollama pull` would: the
+// decomposition streams its bytes (its first and last step at least), then
+// the load, then "success"; the model then answers as its layer directory
+// does.
+TEST_F(HttpE2eTest, AGgufPulledWithCurlStreamsItsDecompositionThenServes) {
+  if (CurlPath().empty()) GTEST_SKIP() << "curl is not installed";
+  std::filesystem::copy_file(dir_.Path("tiny.gguf"), ModelDir("pulled.gguf"));
+  StartWithHttp();
+  auto [body, status] = CurlPost("/api/pull", R"({"model": "pulled.gguf"})");
+  ASSERT_EQ(status, 200) << body;
+  std::vector<json> lines;
+  for (absl::string_view line : absl::StrSplit(body, '\n', absl::SkipEmpty())) lines.push_back(json::parse(line));
+  ASSERT_GE(lines.size(), 4u) << body;
+  EXPECT_EQ(lines.front()["status"], "decomposing into the cache") << body;
+  const uint64_t total = lines.front()["total"];
+  const uint64_t file_size = std::filesystem::file_size(ModelDir("pulled.gguf"));
+  EXPECT_TRUE(total > file_size / 2 && total <= file_size) << "the tensor bytes: " << body;
+  const json& decomposed = lines[lines.size() - 3];
+  EXPECT_EQ(decomposed["status"], "decomposing into the cache") << body;
+  EXPECT_EQ(decomposed["completed"], total) << body;
+  EXPECT_EQ(lines[lines.size() - 2], json({{"status", "loading"}})) << body;
+  EXPECT_EQ(lines.back(), json({{"status", "success"}})) << body;
+  EXPECT_TRUE(absl::StrContains(octod_.Log(), "pulled.gguf: decomposed into ")) << octod_.Log();
+  EXPECT_EQ(octod_.Status()["model"]["path"], "pulled.gguf");
+
+  const json options = {{"temperature", 0}, {"num_predict", 8}, {"repeat_penalty", 1}};
+  auto generate = [&](const std::string& model) {
+    const json request = {
+        {"model", model}, {"prompt", kPrompt}, {"raw", true}, {"stream", false}, {"options", options}};
+    auto [reply, code] = CurlPost("/api/generate", request.dump());
+    EXPECT_EQ(code, 200) << reply;
+    return json::parse(reply, nullptr, false).value("response", "");
+  };
+  const std::string from_gguf = generate("pulled.gguf");
+  EXPECT_FALSE(from_gguf.empty());
+  EXPECT_EQ(from_gguf, generate("tiny")) << "the same weights give the same text";
+  std::tie(body, status) = CurlPost("/api/pull", R"({"model": "tiny", "stream": false})");
+  EXPECT_EQ(status, 200) << body;
+  EXPECT_EQ(json::parse(body), json({{"status", "success"}}));
+}
+
 // A GGUF without a chat template chats in chatml, as llama.cpp does; octod
 // says so in its log once, and /api/show names the template in use.
 TEST_F(HttpE2eTest, AModelWithoutAChatTemplateChatsInChatml) {

@@ -1,5 +1,5 @@
 // The Ollama routes over a scripted runtime: NDJSON streams, the final
-// object's context and counters, load/unload requests, model listings.
+// object's context and counters, load/unload requests, pulls, model listings.
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -161,6 +161,27 @@ TEST_F(HttpApiTest, OllamaLoadAndUnloadRequests) {
   EXPECT_EQ(reply.Json()["done_reason"], "unload");
   EXPECT_FALSE(runtime_.Report().model.has_value());
   EXPECT_EQ(Post(port(), "/api/chat", {{"model", "ghost"}, {"keep_alive", 0}}).status, 404);
+}
+
+// /api/pull makes the model the loaded one and streams the load's steps,
+// as Ollama streams a download; the last line is "success".
+TEST_F(HttpApiTest, OllamaPullStreamsTheLoadThenSuccess) {
+  HttpReply reply = Post(port(), "/api/pull", {{"model", "other:latest"}});
+  ASSERT_EQ(reply.status, 200) << reply.body;
+  EXPECT_EQ(reply.content_type, "application/x-ndjson");
+  EXPECT_EQ(reply.Lines(), (std::vector<json>{{{"status", "loading"}}, {{"status", "success"}}})) << reply.body;
+  EXPECT_EQ(runtime_.Report().model->path, "other");
+  reply = Post(port(), "/api/pull", {{"name", "other"}});
+  EXPECT_EQ(reply.Lines(), (std::vector<json>{{{"status", "success"}}})) << "already loaded: " << reply.body;
+  reply = Post(port(), "/api/pull", {{"model", "m"}, {"stream", false}});
+  ASSERT_EQ(reply.status, 200) << reply.body;
+  EXPECT_EQ(reply.Json(), json({{"status", "success"}}));
+  EXPECT_EQ(runtime_.Report().model->path, "m");
+  reply = Post(port(), "/api/pull", {{"model", "ghost"}});
+  EXPECT_EQ(reply.status, 404);
+  EXPECT_EQ(reply.Json(), json({{"error", "model 'ghost' not found"}}));
+  EXPECT_EQ(Post(port(), "/api/pull", {{"model", 5}}).status, 400);
+  EXPECT_EQ(runtime_.Report().model->path, "m") << "a refused pull leaves the model loaded";
 }
 
 TEST_F(HttpApiTest, OllamaModelListings) {

@@ -130,11 +130,13 @@ bool FakeRuntime::WaitFor(const std::function<bool()>& predicate, std::chrono::m
   return true;
 }
 
-absl::StatusOr<ModelSummary> FakeRuntime::LoadModel(const std::string& path, const std::optional<std::string>&) {
+absl::StatusOr<ModelSummary> FakeRuntime::LoadModel(const std::string& path, const std::optional<std::string>&,
+                                                    const LoadWatcher& watch) {
   absl::MutexLock lock(&mu_);
   if (running_ > 0) return absl::FailedPreconditionError("a job is running");
   for (const ModelSummary& model : models_) {
     if (model.path == path) {
+      if (watch) watch(LoadProgress{.model = path, .stage = "loading"});
       loaded_ = model;
       loaded_->loaded = true;
       return *loaded_;

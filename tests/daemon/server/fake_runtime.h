@@ -61,7 +61,9 @@ class FakeRuntime final : public Runtime {
   bool WaitFor(const std::function<bool()>& predicate, std::chrono::milliseconds timeout = std::chrono::seconds(5));
 
   // Runtime.
-  absl::StatusOr<ModelSummary> LoadModel(const std::string& path, const std::optional<std::string>& draft_model) override;
+  using Runtime::LoadModel;
+  absl::StatusOr<ModelSummary> LoadModel(const std::string& path, const std::optional<std::string>& draft_model,
+                                         const LoadWatcher& watch) override;
   absl::Status UnloadModel() override;
   absl::StatusOr<std::vector<ModelSummary>> ListModels() override;
   absl::StatusOr<SessionReport> CreateSession(uint32_t context_length, const std::string& owner,
