@@ -81,7 +81,11 @@ ModelSummary Unreadable(const std::string& name, const absl::Status& status) {
 
 }  // namespace
 
-absl::StatusOr<ResolvedModel> ResolveModelPath(const std::string& root, const std::string& name) {
+namespace {
+
+// `name`'s canonical form when it is a path a client may give: relative,
+// without "..", not the root itself.
+absl::StatusOr<std::string> ClientModelName(const std::string& name) {
   if (name.empty()) return absl::InvalidArgumentError("model path is empty");
   if (name.size() > kMaxModelPathBytes) {
     return absl::InvalidArgumentError(absl::StrCat("model path is longer than ", kMaxModelPathBytes, " bytes"));
@@ -93,9 +97,36 @@ absl::StatusOr<ResolvedModel> ResolveModelPath(const std::string& root, const st
   for (absl::string_view part : absl::StrSplit(name, '/')) {
     if (part == "..") return absl::InvalidArgumentError(absl::StrCat("model path ", quoted, " contains '..'"));
   }
+  std::string canonical = CanonicalModelName(name);
+  if (canonical.empty()) return absl::InvalidArgumentError(absl::StrCat("model path ", quoted, " names the root"));
+  return canonical;
+}
+
+}  // namespace
+
+absl::StatusOr<ResolvedModel> NewModelPath(const std::string& root, const std::string& name) {
   ResolvedModel model;
-  model.name = CanonicalModelName(name);
-  if (model.name.empty()) return absl::InvalidArgumentError(absl::StrCat("model path ", quoted, " names the root"));
+  OCTO_ASSIGN_OR_RETURN(model.name, ClientModelName(name));
+  if (IsGgufName(model.name)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("model name ", QuotePrefix(name), " ends in .gguf: a created model is a layer directory"));
+  }
+  std::error_code ec;
+  const fs::path real_root = fs::canonical(root, ec);
+  if (ec) return absl::FailedPreconditionError(absl::StrCat("models root ", root, ": ", ec.message()));
+  const fs::path path = real_root / model.name;
+  if (fs::symlink_status(path, ec).type() != fs::file_type::not_found) {
+    return absl::AlreadyExistsError(
+        absl::StrCat("model ", QuotePrefix(model.name), " exists under ", real_root.string(), ": choose another name"));
+  }
+  model.path = path.string();
+  return model;
+}
+
+absl::StatusOr<ResolvedModel> ResolveModelPath(const std::string& root, const std::string& name) {
+  ResolvedModel model;
+  OCTO_ASSIGN_OR_RETURN(model.name, ClientModelName(name));
+  const std::string quoted = QuotePrefix(name);
   std::error_code ec;
   const fs::path real_root = fs::canonical(root, ec);
   if (ec) return absl::FailedPreconditionError(absl::StrCat("models root ", root, ": ", ec.message()));

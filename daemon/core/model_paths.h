@@ -30,6 +30,12 @@ struct ResolvedModel {
 // layer directory.
 absl::StatusOr<ResolvedModel> ResolveModelPath(const std::string& root, const std::string& name);
 
+// Where a new model `name` (Runtime::CreateModel) goes under `root`: its
+// canonical name and absolute path. INVALID_ARGUMENT as ResolveModelPath's
+// for a bad name, and for a name ending in .gguf (a created model is a layer
+// directory); ALREADY_EXISTS when anything is at that path.
+absl::StatusOr<ResolvedModel> NewModelPath(const std::string& root, const std::string& name);
+
 // Layer directories (holding manifest.json) and GGUF files at most two
 // levels under `root`, by their path under the root (a symlink by its own
 // name), sorted. A directory whose manifest does not parse, or a GGUF that

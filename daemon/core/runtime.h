@@ -288,9 +288,9 @@ struct LoadProgress {
   double seconds = 0;                        // since the load began
 };
 
-// Watches one load: called on the loading thread when its stage changes
-// and, while a GGUF is decomposed, as its bytes are written.
-using LoadWatcher = std::function<void(const LoadProgress&)>;
+// Watches one model being created (Runtime::CreateModel): called on the
+// creating thread as the GGUF's bytes are written.
+using CreateWatcher = std::function<void(const LoadProgress&)>;
 
 struct RuntimeReport {
   std::optional<ModelSummary> model;
@@ -323,15 +323,18 @@ class Runtime {
   // draft_model: its draft model (speculative decoding): unset: the one
   // the options name; "none": no draft. A draft whose vocabulary is not the
   // target's is INVALID_ARGUMENT naming the difference, and nothing is
-  // loaded then. `watch`, when set, sees the load's progress as
-  // report().loading does (HTTP's /api/pull streams it).
-  virtual absl::StatusOr<ModelSummary> LoadModel(const std::string& path, const std::optional<std::string>& draft_model,
-                                                 const LoadWatcher& watch) = 0;
-  absl::StatusOr<ModelSummary> LoadModel(const std::string& path, const std::optional<std::string>& draft_model) {
-    return LoadModel(path, draft_model, nullptr);
-  }
+  // loaded then.
+  virtual absl::StatusOr<ModelSummary> LoadModel(const std::string& path,
+                                                 const std::optional<std::string>& draft_model) = 0;
   virtual absl::Status UnloadModel() = 0;
   virtual absl::StatusOr<std::vector<ModelSummary>> ListModels() = 0;
+  // Imports a GGUF as a new model: decomposes the file at `gguf` (a path
+  // on this machine, absolute or under models_root) into the layer
+  // directory models_root/NAME, `watch` (when set) seeing its progress
+  // (stage "decomposing"). INVALID_ARGUMENT for a name outside the root or
+  // a file that is no GGUF Octo runs, ALREADY_EXISTS when NAME is taken,
+  // NOT_FOUND for a missing file; a failure leaves nothing at NAME.
+  virtual absl::Status CreateModel(const std::string& name, const std::string& gguf, const CreateWatcher& watch) = 0;
 
   // Sessions: a KV cache kept between turns. context_length 0 = default.
   // A session belongs to `owner`, the credential that created it

@@ -28,7 +28,7 @@ absl::StatusOr<std::shared_ptr<DraftModel>> RuntimeImpl::LoadDraft(const std::st
     }
   }
   OCTO_ASSIGN_OR_RETURN(const ResolvedModel resolved, ResolveModelPath(options_.models_root, path));
-  OCTO_ASSIGN_OR_RETURN(const std::string dir, ModelDir(resolved, nullptr));
+  OCTO_ASSIGN_OR_RETURN(const std::string dir, ModelDir(resolved));
   OCTO_ASSIGN_OR_RETURN(std::shared_ptr<DraftModel> draft,
                         DraftModel::Load(DraftLoadOptions{.dir = dir,
                                                           .path = path,

@@ -41,11 +41,11 @@ class RuntimeImpl : public Runtime {
                                                              LayerStreamFactory factory);
   ~RuntimeImpl() override;
 
-  using Runtime::LoadModel;
-  absl::StatusOr<ModelSummary> LoadModel(const std::string& path, const std::optional<std::string>& draft_model,
-                                         const LoadWatcher& watch) override;
+  absl::StatusOr<ModelSummary> LoadModel(const std::string& path,
+                                         const std::optional<std::string>& draft_model) override;
   absl::Status UnloadModel() override;
   absl::StatusOr<std::vector<ModelSummary>> ListModels() override;
+  absl::Status CreateModel(const std::string& name, const std::string& gguf, const CreateWatcher& watch) override;
   absl::StatusOr<SessionReport> CreateSession(uint32_t context_length, const std::string& owner,
                                               const std::string& name = "") override;
   absl::Status CloseSession(const std::string& id, const std::string& owner) override;
@@ -97,14 +97,12 @@ class RuntimeImpl : public Runtime {
   };
   void Log(absl::string_view line) const;
   std::string CacheDir() const;
-  // Sets loading_ and tells `watch`, when set.
-  void SetLoading(const std::optional<LoadProgress>& loading, const LoadWatcher& watch);
+  void SetLoading(const std::optional<LoadProgress>& loading);
   // The layer directory of `model`: a GGUF is decomposed into the cache
-  // (or its earlier copy reused), with progress in loading_, `watch` and
-  // the log.
-  absl::StatusOr<std::string> ModelDir(const ResolvedModel& model, const LoadWatcher& watch);
+  // (or its earlier copy reused), with progress in loading_ and the log.
+  absl::StatusOr<std::string> ModelDir(const ResolvedModel& model);
   absl::StatusOr<ModelSummary> LoadResolved(const ResolvedModel& resolved,
-                                            const std::optional<std::string>& draft_model, const LoadWatcher& watch);
+                                            const std::optional<std::string>& draft_model);
   // Drops the model, its sessions and drafts (under a ControlScope).
   void DropModel();
   absl::StatusOr<ModelSummary> OpenModel(const std::string& name, const std::string& dir,

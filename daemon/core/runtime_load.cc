@@ -28,15 +28,12 @@ std::string RuntimeImpl::CacheDir() const {
   return options_.cache_dir.empty() ? options_.models_root + "/.octo-cache" : options_.cache_dir;
 }
 
-void RuntimeImpl::SetLoading(const std::optional<LoadProgress>& loading, const LoadWatcher& watch) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    loading_ = loading;
-  }
-  if (watch && loading.has_value()) watch(*loading);
+void RuntimeImpl::SetLoading(const std::optional<LoadProgress>& loading) {
+  std::lock_guard<std::mutex> lock(mu_);
+  loading_ = loading;
 }
 
-absl::StatusOr<std::string> RuntimeImpl::ModelDir(const ResolvedModel& model, const LoadWatcher& watch) {
+absl::StatusOr<std::string> RuntimeImpl::ModelDir(const ResolvedModel& model) {
   if (!model.gguf) return model.path;
   const auto began = std::chrono::steady_clock::now();
   auto seconds = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count(); };
@@ -44,8 +41,7 @@ absl::StatusOr<std::string> RuntimeImpl::ModelDir(const ResolvedModel& model, co
   DecomposeOptions options;
   options.progress = [&](uint64_t done, uint64_t total) {
     SetLoading(LoadProgress{.model = model.name, .stage = "decomposing into the cache", .bytes_done = done,
-                            .bytes_total = total, .seconds = seconds()},
-               watch);
+                            .bytes_total = total, .seconds = seconds()});
     if (seconds() - logged_at >= kProgressLogSeconds || (done == total && logged_at > 0)) {
       logged_at = seconds();
       Log(absl::StrFormat("decomposing %s: %s of %s (%.0f%%)", model.name, FormatByteSize(done),
@@ -59,31 +55,27 @@ absl::StatusOr<std::string> RuntimeImpl::ModelDir(const ResolvedModel& model, co
   } else {
     Log(absl::StrFormat("%s: decomposed into %s in %.1f s", model.name, cached->dir, seconds()));
   }
-  SetLoading(LoadProgress{.model = model.name, .stage = "loading", .seconds = seconds()}, watch);
   return cached->dir;
 }
 
 absl::StatusOr<ModelSummary> RuntimeImpl::LoadModel(const std::string& name,
-                                                    const std::optional<std::string>& draft_model,
-                                                    const LoadWatcher& watch) {
+                                                    const std::optional<std::string>& draft_model) {
   absl::StatusOr<ResolvedModel> resolved = ResolveModelPath(options_.models_root, name);
   if (!resolved.ok()) {
     Log(absl::StrCat("load refused: ", resolved.status().message()));
     return resolved.status();
   }
   Log(absl::StrCat("loading ", resolved->name));
-  // A GGUF's watcher hears "loading" after its decomposition (ModelDir).
-  SetLoading(LoadProgress{.model = resolved->name, .stage = "loading"}, resolved->gguf ? nullptr : watch);
-  absl::StatusOr<ModelSummary> loaded = LoadResolved(*resolved, draft_model, watch);
-  SetLoading(std::nullopt, nullptr);
+  SetLoading(LoadProgress{.model = resolved->name, .stage = "loading"});
+  absl::StatusOr<ModelSummary> loaded = LoadResolved(*resolved, draft_model);
+  SetLoading(std::nullopt);
   if (!loaded.ok()) Log(absl::StrCat("loading ", resolved->name, " failed: ", loaded.status().message()));
   return loaded;
 }
 
 absl::StatusOr<ModelSummary> RuntimeImpl::LoadResolved(const ResolvedModel& resolved,
-                                                       const std::optional<std::string>& draft_model,
-                                                       const LoadWatcher& watch) {
-  OCTO_ASSIGN_OR_RETURN(const std::string dir, ModelDir(resolved, watch));
+                                                       const std::optional<std::string>& draft_model) {
+  OCTO_ASSIGN_OR_RETURN(const std::string dir, ModelDir(resolved));
   const std::string draft_path = draft_model.has_value() ? *draft_model : options_.draft_model;
   ControlScope control(*this);
   // Budgets set at run time belong to the model they were set for.

@@ -32,6 +32,7 @@ int HttpCodeFor(absl::StatusCode code) {
     case absl::StatusCode::kPermissionDenied: return 403;
     case absl::StatusCode::kNotFound: return 404;
     case absl::StatusCode::kFailedPrecondition:
+    case absl::StatusCode::kAlreadyExists:
     case absl::StatusCode::kAborted: return 409;
     case absl::StatusCode::kResourceExhausted: return 429;
     case absl::StatusCode::kCancelled: return 499;

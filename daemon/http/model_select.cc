@@ -28,8 +28,7 @@ absl::Status RequireAdmin(const Caller& caller, absl::string_view action) {
   return absl::PermissionDeniedError(absl::StrCat(action, " needs octod's admin token (--admin-token-file)"));
 }
 
-absl::StatusOr<SelectedModel> SelectModel(Runtime& runtime, absl::string_view name, const Caller& caller,
-                                          const LoadWatcher& watch) {
+absl::StatusOr<SelectedModel> SelectModel(Runtime& runtime, absl::string_view name, const Caller& caller) {
   const std::string path = ModelPathOf(name);
   if (path.empty()) return WithParam(absl::InvalidArgumentError("model: required"), "model");
   SelectedModel selected;
@@ -41,7 +40,7 @@ absl::StatusOr<SelectedModel> SelectModel(Runtime& runtime, absl::string_view na
   OCTO_RETURN_IF_ERROR(WithParam(
       RequireAdmin(caller, absl::StrCat("model '", path, "' is not the one loaded, and loading it")), "model"));
   const auto start = std::chrono::steady_clock::now();
-  absl::StatusOr<ModelSummary> loaded = runtime.LoadModel(path, std::nullopt, watch);
+  absl::StatusOr<ModelSummary> loaded = runtime.LoadModel(path, std::nullopt);
   if (!loaded.ok()) return WithParam(Annotate(loaded.status(), absl::StrCat("loading model '", path, "'")), "model");
   selected.summary = *std::move(loaded);
   selected.load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

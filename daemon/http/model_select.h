@@ -31,9 +31,8 @@ struct SelectedModel {
 // under the root, loaded now for an admin `caller`. INVALID_ARGUMENT (param
 // "model") for an empty name, NOT_FOUND (model_not_found) for a name that is
 // no model there, PERMISSION_DENIED when it would need loading by a caller
-// that may not. `watch`, when set, sees a load's progress (runtime.h).
-absl::StatusOr<SelectedModel> SelectModel(Runtime& runtime, absl::string_view name, const Caller& caller,
-                                          const LoadWatcher& watch = nullptr);
+// that may not.
+absl::StatusOr<SelectedModel> SelectModel(Runtime& runtime, absl::string_view name, const Caller& caller);
 
 // PERMISSION_DENIED naming what `action` was, unless `caller` is admin.
 absl::Status RequireAdmin(const Caller& caller, absl::string_view action);

@@ -8,7 +8,7 @@
 #include "daemon/http/json_fields.h"
 #include "daemon/http/model_select.h"
 #include "daemon/http/ollama_api.h"
-#include "daemon/http/ollama_pull.h"
+#include "daemon/http/ollama_create.h"
 
 namespace octo {
 namespace {
@@ -187,9 +187,10 @@ void AddOllamaRoutes(HttpRouter& router, Runtime& runtime, std::string version, 
   router.Add("POST", "/api/chat", [&runtime](const HttpRequest& request, HttpExchange& exchange) {
     ServeGeneration(runtime, request, exchange, /*chat=*/true);
   });
-  router.Add("POST", "/api/pull", [&runtime](const HttpRequest& request, HttpExchange& exchange) {
-    ServePull(runtime, request, exchange);
+  router.Add("POST", "/api/create", [&runtime](const HttpRequest& request, HttpExchange& exchange) {
+    ServeCreate(runtime, request, exchange);
   });
+  router.Add("POST", "/api/pull", ServePull);
   router.Add("GET", "/api/tags", [&runtime, started_at](const HttpRequest&, HttpExchange& exchange) {
     absl::StatusOr<std::vector<ModelSummary>> models = runtime.ListModels();
     if (!models.ok()) return exchange.ReplyError(models.status());

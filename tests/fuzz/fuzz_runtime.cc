@@ -37,10 +37,8 @@ FuzzRuntime::FuzzRuntime() {
   model_.loaded = true;
 }
 
-absl::StatusOr<ModelSummary> FuzzRuntime::LoadModel(const std::string& path, const std::optional<std::string>&,
-                                                    const LoadWatcher& watch) {
+absl::StatusOr<ModelSummary> FuzzRuntime::LoadModel(const std::string& path, const std::optional<std::string>&) {
   if (path != model_.path) return absl::NotFoundError(absl::StrCat("no model '", path.substr(0, 64), "'"));
-  if (watch) watch(LoadProgress{.model = path, .stage = "loading"});
   loaded_ = true;
   return model_;
 }
@@ -54,6 +52,12 @@ absl::StatusOr<std::vector<ModelSummary>> FuzzRuntime::ListModels() {
   ModelSummary listed = model_;
   listed.loaded = loaded_;
   return std::vector<ModelSummary>{listed};
+}
+
+absl::Status FuzzRuntime::CreateModel(const std::string& name, const std::string& gguf, const CreateWatcher& watch) {
+  if (name == model_.path) return absl::AlreadyExistsError("taken");
+  if (watch) watch(LoadProgress{.model = name.substr(0, 64), .stage = "decomposing", .bytes_done = 1, .bytes_total = 1});
+  return gguf.empty() ? absl::NotFoundError("no file") : absl::OkStatus();
 }
 
 absl::StatusOr<SessionReport> FuzzRuntime::CreateSession(uint32_t context_length, const std::string& owner,

@@ -24,11 +24,10 @@ class FuzzRuntime final : public Runtime {
  public:
   FuzzRuntime();
 
-  using Runtime::LoadModel;
-  absl::StatusOr<ModelSummary> LoadModel(const std::string& path, const std::optional<std::string>& draft,
-                                         const LoadWatcher& watch) override;
+  absl::StatusOr<ModelSummary> LoadModel(const std::string& path, const std::optional<std::string>& draft) override;
   absl::Status UnloadModel() override;
   absl::StatusOr<std::vector<ModelSummary>> ListModels() override;
+  absl::Status CreateModel(const std::string& name, const std::string& gguf, const CreateWatcher& watch) override;
   absl::StatusOr<SessionReport> CreateSession(uint32_t context_length, const std::string& owner,
                                               const std::string& name = "") override;
   absl::Status CloseSession(const std::string& id, const std::string& owner) override;

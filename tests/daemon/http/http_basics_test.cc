@@ -69,6 +69,7 @@ TEST(HttpStatus, CodesFollowTheTable) {
   EXPECT_EQ(HttpCodeFor(absl::StatusCode::kUnauthenticated), 401);
   EXPECT_EQ(HttpCodeFor(absl::StatusCode::kNotFound), 404);
   EXPECT_EQ(HttpCodeFor(absl::StatusCode::kFailedPrecondition), 409);
+  EXPECT_EQ(HttpCodeFor(absl::StatusCode::kAlreadyExists), 409);
   EXPECT_EQ(HttpCodeFor(absl::StatusCode::kResourceExhausted), 429);
   EXPECT_EQ(HttpCodeFor(absl::StatusCode::kUnavailable), 503);
   EXPECT_EQ(HttpCodeFor(absl::StatusCode::kDataLoss), 500);

@@ -207,30 +207,28 @@ TEST_F(HttpE2eTest, OllamaRoutesWithCurlGetOctoGensTokens) {
   EXPECT_EQ(json::parse(body)["model_info"]["llama.block_count"], 4);
 }
 
-// A GGUF under the root pulled with curl, as `ollama pull` would: the
-// decomposition streams its bytes (its first and last step at least), then
-// the load, then "success"; the model then answers as its layer directory
-// does.
-TEST_F(HttpE2eTest, AGgufPulledWithCurlStreamsItsDecompositionThenServes) {
+// A GGUF imported with curl, as `ollama create` does: the decomposition
+// streams its bytes (the first and last step at least), then "success";
+// the new model answers as the folder it came from, and a refused import
+// leaves nothing behind.
+TEST_F(HttpE2eTest, AGgufImportedWithCurlStreamsItsDecompositionThenServes) {
   if (CurlPath().empty()) GTEST_SKIP() << "curl is not installed";
-  std::filesystem::copy_file(dir_.Path("tiny.gguf"), ModelDir("pulled.gguf"));
   StartWithHttp();
-  auto [body, status] = CurlPost("/api/pull", R"({"model": "pulled.gguf"})");
+  const std::string gguf = dir_.Path("tiny.gguf");
+  const json create = {{"model", "team/imported"}, {"from", gguf}};
+  auto [body, status] = CurlPost("/api/create", create.dump());
   ASSERT_EQ(status, 200) << body;
   std::vector<json> lines;
   for (absl::string_view line : absl::StrSplit(body, '\n', absl::SkipEmpty())) lines.push_back(json::parse(line));
-  ASSERT_GE(lines.size(), 4u) << body;
-  EXPECT_EQ(lines.front()["status"], "decomposing into the cache") << body;
+  ASSERT_GE(lines.size(), 3u) << body;
+  EXPECT_EQ(lines.front()["status"], "decomposing") << body;
   const uint64_t total = lines.front()["total"];
-  const uint64_t file_size = std::filesystem::file_size(ModelDir("pulled.gguf"));
+  const uint64_t file_size = std::filesystem::file_size(gguf);
   EXPECT_TRUE(total > file_size / 2 && total <= file_size) << "the tensor bytes: " << body;
-  const json& decomposed = lines[lines.size() - 3];
-  EXPECT_EQ(decomposed["status"], "decomposing into the cache") << body;
-  EXPECT_EQ(decomposed["completed"], total) << body;
-  EXPECT_EQ(lines[lines.size() - 2], json({{"status", "loading"}})) << body;
+  EXPECT_EQ(lines[lines.size() - 2]["completed"], total) << body;
   EXPECT_EQ(lines.back(), json({{"status", "success"}})) << body;
-  EXPECT_TRUE(absl::StrContains(octod_.Log(), "pulled.gguf: decomposed into ")) << octod_.Log();
-  EXPECT_EQ(octod_.Status()["model"]["path"], "pulled.gguf");
+  EXPECT_TRUE(absl::StrContains(octod_.Log(), "created model team/imported from " + gguf)) << octod_.Log();
+  EXPECT_EQ(RunCommand({OctoCtlPath(), "verify", ModelDir("team/imported")}).exit_code, 0);
 
   const json options = {{"temperature", 0}, {"num_predict", 8}, {"repeat_penalty", 1}};
   auto generate = [&](const std::string& model) {
@@ -240,12 +238,21 @@ TEST_F(HttpE2eTest, AGgufPulledWithCurlStreamsItsDecompositionThenServes) {
     EXPECT_EQ(code, 200) << reply;
     return json::parse(reply, nullptr, false).value("response", "");
   };
-  const std::string from_gguf = generate("pulled.gguf");
-  EXPECT_FALSE(from_gguf.empty());
-  EXPECT_EQ(from_gguf, generate("tiny")) << "the same weights give the same text";
-  std::tie(body, status) = CurlPost("/api/pull", R"({"model": "tiny", "stream": false})");
-  EXPECT_EQ(status, 200) << body;
-  EXPECT_EQ(json::parse(body), json({{"status", "success"}}));
+  const std::string imported = generate("team/imported");
+  EXPECT_FALSE(imported.empty());
+  EXPECT_EQ(imported, generate("tiny")) << "the same weights give the same text";
+
+  std::tie(body, status) = CurlPost("/api/create", create.dump());
+  EXPECT_EQ(status, 409) << body;
+  std::tie(body, status) = CurlPost("/api/create", json({{"model", "bad"}, {"from", dir_.Path("token")}}).dump());
+  EXPECT_EQ(status, 404) << body;
+  std::ofstream(dir_.Path("not.gguf")) << "this is no GGUF file";
+  std::tie(body, status) = CurlPost("/api/create", json({{"model", "bad"}, {"from", dir_.Path("not.gguf")}}).dump());
+  EXPECT_EQ(status, 400) << body;
+  for (const auto& entry : std::filesystem::directory_iterator(dir_.Path("root"))) {
+    EXPECT_NE(entry.path().filename().string().rfind(".bad", 0), 0u) << "left behind: " << entry.path();
+  }
+  EXPECT_FALSE(std::filesystem::exists(ModelDir("bad")));
 }
 
 // A GGUF without a chat template chats in chatml, as llama.cpp does; octod

@@ -1,5 +1,5 @@
 // The Ollama routes over a scripted runtime: NDJSON streams, the final
-// object's context and counters, load/unload requests, pulls, model listings.
+// object's context and counters, load/unload requests, imports, model listings.
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -163,25 +163,47 @@ TEST_F(HttpApiTest, OllamaLoadAndUnloadRequests) {
   EXPECT_EQ(Post(port(), "/api/chat", {{"model", "ghost"}, {"keep_alive", 0}}).status, 404);
 }
 
-// /api/pull makes the model the loaded one and streams the load's steps,
-// as Ollama streams a download; the last line is "success".
-TEST_F(HttpApiTest, OllamaPullStreamsTheLoadThenSuccess) {
-  HttpReply reply = Post(port(), "/api/pull", {{"model", "other:latest"}});
+// /api/create imports a GGUF as a new model, streaming the decomposition
+// as Ollama streams its progress; "success" ends it. /api/pull is a 501
+// that says what to do instead.
+TEST_F(HttpApiTest, OllamaCreateStreamsTheImportThenSuccess) {
+  HttpReply reply = Post(port(), "/api/create", {{"model", "new"}, {"from", "/models/x.gguf"}});
   ASSERT_EQ(reply.status, 200) << reply.body;
   EXPECT_EQ(reply.content_type, "application/x-ndjson");
-  EXPECT_EQ(reply.Lines(), (std::vector<json>{{{"status", "loading"}}, {{"status", "success"}}})) << reply.body;
-  EXPECT_EQ(runtime_.Report().model->path, "other");
-  reply = Post(port(), "/api/pull", {{"name", "other"}});
-  EXPECT_EQ(reply.Lines(), (std::vector<json>{{{"status", "success"}}})) << "already loaded: " << reply.body;
-  reply = Post(port(), "/api/pull", {{"model", "m"}, {"stream", false}});
+  const std::vector<json> expected = {{{"status", "decomposing"}, {"total", 200}, {"completed", 100}},
+                                      {{"status", "decomposing"}, {"total", 200}, {"completed", 200}},
+                                      {{"status", "success"}}};
+  EXPECT_EQ(reply.Lines(), expected) << reply.body;
+  EXPECT_EQ(Get(port(), "/api/tags").Json()["models"].back()["name"], "new");
+
+  reply = Post(port(), "/api/create", {{"name", "old-style"}, {"modelfile", "# imported\nFROM /models/y.gguf\n"},
+                                       {"stream", false}});
   ASSERT_EQ(reply.status, 200) << reply.body;
   EXPECT_EQ(reply.Json(), json({{"status", "success"}}));
-  EXPECT_EQ(runtime_.Report().model->path, "m");
-  reply = Post(port(), "/api/pull", {{"model", "ghost"}});
-  EXPECT_EQ(reply.status, 404);
-  EXPECT_EQ(reply.Json(), json({{"error", "model 'ghost' not found"}}));
-  EXPECT_EQ(Post(port(), "/api/pull", {{"model", 5}}).status, 400);
-  EXPECT_EQ(runtime_.Report().model->path, "m") << "a refused pull leaves the model loaded";
+  EXPECT_EQ(Post(port(), "/api/show", {{"model", "old-style"}}).status, 200);
+
+  struct Case {
+    json body;
+    int status;
+    std::string needle;
+  };
+  const std::vector<Case> refused = {
+      {{{"model", "new"}, {"from", "/models/x.gguf"}}, 409, "exists"},
+      {{{"from", "/models/x.gguf"}}, 400, "model: required"},
+      {{{"model", "q"}, {"from", "/models/x.gguf"}, {"quantize", "q4_K_M"}}, 400, "quantize: not supported"},
+      {{{"model", "q"}, {"modelfile", "FROM /x.gguf\nPARAMETER temperature 0"}}, 400, "only FROM is supported"},
+      {{{"model", "q"}, {"modelfile", "# nothing"}}, 400, "no FROM line"},
+      {{{"model", 7}}, 400, "model: expected a string"},
+  };
+  for (const Case& c : refused) {
+    reply = Post(port(), "/api/create", c.body);
+    EXPECT_EQ(reply.status, c.status) << c.body << ": " << reply.body;
+    EXPECT_NE(reply.body.find(c.needle), std::string::npos) << c.body << ": " << reply.body;
+  }
+  reply = Post(port(), "/api/pull", {{"model", "llama3.2"}});
+  EXPECT_EQ(reply.status, 501);
+  EXPECT_NE(reply.body.find("no registry"), std::string::npos) << reply.body;
+  EXPECT_NE(reply.body.find("/api/create"), std::string::npos) << reply.body;
 }
 
 TEST_F(HttpApiTest, OllamaModelListings) {

@@ -130,13 +130,11 @@ bool FakeRuntime::WaitFor(const std::function<bool()>& predicate, std::chrono::m
   return true;
 }
 
-absl::StatusOr<ModelSummary> FakeRuntime::LoadModel(const std::string& path, const std::optional<std::string>&,
-                                                    const LoadWatcher& watch) {
+absl::StatusOr<ModelSummary> FakeRuntime::LoadModel(const std::string& path, const std::optional<std::string>&) {
   absl::MutexLock lock(&mu_);
   if (running_ > 0) return absl::FailedPreconditionError("a job is running");
   for (const ModelSummary& model : models_) {
     if (model.path == path) {
-      if (watch) watch(LoadProgress{.model = path, .stage = "loading"});
       loaded_ = model;
       loaded_->loaded = true;
       return *loaded_;
@@ -157,6 +155,21 @@ absl::StatusOr<std::vector<ModelSummary>> FakeRuntime::ListModels() {
   std::vector<ModelSummary> models = models_;
   for (ModelSummary& model : models) model.loaded = loaded_.has_value() && loaded_->path == model.path;
   return models;
+}
+
+absl::Status FakeRuntime::CreateModel(const std::string& name, const std::string& gguf, const CreateWatcher& watch) {
+  {
+    absl::MutexLock lock(&mu_);
+    for (const ModelSummary& model : models_) {
+      if (model.path == name) return absl::AlreadyExistsError(absl::StrCat("model '", name, "' exists"));
+    }
+  }
+  for (uint64_t done : {100, 200}) {
+    if (watch) watch(LoadProgress{.model = name, .stage = "decomposing", .bytes_done = done, .bytes_total = 200});
+  }
+  absl::MutexLock lock(&mu_);
+  models_.push_back(ModelSummary{.path = name, .architecture = "llama", .name = gguf, .n_layers = 2});
+  return absl::OkStatus();
 }
 
 absl::StatusOr<SessionReport> FakeRuntime::CreateSession(uint32_t context_length, const std::string& owner,

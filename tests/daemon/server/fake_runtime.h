@@ -61,11 +61,12 @@ class FakeRuntime final : public Runtime {
   bool WaitFor(const std::function<bool()>& predicate, std::chrono::milliseconds timeout = std::chrono::seconds(5));
 
   // Runtime.
-  using Runtime::LoadModel;
-  absl::StatusOr<ModelSummary> LoadModel(const std::string& path, const std::optional<std::string>& draft_model,
-                                         const LoadWatcher& watch) override;
+  absl::StatusOr<ModelSummary> LoadModel(const std::string& path, const std::optional<std::string>& draft_model) override;
   absl::Status UnloadModel() override;
   absl::StatusOr<std::vector<ModelSummary>> ListModels() override;
+  // Adds NAME to the models after two progress steps of 100 bytes; "taken"
+  // when NAME is already one.
+  absl::Status CreateModel(const std::string& name, const std::string& gguf, const CreateWatcher& watch) override;
   absl::StatusOr<SessionReport> CreateSession(uint32_t context_length, const std::string& owner,
                                               const std::string& name = "") override;
   absl::Status CloseSession(const std::string& id, const std::string& owner) override;
