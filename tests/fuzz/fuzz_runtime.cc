@@ -56,7 +56,10 @@ absl::StatusOr<std::vector<ModelSummary>> FuzzRuntime::ListModels() {
 
 absl::Status FuzzRuntime::CreateModel(const std::string& name, const std::string& gguf, const CreateWatcher& watch) {
   if (name == model_.path) return absl::AlreadyExistsError("taken");
-  if (watch) watch(LoadProgress{.model = name.substr(0, 64), .stage = "decomposing", .bytes_done = 1, .bytes_total = 1});
+  if (watch) {
+    watch(LoadProgress{
+        .model = name.substr(0, 64), .stage = "decomposing", .bytes_done = 1, .bytes_total = 1, .seconds = 0});
+  }
   return gguf.empty() ? absl::NotFoundError("no file") : absl::OkStatus();
 }
 

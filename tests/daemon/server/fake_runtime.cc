@@ -165,10 +165,17 @@ absl::Status FakeRuntime::CreateModel(const std::string& name, const std::string
     }
   }
   for (uint64_t done : {100, 200}) {
-    if (watch) watch(LoadProgress{.model = name, .stage = "decomposing", .bytes_done = done, .bytes_total = 200});
+    if (watch) {
+      watch(LoadProgress{.model = name, .stage = "decomposing", .bytes_done = done, .bytes_total = 200, .seconds = 0});
+    }
   }
   absl::MutexLock lock(&mu_);
-  models_.push_back(ModelSummary{.path = name, .architecture = "llama", .name = gguf, .n_layers = 2});
+  ModelSummary created;
+  created.path = name;
+  created.architecture = "llama";
+  created.name = gguf;
+  created.n_layers = 2;
+  models_.push_back(created);
   return absl::OkStatus();
 }
 
