@@ -18,6 +18,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
+#include "kernels/cuda/api_counts.h"
 #include "kernels/ops.h"
 
 static_assert(std::is_same_v<octo::cuda::StreamHandle, cudaStream_t>,
@@ -70,12 +71,13 @@ inline absl::Status CudaErrorToStatus(cudaError_t error, const char* expr, const
 // The one way kernels are launched: exactly kernel<<<grid, block,
 // shared_bytes, stream>>>(args...) under nvcc; queued on the executor's
 // stream in an OCTO_CUDA_SIM build. Check cudaGetLastError() after it.
+// Each launch is counted (api_counts.h).
 #if defined(OCTO_CUDA_SIM)
 #define OCTO_LAUNCH(kernel, grid, block, shared_bytes, stream, ...) \
-  OCTO_SIM_LAUNCH(kernel, grid, block, shared_bytes, stream __VA_OPT__(, ) __VA_ARGS__)
+  (::octo::cuda::CountLaunch(), OCTO_SIM_LAUNCH(kernel, grid, block, shared_bytes, stream __VA_OPT__(, ) __VA_ARGS__))
 #else
 #define OCTO_LAUNCH(kernel, grid, block, shared_bytes, stream, ...) \
-  kernel<<<grid, block, shared_bytes, stream>>>(__VA_ARGS__)
+  (::octo::cuda::CountLaunch(), kernel<<<grid, block, shared_bytes, stream>>>(__VA_ARGS__))
 #endif
 
 namespace octo::cuda {

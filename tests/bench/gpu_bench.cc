@@ -3,6 +3,8 @@
 //
 //   gpu_bench --model DIR [--vram-budget BYTES] [--tokens N] [--prefill N] [--sessions 1,8,32]
 //   gpu_bench --model DIR --accounting-only      (CI, on the host executor too)
+//   gpu_bench --profile-models FEWER,MORE --profile-name NAME --full-layers N
+//       the CUDA calls of a decode token (api_profile.h): one line
 //
 // 1. Limits, measured before any model takes device memory, best of
 //    --copy-reps (a ceiling: the fastest the bus or memory was seen to go):
@@ -76,6 +78,7 @@
 #include "kernels/cuda/device.h"
 #include "storage/manifest.h"
 #include "storage/status_macros.h"
+#include "tests/bench/api_profile.h"
 #include "tests/bench/weight_bytes.h"
 
 namespace octo::bench {
@@ -100,6 +103,11 @@ struct Flags {
   int accounting_passes = 8;
   int copy_mib = 256;
   int copy_reps = 5;
+  std::vector<std::string> profile_models;  // two: the profile mode
+  std::string profile_name;
+  uint32_t full_layers = 0;
+  int profile_batch = 1;
+  int profile_steps = 4;
 };
 
 using Clock = std::chrono::steady_clock;
@@ -589,6 +597,18 @@ void PrintTable(const Flags& f, const StreamedPlan& p, const WeightBytes& w, con
   }
 }
 
+// The profile mode: one line (api_profile.h).
+absl::Status Profile(const Flags& f) {
+  OCTO_ASSIGN_OR_RETURN(const DecodeCalls fewer,
+                        MeasureDecodeCalls(f.profile_models[0], f.gpu, f.profile_batch, f.profile_steps));
+  OCTO_ASSIGN_OR_RETURN(const DecodeCalls more,
+                        MeasureDecodeCalls(f.profile_models[1], f.gpu, f.profile_batch, f.profile_steps));
+  OCTO_ASSIGN_OR_RETURN(const std::string line,
+                        ProfileLine(f.profile_name, fewer, more, f.full_layers > 0 ? f.full_layers : more.layers));
+  absl::PrintF("%s\n", line);
+  return absl::OkStatus();
+}
+
 absl::StatusOr<bool> Bench(const Flags& f) {
   Results r;
   if (!f.accounting_only) {
@@ -620,8 +640,21 @@ int main(int argc, char** argv) {
   octo::bench::Flags f;
   CLI::App app{"Measures the CUDA backend (streamed and resident) against the copy and memory limits."};
   app.add_option("--model", f.model_dir, "layer directory (made by octo-ctl decompose)")
-      ->required()
       ->check(CLI::ExistingDirectory);
+  app.add_option("--profile-models", f.profile_models,
+                 "FEWER,MORE: one family's models with fewer and more layers; prints the decode profile line only")
+      ->delimiter(',')
+      ->expected(2)
+      ->check(CLI::ExistingDirectory)
+      ->excludes("--model");
+  app.add_option("--profile-name", f.profile_name, "what the profile line calls the model (default: MORE)");
+  app.add_option("--full-layers", f.full_layers, "layers the per-token figures are scaled to (default: MORE's)");
+  app.add_option("--profile-batch", f.profile_batch, "sequences per decode step")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 64));
+  app.add_option("--profile-steps", f.profile_steps, "decode steps counted")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000));
   app.add_option("--vram-budget", f.vram_budget, "VRAM for layers + staging buffers of the streamed model")
       ->transform(CLI::AsSizeValue(false))
       ->capture_default_str();
@@ -655,11 +688,21 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   CLI11_PARSE(app, argc, argv);
+  if (f.model_dir.empty() && f.profile_models.empty()) {
+    std::fprintf(stderr, "gpu_bench: --model DIR (or --profile-models FEWER,MORE) is required\n");
+    return 2;
+  }
 
   if (octo::UsableCudaDevices() == 0) {
     std::fprintf(stderr, "gpu_bench: no usable CUDA device (%s); nothing to measure\n",
                  octo::BuiltWithCuda() ? "no GPU or no driver" : "this build has no CUDA backend");
     return 2;
+  }
+  if (!f.profile_models.empty()) {
+    if (f.profile_name.empty()) f.profile_name = f.profile_models[1];
+    const absl::Status profiled = octo::bench::Profile(f);
+    if (!profiled.ok()) std::fprintf(stderr, "gpu_bench: %s\n", std::string(profiled.message()).c_str());
+    return profiled.ok() ? 0 : 1;
   }
   absl::PrintF("== gpu benchmark: %s ==\n", f.model_dir);
 #if defined(OCTO_CUDA_SIM)

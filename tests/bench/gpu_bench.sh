@@ -22,10 +22,23 @@
 # runs only the accounting check, on the host executor (an OCTO_CUDA_SIM=ON
 # build, no GPU), over a tiny 6-layer model generated afresh each time, of
 # which gpu_bench streams 3 layers: the ctest gpu_bench_accounting.
+#
+#   [BUILD_DIR=build-sim] tests/bench/gpu_bench.sh --executor-profile [WORK_DIR] [-- --preset P --layers N [--batch B]]
+#
+# prints what one decode token asks of the CUDA runtime, one line per family
+# (llama, qwen3, a MoE, a hybrid DeltaNet):
+#   profile: <preset> batch=B launches/layer=... launches/token=... host-calls/token=...
+#            blocking-waits/token=... pageable-copies/token=... allocations/token=... graph=yes|no
+# counted through the real CUDA backend (kernels/cuda/api_counts.h) on two
+# models of the family with fewer and more layers (tiny shapes by default:
+# the counts do not depend on the sizes), scaled to the full-size preset's
+# layer count. With --preset P, P's own shapes at N and 2N layers (slow on
+# the executor for large presets). An nvcc build on a GPU counts the same.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
-executor=0
+executor=0 profile=0
 if [ "${1:-}" = "--executor-accounting" ]; then executor=1; shift; fi
+if [ "${1:-}" = "--executor-profile" ]; then executor=1 profile=1; shift; fi
 if [ "$executor" = 1 ]; then
   build="${BUILD_DIR:-$root/build-sim}"
 else
@@ -36,6 +49,54 @@ if [ $# -gt 0 ] && [ "$1" != "--" ]; then work="$1"; shift; fi
 [ "${1:-}" = "--" ] && shift
 bin="$build/bin"
 source "$root/tests/bench/bench_models.sh"
+
+if [ "$profile" = 1 ]; then
+  bench_need gpu_bench octo-make-model octo-ctl
+  preset="" layers=2 batch=1
+  while [ $# -gt 0 ]; do
+    case "$1" in
+      --preset) preset="$2"; shift 2 ;;
+      --layers) layers="$2"; shift 2 ;;
+      --batch) batch="$2"; shift 2 ;;
+      *) echo "$(basename "$0") --executor-profile: unknown flag $1 (--preset P, --layers N, --batch B)" >&2; exit 2 ;;
+    esac
+  done
+  # The layer count octo-make-model gives preset $1.
+  full_layers() {
+    "$bin/octo-make-model" --list-presets |
+      awk -v p="$1:" '$1 == p { for (i = 2; i < NF; i++) if ($(i + 1) == "layers,") print $i }'
+  }
+  # FULL SHAPES FEWER MORE: SHAPES generated at FEWER and MORE layers,
+  # profiled as FULL.
+  profile_family() {
+    local full="$1" shapes="$2" fewer="$3" more="$4" n dir
+    local dirs=()
+    for n in "$fewer" "$more"; do
+      dir="$work/profile-$shapes-$n"
+      rm -rf "$dir" "$dir.gguf"
+      "$bin/octo-make-model" --preset "$shapes" --layers "$n" --type "${TYPE:-Q4_K_M}" -o "$dir.gguf" >/dev/null
+      "$bin/octo-ctl" decompose -q --force "$dir.gguf" "$dir" >"$dir.log" 2>&1 || { cat "$dir.log" >&2; exit 1; }
+      rm -f "$dir.gguf" "$dir.log"
+      dirs+=("$dir")
+    done
+    "$bin/gpu_bench" --profile-models "${dirs[0]},${dirs[1]}" --profile-name "$full" \
+      --full-layers "$(full_layers "$full")" --profile-batch "$batch"
+    rm -rf "${dirs[@]}"
+  }
+  mkdir -p "$work"
+  if [ -n "$preset" ]; then
+    [ -n "$(full_layers "$preset")" ] || { echo "$(basename "$0"): no preset $preset (octo-make-model --list-presets)" >&2; exit 2; }
+    echo "counts of $preset's shapes at $layers and $((2 * layers)) layers, per token at its full layer count:"
+    profile_family "$preset" "$preset" "$layers" $((2 * layers))
+  else
+    echo "counts of each family's tiny shapes at 2 and 4 layers, per token at the full model's layer count:"
+    profile_family llama-3-8b tiny 2 4
+    profile_family qwen3-8b tiny-qwen3 2 4
+    profile_family qwen3-30b-a3b tiny-qwen3moe 2 4
+    profile_family qwen3-next-80b-a3b tiny-qwen3next 2 4
+  fi
+  exit
+fi
 
 if [ "$executor" = 1 ]; then
   bench_need gpu_bench octo-make-model octo-ctl

@@ -1,0 +1,40 @@
+// What one decode token asks of the CUDA runtime (kernels/cuda/api_counts.h),
+// per model family, measured through the real CUDA backend -- on a GPU or on
+// the host executor, where the counts are the same.
+//
+// Two models of one family that differ only in their layer count give the
+// per-layer counts (their difference over the layers between them) and the
+// per-token rest (embedding, lm_head, sampling's copies); the line scales
+// them to the full-size model's layer count, so a tiny model run on the
+// executor states what an 8B token costs in launches and host calls.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "kernels/cuda/api_counts.h"
+
+namespace octo::bench {
+
+struct DecodeCalls {
+  cuda::ApiCounts counted;  // over the measured steps
+  uint32_t layers = 0;
+  int batch = 1;
+  int steps = 0;
+};
+
+// Opens `model_dir` on the CUDA backend with every layer in VRAM, prefills
+// `batch` sequences, takes two decode steps untimed, then counts `steps`
+// more.
+absl::StatusOr<DecodeCalls> MeasureDecodeCalls(const std::string& model_dir, int gpu, int batch, int steps);
+
+// "profile: NAME batch=B launches/layer=… launches/token=… host-calls/token=…
+// blocking-waits/token=… pageable-copies/token=… allocations/token=…
+// graph=yes|no", from `fewer` and `more` (the same family, fewer and more
+// layers, the same batch), per token at `full_layers` layers. INVALID_ARGUMENT
+// when the two do not differ in layers or batch.
+absl::StatusOr<std::string> ProfileLine(const std::string& name, const DecodeCalls& fewer, const DecodeCalls& more,
+                                        uint32_t full_layers);
+
+}  // namespace octo::bench

@@ -1,0 +1,75 @@
+// What a decode token asks of the CUDA runtime, through the real CUDA backend
+// (the executor in CI): the counts grow by the same amount per added layer
+// -- what lets gpu_bench's profile scale a tiny model's counts to a full
+// model's -- and a decode step in steady state allocates and frees nothing.
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "daemon/engine/backend_setup.h"
+#include "storage/decompose.h"
+#include "tests/bench/api_profile.h"
+#include "tests/storage/test_models.h"
+#include "tests/temp_dir.h"
+
+namespace octo::testing {
+namespace {
+
+class CudaDecodeCalls : public ::testing::TestWithParam<const char*> {
+ protected:
+  void SetUp() override {
+    if (UsableCudaDevices() == 0) GTEST_SKIP() << "no CUDA device";
+  }
+
+  // The family's model at `layers` layers, decoded `steps` tokens.
+  bench::DecodeCalls Measure(uint32_t layers, int steps = 3) {
+    const std::string gguf = tmp_.Path(absl::StrCat(layers, ".gguf")), dir = tmp_.Path(absl::StrCat(layers));
+    GenerateModel(gguf, GetParam(), "Q4_K_M", [&](ModelShape& s) { s.n_layers = layers; });
+    EXPECT_TRUE(Decompose(gguf, dir, DecomposeOptions{}).ok());
+    absl::StatusOr<bench::DecodeCalls> calls = bench::MeasureDecodeCalls(dir, 0, 1, steps);
+    EXPECT_TRUE(calls.ok()) << calls.status();
+    return calls.ok() ? *calls : bench::DecodeCalls{};
+  }
+
+  TempDir tmp_;
+};
+
+TEST_P(CudaDecodeCalls, EachLayerAddsTheSameCallsAndAStepAllocatesNothing) {
+  const bench::DecodeCalls two = Measure(2), four = Measure(4), six = Measure(6);
+  ASSERT_EQ(six.layers, 6u);
+  for (const bench::DecodeCalls* c : {&two, &four, &six}) {
+    EXPECT_GT(c->counted.launches, 0u);
+    EXPECT_GE(c->counted.host_calls, c->counted.launches) << "a launch is a host call";
+    EXPECT_EQ(c->counted.allocations, 0u) << c->layers << " layers: a decode step allocates device memory";
+    EXPECT_EQ(c->counted.frees, 0u) << c->layers << " layers";
+  }
+  // Per step: the launches and host calls of layers 3-4 are those of 5-6.
+  EXPECT_EQ(four.counted.launches - two.counted.launches, six.counted.launches - four.counted.launches);
+  EXPECT_EQ(four.counted.host_calls - two.counted.host_calls, six.counted.host_calls - four.counted.host_calls);
+  EXPECT_EQ(four.counted.blocking_waits - two.counted.blocking_waits,
+            six.counted.blocking_waits - four.counted.blocking_waits);
+
+  // The profile line states the per-layer launches and scales the rest.
+  absl::StatusOr<std::string> line = bench::ProfileLine("m", two, four, 32);
+  ASSERT_TRUE(line.ok()) << line.status();
+  const double per_layer = static_cast<double>(four.counted.launches - two.counted.launches) / 2 / two.steps;
+  EXPECT_NE(line->find(absl::StrFormat("launches/layer=%.1f ", per_layer)), std::string::npos) << *line;
+  EXPECT_NE(line->find("graph=no"), std::string::npos) << *line;
+  std::printf("%s (%s)\n", line->c_str(), GetParam());
+  EXPECT_FALSE(bench::ProfileLine("m", four, two, 32).ok()) << "fewer layers second";
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, CudaDecodeCalls,
+                         ::testing::Values("tiny", "tiny-qwen3", "tiny-qwen3moe", "tiny-qwen3next"),
+                         [](const auto& info) {
+                           std::string n = info.param;
+                           for (char& c : n) if (c == '-') c = '_';
+                           return n;
+                         });
+
+}  // namespace
+}  // namespace octo::testing
