@@ -83,7 +83,7 @@ struct RuntimeOptions {
   absl::Duration loader_timeout = absl::ZeroDuration();
   // Sessions and KV caches.
   uint64_t kv_budget_bytes = 1ull << 30;  // all sessions' caches together
-  uint32_t session_context = 4096;        // default positions per session (capped by the model)
+  uint32_t session_context = 4096;        // a new session's positions when it asks none (capped by the model)
   uint32_t max_sessions = 64;
   bool evict_idle_sessions = false;       // when the KV budget is full: evict the longest-idle
                                           // session instead of RESOURCE_EXHAUSTED
@@ -115,6 +115,16 @@ struct GenerateJob {
   // draft (unset: the daemon's draft_max).
   std::optional<std::string> draft_model;
   std::optional<int> draft_max;
+  // A one-shot job's context (Ollama's num_ctx): 0 = as much of the
+  // model's trained context as the KV budget holds (ServableContext); more
+  // is capped to that. A session's context is set when it is made.
+  int context_length = 0;
+  // A prompt longer than its context is refused (INVALID_ARGUMENT,
+  // IsContextExceeded: daemon/engine/context_limit.h) -- unless this is
+  // set: then, as Ollama does, its first truncate_keep tokens and its newest
+  // ones are kept, leaving room to generate (max_tokens of it, at most half
+  // the context; a quarter without max_tokens), and the log says so.
+  std::optional<int> truncate_keep;
 };
 
 struct JobStats {

@@ -86,11 +86,6 @@ ModelSummary RuntimeImpl::Summary(const LoadedModel& model) const {
   return summary;
 }
 
-int RuntimeImpl::SessionContext(uint32_t asked, const LoadedModel& model) const {
-  const uint32_t want = asked > 0 ? asked : options_.session_context;
-  return static_cast<int>(std::min({want, model.config().context_length, 1u << 30}));
-}
-
 std::string RuntimeImpl::NewSessionId() {
   // 128 bits from the kernel's generator (std::random_device reads
   // /dev/urandom or getrandom): an id cannot be guessed.
@@ -218,7 +213,7 @@ absl::StatusOr<std::shared_ptr<JobHandle>> RuntimeImpl::Submit(GenerateJob reque
       session->owner = request.owner;
       session->temporary = true;
       session->busy = true;
-      session->kv = m->NewCache(SessionContext(0, *m));
+      session->kv = m->NewCache(OneShotContext(request, *m));
     }
   }
   // Tokenizing happens here, on the caller's thread, not the scheduler's.
@@ -230,6 +225,10 @@ absl::StatusOr<std::shared_ptr<JobHandle>> RuntimeImpl::Submit(GenerateJob reque
   std::vector<ChatMessage> new_messages;
   absl::StatusOr<std::vector<int32_t>> prompt = JobPromptTokens(request, *session, *m, &new_messages);
   if (!prompt.ok()) return release(prompt.status());
+  if (session->temporary) TruncateAsOllama(request, session->kv->max_positions(), *prompt);
+  if (static_cast<int64_t>(prompt->size()) > session->kv->max_positions()) {
+    return release(ContextTooSmall(prompt->size(), *session, *m));
+  }
   // Reuse the longest prefix the cache already holds; feed at least one token.
   const std::vector<int32_t>& held = session->tokens;
   size_t cached = 0;

@@ -109,7 +109,21 @@ class RuntimeImpl : public Runtime {
                                          const std::string& draft_path);
   // The model's summary with its draft model.
   ModelSummary Summary(const LoadedModel& model) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A session's positions: `asked`, or options_.session_context when 0,
+  // capped by ServableContext.
   int SessionContext(uint32_t asked, const LoadedModel& model) const;
+  // The most positions one sequence can use: the model's trained context,
+  // or fewer when the KV budget cannot hold that many for it alone.
+  int ServableContext(const LoadedModel& model) const;
+  // A one-shot job's positions: job.context_length (0: ServableContext),
+  // capped by ServableContext.
+  int OneShotContext(const GenerateJob& job, const LoadedModel& model) const;
+  // With job.truncate_keep: cuts `prompt` to fit `context` as
+  // GenerateJob.truncate_keep says, and logs it.
+  void TruncateAsOllama(const GenerateJob& job, int context, std::vector<int32_t>& prompt) const;
+  // The error for a prompt of `prompt_tokens` that `session` cannot hold,
+  // saying what limits it.
+  absl::Status ContextTooSmall(size_t prompt_tokens, const Session& session, const LoadedModel& model) const;
   static std::string NewSessionId();
   // sessions_'s key for the session `owner` calls `id`: a random id is its
   // own key; a name is its owner's (two credentials may use one name).

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "daemon/engine/context_limit.h"
 #include "storage/status_macros.h"
 
 namespace octo {
@@ -42,8 +43,7 @@ absl::StatusOr<Generation> Generation::Create(const Tokenizer& tokenizer, const 
     }
   }
   if (static_cast<int64_t>(prompt.size()) > max_positions) {
-    return absl::ResourceExhaustedError(absl::StrCat("the prompt has ", prompt.size(),
-                                                     " tokens; the context holds ", max_positions));
+    return ContextExceededError(static_cast<int64_t>(prompt.size()), max_positions);
   }
   return Generation(tokenizer, std::move(sampler), params, std::move(prompt), max_positions);
 }

@@ -22,6 +22,9 @@ void HttpExchange::ReplyText(int http_code, absl::string_view content_type, std:
   http::response<http::string_body> response(static_cast<http::status>(http_code), version_);
   response.set(http::field::server, kServerName);
   response.set(http::field::content_type, std::string(content_type));
+  // 429 is load octod sheds (the KV budget full of other sessions, its
+  // session limit reached): the client may try again shortly.
+  if (http_code == 429) response.set(http::field::retry_after, "1");
   response.keep_alive(keep_alive_);
   response.body() = std::move(body);
   response.prepare_payload();

@@ -3,6 +3,7 @@
 #include "absl/strings/cord.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "daemon/engine/context_limit.h"
 #include "storage/bounded_json.h"
 #include "storage/utf8.h"
 
@@ -70,6 +71,8 @@ nlohmann::json ErrorBody(absl::string_view path, const absl::Status& status) {
   nlohmann::json code = nullptr;
   if (status.GetPayload(kModelNotFoundPayload).has_value()) {
     code = "model_not_found";
+  } else if (IsContextExceeded(status)) {
+    code = "context_length_exceeded";
   } else if (http_code == 401) {
     code = "invalid_api_key";
   }

@@ -14,7 +14,8 @@
 namespace octo {
 namespace {
 
-absl::Status ReadOptions(const FieldReader& fields, SamplingParams* s) {
+absl::Status ReadOptions(const FieldReader& fields, OllamaRequest* request) {
+  SamplingParams* s = &request->sampling;
   s->temperature = 0.8;
   s->top_k = 40;
   s->top_p = 0.9;
@@ -38,6 +39,8 @@ absl::Status ReadOptions(const FieldReader& fields, SamplingParams* s) {
   OCTO_RETURN_IF_ERROR(o.Integer("seed", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max(), &seed));
   if (seed >= 0) s->seed = static_cast<uint64_t>(seed);
   OCTO_RETURN_IF_ERROR(o.Integer("num_predict", -2, kMaxJsonInt32, &s->max_tokens));
+  OCTO_RETURN_IF_ERROR(o.Integer("num_ctx", 1, kMaxJsonInt32, &request->num_ctx));
+  OCTO_RETURN_IF_ERROR(o.Integer("num_keep", -1, kMaxJsonInt32, &request->num_keep));
   if (s->max_tokens == -2) s->max_tokens = -1;  // "fill the context": the core stops there anyway
   return absl::OkStatus();
 }
@@ -82,7 +85,7 @@ absl::Status ReadCommon(const FieldReader& fields, OllamaRequest* request) {
   OCTO_RETURN_IF_ERROR(fields.Require("model"));
   OCTO_RETURN_IF_ERROR(fields.String("model", &request->model));
   OCTO_RETURN_IF_ERROR(fields.Bool("stream", &request->stream));
-  OCTO_RETURN_IF_ERROR(ReadOptions(fields, &request->sampling));
+  OCTO_RETURN_IF_ERROR(ReadOptions(fields, request));
   OCTO_RETURN_IF_ERROR(ReadKeepAlive(fields, &request->unload));
   OCTO_RETURN_IF_ERROR(ReadTemplate(fields, &request->chat_template));
   if (const nlohmann::json* format = fields.Find("format"); format != nullptr && *format != "") {

@@ -42,6 +42,12 @@ struct OllamaRequest {
   std::string model;
   bool stream = true;
   SamplingParams sampling;
+  // options.num_ctx: the context of this request (0: all the model's that
+  // the KV budget holds); a longer prompt is cut as Ollama cuts it, keeping
+  // its first options.num_keep tokens (Ollama's default 4; -1: refused
+  // instead) and the newest.
+  int num_ctx = 0;
+  int num_keep = 4;
   std::string chat_template;        // from `template`: a family name; empty: the model's
   // /api/generate
   std::string prompt;

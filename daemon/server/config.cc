@@ -244,7 +244,7 @@ void AddOctodFlags(CLI::App& app, OctodFlags& flags) {
                               kLoaderFloorBytesPerSecond / 1e6, " MB/s plus ",
                               absl::FormatDuration(kLoaderStallMargin)));
   app.add_option("--kv-budget", flags.kv_budget, "KV cache memory for all sessions together, SIZE");
-  app.add_option("--session-context", flags.session_context, "Default positions per session (capped by the model)");
+  app.add_option("--session-context", flags.session_context, "Positions of a new session that asks for none (a one-shot request may use the model's whole context)");
   app.add_option("--max-sessions", flags.max_sessions, "Most sessions open at once");
   app.add_flag("--log-requests,!--no-log-requests", flags.log_requests,
                "A log line per generation request: what asked, model, tokens, time, outcome (default on)");

@@ -2,7 +2,9 @@
 // streamed equals resident, concurrent jobs get their solo tokens, sessions
 // keep their cache, and bad requests, full budgets and damaged files get
 // the errors they should while the runtime keeps serving.
+#include <algorithm>
 #include <fstream>
+#include <mutex>
 #include <memory>
 #include <string>
 #include <thread>
@@ -10,6 +12,7 @@
 
 #include <gtest/gtest.h>
 
+#include "daemon/engine/context_limit.h"
 #include "daemon/engine/generation.h"
 #include "daemon/engine/model.h"
 #include "daemon/tokenizer/tokenizer.h"
@@ -276,6 +279,76 @@ TEST_F(RuntimeTest, FullKvBudgetIsResourceExhaustedOrEvictsIdleSessions) {
   job.session_id = a->id;
   job.prompt = "again";
   EXPECT_EQ(runtime->Submit(job, std::make_shared<CollectingSink>()).status().code(), absl::StatusCode::kNotFound);
+}
+
+// A one-shot job may use the model's whole trained context (not
+// session_context, a new session's default), up to what the KV budget
+// holds; a longer prompt is INVALID_ARGUMENT naming both sizes and what
+// limits the context; with truncate_keep (Ollama) it is cut instead.
+TEST_F(RuntimeTest, AOneShotJobUsesTheWholeContextAndALongerPromptIsRefusedOrCut) {
+  RuntimeOptions options = TestRuntimeOptions(model_dir_->path().string());
+  options.session_context = 16;
+  std::vector<std::string> log;
+  std::mutex log_mu;
+  options.log = [&](absl::string_view line) {
+    std::lock_guard<std::mutex> lock(log_mu);
+    log.emplace_back(line);
+  };
+  auto runtime = Start(options);
+  const int trained = static_cast<int>(runtime->Report().model->context_length);
+  ASSERT_GT(trained, 600);
+  auto job_of = [](int prompt_tokens, int max_tokens) {
+    GenerateJob job = GreedyJob("", max_tokens);
+    job.prompt.clear();
+    for (int i = 0; i < prompt_tokens; ++i) job.prompt_tokens.push_back(5 + (i * 7) % 200);
+    return job;
+  };
+  std::shared_ptr<CollectingSink> long_prompt = Submit(*runtime, job_of(300, 2));
+  ASSERT_TRUE(long_prompt->Wait());
+  EXPECT_TRUE(long_prompt->status.ok()) << long_prompt->status;
+  EXPECT_EQ(long_prompt->stats.prompt_tokens, 300) << "past session_context (16)";
+
+  absl::Status refused = runtime->Submit(job_of(trained + 1, 2), std::make_shared<CollectingSink>()).status();
+  EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument) << refused;
+  EXPECT_TRUE(IsContextExceeded(refused)) << refused;
+  EXPECT_NE(refused.message().find(absl::StrCat(trained + 1, " tokens; the context holds ", trained)),
+            std::string::npos)
+      << refused;
+
+  // Cut as Ollama cuts: the first 4 tokens and the newest, room for max_tokens.
+  GenerateJob cut = job_of(200, 4);
+  cut.context_length = 64;
+  cut.truncate_keep = 4;
+  std::shared_ptr<CollectingSink> truncated = Submit(*runtime, cut);
+  ASSERT_TRUE(truncated->Wait());
+  EXPECT_TRUE(truncated->status.ok()) << truncated->status;
+  EXPECT_EQ(truncated->stats.prompt_tokens, 60);
+  EXPECT_EQ(truncated->tokens.size(), 4u);
+  {
+    std::lock_guard<std::mutex> lock(log_mu);
+    EXPECT_TRUE(std::any_of(log.begin(), log.end(), [](const std::string& line) {
+      return line.find("truncating input prompt") != std::string::npos &&
+             line.find("prompt 200 tokens, kept the first 4 and the last 56") != std::string::npos;
+    }));
+  }
+  cut.context_length = 64;
+  cut.truncate_keep.reset();
+  refused = runtime->Submit(cut, std::make_shared<CollectingSink>()).status();
+  EXPECT_TRUE(IsContextExceeded(refused)) << refused;
+  EXPECT_NE(refused.message().find("the context the request asked for"), std::string::npos) << refused;
+
+  // A KV budget of 512 positions for one sequence limits the context, and says so.
+  auto manifest = ReadManifest(model_dir_->Path("m"));
+  const ModelConfig& c = manifest->config;
+  options.kv_budget_bytes = uint64_t{c.n_layers} * 2 * 2 * kKvGrowPositions * c.n_kv_heads * c.head_dim * 2;
+  runtime = Start(options);
+  refused = runtime->Submit(job_of(600, 2), std::make_shared<CollectingSink>()).status();
+  EXPECT_TRUE(IsContextExceeded(refused)) << refused;
+  EXPECT_NE(refused.message().find("600 tokens; the context holds 512"), std::string::npos) << refused;
+  EXPECT_NE(refused.message().find("kv_budget"), std::string::npos) << refused;
+  std::shared_ptr<CollectingSink> fits = Submit(*runtime, job_of(500, 2));
+  ASSERT_TRUE(fits->Wait());
+  EXPECT_TRUE(fits->status.ok()) << fits->status;
 }
 
 TEST_F(RuntimeTest, SetResidencyDuringAGenerationKeepsItsTokens) {

@@ -20,6 +20,7 @@
 #include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
 #include "tests/daemon/server/octod_harness.h"
+#include "tests/storage/test_models.h"
 
 namespace octo::testing {
 namespace {
@@ -253,6 +254,50 @@ TEST_F(HttpE2eTest, AGgufImportedWithCurlStreamsItsDecompositionThenServes) {
     EXPECT_NE(entry.path().filename().string().rfind(".bad", 0), 0u) << "left behind: " << entry.path();
   }
   EXPECT_FALSE(std::filesystem::exists(ModelDir("bad")));
+}
+
+// Long prompts, through real octod: one of 6000 tokens on a model trained
+// for 8192 is served whole (not cut to --session-context); one past the
+// context is a 400 context_length_exceeded naming both sizes (OpenAI), or
+// cut as Ollama cuts it to the request's num_ctx (Ollama).
+TEST_F(HttpE2eTest, LongPromptsUseTheWholeContextAndAreRefusedOrCutPastIt) {
+  const std::string gguf = dir_.Path("long.gguf");
+  GenerateModel(gguf, "tiny", "Q4_K_M", [](ModelShape& s) {
+    s.n_layers = 2;
+    s.context_length = 8192;
+  });
+  ASSERT_TRUE(CachedDecompose(gguf, ModelDir("long")));
+  StartWithHttp({"--session-context", "4096"}, "long");
+  auto ids = [](int n) {
+    json tokens = json::array();
+    for (int i = 0; i < n; ++i) tokens.push_back(5 + (i * 11) % 400);
+    return tokens;
+  };
+  json request = {{"model", "long"}, {"prompt", ids(6000)}, {"max_tokens", 2}, {"temperature", 0}};
+  auto [body, status] = CurlPost("/v1/completions", request.dump());
+  ASSERT_EQ(status, 200) << body;
+  EXPECT_EQ(json::parse(body)["usage"]["prompt_tokens"], 6000) << body;
+
+  request["prompt"] = ids(8193);
+  std::tie(body, status) = CurlPost("/v1/completions", request.dump());
+  EXPECT_EQ(status, 400) << body;
+  const json error = json::parse(body, nullptr, false)["error"];
+  EXPECT_EQ(error["code"], "context_length_exceeded") << body;
+  EXPECT_NE(error["message"].get<std::string>().find("8193 tokens; the context holds 8192"), std::string::npos)
+      << body;
+
+  const json generate = {{"model", "long"},
+                         {"prompt", "x"},
+                         {"raw", true},
+                         {"context", ids(3000)},
+                         {"stream", false},
+                         {"options", {{"num_ctx", 2048}, {"num_predict", 4}, {"temperature", 0}}}};
+  std::tie(body, status) = CurlPost("/api/generate", generate.dump());
+  ASSERT_EQ(status, 200) << body;
+  EXPECT_EQ(json::parse(body)["prompt_eval_count"], 2044) << "2048 less room for 4 tokens: " << body;
+  EXPECT_TRUE(absl::StrContains(octod_.Log(), "truncating input prompt (POST /api/generate): context 2048"))
+      << octod_.Log();
+  EXPECT_EQ(octod_.Ctl("health").exit_code, 0);
 }
 
 // A GGUF without a chat template chats in chatml, as llama.cpp does; octod

@@ -61,6 +61,7 @@ HttpReply Request(int port, const std::string& method, const std::string& path, 
   if (ec) return reply;
   reply.status = static_cast<int>(parser.get().result_int());
   reply.content_type = std::string(parser.get()[http::field::content_type]);
+  reply.retry_after = std::string(parser.get()[http::field::retry_after]);
   reply.body = parser.get().body();
   return reply;
 }

@@ -1,5 +1,6 @@
 // The OpenAI routes over a scripted runtime: response shapes, streams
 // (SSE, role chunk, one chunk per token, finish, usage, [DONE]), errors.
+#include "daemon/engine/context_limit.h"
 #include "gtest/gtest.h"
 #include "tests/daemon/http/http_test_fixture.h"
 
@@ -162,6 +163,22 @@ TEST_F(HttpApiTest, AJobThatFailsMidStreamEndsWithAnErrorEvent) {
   const HttpReply whole = Post(port(), "/v1/chat/completions", request);
   EXPECT_EQ(whole.status, 500);
   EXPECT_NE(whole.Json()["error"]["message"].get<std::string>().find("checksum"), std::string::npos);
+}
+
+// A prompt past the context is a 400 with OpenAI's code; load octod sheds
+// (a full KV budget) is a 429 with Retry-After, and nothing else is.
+TEST_F(HttpApiTest, ContextExceededIs400AndShedLoadIs429WithRetryAfter) {
+  runtime_.SetScript({.failure = ContextExceededError(9000, 8192)});
+  HttpReply reply = Post(port(), "/v1/chat/completions", kChat);
+  EXPECT_EQ(reply.status, 400) << reply.body;
+  EXPECT_EQ(reply.Json()["error"]["code"], "context_length_exceeded") << reply.body;
+  EXPECT_EQ(reply.Json()["error"]["message"], "the prompt has 9000 tokens; the context holds 8192");
+  EXPECT_EQ(reply.retry_after, "");
+  runtime_.SetScript({.failure = absl::ResourceExhaustedError("the KV cache budget is full")});
+  reply = Post(port(), "/v1/chat/completions", kChat);
+  EXPECT_EQ(reply.status, 429) << reply.body;
+  EXPECT_EQ(reply.Json()["error"]["type"], "rate_limit_error");
+  EXPECT_EQ(reply.retry_after, "1");
 }
 
 TEST_F(HttpApiTest, WithNoModelLoadedTheNamedOneIsLoaded) {
