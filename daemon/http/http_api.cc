@@ -2,6 +2,7 @@
 
 #include <ctime>
 
+#include "daemon/http/llama_server_routes.h"
 #include "daemon/http/ollama_api.h"
 #include "daemon/http/ollama_routes.h"
 #include "daemon/http/openai_routes.h"
@@ -12,6 +13,7 @@ HttpRouter HttpApiRoutes(Runtime& runtime, const std::string& version) {
   HttpRouter router;
   AddOpenAiRoutes(router, runtime, std::time(nullptr));
   AddOllamaRoutes(router, runtime, version, OllamaTimestamp());
+  AddLlamaServerRoutes(router, runtime);
   return router;
 }
 

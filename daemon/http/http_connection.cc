@@ -41,6 +41,10 @@ void DispatchContained(const HttpRouter& router, const HttpRequest& request, Htt
 
 }  // namespace
 
+bool IsOpenRoute(absl::string_view method, absl::string_view path) {
+  return (method == "GET" || method == "HEAD") && path == "/health";
+}
+
 void ServeHttpConnection(SocketStream& stream, const HttpRouter& router, const HttpConnectionOptions& options) {
   using Clock = std::chrono::steady_clock;
   boost::beast::flat_buffer buffer;
@@ -70,7 +74,7 @@ void ServeHttpConnection(SocketStream& stream, const HttpRouter& router, const H
           Identify(options.credentials, absl::string_view(authorization.data(), authorization.size()));
       if (caller.has_value()) {
         request.caller = *std::move(caller);
-      } else {
+      } else if (!IsOpenRoute(request.method, request.path)) {
         // Refused from the headers: the body (up to 8 MiB) is never read.
         HttpExchange exchange(stream, request, version, /*keep_alive=*/false);
         exchange.ReplyError(absl::UnauthenticatedError(

@@ -6,6 +6,8 @@
 // fuzzed path is the one octod serves.
 #pragma once
 
+#include "absl/strings/string_view.h"
+
 #include <chrono>
 #include <optional>
 #include <string>
@@ -44,5 +46,10 @@ struct HttpConnectionOptions {
 // asks to close, or the server stops. A handler that throws costs its
 // request a 500 and the connection, never the process.
 void ServeHttpConnection(SocketStream& stream, const HttpRouter& router, const HttpConnectionOptions& options);
+
+// The one request answered without a token: GET (or HEAD) /health, a
+// probe's (daemon/http/llama_server_routes.h). It tells only whether octod
+// serves and which model.
+bool IsOpenRoute(absl::string_view method, absl::string_view path);
 
 }  // namespace octo

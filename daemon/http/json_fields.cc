@@ -93,6 +93,26 @@ absl::Status FieldReader::Integer(absl::string_view key, int32_t min, int32_t ma
   return status;
 }
 
+absl::Status FieldReader::TokenIds(absl::string_view key, std::vector<int32_t>* out) const {
+  const nlohmann::json* value = Find(key);
+  return value == nullptr ? absl::OkStatus() : TokenIds(key, *value, out);
+}
+
+absl::Status FieldReader::TokenIds(absl::string_view key, const nlohmann::json& value,
+                                   std::vector<int32_t>* out) const {
+  if (!value.is_array()) return Error(key, absl::StrCat("expected an array of token ids, got ", JsonTypeName(value)));
+  std::vector<int32_t> ids;
+  for (size_t i = 0; i < value.size(); ++i) {
+    const nlohmann::json& id = value[i];
+    if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > kMaxJsonInt32) {
+      return Error(key, absl::StrCat("item ", i, ": expected a token id, got ", JsonPreview(id)));
+    }
+    ids.push_back(id.get<int32_t>());
+  }
+  *out = std::move(ids);
+  return absl::OkStatus();
+}
+
 absl::Status FieldReader::Strings(absl::string_view key, std::vector<std::string>* out) const {
   const nlohmann::json* value = Find(key);
   if (value == nullptr) return absl::OkStatus();

@@ -54,6 +54,11 @@ class FieldReader {
   absl::Status Integer(absl::string_view key, int32_t min, int32_t max, int32_t* out) const;
   // A string, or an array of strings.
   absl::Status Strings(absl::string_view key, std::vector<std::string>* out) const;
+  // An array of token ids (integers in [0, 2^31 - 1]): "NAME: item I:
+  // expected a token id, got V" for the first that is not one.
+  absl::Status TokenIds(absl::string_view key, std::vector<int32_t>* out) const;
+  // The same of `value`, found in the field `key` (a list in it).
+  absl::Status TokenIds(absl::string_view key, const nlohmann::json& value, std::vector<int32_t>* out) const;
   // A key that must be present (and not null).
   absl::Status Require(absl::string_view key) const;
   // "NAME: not supported by octod (why)": a field octod refuses rather than

@@ -112,16 +112,7 @@ absl::StatusOr<OllamaRequest> ParseOllamaGenerate(const nlohmann::json& body) {
   if (request.prompt.size() > kMaxPromptBytes) {
     return fields.Error("prompt", absl::StrCat(request.prompt.size(), " bytes; at most ", kMaxPromptBytes));
   }
-  if (const nlohmann::json* context = fields.Find("context"); context != nullptr) {
-    if (!context->is_array()) return fields.Error("context", "expected an array of token ids");
-    for (size_t i = 0; i < context->size(); ++i) {
-      const nlohmann::json& id = (*context)[i];
-      if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > kMaxJsonInt32) {
-        return fields.Error("context", absl::StrCat("item ", i, ": expected a token id, got ", JsonPreview(id)));
-      }
-      request.context.push_back(id.get<int32_t>());
-    }
-  }
+  OCTO_RETURN_IF_ERROR(fields.TokenIds("context", &request.context));
   return request;
 }
 

@@ -117,14 +117,7 @@ absl::Status ReadPrompt(const FieldReader& fields, GenerateJob* job) {
   if (!prompt->is_array() || prompt->empty()) {
     return fields.Error("prompt", "expected a string, or an array of token ids");
   }
-  for (size_t i = 0; i < prompt->size(); ++i) {
-    const nlohmann::json& id = (*prompt)[i];
-    if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > kMaxJsonInt32) {
-      return fields.Error("prompt", absl::StrCat("item ", i, ": expected a token id, got ", JsonPreview(id)));
-    }
-    job->prompt_tokens.push_back(id.get<int32_t>());
-  }
-  return absl::OkStatus();
+  return fields.TokenIds("prompt", *prompt, &job->prompt_tokens);
 }
 
 std::vector<int> Bytes(const std::string& text) {

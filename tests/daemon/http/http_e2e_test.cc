@@ -215,6 +215,9 @@ TEST_F(HttpE2eTest, OllamaRoutesWithCurlGetOctoGensTokens) {
 TEST_F(HttpE2eTest, AGgufImportedWithCurlStreamsItsDecompositionThenServes) {
   if (CurlPath().empty()) GTEST_SKIP() << "curl is not installed";
   StartWithHttp();
+  auto [health, health_status] = Curl("/health");
+  EXPECT_EQ(health_status, 200) << health;
+  EXPECT_EQ(json::parse(health, nullptr, false), json({{"status", "ok"}, {"model", "tiny"}}));
   const std::string gguf = dir_.Path("tiny.gguf");
   const json create = {{"model", "team/imported"}, {"from", gguf}};
   auto [body, status] = CurlPost("/api/create", create.dump());

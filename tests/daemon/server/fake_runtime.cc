@@ -267,11 +267,11 @@ absl::StatusOr<std::vector<int32_t>> FakeRuntime::Tokenize(const std::string& te
   std::vector<int32_t> tokens;
   if (add_bos) {
     tokens.push_back(1);
-    pieces->push_back("<s>");
+    if (pieces != nullptr) pieces->push_back("<s>");
   }
   for (unsigned char c : text) {
     tokens.push_back(c);
-    pieces->push_back(std::string(1, static_cast<char>(c)));
+    if (pieces != nullptr) pieces->push_back(std::string(1, static_cast<char>(c)));
   }
   return tokens;
 }
