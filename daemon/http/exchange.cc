@@ -1,5 +1,8 @@
 #include "daemon/http/exchange.h"
 
+#include <algorithm>
+
+#include "absl/strings/ascii.h"
 #include "boost/asio/write.hpp"
 #include "boost/beast/http.hpp"
 #include "daemon/http/http_status.h"
@@ -11,6 +14,23 @@ namespace http = boost::beast::http;
 
 namespace {
 constexpr char kServerName[] = "octod";
+
+// Access-Control-Allow-Origin for an admitted origin (cors.h).
+template <typename Response>
+void SetCorsHeaders(Response& response, const std::string& origin) {
+  if (origin.empty()) return;
+  response.set(http::field::access_control_allow_origin, origin);
+  response.set(http::field::vary, "Origin");
+}
+
+// A header list as a browser sends it in Access-Control-Request-Headers:
+// names, commas and spaces only (anything else is not echoed).
+bool IsHeaderList(absl::string_view headers) {
+  return headers.size() <= 1024 && std::all_of(headers.begin(), headers.end(), [](char c) {
+           return absl::ascii_isalnum(c) || c == '-' || c == '_' || c == ',' || c == ' ';
+         });
+}
+
 }  // namespace
 
 HttpExchange::HttpExchange(SocketStream& stream, const HttpRequest& request, unsigned version, bool keep_alive)
@@ -22,6 +42,7 @@ void HttpExchange::ReplyText(int http_code, absl::string_view content_type, std:
   http::response<http::string_body> response(static_cast<http::status>(http_code), version_);
   response.set(http::field::server, kServerName);
   response.set(http::field::content_type, std::string(content_type));
+  SetCorsHeaders(response, request_.allowed_origin);
   // 429 is load octod sheds (the KV budget full of other sessions, its
   // session limit reached): the client may try again shortly.
   if (http_code == 429) response.set(http::field::retry_after, "1");
@@ -35,6 +56,22 @@ void HttpExchange::ReplyText(int http_code, absl::string_view content_type, std:
   } else {
     http::write(stream_, response, ec);
   }
+  if (ec) broken_ = true;
+}
+
+void HttpExchange::ReplyPreflight(absl::string_view headers) {
+  if (responded_) return;
+  responded_ = true;
+  http::response<http::empty_body> response(http::status::no_content, version_);
+  response.set(http::field::server, kServerName);
+  SetCorsHeaders(response, request_.allowed_origin);
+  response.set(http::field::access_control_allow_methods, "GET, POST, DELETE, HEAD, OPTIONS");
+  response.set(http::field::access_control_allow_headers,
+               IsHeaderList(headers) && !headers.empty() ? std::string(headers) : "Authorization, Content-Type");
+  response.set(http::field::access_control_max_age, "86400");
+  response.keep_alive(keep_alive_);
+  boost::system::error_code ec;
+  http::write(stream_, response, ec);
   if (ec) broken_ = true;
 }
 
@@ -54,6 +91,7 @@ bool HttpExchange::StartStream(absl::string_view content_type) {
   response.set(http::field::server, kServerName);
   response.set(http::field::content_type, std::string(content_type));
   response.set(http::field::cache_control, "no-cache");
+  SetCorsHeaders(response, request_.allowed_origin);
   if (version_ >= 11) {
     response.chunked(true);
   } else {

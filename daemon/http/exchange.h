@@ -28,6 +28,9 @@ struct HttpRequest {
   std::string body;
   std::chrono::steady_clock::time_point received;  // when its headers arrived
   Caller caller;  // who sent it (credentials.h)
+  // Its Origin header when cors.h admits it: every reply names it in
+  // Access-Control-Allow-Origin; "" for none.
+  std::string allowed_origin;
 };
 
 class HttpExchange {
@@ -40,6 +43,10 @@ class HttpExchange {
   // The error body for the request's path (http_status.h), with the code
   // HttpCodeFor gives, or `http_code` when set.
   void ReplyError(const absl::Status& status, int http_code = 0);
+
+  // A CORS preflight's answer (cors.h): 204 allowing the request's origin,
+  // the API's methods and `headers` (what the browser asked for).
+  void ReplyPreflight(absl::string_view headers);
 
   // 200 with a body of unknown length (chunked on HTTP/1.1). False when the
   // client is gone.

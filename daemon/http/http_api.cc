@@ -23,6 +23,7 @@ absl::StatusOr<std::unique_ptr<HttpServer>> StartHttpApi(Runtime& runtime, const
   server.host = options.host;
   server.port = options.port;
   server.connection.credentials = options.credentials;
+  server.connection.cors_origins = options.cors_origins;
   server.tls = options.tls;
   return HttpServer::Start(std::move(server), std::move(router));
 }

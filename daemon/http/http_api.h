@@ -10,6 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "daemon/core/runtime.h"
+#include "daemon/http/cors.h"
 #include "daemon/http/http_server.h"
 #include "daemon/server/credentials.h"
 
@@ -21,6 +22,7 @@ struct HttpApiOptions {
   Credentials credentials;  // any token: every request needs one
   std::shared_ptr<TlsContext> tls;  // not null: HTTPS
   std::string version;               // octod's, for /api/version
+  std::vector<std::string> cors_origins = DefaultCorsOrigins();  // cors.h
 };
 
 // Every route of the API over `runtime` (which must outlive the router).

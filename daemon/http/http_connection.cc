@@ -41,6 +41,16 @@ void DispatchContained(const HttpRouter& router, const HttpRequest& request, Htt
 
 }  // namespace
 
+namespace {
+
+// A browser's CORS preflight: OPTIONS with an Origin, asking for a method.
+bool IsPreflight(const http::request<http::string_body>& message) {
+  return message.method() == http::verb::options && !message[http::field::origin].empty() &&
+         !message[http::field::access_control_request_method].empty();
+}
+
+}  // namespace
+
 bool IsOpenRoute(absl::string_view method, absl::string_view path) {
   return (method == "GET" || method == "HEAD") && path == "/health";
 }
@@ -69,12 +79,16 @@ void ServeHttpConnection(SocketStream& stream, const HttpRouter& router, const H
       const absl::string_view target(beast_target.data(), beast_target.size());
       request.method = std::string(message.method_string());
       request.path = std::string(target.substr(0, target.find('?')));
+      const boost::beast::string_view origin = message[http::field::origin];
+      if (OriginAllowed(options.cors_origins, absl::string_view(origin.data(), origin.size()))) {
+        request.allowed_origin = std::string(origin);
+      }
       const boost::beast::string_view authorization = message[http::field::authorization];
       std::optional<Caller> caller =
           Identify(options.credentials, absl::string_view(authorization.data(), authorization.size()));
       if (caller.has_value()) {
         request.caller = *std::move(caller);
-      } else if (!IsOpenRoute(request.method, request.path)) {
+      } else if (!IsOpenRoute(request.method, request.path) && !IsPreflight(message)) {
         // Refused from the headers: the body (up to 8 MiB) is never read.
         HttpExchange exchange(stream, request, version, /*keep_alive=*/false);
         exchange.ReplyError(absl::UnauthenticatedError(
@@ -105,6 +119,17 @@ void ServeHttpConnection(SocketStream& stream, const HttpRouter& router, const H
       return;
     }
     request.body = message.body();
+    if (IsPreflight(message)) {
+      if (request.allowed_origin.empty()) {
+        exchange.ReplyError(absl::PermissionDeniedError(
+            "this origin may not call octod from a browser (octod --http-cors-origins admits more)"));
+      } else {
+        const boost::beast::string_view asked = message[http::field::access_control_request_headers];
+        exchange.ReplyPreflight(absl::string_view(asked.data(), asked.size()));
+      }
+      if (!exchange.keep_alive()) return;
+      continue;
+    }
     DispatchContained(router, request, exchange);
     if (!exchange.responded()) exchange.ReplyError(absl::InternalError("the handler gave no response"));
     if (!exchange.keep_alive()) return;

@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 
+#include "daemon/http/cors.h"
 #include "daemon/http/exchange.h"
 #include "daemon/server/credentials.h"
 #include "daemon/http/socket_stream.h"
@@ -32,6 +33,8 @@ struct HttpConnectionOptions {
   // Any token: every request needs one, and is its caller's; none (octod
   // listens on loopback only then): every request is "anonymous", admin.
   Credentials credentials;
+  // The origins whose browser pages may call the API (cors.h).
+  std::vector<std::string> cors_origins = DefaultCorsOrigins();
   std::chrono::milliseconds header_timeout = kHttpHeaderTimeout;
   std::chrono::milliseconds body_timeout = kHttpBodyTimeout;
   std::chrono::milliseconds idle_timeout = kHttpIdleTimeout;

@@ -276,6 +276,10 @@ void AddOctodFlags(CLI::App& app, OctodFlags& flags) {
   app.add_option("--tls-key", flags.tls_key, "TLS: the certificate's private key (PEM)");
   app.add_option("--tls-client-ca", flags.tls_client_ca,
                  "Mutual TLS: clients must present a certificate this CA signed (PEM)");
+  app.add_option("--http-cors-origins", flags.http_cors_origins,
+                 "Web origins (besides localhost's and desktop apps') whose browser pages may call the HTTP API, "
+                 "comma-separated, '*' a wildcard: https://chat.example.com,chrome-extension://*")
+      ->delimiter(',');
   app.add_option("--http-listen", flags.http_listen,
                  "Serve the OpenAI and Ollama HTTP API on host:port (off by default; a token-file is required "
                  "unless the host is loopback, and is checked whenever given)");
@@ -361,6 +365,12 @@ absl::StatusOr<OctodConfig> ValidateOctodFlags(const OctodFlags& flags) {
     }
     config.http = *std::move(http);
   }
+  if (absl::Status origins = CheckCorsOrigins(flags.http_cors_origins); !origins.ok()) {
+    return KeyError("http-cors-origins", origins.message());
+  }
+  config.http_cors_origins = DefaultCorsOrigins();
+  config.http_cors_origins.insert(config.http_cors_origins.end(), flags.http_cors_origins.begin(),
+                                  flags.http_cors_origins.end());
   OCTO_RETURN_IF_ERROR(ReadTlsFlags(flags, config));
   return config;
 }

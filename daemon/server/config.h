@@ -27,6 +27,7 @@
 #include "absl/status/statusor.h"
 #include "daemon/engine/residency_plan.h"  // kMaxRingSlots
 #include "daemon/core/runtime.h"
+#include "daemon/http/cors.h"
 #include "daemon/http/listen_address.h"
 #include "daemon/http/tls_context.h"
 #include "daemon/server/credentials.h"
@@ -89,6 +90,7 @@ struct OctodFlags {
   std::string token_file;
   std::string admin_token_file;
   std::string http_listen;
+  std::vector<std::string> http_cors_origins;
   std::string tls_cert, tls_key, tls_client_ca;
 };
 
@@ -99,6 +101,9 @@ struct OctodConfig {
   Credentials credentials;            // token_file's and admin_token_file's; some whenever listen is
   // The HTTP API (daemon/http); unset: off. Not loopback -> token is set.
   std::optional<HttpListenAddress> http;
+  // The origins whose browser pages may call it: cors.h's defaults and
+  // --http-cors-origins.
+  std::vector<std::string> http_cors_origins;
   // TLS for `listen` and `http` (the unix socket stays plain); unset: none.
   std::optional<TlsFiles> tls;
   // Lines to log at start: listening beyond loopback without TLS.

@@ -1,5 +1,6 @@
 // The pieces under the HTTP routes: JSON field reading, status codes and
 // error bodies, and the --http-listen address.
+#include "daemon/http/cors.h"
 #include "daemon/http/http_status.h"
 #include "daemon/http/json_fields.h"
 #include "daemon/http/listen_address.h"
@@ -62,6 +63,27 @@ TEST(JsonFields, StringsTakeOneOrAList) {
   EXPECT_EQ(out, (std::vector<std::string>{"a", "b"}));
   EXPECT_EQ(fields.Strings("mixed", &out).message(), "mixed: item 1: expected a string, got a number");
   EXPECT_EQ(fields.Require("missing").message(), "missing: required");
+}
+
+// cors.h's patterns: '*' any run of characters, the defaults local only.
+TEST(Cors, PatternsMatchAsOllamasOrigins) {
+  const std::vector<std::string> defaults = DefaultCorsOrigins();
+  for (const char* local : {"http://localhost", "https://localhost:8443", "http://127.0.0.1:3000", "http://0.0.0.0:1",
+                            "app://obsidian.md", "file://", "tauri://localhost", "vscode-webview://abc"}) {
+    EXPECT_TRUE(OriginAllowed(defaults, local)) << local;
+  }
+  for (const char* other : {"https://example.com", "http://localhost.example.com", "http://127.0.0.1.nip.io",
+                            "null", "", "http://localhostx"}) {
+    EXPECT_FALSE(OriginAllowed(defaults, other)) << other;
+  }
+  EXPECT_TRUE(OriginAllowed({"*"}, "https://anything.example"));
+  EXPECT_TRUE(OriginAllowed({"https://*.example.com"}, "https://a.b.example.com"));
+  EXPECT_FALSE(OriginAllowed({"https://*.example.com"}, "https://example.com"));
+  EXPECT_TRUE(OriginAllowed({"a*b*c"}, "aXbYbZc"));
+  EXPECT_FALSE(OriginAllowed({"a*b*c"}, "aXbYbZ"));
+  EXPECT_TRUE(CheckCorsOrigins(defaults).ok());
+  EXPECT_FALSE(CheckCorsOrigins({""}).ok());
+  EXPECT_FALSE(CheckCorsOrigins(std::vector<std::string>(kMaxCorsOrigins + 1, "x")).ok());
 }
 
 TEST(HttpStatus, CodesFollowTheTable) {

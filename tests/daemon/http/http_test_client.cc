@@ -62,6 +62,9 @@ HttpReply Request(int port, const std::string& method, const std::string& path, 
   reply.status = static_cast<int>(parser.get().result_int());
   reply.content_type = std::string(parser.get()[http::field::content_type]);
   reply.retry_after = std::string(parser.get()[http::field::retry_after]);
+  for (const auto& field : parser.get()) {
+    reply.headers[absl::AsciiStrToLower(std::string(field.name_string()))] = std::string(field.value());
+  }
   reply.body = parser.get().body();
   return reply;
 }

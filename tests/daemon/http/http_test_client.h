@@ -15,6 +15,7 @@ struct HttpReply {
   int status = 0;  // 0: no response (the connection failed or closed)
   std::string content_type;
   std::string retry_after;  // the Retry-After header, "" when absent
+  std::map<std::string, std::string> headers;  // every header, by lowercase name
   std::string body;
   nlohmann::json Json() const;  // the body parsed; null when it is not JSON
   // Server-sent events: the text after "data: " of each event, in order.

@@ -1,6 +1,7 @@
 // llama-server's /health, /tokenize and /detokenize over a scripted runtime
 // (its tokenizer: one token per byte, BOS 1): their shapes, their errors,
-// and /health as the one route open without a token.
+// and /health as the one route open without a token; and CORS.
+#include <map>
 #include <string>
 #include <vector>
 
@@ -58,6 +59,41 @@ TEST_F(HttpApiTest, HealthNeedsNoTokenAndNamesTheModel) {
   reply = Get(port(), "/health");
   EXPECT_EQ(reply.status, 503) << reply.body;
   EXPECT_EQ(reply.Json(), json({{"status", "shutting down"}}));
+}
+
+// CORS (cors.h) with a token configured: an admitted origin's preflight is
+// answered without the token and its replies name it; another origin's
+// preflight is refused and its replies carry no CORS header.
+TEST_F(HttpApiTest, CorsAdmitsLocalPagesAndRefusesOthers) {
+  constexpr char kToken[] = "cors-test-token-0123456789";
+  StartServer(kToken);
+  const std::map<std::string, std::string> preflight = {{"Origin", "http://localhost:5173"},
+                                                         {"Access-Control-Request-Method", "POST"},
+                                                         {"Access-Control-Request-Headers", "authorization, content-type"}};
+  HttpReply reply = Request(port(), "OPTIONS", "/v1/chat/completions", "", preflight);
+  EXPECT_EQ(reply.status, 204) << reply.body;
+  EXPECT_EQ(reply.headers["access-control-allow-origin"], "http://localhost:5173");
+  EXPECT_EQ(reply.headers["access-control-allow-headers"], "authorization, content-type");
+  EXPECT_NE(reply.headers["access-control-allow-methods"].find("POST"), std::string::npos);
+
+  const std::string bearer = std::string("Bearer ") + kToken;
+  reply = Get(port(), "/v1/models", {{"Origin", "http://localhost:5173"}, {"Authorization", bearer}});
+  EXPECT_EQ(reply.status, 200) << reply.body;
+  EXPECT_EQ(reply.headers["access-control-allow-origin"], "http://localhost:5173");
+  EXPECT_EQ(reply.headers["vary"], "Origin");
+  reply = Get(port(), "/v1/models", {{"Origin", "http://localhost:5173"}});
+  EXPECT_EQ(reply.status, 401) << "CORS is no token";
+  EXPECT_EQ(reply.headers["access-control-allow-origin"], "http://localhost:5173") << "the page may read the 401";
+
+  std::map<std::string, std::string> evil = preflight;
+  evil["Origin"] = "https://evil.example.com";
+  reply = Request(port(), "OPTIONS", "/v1/chat/completions", "", evil);
+  EXPECT_EQ(reply.status, 403) << reply.body;
+  EXPECT_EQ(reply.headers.count("access-control-allow-origin"), 0u);
+  reply = Get(port(), "/v1/models", {{"Origin", "https://evil.example.com"}, {"Authorization", bearer}});
+  EXPECT_EQ(reply.status, 200);
+  EXPECT_EQ(reply.headers.count("access-control-allow-origin"), 0u);
+  EXPECT_EQ(Get(port(), "/v1/models", {{"Authorization", bearer}}).headers.count("access-control-allow-origin"), 0u);
 }
 
 }  // namespace

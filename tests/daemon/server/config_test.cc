@@ -114,6 +114,20 @@ TEST_F(ConfigTest, EveryFlagReachesItsField) {
   EXPECT_EQ(CredentialOf(*config, "0123456789abcdef0123"), "token:1");
 }
 
+TEST_F(ConfigTest, CorsOriginsAddToTheLocalDefaults) {
+  absl::StatusOr<OctodConfig> config = ParseOctodConfig(Args({}));
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->http_cors_origins, DefaultCorsOrigins());
+  config = ParseOctodConfig(Args({"--http-cors-origins", "https://chat.example.com,chrome-extension://*"}));
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_TRUE(OriginAllowed(config->http_cors_origins, "https://chat.example.com"));
+  EXPECT_TRUE(OriginAllowed(config->http_cors_origins, "chrome-extension://abcdef"));
+  EXPECT_TRUE(OriginAllowed(config->http_cors_origins, "http://localhost:5173")) << "the defaults stay";
+  EXPECT_FALSE(OriginAllowed(config->http_cors_origins, "https://evil.example.com"));
+  ExpectError({"--http-cors-origins", "https://a.example.com,has space"}, "http-cors-origins: origin 'has space'");
+  ExpectError({"--http-cors-origins", std::string(300, 'a')}, "http-cors-origins: origin");
+}
+
 TEST_F(ConfigTest, FileSetsValuesAndFlagsWin) {
   const std::string file = WriteFile("octod.toml",
                                      "# octod settings\n"
