@@ -20,6 +20,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "daemon/chat/chat_template.h"
+#include "daemon/core/job_metrics.h"
 #include "daemon/core/speculation_settings.h"
 #include "daemon/engine/generation.h"
 #include "daemon/engine/residency_plan.h"
@@ -314,6 +315,8 @@ struct RuntimeReport {
   double tokens_per_second = 0;  // over the last 10 s
   double overlap = 0;            // fraction of loader time hidden behind compute
   uint64_t passes = 0, generated_tokens = 0;
+  uint32_t jobs_running = 0, jobs_waiting = 0;  // in the scheduler now (waiting: no pass yet)
+  JobTotals jobs;                                // every job ended since start
   double uptime_seconds = 0;
   std::string backend;
   bool serving = true;

@@ -180,6 +180,7 @@ class RuntimeImpl : public Runtime {
   uint64_t passes_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t generated_ ABSL_GUARDED_BY(mu_) = 0;
   Throughput throughput_ ABSL_GUARDED_BY(mu_);
+  JobMetrics job_metrics_;  // its own lock
 
   // Speculative decoding.
   const SpeculationSettings speculation_;

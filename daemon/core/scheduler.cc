@@ -231,6 +231,7 @@ void RuntimeImpl::EndJob(const std::shared_ptr<Job>& job, const absl::Status& st
     std::lock_guard<std::mutex> lock(mu_);
     if (job->session().temporary) sessions_.erase(job->session().id);
   }
+  job_metrics_.Observe(job->stats(), job->generation().generated_tokens(), status.ok());
   if (options_.log_requests) {  // before the client hears the end: the line is there when it looks
     const JobStats& s = job->stats();
     Log(absl::StrFormat("%s: model %s, %d prompt tokens (%d cached), %d generated, %.2f s, %s",
@@ -278,10 +279,12 @@ RuntimeReport RuntimeImpl::Report() {
     sr.last_error = spec_.last_error;
     r.passes = passes_;
     r.generated_tokens = generated_;
+    for (const std::shared_ptr<Job>& job : jobs_) (job->generation().fed() > 0 ? r.jobs_running : r.jobs_waiting)++;
     r.tokens_per_second = throughput_.Rate(now);
     r.serving = !stopping_;
     r.uptime_seconds = std::chrono::duration<double>(now - started_).count();
   }
+  r.jobs = job_metrics_.Totals();
   r.kv_budget_bytes = options_.kv_budget_bytes;
   {
     std::lock_guard<std::mutex> lock(drafts_mu_);

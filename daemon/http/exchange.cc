@@ -39,6 +39,7 @@ HttpExchange::HttpExchange(SocketStream& stream, const HttpRequest& request, uns
 void HttpExchange::ReplyText(int http_code, absl::string_view content_type, std::string body) {
   if (responded_) return;
   responded_ = true;
+  Replied(http_code);
   http::response<http::string_body> response(static_cast<http::status>(http_code), version_);
   response.set(http::field::server, kServerName);
   response.set(http::field::content_type, std::string(content_type));
@@ -59,9 +60,15 @@ void HttpExchange::ReplyText(int http_code, absl::string_view content_type, std:
   if (ec) broken_ = true;
 }
 
+void HttpExchange::Replied(int status) {
+  status_ = status;
+  if (on_reply_) on_reply_(status);
+}
+
 void HttpExchange::ReplyPreflight(absl::string_view headers) {
   if (responded_) return;
   responded_ = true;
+  Replied(204);
   http::response<http::empty_body> response(http::status::no_content, version_);
   response.set(http::field::server, kServerName);
   SetCorsHeaders(response, request_.allowed_origin);
@@ -86,6 +93,7 @@ void HttpExchange::ReplyError(const absl::Status& status, int http_code) {
 bool HttpExchange::StartStream(absl::string_view content_type) {
   if (responded_) return false;
   responded_ = true;
+  Replied(200);
   streaming_ = true;
   http::response<http::empty_body> response(http::status::ok, version_);
   response.set(http::field::server, kServerName);

@@ -11,7 +11,9 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <string>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
@@ -56,6 +58,10 @@ class HttpExchange {
 
   bool ClientGone() const;
   bool responded() const { return responded_; }
+  int status() const { return status_; }  // the reply's HTTP status, 0 before it
+  // Called with the reply's status as it is decided, before a byte of it is
+  // written (a client that reads the reply finds it counted: /metrics).
+  void OnReply(std::function<void(int)> on_reply) { on_reply_ = std::move(on_reply); }
   // The connection closes after this exchange (a handler that failed
   // half-way may have left a stream unfinished).
   void CloseConnection() { keep_alive_ = false; }
@@ -68,6 +74,9 @@ class HttpExchange {
   unsigned version_;
   bool keep_alive_;
   bool responded_ = false;
+  int status_ = 0;
+  std::function<void(int)> on_reply_;
+  void Replied(int status);
   bool streaming_ = false;
   bool broken_ = false;  // a write failed
 };

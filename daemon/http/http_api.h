@@ -12,6 +12,7 @@
 #include "daemon/core/runtime.h"
 #include "daemon/http/cors.h"
 #include "daemon/http/http_server.h"
+#include "daemon/http/metrics.h"
 #include "daemon/server/credentials.h"
 
 namespace octo {
@@ -23,10 +24,13 @@ struct HttpApiOptions {
   std::shared_ptr<TlsContext> tls;  // not null: HTTPS
   std::string version;               // octod's, for /api/version
   std::vector<std::string> cors_origins = DefaultCorsOrigins();  // cors.h
+  bool metrics = true;                                           // GET /metrics (metrics.h)
 };
 
-// Every route of the API over `runtime` (which must outlive the router).
-HttpRouter HttpApiRoutes(Runtime& runtime, const std::string& version);
+// Every route of the API over `runtime` (which must outlive the router);
+// GET /metrics too when `request_counts` is set.
+HttpRouter HttpApiRoutes(Runtime& runtime, const std::string& version,
+                         std::shared_ptr<const HttpRequestCounts> request_counts = nullptr);
 
 // Starts listening; `runtime` must outlive the server.
 absl::StatusOr<std::unique_ptr<HttpServer>> StartHttpApi(Runtime& runtime, const HttpApiOptions& options);

@@ -8,6 +8,7 @@
 #include "boost/beast/core/flat_buffer.hpp"
 #include "boost/beast/http.hpp"
 #include "daemon/http/http_server.h"
+#include "daemon/http/metrics.h"
 #include "daemon/server/credentials.h"
 #include "storage/bounded_json.h"
 
@@ -60,6 +61,14 @@ void ServeHttpConnection(SocketStream& stream, const HttpRouter& router, const H
   boost::beast::flat_buffer buffer;
   stream.set_read_deadline(Clock::now() + options.header_timeout);
   if (!stream.Handshake()) return;  // TLS: a plain-text client, or a client certificate not trusted
+  // Each answered request, by route and status (/metrics), counted as its
+  // reply is decided.
+  auto count = [&](const HttpRequest& request, HttpExchange& exchange) {
+    if (options.request_counts == nullptr) return;
+    exchange.OnReply([&counts = *options.request_counts, route = router.RouteOf(request)](int status) {
+      counts.Count(route, status);
+    });
+  };
   for (bool first = true;; first = false) {
     // A new connection has header_timeout to send its request; a kept-alive
     // one idle_timeout to start the next, then header_timeout for the rest.
@@ -91,6 +100,7 @@ void ServeHttpConnection(SocketStream& stream, const HttpRouter& router, const H
       } else if (!IsOpenRoute(request.method, request.path) && !IsPreflight(message)) {
         // Refused from the headers: the body (up to 8 MiB) is never read.
         HttpExchange exchange(stream, request, version, /*keep_alive=*/false);
+        count(request, exchange);
         exchange.ReplyError(absl::UnauthenticatedError(
             "missing or wrong API key: send the header 'Authorization: Bearer <token>' with octod's token"));
         stream.LingeringClose();
@@ -119,6 +129,7 @@ void ServeHttpConnection(SocketStream& stream, const HttpRouter& router, const H
       return;
     }
     request.body = message.body();
+    count(request, exchange);
     if (IsPreflight(message)) {
       if (request.allowed_origin.empty()) {
         exchange.ReplyError(absl::PermissionDeniedError(

@@ -9,6 +9,8 @@
 #include "absl/strings/string_view.h"
 
 #include <chrono>
+#include <memory>
+#include <vector>
 #include <optional>
 #include <string>
 
@@ -20,6 +22,7 @@
 namespace octo {
 
 class HttpRouter;
+class HttpRequestCounts;  // metrics.h
 
 inline constexpr size_t kMaxHttpBodyBytes = 8 << 20;  // above the 1 MiB prompt limit, JSON-escaped
 inline constexpr size_t kMaxHttpHeaderBytes = 16 << 10;
@@ -35,6 +38,8 @@ struct HttpConnectionOptions {
   Credentials credentials;
   // The origins whose browser pages may call the API (cors.h).
   std::vector<std::string> cors_origins = DefaultCorsOrigins();
+  // Not null: every request answered is counted there (/metrics).
+  std::shared_ptr<HttpRequestCounts> request_counts;
   std::chrono::milliseconds header_timeout = kHttpHeaderTimeout;
   std::chrono::milliseconds body_timeout = kHttpBodyTimeout;
   std::chrono::milliseconds idle_timeout = kHttpIdleTimeout;

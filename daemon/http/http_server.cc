@@ -53,6 +53,17 @@ void HttpRouter::Dispatch(const HttpRequest& request, HttpExchange& exchange) co
   exchange.ReplyError(absl::NotFoundError(absl::StrCat("no route ", request.method, " ", request.path)));
 }
 
+std::string HttpRouter::RouteOf(const HttpRequest& request) const {
+  const std::string method = request.method == "HEAD" ? "GET" : request.method;
+  if (exact_.count({method, request.path}) > 0) return request.path;
+  for (const auto& [key, handler] : prefixes_) {
+    if (key.first == method && absl::StartsWith(request.path, key.second) && request.path.size() > key.second.size()) {
+      return absl::StrCat(key.second, "*");
+    }
+  }
+  return "unmatched";
+}
+
 absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(HttpServerOptions options, HttpRouter router) {
   const std::string address = absl::StrCat(options.host, ":", options.port);
   addrinfo hints = {};

@@ -56,6 +56,9 @@ class HttpRouter {
   void Add(std::string method, std::string path, HttpHandler handler);
   void AddPrefix(std::string method, std::string prefix, HttpHandler handler);
   void Dispatch(const HttpRequest& request, HttpExchange& exchange) const;
+  // The route `request` goes to, as /metrics names it: its path, a prefix
+  // route's prefix and "*" ("/v1/models/*"), or "unmatched".
+  std::string RouteOf(const HttpRequest& request) const;
 
  private:
   std::map<std::pair<std::string, std::string>, HttpHandler> exact_;

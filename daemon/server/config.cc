@@ -280,6 +280,8 @@ void AddOctodFlags(CLI::App& app, OctodFlags& flags) {
                  "Web origins (besides localhost's and desktop apps') whose browser pages may call the HTTP API, "
                  "comma-separated, '*' a wildcard: https://chat.example.com,chrome-extension://*")
       ->delimiter(',');
+  app.add_flag("--http-metrics,!--no-http-metrics", flags.http_metrics,
+               "GET /metrics on the HTTP API: Prometheus's text format, names prefixed octo_");
   app.add_option("--http-listen", flags.http_listen,
                  "Serve the OpenAI and Ollama HTTP API on host:port (off by default; a token-file is required "
                  "unless the host is loopback, and is checked whenever given)");
@@ -368,6 +370,7 @@ absl::StatusOr<OctodConfig> ValidateOctodFlags(const OctodFlags& flags) {
   if (absl::Status origins = CheckCorsOrigins(flags.http_cors_origins); !origins.ok()) {
     return KeyError("http-cors-origins", origins.message());
   }
+  config.http_metrics = flags.http_metrics;
   config.http_cors_origins = DefaultCorsOrigins();
   config.http_cors_origins.insert(config.http_cors_origins.end(), flags.http_cors_origins.begin(),
                                   flags.http_cors_origins.end());

@@ -91,6 +91,7 @@ struct OctodFlags {
   std::string admin_token_file;
   std::string http_listen;
   std::vector<std::string> http_cors_origins;
+  bool http_metrics = true;
   std::string tls_cert, tls_key, tls_client_ca;
 };
 
@@ -104,6 +105,7 @@ struct OctodConfig {
   // The origins whose browser pages may call it: cors.h's defaults and
   // --http-cors-origins.
   std::vector<std::string> http_cors_origins;
+  bool http_metrics = true;  // GET /metrics on it (daemon/http/metrics.h)
   // TLS for `listen` and `http` (the unix socket stays plain); unset: none.
   std::optional<TlsFiles> tls;
   // Lines to log at start: listening beyond loopback without TLS.

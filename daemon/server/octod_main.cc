@@ -219,7 +219,8 @@ int Serve(const OctodConfig& config, const sigset_t& stop_signals) {
   if (config.http.has_value()) {
     absl::StatusOr<std::unique_ptr<HttpServer>> started = StartHttpApi(
         **runtime, HttpApiOptions{.host = config.http->host, .port = config.http->port, .credentials = config.credentials,
-                                  .tls = https, .version = kVersion, .cors_origins = config.http_cors_origins});
+                                  .tls = https, .version = kVersion, .cors_origins = config.http_cors_origins,
+                                  .metrics = config.http_metrics});
     if (!started.ok()) {
       Log(absl::StrCat("cannot start: ", started.status().message()));
       server->Shutdown();

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <regex>
 #include <thread>
 
@@ -301,6 +302,56 @@ TEST_F(HttpE2eTest, LongPromptsUseTheWholeContextAndAreRefusedOrCutPastIt) {
   EXPECT_TRUE(absl::StrContains(octod_.Log(), "truncating input prompt (POST /api/generate): context 2048"))
       << octod_.Log();
   EXPECT_EQ(octod_.Ctl("health").exit_code, 0);
+}
+
+// The samples of a Prometheus text exposition, by "name{labels}"; a line
+// that is neither a comment nor "name{labels} value" fails the test.
+std::map<std::string, double> ParseMetrics(const std::string& text) {
+  std::map<std::string, double> samples;
+  const std::regex sample(R"(([a-zA-Z_:][a-zA-Z0-9_:]*(\{[^}]*\})?) ([-+0-9.eE]+|NaN|[+-]Inf))");
+  for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipEmpty())) {
+    if (absl::StartsWith(line, "# HELP ") || absl::StartsWith(line, "# TYPE ")) continue;
+    std::cmatch m;
+    EXPECT_TRUE(std::regex_match(line.begin(), line.end(), m, sample)) << "not a sample: " << line;
+    if (!m.empty()) samples[m[1].str()] = std::strtod(m[3].str().c_str(), nullptr);
+  }
+  return samples;
+}
+
+// /metrics through real octod: it parses, its counters move with a request,
+// and --no-http-metrics turns it off.
+TEST_F(HttpE2eTest, MetricsParseAndMoveWithARequest) {
+  if (CurlPath().empty()) GTEST_SKIP() << "curl is not installed";
+  StartWithHttp();
+  auto [body, status] = Curl("/metrics");
+  ASSERT_EQ(status, 200) << body;
+  std::map<std::string, double> before = ParseMetrics(body);
+  const auto info = before.lower_bound("octo_model_info{model=\"tiny\",architecture=\"llama\",backend=\"cpu");
+  ASSERT_NE(info, before.end()) << body;
+  EXPECT_TRUE(absl::StartsWith(info->first, "octo_model_info{model=\"tiny\",architecture=\"llama\",backend=\"cpu"))
+      << body;
+  EXPECT_EQ(info->second, 1) << body;
+  EXPECT_GT(before["octo_layer_bytes{tier=\"resident\"}"], 0) << body;
+  const json request = {{"model", "tiny"}, {"prompt", kPrompt}, {"raw", true}, {"stream", false},
+                        {"options", {{"temperature", 0}, {"num_predict", 5}}}};
+  std::tie(body, status) = CurlPost("/api/generate", request.dump());
+  ASSERT_EQ(status, 200) << body;
+  std::tie(body, status) = Curl("/metrics");
+  std::map<std::string, double> after = ParseMetrics(body);
+  EXPECT_EQ(after["octo_http_requests_total{route=\"/api/generate\",code=\"200\"}"], 1) << body;
+  EXPECT_EQ(after["octo_http_requests_total{route=\"/metrics\",code=\"200\"}"], 1) << body;
+  EXPECT_EQ(after["octo_requests_total{outcome=\"ok\"}"] - before["octo_requests_total{outcome=\"ok\"}"], 1);
+  EXPECT_EQ(after["octo_generated_tokens_total"] - before["octo_generated_tokens_total"], 5) << body;
+  EXPECT_GT(after["octo_prompt_tokens_total"], before["octo_prompt_tokens_total"]);
+  EXPECT_EQ(after["octo_time_to_first_token_seconds_count"], 1) << body;
+  EXPECT_EQ(after["octo_time_to_first_token_seconds_bucket{le=\"+Inf\"}"], 1) << body;
+  EXPECT_EQ(after["octo_inter_token_latency_seconds_count"], 4) << "one per gap: " << body;
+  EXPECT_GT(after["octo_passes_total"], before["octo_passes_total"]);
+  ASSERT_TRUE(octod_.Stop());
+
+  StartWithHttp({"--no-http-metrics"});
+  std::tie(body, status) = Curl("/metrics");
+  EXPECT_EQ(status, 404) << body;
 }
 
 // A GGUF without a chat template chats in chatml, as llama.cpp does; octod

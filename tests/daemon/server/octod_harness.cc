@@ -269,11 +269,12 @@ int OctodProcess::HttpPort(std::chrono::milliseconds timeout) const {
   int port = 0;
   WaitFor(
       [&] {
+        // The last such line: after a restart the log holds the earlier one too.
         const std::string log = Log();
-        std::smatch match;
-        if (!std::regex_search(log, match, listening)) return false;
-        port = std::stoi(match[1]);
-        return true;
+        for (auto it = std::sregex_iterator(log.begin(), log.end(), listening); it != std::sregex_iterator(); ++it) {
+          port = std::stoi((*it)[1]);
+        }
+        return port != 0;
       },
       timeout);
   return port;

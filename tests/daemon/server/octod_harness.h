@@ -96,8 +96,8 @@ class OctodProcess {
   const std::vector<pid_t>& started() const { return started_; }  // every pid it had
   const std::string& socket() const { return socket_; }
   std::string Log() const;            // what octod wrote to stderr so far
-  // The port of octod's HTTP API, read from its log ("http: listening on
-  // HOST:PORT"; started with --http-listen HOST:0); 0 when it does not show
+  // The port of octod's HTTP API, read from its log's last "http: listening
+  // on HOST:PORT" (started with --http-listen HOST:0); 0 when none shows
   // within `timeout`.
   int HttpPort(std::chrono::milliseconds timeout = std::chrono::seconds(10)) const;
 
