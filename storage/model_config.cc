@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "storage/bounded_json.h"
 #include "storage/format.h"
 #include "storage/status_macros.h"
 
@@ -106,8 +107,8 @@ absl::StatusOr<ModelConfig> ModelConfigFromGguf(const GgufFile& gguf) {
   OCTO_ASSIGN_OR_RETURN(absl::string_view arch_name, arch->AsString());
   c.architecture = std::string(arch_name);
   if (!IsSupportedArchitecture(c.architecture)) {
-    return absl::UnimplementedError(absl::StrCat("architecture '", c.architecture,
-                                                 "' is not supported (llama, mistral, qwen2, qwen3, qwen2moe, qwen3moe, qwen3next, qwen35, "
+    return absl::UnimplementedError(absl::StrCat("architecture ", QuotePrefix(c.architecture),
+                                                 " is not supported (llama, mistral, qwen2, qwen3, qwen2moe, qwen3moe, qwen3next, qwen35, "
                                                  "qwen35moe are)"));
   }
   if (const GgufValue* name = gguf.Find("general.name"); name != nullptr && name->AsString().ok()) {
@@ -161,7 +162,7 @@ absl::StatusOr<ModelConfig> ModelConfigFromGguf(const GgufFile& gguf) {
 
 absl::Status ValidateModelConfig(const ModelConfig& c) {
   if (!IsSupportedArchitecture(c.architecture)) {
-    return absl::InvalidArgumentError(absl::StrCat("architecture '", c.architecture, "' is not supported"));
+    return absl::InvalidArgumentError(absl::StrCat("architecture ", QuotePrefix(c.architecture), " is not supported"));
   }
   OCTO_RETURN_IF_ERROR(Positive(c.dim, "dim"));
   OCTO_RETURN_IF_ERROR(Positive(c.hidden_dim, "hidden_dim"));

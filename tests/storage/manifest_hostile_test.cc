@@ -191,6 +191,17 @@ TEST(ManifestHostileTest, ConfigOutOfRange) {
   EXPECT_TRUE(RejectsMutation([](json& j) { j["config"]["architecture"] = "gpt2"; }, "architecture 'gpt2'"));
 }
 
+// An unknown architecture of 10 KB (manifest_fuzz found one): the message
+// quotes a bounded prefix of it, not all of it.
+TEST(ManifestHostileTest, AHugeArchitectureNameIsQuotedShort) {
+  json j = Valid();
+  j["config"]["architecture"] = std::string(10000, 'x');
+  const absl::StatusOr<Manifest> m = ParseManifest(j.dump());
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.status().message().find("architecture 'xxx"), absl::string_view::npos) << m.status();
+  EXPECT_LT(m.status().message().size(), 512u) << m.status();
+}
+
 // --- Files ----------------------------------------------------------------------------
 
 TEST(ManifestHostileTest, LayerFileMissing) {
