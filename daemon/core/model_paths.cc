@@ -104,12 +104,14 @@ absl::StatusOr<std::string> ClientModelName(const std::string& name) {
 
 }  // namespace
 
-absl::StatusOr<ResolvedModel> NewModelPath(const std::string& root, const std::string& name) {
+absl::StatusOr<ResolvedModel> NewModelPath(const std::string& root, const std::string& name, bool gguf) {
   ResolvedModel model;
   OCTO_ASSIGN_OR_RETURN(model.name, ClientModelName(name));
-  if (IsGgufName(model.name)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("model name ", QuotePrefix(name), " ends in .gguf: a created model is a layer directory"));
+  model.gguf = gguf;
+  if (IsGgufName(model.name) != gguf) {
+    return absl::InvalidArgumentError(absl::StrCat("model name ", QuotePrefix(name),
+                                                   gguf ? " must end in .gguf: it names a GGUF file"
+                                                        : " ends in .gguf: it names a layer directory"));
   }
   std::error_code ec;
   const fs::path real_root = fs::canonical(root, ec);

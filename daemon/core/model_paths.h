@@ -30,11 +30,12 @@ struct ResolvedModel {
 // layer directory.
 absl::StatusOr<ResolvedModel> ResolveModelPath(const std::string& root, const std::string& name);
 
-// Where a new model `name` (Runtime::CreateModel) goes under `root`: its
-// canonical name and absolute path. INVALID_ARGUMENT as ResolveModelPath's
-// for a bad name, and for a name ending in .gguf (a created model is a layer
-// directory); ALREADY_EXISTS when anything is at that path.
-absl::StatusOr<ResolvedModel> NewModelPath(const std::string& root, const std::string& name);
+// Where a new model `name` (Runtime::CreateModel, CopyModel) goes under
+// `root`: its canonical name and absolute path. INVALID_ARGUMENT as
+// ResolveModelPath's for a bad name, and for a name that ends in .gguf for a
+// layer directory or does not for a GGUF file (`gguf`); ALREADY_EXISTS when
+// anything is at that path.
+absl::StatusOr<ResolvedModel> NewModelPath(const std::string& root, const std::string& name, bool gguf = false);
 
 // Layer directories (holding manifest.json) and GGUF files at most two
 // levels under `root`, by their path under the root (a symlink by its own

@@ -348,6 +348,13 @@ class Runtime {
   // a file that is no GGUF Octo runs, ALREADY_EXISTS when NAME is taken,
   // NOT_FOUND for a missing file; a failure leaves nothing at NAME.
   virtual absl::Status CreateModel(const std::string& name, const std::string& gguf, const CreateWatcher& watch) = 0;
+  // Copies the model `source` (a layer directory or GGUF under the root) to
+  // the new name `destination`, whole or not at all: NOT_FOUND, or
+  // ALREADY_EXISTS when `destination` is taken.
+  virtual absl::Status CopyModel(const std::string& source, const std::string& destination) = 0;
+  // Removes the model `name` from the root (a GGUF's decomposed copy in
+  // the cache too): NOT_FOUND, or FAILED_PRECONDITION while it is loaded.
+  virtual absl::Status DeleteModel(const std::string& name) = 0;
 
   // Sessions: a KV cache kept between turns. context_length 0 = default.
   // A session belongs to `owner`, the credential that created it

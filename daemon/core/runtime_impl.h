@@ -46,6 +46,8 @@ class RuntimeImpl : public Runtime {
   absl::Status UnloadModel() override;
   absl::StatusOr<std::vector<ModelSummary>> ListModels() override;
   absl::Status CreateModel(const std::string& name, const std::string& gguf, const CreateWatcher& watch) override;
+  absl::Status CopyModel(const std::string& source, const std::string& destination) override;
+  absl::Status DeleteModel(const std::string& name) override;
   absl::StatusOr<SessionReport> CreateSession(uint32_t context_length, const std::string& owner,
                                               const std::string& name = "") override;
   absl::Status CloseSession(const std::string& id, const std::string& owner) override;

@@ -1,7 +1,8 @@
-// Importing a GGUF as a new model (Runtime::CreateModel, Ollama's
-// /api/create): the file decomposed into a fresh layer directory under the
-// models root, written beside it under a temporary name and renamed into
-// place once whole, so a failed or concurrent import leaves nothing at NAME.
+// The models root's files, as Ollama's model management sees them:
+// importing a GGUF as a new model (Runtime::CreateModel, /api/create),
+// copying a model (/api/copy) and deleting one (/api/delete). New models are
+// written beside their place under a temporary name and renamed into it once
+// whole, so a failed or concurrent one leaves nothing at NAME.
 #include <unistd.h>
 
 #include <atomic>
@@ -14,6 +15,7 @@
 #include "daemon/core/model_paths.h"
 #include "daemon/core/runtime_impl.h"
 #include "storage/decompose.h"
+#include "storage/gguf_cache.h"
 #include "storage/status_macros.h"
 
 namespace octo {
@@ -72,6 +74,47 @@ absl::Status RuntimeImpl::CreateModel(const std::string& name, const std::string
   }
   Log(absl::StrFormat("created model %s from %s in %.1f s", target.name, gguf,
                       std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count()));
+  return absl::OkStatus();
+}
+
+absl::Status RuntimeImpl::CopyModel(const std::string& source, const std::string& destination) {
+  OCTO_ASSIGN_OR_RETURN(const ResolvedModel from, ResolveModelPath(options_.models_root, source));
+  OCTO_ASSIGN_OR_RETURN(const ResolvedModel to, NewModelPath(options_.models_root, destination, from.gguf));
+  static std::atomic<uint64_t> copies{0};
+  const fs::path final_path(to.path);
+  const fs::path partial = final_path.parent_path() /
+                           absl::StrCat(".", final_path.filename().string(), ".copying-", ::getpid(), "-", ++copies);
+  std::error_code ec;
+  fs::create_directories(final_path.parent_path(), ec);
+  if (!ec) fs::copy(from.path, partial, fs::copy_options::recursive, ec);
+  if (!ec) fs::rename(partial, final_path, ec);
+  if (ec) {
+    fs::remove_all(partial, ec);
+    return absl::InternalError(absl::StrCat("copying ", from.name, " to ", to.name, ": ", ec.message()));
+  }
+  Log(absl::StrCat("copied model ", from.name, " to ", to.name));
+  return absl::OkStatus();
+}
+
+absl::Status RuntimeImpl::DeleteModel(const std::string& name) {
+  OCTO_ASSIGN_OR_RETURN(const ResolvedModel model, ResolveModelPath(options_.models_root, name));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (model_ != nullptr && model_->summary().path == model.name) {
+      return absl::FailedPreconditionError(absl::StrCat(model.name, " is loaded: unload it first"));
+    }
+  }
+  std::error_code ec;
+  // A symlinked model goes as its link: what it points at is not the root's.
+  const fs::path path = fs::path(options_.models_root) / model.name;
+  if (model.gguf) {
+    if (absl::StatusOr<GgufFingerprint> print = FingerprintGguf(model.path); print.ok()) {
+      fs::remove_all(GgufCacheEntry(CacheDir(), model.path, *print), ec);
+    }
+  }
+  fs::remove_all(path, ec);
+  if (ec) return absl::InternalError(absl::StrCat("deleting ", model.name, ": ", ec.message()));
+  Log(absl::StrCat("deleted model ", model.name));
   return absl::OkStatus();
 }
 

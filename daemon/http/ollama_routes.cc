@@ -8,7 +8,7 @@
 #include "daemon/http/json_fields.h"
 #include "daemon/http/model_select.h"
 #include "daemon/http/ollama_api.h"
-#include "daemon/http/ollama_create.h"
+#include "daemon/http/ollama_manage.h"
 
 namespace octo {
 namespace {
@@ -192,6 +192,12 @@ void AddOllamaRoutes(HttpRouter& router, Runtime& runtime, std::string version, 
   });
   router.Add("POST", "/api/create", [&runtime](const HttpRequest& request, HttpExchange& exchange) {
     ServeCreate(runtime, request, exchange);
+  });
+  router.Add("POST", "/api/copy", [&runtime](const HttpRequest& request, HttpExchange& exchange) {
+    ServeCopy(runtime, request, exchange);
+  });
+  router.Add("DELETE", "/api/delete", [&runtime](const HttpRequest& request, HttpExchange& exchange) {
+    ServeDelete(runtime, request, exchange);
   });
   router.Add("POST", "/api/pull", ServePull);
   router.Add("GET", "/api/tags", [&runtime, started_at](const HttpRequest&, HttpExchange& exchange) {

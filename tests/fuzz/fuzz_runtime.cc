@@ -63,6 +63,16 @@ absl::Status FuzzRuntime::CreateModel(const std::string& name, const std::string
   return gguf.empty() ? absl::NotFoundError("no file") : absl::OkStatus();
 }
 
+absl::Status FuzzRuntime::CopyModel(const std::string& source, const std::string& destination) {
+  if (source != model_.path) return absl::NotFoundError("no such model");
+  return destination == model_.path ? absl::AlreadyExistsError("taken") : absl::OkStatus();
+}
+
+absl::Status FuzzRuntime::DeleteModel(const std::string& name) {
+  if (name != model_.path) return absl::NotFoundError("no such model");
+  return loaded_ ? absl::FailedPreconditionError("loaded") : absl::OkStatus();
+}
+
 absl::StatusOr<SessionReport> FuzzRuntime::CreateSession(uint32_t context_length, const std::string& owner,
                                                          const std::string&) {
   return SessionReport{.id = "s1", .owner = owner, .context_length = context_length};

@@ -206,6 +206,26 @@ TEST_F(HttpApiTest, OllamaCreateStreamsTheImportThenSuccess) {
   EXPECT_NE(reply.body.find("/api/create"), std::string::npos) << reply.body;
 }
 
+// /api/copy and /api/delete on the root's models: 200 with an empty body,
+// and the errors Ollama users meet.
+TEST_F(HttpApiTest, OllamaCopyAndDeleteModels) {
+  HttpReply reply = Post(port(), "/api/copy", {{"source", "other:latest"}, {"destination", "other-copy"}});
+  ASSERT_EQ(reply.status, 200) << reply.body;
+  EXPECT_EQ(reply.body, "");
+  EXPECT_EQ(Get(port(), "/api/tags").Json()["models"].back()["name"], "other-copy");
+  EXPECT_EQ(Post(port(), "/api/copy", {{"source", "other"}, {"destination", "m"}}).status, 409);
+  EXPECT_EQ(Post(port(), "/api/copy", {{"source", "ghost"}, {"destination", "x"}}).status, 404);
+  EXPECT_EQ(Post(port(), "/api/copy", {{"source", "other"}}).status, 400) << "destination: required";
+
+  reply = Request(port(), "DELETE", "/api/delete", json({{"model", "other-copy"}}).dump());
+  ASSERT_EQ(reply.status, 200) << reply.body;
+  EXPECT_EQ(Get(port(), "/api/tags").Json()["models"].size(), 2u);
+  reply = Request(port(), "DELETE", "/api/delete", json({{"model", "m"}}).dump());
+  EXPECT_EQ(reply.status, 409) << "the loaded model: " << reply.body;
+  EXPECT_EQ(Request(port(), "DELETE", "/api/delete", json({{"model", "ghost"}}).dump()).status, 404);
+  EXPECT_EQ(Post(port(), "/api/delete", {{"model", "other"}}).status, 405);
+}
+
 TEST_F(HttpApiTest, OllamaModelListings) {
   HttpReply reply = Get(port(), "/api/tags");
   ASSERT_EQ(reply.status, 200) << reply.body;

@@ -179,6 +179,32 @@ absl::Status FakeRuntime::CreateModel(const std::string& name, const std::string
   return absl::OkStatus();
 }
 
+absl::Status FakeRuntime::CopyModel(const std::string& source, const std::string& destination) {
+  absl::MutexLock lock(&mu_);
+  const ModelSummary* from = nullptr;
+  for (const ModelSummary& model : models_) {
+    if (model.path == destination) return absl::AlreadyExistsError(absl::StrCat("model '", destination, "' exists"));
+    if (model.path == source) from = &model;
+  }
+  if (from == nullptr) return absl::NotFoundError(absl::StrCat("no model '", source, "'"));
+  ModelSummary copy = *from;
+  copy.path = destination;
+  models_.push_back(copy);
+  return absl::OkStatus();
+}
+
+absl::Status FakeRuntime::DeleteModel(const std::string& name) {
+  absl::MutexLock lock(&mu_);
+  if (loaded_.has_value() && loaded_->path == name) return absl::FailedPreconditionError(name + " is loaded");
+  for (auto it = models_.begin(); it != models_.end(); ++it) {
+    if (it->path == name) {
+      models_.erase(it);
+      return absl::OkStatus();
+    }
+  }
+  return absl::NotFoundError(absl::StrCat("no model '", name, "'"));
+}
+
 absl::StatusOr<SessionReport> FakeRuntime::CreateSession(uint32_t context_length, const std::string& owner,
                                                          const std::string& name) {
   absl::MutexLock lock(&mu_);

@@ -67,6 +67,8 @@ class FakeRuntime final : public Runtime {
   // Adds NAME to the models after two progress steps of 100 bytes; "taken"
   // when NAME is already one.
   absl::Status CreateModel(const std::string& name, const std::string& gguf, const CreateWatcher& watch) override;
+  absl::Status CopyModel(const std::string& source, const std::string& destination) override;
+  absl::Status DeleteModel(const std::string& name) override;
   absl::StatusOr<SessionReport> CreateSession(uint32_t context_length, const std::string& owner,
                                               const std::string& name = "") override;
   absl::Status CloseSession(const std::string& id, const std::string& owner) override;

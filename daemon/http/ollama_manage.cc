@@ -1,4 +1,4 @@
-#include "daemon/http/ollama_create.h"
+#include "daemon/http/ollama_manage.h"
 
 #include <chrono>
 #include <cstdint>
@@ -108,6 +108,35 @@ void ServeCreate(Runtime& runtime, const HttpRequest& request, HttpExchange& exc
   }
   ProgressStream progress(exchange);
   progress.Finish(runtime.CreateModel(name, from, [&progress](const LoadProgress& step) { progress.On(step); }));
+}
+
+void ServeCopy(Runtime& runtime, const HttpRequest& request, HttpExchange& exchange) {
+  absl::StatusOr<nlohmann::json> body = ParseJsonObject(request.body);
+  if (!body.ok()) return exchange.ReplyError(body.status());
+  const FieldReader fields(*body);
+  std::string source, destination;
+  absl::Status read = fields.Require("source");
+  if (read.ok()) read = fields.Require("destination");
+  if (read.ok()) read = fields.String("source", &source);
+  if (read.ok()) read = fields.String("destination", &destination);
+  if (read.ok()) read = RequireAdmin(request.caller, "copying a model");
+  if (read.ok()) read = runtime.CopyModel(ModelPathOf(source), ModelPathOf(destination));
+  if (!read.ok()) return exchange.ReplyError(read);
+  exchange.ReplyText(200, "application/json", "");
+}
+
+void ServeDelete(Runtime& runtime, const HttpRequest& request, HttpExchange& exchange) {
+  absl::StatusOr<nlohmann::json> body = ParseJsonObject(request.body);
+  if (!body.ok()) return exchange.ReplyError(body.status());
+  const FieldReader fields(*body);
+  std::string name;
+  absl::Status read = fields.String("name", &name);  // the older spelling
+  if (read.ok()) read = fields.String("model", &name);
+  if (read.ok() && name.empty()) read = fields.Error("model", "required");
+  if (read.ok()) read = RequireAdmin(request.caller, "deleting a model");
+  if (read.ok()) read = runtime.DeleteModel(ModelPathOf(name));
+  if (!read.ok()) return exchange.ReplyError(read);
+  exchange.ReplyText(200, "application/json", "");
 }
 
 void ServePull(const HttpRequest&, HttpExchange& exchange) {
