@@ -11,6 +11,7 @@
 #include "daemon/engine/model.h"
 #include "storage/decompose.h"
 #include "tests/daemon/engine/engine_test_util.h"
+#include "tests/preset_param_name.h"
 #include "tests/storage/test_models.h"
 #include "tests/temp_dir.h"
 
@@ -146,11 +147,7 @@ TEST_P(BatchTest, BadStepsAreRefusedAndNothingIsCommitted) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Presets, BatchTest, ::testing::Values("tiny", "tiny-qwen3moe"),
-                         [](const auto& info) {
-                           std::string n = info.param;
-                           for (char& c : n) if (c == '-') c = '_';
-                           return n;
-                         });
+                         PresetParamName());
 
 }  // namespace
 }  // namespace octo::testing

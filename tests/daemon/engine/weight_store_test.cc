@@ -14,6 +14,7 @@
 #include "storage/decompose.h"
 #include "tests/daemon/engine/engine_test_util.h"
 #include "tests/daemon/engine/reference_records.h"
+#include "tests/preset_param_name.h"
 #include "tests/shared_data.h"
 #include "tests/storage/test_models.h"
 #include "tests/temp_dir.h"
@@ -108,11 +109,7 @@ TEST_P(StreamedGeneratedModel, OneLayerBudgetGivesResidentLogitsBitForBit) {
 
 INSTANTIATE_TEST_SUITE_P(Presets, StreamedGeneratedModel,
                          ::testing::Values("tiny", "tiny-moe", "tiny-qwen2", "tiny-qwen3", "tiny-qwen3moe"),
-                         [](const auto& info) {
-                           std::string n = info.param;
-                           for (char& c : n) if (c == '-') c = '_';
-                           return n;
-                         });
+                         PresetParamName());
 
 // Flips one byte of a layer file inside tensor data.
 void Corrupt(const std::string& path) {

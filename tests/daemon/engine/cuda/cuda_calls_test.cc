@@ -13,6 +13,7 @@
 #include "daemon/engine/backend_setup.h"
 #include "storage/decompose.h"
 #include "tests/bench/api_profile.h"
+#include "tests/preset_param_name.h"
 #include "tests/storage/test_models.h"
 #include "tests/temp_dir.h"
 
@@ -65,11 +66,7 @@ TEST_P(CudaDecodeCalls, EachLayerAddsTheSameCallsAndAStepAllocatesNothing) {
 
 INSTANTIATE_TEST_SUITE_P(Families, CudaDecodeCalls,
                          ::testing::Values("tiny", "tiny-qwen3", "tiny-qwen3moe", "tiny-qwen3next"),
-                         [](const auto& info) {
-                           std::string n = info.param;
-                           for (char& c : n) if (c == '-') c = '_';
-                           return n;
-                         });
+                         PresetParamName());
 
 }  // namespace
 }  // namespace octo::testing

@@ -35,6 +35,7 @@
 #include "tests/daemon/engine/engine_test_util.h"
 #include "tests/daemon/engine/reference_records.h"
 #include "tests/long_tests.h"
+#include "tests/preset_param_name.h"
 #include "tests/shared_data.h"
 #include "tests/storage/test_models.h"
 #include "tests/temp_dir.h"
@@ -160,11 +161,7 @@ TEST_P(CudaGeneratedModel, GreedyTokensMatchTheCpuBackend) {
 INSTANTIATE_TEST_SUITE_P(Presets, CudaGeneratedModel,
                          ::testing::Values("tiny", "tiny-moe", "tiny-qwen2", "tiny-qwen3", "tiny-qwen3moe",
                                            "tiny-qwen35", "tiny-qwen35moe", "tiny-qwen3next"),
-                         [](const auto& info) {
-                           std::string n = info.param;
-                           for (char& c : n) if (c == '-') c = '_';
-                           return n;
-                         });
+                         PresetParamName());
 
 // ../shared's trained models: the tiers agree on real weights too.
 TEST(CudaSharedModel, TiersAgreeOnTrainedModels) {
