@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "storage/bounded_json.h"
 #include "storage/byte_order.h"
 #include "storage/gguf_cursor.h"
 #include "storage/status_macros.h"
@@ -232,8 +233,9 @@ absl::StatusOr<GgufFile> GgufFile::Parse(std::unique_ptr<ByteSource> source) {
   for (uint64_t i = 0; i < kv_count; ++i) {
     OCTO_ASSIGN_OR_RETURN(std::string key, cursor.ReadString(kGgufMaxKeyBytes, absl::StrCat("metadata key ", i)));
     if (key.empty()) return absl::InvalidArgumentError(absl::StrCat("metadata key ", i, " is empty"));
-    if (!keys.insert(key).second) return absl::InvalidArgumentError("duplicate metadata key '" + key + "'");
-    const std::string what = "metadata '" + key + "'";
+    // A key may be 64 KiB: messages quote a bounded prefix of it (gguf_fuzz).
+    if (!keys.insert(key).second) return absl::InvalidArgumentError("duplicate metadata key " + QuotePrefix(key));
+    const std::string what = "metadata " + QuotePrefix(key);
     OCTO_ASSIGN_OR_RETURN(GgufValueType type, values.ReadType(what + " type"));
     OCTO_ASSIGN_OR_RETURN(GgufValue value, values.ReadValue(type, 0, what));
     if (key == "general.alignment") OCTO_RETURN_IF_ERROR(ReadAlignment(value, &file.alignment_));

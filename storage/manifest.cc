@@ -48,12 +48,21 @@ absl::StatusOr<uint64_t> U64(const json& j, const char* key, absl::string_view w
   return it->get<uint64_t>();
 }
 
+// A file's or tensor's name, type, kind or checksum: short strings, which
+// every later message may quote whole (manifest_fuzz found a 12 KB name).
+constexpr size_t kMaxManifestStringBytes = 256;
+
 absl::StatusOr<std::string> Str(const json& j, const char* key, absl::string_view what) {
   auto it = j.find(key);
   if (it == j.end() || !it->is_string()) {
     return absl::InvalidArgumentError(absl::StrCat(what, ": \"", key, "\" is missing or not a string"));
   }
-  return it->get<std::string>();
+  const std::string& value = it->get_ref<const std::string&>();
+  if (value.size() > kMaxManifestStringBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": \"", key, "\" ", QuotePrefix(value), " is longer than ",
+                                                   kMaxManifestStringBytes, " bytes"));
+  }
+  return value;
 }
 
 absl::StatusOr<uint64_t> ParseChecksum(const std::string& s, absl::string_view what) {

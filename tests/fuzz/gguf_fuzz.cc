@@ -33,6 +33,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto file = octo::GgufFile::Parse(std::make_unique<octo::MemorySource>(std::vector<uint8_t>(data, data + size)));
   if (!file.ok()) {
     Check(!file.status().message().empty(), "an error names its defect");
+    Check(file.status().message().size() < 4096, "an error quotes a short prefix at most");
     return 0;
   }
   for (const octo::GgufTensorInfo& t : file->tensors()) {
@@ -40,7 +41,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
           "every tensor lies inside the file");
   }
   auto plan = octo::PlanLayerDirectory(*file, "fuzz.gguf");
-  if (!plan.ok()) return 0;
+  if (!plan.ok()) {
+    Check(plan.status().message().size() < 4096, "a refused model's error quotes a short prefix at most");
+    return 0;
+  }
   auto again = octo::ParseManifest(octo::ManifestToJson(*plan));
   if (!again.ok()) std::fprintf(stderr, "%s\n", again.status().ToString().c_str());
   Check(again.ok(), "a planned manifest parses back");

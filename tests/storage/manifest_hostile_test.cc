@@ -200,6 +200,13 @@ TEST(ManifestHostileTest, AHugeArchitectureNameIsQuotedShort) {
   ASSERT_FALSE(m.ok());
   EXPECT_NE(m.status().message().find("architecture 'xxx"), absl::string_view::npos) << m.status();
   EXPECT_LT(m.status().message().size(), 512u) << m.status();
+  // A file's name of 12 KB (manifest_fuzz again): refused, quoted short.
+  j = Valid();
+  j["files"][0]["name"] = std::string(12000, 'y');
+  const absl::StatusOr<Manifest> named = ParseManifest(j.dump());
+  ASSERT_FALSE(named.ok());
+  EXPECT_NE(named.status().message().find("is longer than 256 bytes"), absl::string_view::npos) << named.status();
+  EXPECT_LT(named.status().message().size(), 512u) << named.status();
 }
 
 // --- Files ----------------------------------------------------------------------------
