@@ -21,8 +21,8 @@ Job::Job(std::shared_ptr<Session> session, Generation generation, std::shared_pt
 }
 
 void Job::MarkStarted() {
-  if (started_) return;
-  started_ = true;
+  if (started()) return;
+  started_.store(true, std::memory_order_relaxed);
   stats_.queue_seconds = std::chrono::duration<double>(Clock::now() - submitted_).count();
   sink_->OnStarted(session_->temporary ? std::string() : session_->id, stats_.prompt_tokens);
 }
@@ -50,7 +50,7 @@ void Job::Finish(const absl::Status& status, const std::string& finish) {
   }
   s.busy = false;
   s.last_used = Clock::now();
-  if (!started_) sink_->OnStarted(s.temporary ? std::string() : s.id, stats_.prompt_tokens);
+  if (!started()) sink_->OnStarted(s.temporary ? std::string() : s.id, stats_.prompt_tokens);
   sink_->OnDone(status, finish, tail, stats_);
 }
 

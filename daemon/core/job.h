@@ -40,7 +40,7 @@ class Job : public JobHandle {
   std::string& origin() { return origin_; }
   std::string& model() { return model_; }
   double seconds() const { return std::chrono::duration<double>(Clock::now() - submitted_).count(); }
-  bool started() const { return started_; }
+  bool started() const { return started_.load(std::memory_order_relaxed); }  // read by Report() too
 
   // Text sent to the client, kept for a chat session's history.
   void RecordText(const std::string& text) { reply_ += text; }
@@ -62,7 +62,7 @@ class Job : public JobHandle {
   JobStats stats_;
   std::string origin_, model_;
   Clock::time_point submitted_ = Clock::now();
-  bool started_ = false;
+  std::atomic<bool> started_{false};
   bool finished_ = false;
   std::atomic<bool> cancelled_{false};
 };

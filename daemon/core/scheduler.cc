@@ -279,7 +279,7 @@ RuntimeReport RuntimeImpl::Report() {
     sr.last_error = spec_.last_error;
     r.passes = passes_;
     r.generated_tokens = generated_;
-    for (const std::shared_ptr<Job>& job : jobs_) (job->generation().fed() > 0 ? r.jobs_running : r.jobs_waiting)++;
+    for (const std::shared_ptr<Job>& job : jobs_) (job->started() ? r.jobs_running : r.jobs_waiting)++;
     r.tokens_per_second = throughput_.Rate(now);
     r.serving = !stopping_;
     r.uptime_seconds = std::chrono::duration<double>(now - started_).count();
