@@ -34,7 +34,8 @@ absl::StatusOr<MetadataList> MetadataFromJson(const json& j, absl::string_view w
   MetadataList list;
   for (const auto& [key, value] : j.items()) {
     auto v = GgufValueFromJson(value);
-    if (!v.ok()) return Annotate(v.status(), absl::StrCat(what, ".", key));
+    // A key of any length may come here (manifest_fuzz): a long one is quoted short.
+    if (!v.ok()) return Annotate(v.status(), absl::StrCat(what, ".", key.size() <= 128 ? key : QuotePrefix(key)));
     list.emplace_back(key, std::move(*v));
   }
   return list;

@@ -207,6 +207,13 @@ TEST(ManifestHostileTest, AHugeArchitectureNameIsQuotedShort) {
   ASSERT_FALSE(named.ok());
   EXPECT_NE(named.status().message().find("is longer than 256 bytes"), absl::string_view::npos) << named.status();
   EXPECT_LT(named.status().message().size(), 512u) << named.status();
+  // A metadata key of 12 KB whose value is bad (and again): quoted short.
+  j = Valid();
+  j["metadata"][std::string(12000, 'k')] = json::array({json::array()});
+  const absl::StatusOr<Manifest> keyed = ParseManifest(j.dump());
+  ASSERT_FALSE(keyed.ok());
+  EXPECT_NE(keyed.status().message().find("metadata.'kkk"), absl::string_view::npos) << keyed.status();
+  EXPECT_LT(keyed.status().message().size(), 512u) << keyed.status();
 }
 
 // --- Files ----------------------------------------------------------------------------
