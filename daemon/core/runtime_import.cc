@@ -41,15 +41,21 @@ absl::StatusOr<std::string> GgufToImport(const std::string& root, const std::str
   return from;
 }
 
+// Where a new model at `final_path` is written before it is renamed there:
+// beside it, hidden, unique to this process and call ("importing", "copying").
+fs::path PartialPath(const fs::path& final_path, absl::string_view doing) {
+  static std::atomic<uint64_t> calls{0};
+  return final_path.parent_path() /
+         absl::StrCat(".", final_path.filename().string(), ".", doing, "-", ::getpid(), "-", ++calls);
+}
+
 }  // namespace
 
 absl::Status RuntimeImpl::CreateModel(const std::string& name, const std::string& from, const CreateWatcher& watch) {
   OCTO_ASSIGN_OR_RETURN(const ResolvedModel target, NewModelPath(options_.models_root, name));
   OCTO_ASSIGN_OR_RETURN(const std::string gguf, GgufToImport(options_.models_root, from));
-  static std::atomic<uint64_t> imports{0};
   const fs::path final_path(target.path);
-  const fs::path partial = final_path.parent_path() /
-                           absl::StrCat(".", final_path.filename().string(), ".importing-", ::getpid(), "-", ++imports);
+  const fs::path partial = PartialPath(final_path, "importing");
   Log(absl::StrCat("creating model ", target.name, " from ", gguf));
   const auto began = std::chrono::steady_clock::now();
   DecomposeOptions options;
@@ -80,10 +86,8 @@ absl::Status RuntimeImpl::CreateModel(const std::string& name, const std::string
 absl::Status RuntimeImpl::CopyModel(const std::string& source, const std::string& destination) {
   OCTO_ASSIGN_OR_RETURN(const ResolvedModel from, ResolveModelPath(options_.models_root, source));
   OCTO_ASSIGN_OR_RETURN(const ResolvedModel to, NewModelPath(options_.models_root, destination, from.gguf));
-  static std::atomic<uint64_t> copies{0};
   const fs::path final_path(to.path);
-  const fs::path partial = final_path.parent_path() /
-                           absl::StrCat(".", final_path.filename().string(), ".copying-", ::getpid(), "-", ++copies);
+  const fs::path partial = PartialPath(final_path, "copying");
   std::error_code ec;
   fs::create_directories(final_path.parent_path(), ec);
   if (!ec) fs::copy(from.path, partial, fs::copy_options::recursive, ec);
