@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
 #include "client/chat_input.h"
+#include "client/embed_command.h"
 #include "client/error_message.h"
 #include "daemon/core/model_name.h"
 #include "daemon/core/session_id.h"
@@ -301,6 +302,12 @@ absl::Status CheckGenFlags(const GenFlags& flags) {
   if (flags.context != 0 && !(flags.chat && flags.prompt.empty()) && flags.session.empty()) {
     return absl::InvalidArgumentError("--context sizes the session --chat or --session NAME opens");
   }
+  if (flags.embed && (flags.chat || !flags.session.empty() || !flags.draft_model.empty())) {
+    return absl::InvalidArgumentError("--embed takes a text (or - for stdin lines), not --chat, --session or a draft");
+  }
+  if (!flags.embed && (flags.dimensions != 0 || flags.raw)) {
+    return absl::InvalidArgumentError("--dimensions and --raw shape the vectors of --embed");
+  }
   if (flags.draft_max < 0 || flags.draft_max > kMaxDraftTokens) {
     return absl::InvalidArgumentError(absl::StrCat("--draft-max is ", flags.draft_max, "; it must be 1..",
                                                    kMaxDraftTokens));
@@ -318,6 +325,10 @@ int RunGen(const GenFlags& flags, OctoClient& client, std::istream& in, std::FIL
     absl::StatusOr<v1::CreateSessionResponse> opened = client.CreateSession(flags.context, flags.session);
     if (!opened.ok()) return Fail(opened.status(), client, err);
     new_session = opened->created();
+  }
+  if (flags.embed) {
+    const absl::Status embedded = RunEmbed(flags, client, in, out);
+    return embedded.ok() ? 0 : Fail(embedded, client, err);
   }
   if (flags.chat && flags.prompt.empty()) return Conversation(flags, new_session, client, in, out, err);
   std::string prompt = flags.prompt;

@@ -17,6 +17,12 @@
 //                                 (logprob and top only with --logprobs N)
 //   {"event":"done","finish_reason":"stop","tail":"","text":"<the whole reply>","stats":{...}}
 // so a consumer can stream tokens or read only the last line.
+//
+//   octo-gen --embed "text"       the text's embedding: one JSON array per
+//                                 line; "-" embeds each non-empty stdin line
+//                                 (one request, one line out per input).
+//   --dimensions N keeps the first N values, --raw skips the unit-length
+//   normalisation; --json prints {"index","tokens","embedding"} per input.
 #pragma once
 
 #include <cstdint>
@@ -44,6 +50,9 @@ struct GenFlags {
   SamplingFlags sampling;
   std::string draft_model;        // speculative decoding: this draft ("none": off); empty: octod's
   int32_t draft_max = 0;          // the longest draft; 0: octod's
+  bool embed = false;             // embeddings, not text (embed_command.h)
+  uint32_t dimensions = 0;        // --embed: the first N values (0: all)
+  bool raw = false;               // --embed: not normalised
 };
 
 // Checks flag combinations before connecting: INVALID_ARGUMENT naming the

@@ -4,6 +4,7 @@
 //   octo-gen [--socket PATH | --host HOST:PORT --token-file FILE]
 //            [--model NAME] [sampling flags] [--json] [--stats] [--session ID] "prompt"|-
 //   octo-gen --chat [--system TEXT] [--chat-template NAME] [--context N] ["message"]
+//   octo-gen --embed [--dimensions N] [--raw] [--json] "text"|-
 //
 // Ctrl-C cancels the generation (octod stops it at once) and exits 130; in a
 // conversation on a terminal it stops the reply, and at the prompt it exits.
@@ -51,6 +52,10 @@ int main(int argc, char** argv) {
                  "Speculative decoding with this draft model (relative to octod's models root; none: off; "
                  "default: octod's --draft-model)");
   app.add_option("--draft-max", flags.draft_max, "The most tokens a draft proposes per pass (default: octod's)");
+  app.add_flag("--embed", flags.embed,
+               "Print the prompt's embedding (a JSON array); with \"-\", one per non-empty stdin line");
+  app.add_option("--dimensions", flags.dimensions, "With --embed: keep the first N values (0: all)");
+  app.add_flag("--raw", flags.raw, "With --embed: the pooled vector as it is, not scaled to unit length");
   octo::AddSamplingFlags(&app, &flags.sampling);
   octo::AddConnectFlags(&app, &flags.connect);
   if (const std::optional<int> exit_code = octo::ParseCommandLine(app, argc, argv)) return *exit_code;

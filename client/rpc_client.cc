@@ -225,6 +225,10 @@ absl::StatusOr<v1::ListModelsResponse> OctoClient::ListModels() {
   return Unary<v1::ListModelsResponse>(&v1::Octo::Stub::ListModels, v1::ListModelsRequest());
 }
 
+absl::StatusOr<v1::EmbedResponse> OctoClient::Embed(const v1::EmbedRequest& request) {
+  return Unary<v1::EmbedResponse>(&v1::Octo::Stub::Embed, request);
+}
+
 absl::Status OctoClient::Generate(const v1::GenerateRequest& request, const MessageCallback& on_message) {
   return Stream(&v1::Octo::Stub::Generate, request, on_message);
 }

@@ -67,6 +67,7 @@ class OctoClient {
                                           const std::optional<std::string>& draft_model = std::nullopt);
   absl::Status UnloadModel();
   absl::StatusOr<v1::ListModelsResponse> ListModels();
+  absl::StatusOr<v1::EmbedResponse> Embed(const v1::EmbedRequest& request);
 
   // Runs the stream to its end: on_message gets every message in order;
   // the result is the call's status (CANCELLED after Cancel()).

@@ -84,7 +84,34 @@ absl::Status ValidateHybrid(const ModelConfig& c) {
   return absl::OkStatus();
 }
 
+constexpr std::pair<Pooling, const char*> kPoolingNames[] = {
+    {Pooling::kMean, "mean"}, {Pooling::kCls, "cls"}, {Pooling::kLast, "last"}, {Pooling::kRank, "rank"}};
+
+// <arch>.pooling_type: absent or 0 ("none") takes the architecture's default.
+absl::StatusOr<Pooling> GetPooling(const GgufFile& gguf, const std::string& key, absl::string_view arch) {
+  OCTO_ASSIGN_OR_RETURN(const uint32_t type, GetU32(gguf, key, false, 0));
+  switch (type) {
+    case 0: return DefaultPooling(arch);
+    case 1: return Pooling::kMean;
+    case 2: return Pooling::kCls;
+    case 3: return Pooling::kLast;
+    case 4: return Pooling::kRank;
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat(key, " is ", type, "; known are 0 (none), 1 (mean), 2 (cls), 3 (last), 4 (rank)"));
+  }
+}
+
 }  // namespace
+
+const char* PoolingName(Pooling pooling) {
+  for (const auto& [value, name] : kPoolingNames) {
+    if (value == pooling) return name;
+  }
+  return "?";
+}
+
+Pooling DefaultPooling(absl::string_view) { return Pooling::kLast; }
 
 bool IsHybridArchitecture(absl::string_view arch) {
   return arch == "qwen3next" || arch == "qwen35" || arch == "qwen35moe";
@@ -129,6 +156,7 @@ absl::StatusOr<ModelConfig> ModelConfigFromGguf(const GgufFile& gguf) {
   OCTO_ASSIGN_OR_RETURN(c.n_experts, GetU32(gguf, p + "expert_count", false, 0));
   OCTO_ASSIGN_OR_RETURN(c.n_experts_used, GetU32(gguf, p + "expert_used_count", false, 0));
   OCTO_ASSIGN_OR_RETURN(c.expert_hidden_dim, GetU32(gguf, p + "expert_feed_forward_length", false, c.hidden_dim));
+  OCTO_ASSIGN_OR_RETURN(c.pooling, GetPooling(gguf, p + "pooling_type", c.architecture));
   c.rope_style = (c.architecture == "llama" || c.architecture == "mistral") ? RopeStyle::kNormal : RopeStyle::kNeox;
   if (IsHybridArchitecture(c.architecture)) {
     // Text positions give every qwen35 rope section the same angle, so its
@@ -223,6 +251,7 @@ nlohmann::json ModelConfigToJson(const ModelConfig& c) {
       {"ssm_head_dim", c.ssm_head_dim},
       {"ssm_k_heads", c.ssm_k_heads},
       {"ssm_v_heads", c.ssm_v_heads},
+      {"pooling", PoolingName(c.pooling)},
   };
 }
 
@@ -283,6 +312,17 @@ absl::StatusOr<ModelConfig> ModelConfigFromJson(const nlohmann::json& j) {
                                    std::pair{"ssm_head_dim", &c.ssm_head_dim}, std::pair{"ssm_k_heads", &c.ssm_k_heads},
                                    std::pair{"ssm_v_heads", &c.ssm_v_heads}}) {
     if (j.contains(key)) OCTO_RETURN_IF_ERROR(ReadField(j, key, field));
+  }
+  // Pooling came with embeddings: a manifest written before has the default.
+  c.pooling = DefaultPooling(c.architecture);
+  if (j.contains("pooling")) {
+    std::string pooling;
+    OCTO_RETURN_IF_ERROR(ReadField(j, "pooling", &pooling));
+    bool known = false;
+    for (const auto& [value, name] : kPoolingNames) {
+      if (pooling == name) c.pooling = value, known = true;
+    }
+    if (!known) return absl::InvalidArgumentError("config.pooling must be \"mean\", \"cls\", \"last\" or \"rank\"");
   }
   if (rope_style == "normal") c.rope_style = RopeStyle::kNormal;
   else if (rope_style == "neox") c.rope_style = RopeStyle::kNeox;

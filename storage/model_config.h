@@ -7,6 +7,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "nlohmann/json.hpp"
 #include "storage/gguf.h"
 
@@ -15,6 +16,15 @@ namespace octo {
 // How RoPE pairs dimensions: kNormal rotates adjacent pairs (llama, mistral);
 // kNeox rotates dimension i with i + rope_dim/2 (qwen2, qwen3).
 enum class RopeStyle { kNormal, kNeox };
+
+// How an embedding is made from a sequence's final hidden states
+// (<arch>.pooling_type in GGUF: 1 mean, 2 cls, 3 last, 4 rank). A model
+// that states none (or 0, "none") gets its architecture's default:
+// kLast for the decoder families (as Qwen3-Embedding-style models need).
+// kRank marks a reranker, which gives scores, not embeddings.
+enum class Pooling { kMean, kCls, kLast, kRank };
+const char* PoolingName(Pooling pooling);  // "mean", "cls", "last", "rank"
+Pooling DefaultPooling(absl::string_view architecture);
 
 struct ModelConfig {
   std::string architecture;    // general.architecture: llama, mistral, qwen2, qwen3, qwen2moe, qwen3moe,
@@ -44,6 +54,7 @@ struct ModelConfig {
   uint32_t ssm_head_dim = 0;             // ssm.state_size: a DeltaNet key / value head's width
   uint32_t ssm_k_heads = 0;              // ssm.group_count: query/key heads
   uint32_t ssm_v_heads = 0;              // ssm.time_step_rank: value heads
+  Pooling pooling = Pooling::kLast;      // pooling_type, else DefaultPooling(architecture)
 };
 
 // qwen3next, qwen35 and qwen35moe: gated DeltaNet layers between gated

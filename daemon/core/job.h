@@ -14,6 +14,7 @@
 #include "daemon/core/runtime.h"
 #include "daemon/core/session.h"
 #include "daemon/core/speculation.h"
+#include "daemon/engine/embedding.h"
 #include "daemon/engine/generation.h"
 #include "daemon/tokenizer/tokenizer.h"
 
@@ -36,6 +37,9 @@ class Job : public JobHandle {
   JobDraft& draft() { return draft_; }
   TokenSink& sink() { return *sink_; }
   JobStats& stats() { return stats_; }
+  // An embedding job (Runtime::Embed): its passes output hidden states,
+  // pooled here, and it generates nothing; unset for a generation.
+  std::optional<EmbeddingPool>& embedding() { return embedding_; }
   // What asked for it (GenerateJob::origin) and the model it ran on, for the request log.
   std::string& origin() { return origin_; }
   std::string& model() { return model_; }
@@ -60,6 +64,7 @@ class Job : public JobHandle {
   std::vector<ChatMessage> new_messages_;  // a chat turn: joins the session's messages at the end
   std::string reply_;                      // generated text so far (for the chat history)
   JobStats stats_;
+  std::optional<EmbeddingPool> embedding_;
   std::string origin_, model_;
   Clock::time_point submitted_ = Clock::now();
   std::atomic<bool> started_{false};

@@ -182,10 +182,11 @@ std::unique_ptr<KvCache> LoadedModel::NewCache(int max_positions) const {
   return std::make_unique<KvCache>(config(), std::min(max_positions, limit), backend_);
 }
 
-absl::Status LoadedModel::Forward(std::span<const SequenceStep> batch, std::vector<float>& logits) {
+absl::Status LoadedModel::Forward(std::span<const SequenceStep> batch, std::vector<float>& logits,
+                              std::vector<float>* hidden) {
   const ModelView view{.config = &manifest_.config, .token_embd = &globals_.weights().token_embd,
                        .globals = &weights_->globals(), .layers = &weights_->layers()};
-  return ForwardLlama(view, batch, state_, *backend_, logits);
+  return ForwardLlama(view, batch, state_, *backend_, logits, hidden);
 }
 
 }  // namespace octo

@@ -84,7 +84,8 @@ class LoadedModel {
   std::unique_ptr<KvCache> NewCache(int max_positions) const;
 
   // One pass (forward.h's contract).
-  absl::Status Forward(std::span<const SequenceStep> batch, std::vector<float>& logits);
+  absl::Status Forward(std::span<const SequenceStep> batch, std::vector<float>& logits,
+                       std::vector<float>* hidden = nullptr);
 
  private:
   LoadedModel() = default;

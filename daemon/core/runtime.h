@@ -128,6 +128,40 @@ struct GenerateJob {
   std::optional<int> truncate_keep;
 };
 
+// Embeddings (Runtime::Embed). An input is a text or a list of token ids.
+inline constexpr size_t kMaxEmbedInputs = 2048;  // per request, as OpenAI's
+
+// What a client asks to embed; see proto/octo.proto EmbedRequest.
+struct EmbedJob {
+  std::string owner;   // the caller's credential
+  std::string model;   // not empty: run only if this model (its path) is the loaded one
+  std::string origin;  // what asked, for the request log
+  // Exactly one of these is non-empty; each element is one input.
+  std::vector<std::string> texts;               // tokenized with the model's BOS/EOS rules
+  std::vector<std::vector<int32_t>> token_inputs;
+  // An input longer than its context is cut to its first tokens when set
+  // (Ollama's truncate); else INVALID_ARGUMENT, IsContextExceeded.
+  bool truncate = false;
+  int context_length = 0;  // as GenerateJob's: 0 = ServableContext
+  // The vectors returned: the first `dimensions` values (0: all; more than
+  // the model's width is INVALID_ARGUMENT), scaled to unit L2 length when
+  // `normalize` (daemon/engine/embedding.h ShapeEmbedding).
+  int dimensions = 0;
+  bool normalize = true;
+};
+
+struct EmbedResult {
+  // One per input, in order: the pooled final hidden states, shaped as
+  // EmbedJob.dimensions and .normalize ask.
+  std::vector<std::vector<float>> embeddings;
+  std::vector<int> input_tokens;  // each input's tokens, after any cut
+  int prompt_tokens = 0;          // their sum
+  bool truncated = false;         // some input was cut
+  std::string model;              // the model's path
+  std::string pooling;            // "mean", "cls", "last"
+  double seconds = 0;
+};
+
 struct JobStats {
   int prompt_tokens = 0;
   int cached_tokens = 0;
@@ -372,6 +406,16 @@ class Runtime {
   // RESOURCE_EXHAUSTED) are returned here and the sink is not called.
   virtual absl::StatusOr<std::shared_ptr<JobHandle>> Submit(GenerateJob job,
                                                            std::shared_ptr<TokenSink> sink) = 0;
+
+  // Embeds every input of `job` and waits for them: they run as jobs of
+  // the scheduler (each input its own sequence, in a temporary cache), so
+  // the inputs of one request, of concurrent requests and the generations
+  // running beside them share forward passes. `cancelled` (when set) is
+  // asked every 50 ms; true cancels the inputs not
+  // yet done (CANCELLED). Errors: as Submit's, INVALID_ARGUMENT for an empty
+  // or oversized input list or input, FAILED_PRECONDITION for a reranking
+  // model (pooling "rank"), and a failed pass's error.
+  virtual absl::StatusOr<EmbedResult> Embed(const EmbedJob& job, const std::function<bool()>& cancelled) = 0;
 
   virtual absl::StatusOr<std::vector<int32_t>> Tokenize(const std::string& text, bool add_bos,
                                                         bool parse_special, std::vector<std::string>* pieces) = 0;

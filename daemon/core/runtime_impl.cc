@@ -143,8 +143,8 @@ absl::StatusOr<SessionReport> RuntimeImpl::CreateSession(uint32_t context_length
       return report;
     }
   }
-  if (sessions_.size() >= options_.max_sessions) {
-    return absl::ResourceExhaustedError(absl::StrCat("the daemon holds ", sessions_.size(),
+  if (SessionsHeld() >= options_.max_sessions) {
+    return absl::ResourceExhaustedError(absl::StrCat("the daemon holds ", SessionsHeld(),
                                                      " sessions, its max_sessions; close one first"));
   }
   auto session = std::make_shared<Session>();
@@ -204,8 +204,8 @@ absl::StatusOr<std::shared_ptr<JobHandle>> RuntimeImpl::Submit(GenerateJob reque
       }
       session->busy = true;
     } else {
-      if (sessions_.size() >= options_.max_sessions) {
-        return absl::ResourceExhaustedError(absl::StrCat("the daemon holds ", sessions_.size(),
+      if (SessionsHeld() >= options_.max_sessions) {
+        return absl::ResourceExhaustedError(absl::StrCat("the daemon holds ", SessionsHeld(),
                                                          " sessions, its max_sessions"));
       }
       session = std::make_shared<Session>();

@@ -52,6 +52,7 @@ class RuntimeImpl : public Runtime {
                                               const std::string& name = "") override;
   absl::Status CloseSession(const std::string& id, const std::string& owner) override;
   absl::StatusOr<std::shared_ptr<JobHandle>> Submit(GenerateJob job, std::shared_ptr<TokenSink> sink) override;
+  absl::StatusOr<EmbedResult> Embed(const EmbedJob& job, const std::function<bool()>& cancelled) override;
   absl::StatusOr<std::vector<int32_t>> Tokenize(const std::string& text, bool add_bos, bool parse_special,
                                                 std::vector<std::string>* pieces) override;
   absl::StatusOr<std::string> Detokenize(const std::vector<int32_t>& tokens) override;
@@ -130,6 +131,12 @@ class RuntimeImpl : public Runtime {
   // sessions_'s key for the session `owner` calls `id`: a random id is its
   // own key; a name is its owner's (two credentials may use one name).
   static std::string SessionKey(const std::string& id, const std::string& owner);
+  // Sessions counted against max_sessions: all but embedding inputs'.
+  size_t SessionsHeld() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // An embedding request's inputs as token lists, each fitting `context`
+  // (cut when job.truncate; *truncated says whether any was).
+  absl::StatusOr<std::vector<std::vector<int32_t>>> EmbedInputs(const EmbedJob& job, const LoadedModel& model,
+                                                                int context, bool* truncated) const;
   // Closes the sessions idle longer than options_.session_idle_timeout.
   void CloseIdleSessions() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
@@ -193,6 +200,7 @@ class RuntimeImpl : public Runtime {
   std::optional<LoadProgress> loading_ ABSL_GUARDED_BY(mu_);
 
   std::vector<float> logits_;        // scheduler thread only
+  std::vector<float> hidden_;        // likewise: embedding steps' hidden states
   std::vector<float> draft_logits_;  // likewise
   std::thread scheduler_;
   // When the pass in progress started (steady clock, ns); 0 between passes.

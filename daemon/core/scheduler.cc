@@ -139,14 +139,21 @@ void RuntimeImpl::RunPass(LoadedModel& model, std::vector<Step>& steps) {
   std::vector<SequenceStep> batch;
   batch.reserve(steps.size());
   for (Step& step : steps) {
-    step.job->MarkStarted();
-    batch.push_back(step.job->draft().proposing
-                        ? DraftStep(*step.job)
-                        : SequenceStep{.kv = step.job->session().kv.get(),
-                                       .tokens = step.job->generation().NextInput(step.tokens)});
+    Job& job = *step.job;
+    job.MarkStarted();
+    if (job.draft().proposing) {
+      batch.push_back(DraftStep(job));
+      continue;
+    }
+    SequenceStep sequence{.kv = job.session().kv.get(), .tokens = job.generation().NextInput(step.tokens)};
+    if (job.embedding().has_value()) {  // hidden states to pool, not logits
+      sequence.hidden = true;
+      sequence.all_logits = job.embedding()->AllRows(static_cast<int>(job.generation().fed()));
+    }
+    batch.push_back(sequence);
   }
   const auto start = Clock::now();
-  const absl::Status status = model.Forward(batch, logits_);
+  const absl::Status status = model.Forward(batch, logits_, &hidden_);
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
   const PassTiming timing = model.residency().TakePassTiming();
   const int n = static_cast<int>(steps.size());
@@ -154,20 +161,32 @@ void RuntimeImpl::RunPass(LoadedModel& model, std::vector<Step>& steps) {
   int emitted = 0;
   SpeculationCounters spec;
   std::vector<std::pair<std::shared_ptr<Job>, absl::Status>> ended;
-  size_t first_row = 0;  // the step's first logits row
+  size_t first_row = 0;         // the step's first logits row
+  size_t first_hidden_row = 0;  // an embedding step's first row of hidden states
+  const size_t dim = model.config().dim;
   for (int b = 0; b < n; ++b) {
     Job& job = *steps[b].job;
     Generation& g = job.generation();
     const size_t rows = batch[b].all_logits ? batch[b].tokens.size() : 1;
-    const std::span<const float> step_logits =
-        std::span<const float>(logits_).subspan(std::min(first_row * vocab, logits_.size()));
-    first_row += rows;
+    size_t& row = batch[b].hidden ? first_hidden_row : first_row;
+    const size_t step_row = row;
+    row += rows;
     job.AddPass(seconds, timing.load_wait_seconds, timing.compute_seconds, n,
                 !steps[b].decode || g.generated_tokens() == 0);
     if (!status.ok()) {
       ended.emplace_back(steps[b].job, status);  // nothing was committed to its cache
       continue;
     }
+    if (batch[b].hidden) {
+      // An embedding input: pool this chunk's states; done once all are in.
+      job.embedding()->Add(std::span<const float>(hidden_).subspan(step_row * dim, rows * dim),
+                           static_cast<int>(g.fed()), static_cast<int>(steps[b].tokens));
+      g.InputFed(steps[b].tokens);
+      if (job.embedding()->complete()) ended.emplace_back(steps[b].job, absl::OkStatus());
+      continue;
+    }
+    const std::span<const float> step_logits =
+        std::span<const float>(logits_).subspan(std::min(step_row * vocab, logits_.size()));
     if (job.draft().proposing) {
       // Verify the draft; emit what the target agreed to.
       const uint64_t proposed = job.draft().proposed, accepted = job.draft().accepted;
@@ -232,7 +251,7 @@ void RuntimeImpl::EndJob(const std::shared_ptr<Job>& job, const absl::Status& st
     if (job->session().temporary) sessions_.erase(job->session().id);
   }
   job_metrics_.Observe(job->stats(), job->generation().generated_tokens(), status.ok());
-  if (options_.log_requests) {  // before the client hears the end: the line is there when it looks
+  if (options_.log_requests && !job->embedding().has_value()) {  // an embedding request logs once (Embed)  // before the client hears the end: the line is there when it looks
     const JobStats& s = job->stats();
     Log(absl::StrFormat("%s: model %s, %d prompt tokens (%d cached), %d generated, %.2f s, %s",
                         job->origin().empty() ? "request" : job->origin(), job->model(), s.prompt_tokens,

@@ -28,6 +28,7 @@ struct Session {
   std::vector<ChatMessage> messages;   // a chat session's turns
   bool busy = false;                   // a job is running in it
   bool temporary = false;              // a one-shot job's; removed when the job ends
+  bool embedding = false;              // an embedding input's (temporary too), not counted in max_sessions
   std::chrono::steady_clock::time_point last_used = std::chrono::steady_clock::now();
 
   // Both caches' memory (the KV budget counts it).

@@ -39,12 +39,15 @@ absl::Status CheckTreeStep(const ModelConfig& c, const SequenceStep& step) {
   return absl::OkStatus();
 }
 
-absl::Status CheckBatch(const ModelConfig& c, std::span<const SequenceStep> batch) {
+absl::Status CheckBatch(const ModelConfig& c, std::span<const SequenceStep> batch, bool has_hidden) {
   if (batch.empty()) return absl::InvalidArgumentError("empty batch");
   for (size_t i = 0; i < batch.size(); ++i) {
     const SequenceStep& step = batch[i];
     if (step.kv == nullptr || step.tokens.empty()) {
       return absl::InvalidArgumentError(absl::StrCat("sequence ", i, " of the batch has no cache or no tokens"));
+    }
+    if (step.hidden && !has_hidden) {
+      return absl::InvalidArgumentError(absl::StrCat("sequence ", i, " asks for hidden states and the pass has no place for them"));
     }
     for (size_t j = 0; j < i; ++j) {
       if (batch[j].kv == step.kv) {
@@ -99,10 +102,10 @@ absl::Status SwiGlu(const WeightMatrix& gate, const WeightMatrix& up, const Weig
 }
 
 absl::Status ForwardLlama(const ModelView& model, std::span<const SequenceStep> batch, RunState& s,
-                          Backend& backend, std::vector<float>& logits) {
+                          Backend& backend, std::vector<float>& logits, std::vector<float>* hidden) {
   const ModelConfig& c = *model.config;
   const GlobalWeights& g = *model.globals;
-  OCTO_RETURN_IF_ERROR(CheckBatch(c, batch));
+  OCTO_RETURN_IF_ERROR(CheckBatch(c, batch, hidden != nullptr));
   for (const SequenceStep& step : batch) {
     OCTO_RETURN_IF_ERROR(step.kv->Reserve(static_cast<int>(step.tokens.size())));
     if (step.checkpoint_rows > 0) OCTO_RETURN_IF_ERROR(step.kv->ReserveCheckpoint());
@@ -122,8 +125,15 @@ absl::Status ForwardLlama(const ModelView& model, std::span<const SequenceStep> 
   backend.SetRowGroups(groups);
 
   // Embedding lookup (on the host), and each row's position (and tree mask).
+  // The output rows: the logits steps' first, then the hidden steps' (which
+  // are gathered at the end of out_rows, then moved down).
+  int n_hidden = 0;
+  for (const SequenceStep& step : batch) {
+    if (step.hidden) n_hidden += step.all_logits ? static_cast<int>(step.tokens.size()) : 1;
+  }
+  int n_logits = 0;
   bool any_tree = false;
-  for (int b = 0, row = 0; b < static_cast<int>(batch.size()); ++b) {
+  for (int b = 0, row = 0, hidden_row = n - n_hidden; b < static_cast<int>(batch.size()); ++b) {
     const SequenceStep& step = batch[b];
     const bool tree = !step.tree_mask.empty();
     any_tree |= tree;
@@ -133,9 +143,11 @@ absl::Status ForwardLlama(const ModelView& model, std::span<const SequenceStep> 
       s.pos_host[row] = tree ? step.tree_base + std::popcount(step.tree_mask[t]) - 1
                              : step.kv->size() + static_cast<int>(t);
       s.tree_mask_host[row] = tree ? step.tree_mask[t] : 0;
-      if (step.all_logits || t + 1 == step.tokens.size()) s.out_rows[n_out++] = row;
+      if (step.all_logits || t + 1 == step.tokens.size()) s.out_rows[step.hidden ? hidden_row++ : n_logits++] = row;
     }
   }
+  n_out = n_logits + n_hidden;
+  std::copy(s.out_rows.begin() + (n - n_hidden), s.out_rows.begin() + n, s.out_rows.begin() + n_logits);
   OCTO_RETURN_IF_ERROR(backend.Upload(s.x.data(), s.x_host.data(), sizeof(float) * n * dim));
   OCTO_RETURN_IF_ERROR(backend.Upload(s.pos.data(), s.pos_host.data(), sizeof(int32_t) * n));
   if (any_tree) OCTO_RETURN_IF_ERROR(backend.Upload(s.tree_mask.data(), s.tree_mask_host.data(), sizeof(uint64_t) * n));
@@ -223,14 +235,26 @@ absl::Status ForwardLlama(const ModelView& model, std::span<const SequenceStep> 
                                       s.x.data() + static_cast<size_t>(s.out_rows[i]) * dim, sizeof(float) * dim));
   }
   OCTO_RETURN_IF_ERROR(backend.RmsNorm(s.x_out.data(), g.final_norm, s.x_out.data(), n_out, dim, c.norm_eps));
-  groups.clear();
-  for (const SequenceStep& step : batch) groups.push_back(step.all_logits ? static_cast<int>(step.tokens.size()) : 1);
-  backend.SetRowGroups(groups);
-  OCTO_RETURN_IF_ERROR(s.logits.Grow(backend, static_cast<size_t>(n_out) * c.vocab_size));
-  OCTO_RETURN_IF_ERROR(backend.MatMul(g.lm_head, s.x_out.data(), s.logits.data(), n_out));
-  logits.resize(static_cast<size_t>(n_out) * c.vocab_size);
-  OCTO_RETURN_IF_ERROR(Annotate(backend.Download(logits.data(), s.logits.data(), sizeof(float) * logits.size()),
-                                "the pass's logits"));
+  logits.resize(static_cast<size_t>(n_logits) * c.vocab_size);
+  if (n_logits > 0) {
+    groups.clear();
+    for (const SequenceStep& step : batch) {
+      if (!step.hidden) groups.push_back(step.all_logits ? static_cast<int>(step.tokens.size()) : 1);
+    }
+    backend.SetRowGroups(groups);
+    OCTO_RETURN_IF_ERROR(s.logits.Grow(backend, static_cast<size_t>(n_logits) * c.vocab_size));
+    OCTO_RETURN_IF_ERROR(backend.MatMul(g.lm_head, s.x_out.data(), s.logits.data(), n_logits));
+    OCTO_RETURN_IF_ERROR(Annotate(backend.Download(logits.data(), s.logits.data(), sizeof(float) * logits.size()),
+                                  "the pass's logits"));
+  }
+  if (hidden != nullptr) {
+    hidden->resize(static_cast<size_t>(n_hidden) * dim);
+    if (n_hidden > 0) {
+      OCTO_RETURN_IF_ERROR(Annotate(backend.Download(hidden->data(), s.x_out.data() + static_cast<size_t>(n_logits) * dim,
+                                                     sizeof(float) * hidden->size()),
+                                    "the pass's hidden states"));
+    }
+  }
 
   for (const SequenceStep& step : batch) step.kv->Commit(static_cast<int>(step.tokens.size()), step.checkpoint_rows);
   return absl::OkStatus();

@@ -46,6 +46,9 @@ struct SequenceStep {
   KvCache* kv = nullptr;              // its cache; the new tokens go at positions kv->size()...
   std::span<const int32_t> tokens;    // the new tokens, at least one
   bool all_logits = false;            // logits for every new token (perplexity, drafts), else the last only
+  // An embedding's step: its rows (every new token's when all_logits, else
+  // the last's) give final-normed hidden states, not logits.
+  bool hidden = false;
   // A draft tree's step (speculative decoding, attention-only models). Row t
   // is still written at cache row kv->size() + t, but it sees only the rows
   // [0, tree_base) and tree_base + j for every set bit j of tree_mask[t]
@@ -64,12 +67,15 @@ struct SequenceStep {
 // Runs `batch` through the model. On success each sequence's cache holds the
 // new positions, and `logits` holds (n_out, vocab_size) rows: for each step
 // in order, one row per new token when all_logits, else one for its last.
+// The steps marked `hidden` add no logits rows: their rows go, in the same
+// order, to `hidden` as (rows, dim) final-normed hidden states.
 // Errors (nothing is committed to any cache then):
-//   INVALID_ARGUMENT  an empty step, a null cache, a token id out of range;
+//   INVALID_ARGUMENT  an empty step, a null cache, a token id out of range,
+//                     a hidden step with no `hidden` to write to;
 //   RESOURCE_EXHAUSTED a sequence past its cache's max_positions;
 //   whatever the LayerSource returns (DATA_LOSS for a damaged layer, ...).
 absl::Status ForwardLlama(const ModelView& model, std::span<const SequenceStep> batch, RunState& s,
-                          Backend& backend, std::vector<float>& logits);
+                          Backend& backend, std::vector<float>& logits, std::vector<float>* hidden = nullptr);
 
 // The dense FFN down(silu(gate · in) * (up · in)) for n rows of `in`
 // (n, dim) into `out` (n, dim); s.hb/s.hb2 hold (n, width).

@@ -39,10 +39,11 @@ std::unique_ptr<KvCache> Model::NewCache(int max_positions) const {
   return std::make_unique<KvCache>(config(), std::min(max_positions, limit), backend_);
 }
 
-absl::Status Model::Forward(std::span<const SequenceStep> batch, std::vector<float>& logits) {
+absl::Status Model::Forward(std::span<const SequenceStep> batch, std::vector<float>& logits,
+                              std::vector<float>* hidden) {
   const ModelView view{.config = &store_->config(), .token_embd = &store_->globals().token_embd,
                        .globals = &weights_->globals(), .layers = &weights_->layers()};
-  return ForwardLlama(view, batch, state_, *backend_, logits);
+  return ForwardLlama(view, batch, state_, *backend_, logits, hidden);
 }
 
 }  // namespace octo

@@ -55,7 +55,8 @@ class Model {
   std::unique_ptr<KvCache> NewCache(int max_positions) const;
 
   // One pass over `batch`; see ForwardLlama (forward.h) for the contract.
-  absl::Status Forward(std::span<const SequenceStep> batch, std::vector<float>& logits);
+  absl::Status Forward(std::span<const SequenceStep> batch, std::vector<float>& logits,
+                       std::vector<float>* hidden = nullptr);
 
  private:
   Model() = default;

@@ -2,6 +2,7 @@
 
 #include <ctime>
 
+#include "daemon/http/embedding_routes.h"
 #include "daemon/http/llama_server_routes.h"
 #include "daemon/http/ollama_api.h"
 #include "daemon/http/ollama_routes.h"
@@ -15,6 +16,7 @@ HttpRouter HttpApiRoutes(Runtime& runtime, const std::string& version,
   AddOpenAiRoutes(router, runtime, std::time(nullptr));
   AddOllamaRoutes(router, runtime, version, OllamaTimestamp());
   AddLlamaServerRoutes(router, runtime);
+  AddEmbeddingRoutes(router, runtime);
   if (request_counts != nullptr) AddMetricsRoute(router, runtime, std::move(request_counts));
   return router;
 }

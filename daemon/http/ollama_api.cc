@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "daemon/http/json_fields.h"
@@ -45,21 +46,6 @@ absl::Status ReadOptions(const FieldReader& fields, OllamaRequest* request) {
   return absl::OkStatus();
 }
 
-// keep_alive: a number of seconds or a duration string ("5m", "0s").
-absl::Status ReadKeepAlive(const FieldReader& fields, bool* unload) {
-  const nlohmann::json* keep_alive = fields.Find("keep_alive");
-  if (keep_alive == nullptr) return absl::OkStatus();
-  if (keep_alive->is_number()) {
-    *unload = keep_alive->get<double>() == 0;
-  } else if (keep_alive->is_string()) {
-    const std::string text = keep_alive->get<std::string>();
-    *unload = text == "0" || text == "0s" || text == "0m" || text == "0h";
-  } else {
-    return fields.Error("keep_alive", absl::StrCat("expected a duration, got ", JsonTypeName(*keep_alive)));
-  }
-  return absl::OkStatus();
-}
-
 // `template`: a family's name, or a template's text whose family Detect
 // recognises (Ollama's Go templates carry the same special tokens as a
 // GGUF's Jinja); *family gets the family's name.
@@ -86,7 +72,8 @@ absl::Status ReadCommon(const FieldReader& fields, OllamaRequest* request) {
   OCTO_RETURN_IF_ERROR(fields.String("model", &request->model));
   OCTO_RETURN_IF_ERROR(fields.Bool("stream", &request->stream));
   OCTO_RETURN_IF_ERROR(ReadOptions(fields, request));
-  OCTO_RETURN_IF_ERROR(ReadKeepAlive(fields, &request->unload));
+  OCTO_RETURN_IF_ERROR(ReadKeepAlive(fields, &request->keep_alive));
+  request->unload = request->keep_alive == absl::ZeroDuration();
   OCTO_RETURN_IF_ERROR(ReadTemplate(fields, &request->chat_template));
   if (const nlohmann::json* format = fields.Find("format"); format != nullptr && *format != "") {
     return fields.Unsupported("format", "no structured output");
@@ -101,6 +88,26 @@ absl::Status ReadCommon(const FieldReader& fields, OllamaRequest* request) {
 }
 
 }  // namespace
+
+absl::Status ReadKeepAlive(const FieldReader& fields, std::optional<absl::Duration>* keep_alive) {
+  const nlohmann::json* value = fields.Find("keep_alive");
+  if (value == nullptr) return absl::OkStatus();
+  absl::Duration duration;
+  if (value->is_number()) {
+    const double seconds = value->get<double>();  // finite: ParseJsonObject refuses the rest
+    duration = seconds < 0 ? absl::InfiniteDuration() : absl::Seconds(seconds);
+  } else if (value->is_string()) {
+    const std::string text = value->get<std::string>();
+    if (text.size() > 32 || !absl::ParseDuration(text, &duration)) {
+      return fields.Error("keep_alive", "expected a duration such as \"5m\", \"1h30m\", \"0\" or a number of seconds");
+    }
+    if (duration < absl::ZeroDuration()) duration = absl::InfiniteDuration();
+  } else {
+    return fields.Error("keep_alive", absl::StrCat("expected a duration, got ", JsonTypeName(*value)));
+  }
+  *keep_alive = duration;
+  return absl::OkStatus();
+}
 
 absl::StatusOr<OllamaRequest> ParseOllamaGenerate(const nlohmann::json& body) {
   OllamaRequest request;

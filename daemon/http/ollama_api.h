@@ -23,10 +23,12 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "daemon/chat/chat_template.h"
 #include "daemon/core/runtime.h"
 #include "nlohmann/json.hpp"
@@ -56,10 +58,18 @@ struct OllamaRequest {
   std::vector<int32_t> context;     // an earlier exchange's tokens, continued
   // /api/chat
   std::vector<ChatMessage> messages;
-  // keep_alive 0 ("0", "0s", 0): unload the model. With nothing to
-  // generate, the request only loads (or unloads) the model.
+  // keep_alive (ReadKeepAlive); 0 ("0", "0s", 0) unloads the model: with
+  // nothing to generate, the request only loads (or unloads) the model.
+  std::optional<absl::Duration> keep_alive;
   bool unload = false;
 };
+
+class FieldReader;
+// keep_alive as Ollama takes it: a number of seconds or a Go-style duration
+// string ("5m", "1h30m", "300ms", "0"); negative means forever
+// (InfiniteDuration). Absent: *keep_alive untouched. Anything else is
+// INVALID_ARGUMENT naming keep_alive.
+absl::Status ReadKeepAlive(const FieldReader& fields, std::optional<absl::Duration>* keep_alive);
 
 absl::StatusOr<OllamaRequest> ParseOllamaGenerate(const nlohmann::json& body);
 absl::StatusOr<OllamaRequest> ParseOllamaChat(const nlohmann::json& body);

@@ -2,6 +2,7 @@
 
 #include "storage/utf8.h"
 
+#include <algorithm>
 #include <thread>
 
 #include "absl/strings/str_format.h"
@@ -130,6 +131,44 @@ grpc::ServerUnaryReactor* OctoService::CloseSession(grpc::CallbackServerContext*
                                                     v1::CloseSessionResponse*) {
   return Unary(context, Access::kAnyCaller,
                [&](const Caller& caller) { return runtime_.CloseSession(request->session_id(), caller.credential); });
+}
+
+grpc::ServerUnaryReactor* OctoService::Embed(grpc::CallbackServerContext* context, const v1::EmbedRequest* request,
+                                             v1::EmbedResponse* response) {
+  return Blocking(context, Access::kAnyCaller, [this, context, request, response](const Caller& caller) -> absl::Status {
+    EmbedJob job;
+    for (const v1::EmbedInput& input : request->inputs()) {
+      if (job.texts.size() + job.token_inputs.size() > kMaxEmbedInputs) break;  // Embed names the limit
+      if (input.has_tokens()) {
+        job.token_inputs.emplace_back(input.tokens().ids().begin(), input.tokens().ids().end());
+      } else {
+        job.texts.push_back(input.text());
+      }
+    }
+    if (!job.texts.empty() && !job.token_inputs.empty()) {
+      return absl::InvalidArgumentError("inputs: give texts or token lists, not both");
+    }
+    job.model = request->model();
+    job.owner = caller.credential;
+    job.origin = "gRPC Embed";
+    job.dimensions = static_cast<int>(std::min<uint32_t>(request->dimensions(), 1u << 30));
+    job.normalize = !request->raw();
+    job.truncate = request->truncate();
+    job.context_length = static_cast<int>(std::min<uint32_t>(request->context_length(), 1u << 30));
+    OCTO_ASSIGN_OR_RETURN(const EmbedResult result,
+                          runtime_.Embed(job, [context] { return context->IsCancelled(); }));
+    for (size_t i = 0; i < result.embeddings.size(); ++i) {
+      v1::Embedding* e = response->add_embeddings();
+      e->mutable_values()->Add(result.embeddings[i].begin(), result.embeddings[i].end());
+      e->set_tokens(static_cast<uint32_t>(result.input_tokens[i]));
+    }
+    response->set_model(result.model);
+    response->set_pooling(result.pooling);
+    response->set_prompt_tokens(static_cast<uint32_t>(result.prompt_tokens));
+    response->set_truncated(result.truncated);
+    response->set_seconds(result.seconds);
+    return absl::OkStatus();
+  });
 }
 
 grpc::ServerUnaryReactor* OctoService::Tokenize(grpc::CallbackServerContext* context,

@@ -57,6 +57,8 @@ class OctoService final : public v1::Octo::CallbackService {
                                           v1::CreateSessionResponse* response) override;
   grpc::ServerUnaryReactor* CloseSession(grpc::CallbackServerContext* context, const v1::CloseSessionRequest* request,
                                          v1::CloseSessionResponse* response) override;
+  grpc::ServerUnaryReactor* Embed(grpc::CallbackServerContext* context, const v1::EmbedRequest* request,
+                                  v1::EmbedResponse* response) override;
   grpc::ServerUnaryReactor* Tokenize(grpc::CallbackServerContext* context, const v1::TokenizeRequest* request,
                                      v1::TokenizeResponse* response) override;
   grpc::ServerUnaryReactor* Detokenize(grpc::CallbackServerContext* context, const v1::DetokenizeRequest* request,

@@ -107,6 +107,26 @@ absl::StatusOr<std::shared_ptr<JobHandle>> FuzzRuntime::Submit(GenerateJob job, 
   return std::shared_ptr<JobHandle>(std::make_shared<DoneHandle>());
 }
 
+absl::StatusOr<EmbedResult> FuzzRuntime::Embed(const EmbedJob& job, const std::function<bool()>&) {
+  if (!loaded_) return absl::FailedPreconditionError("no model is loaded");
+  if (!job.model.empty() && job.model != model_.path) return absl::FailedPreconditionError("another model is loaded");
+  const size_t n = job.texts.size() + job.token_inputs.size();
+  if (n == 0 || n > kMaxEmbedInputs) return absl::InvalidArgumentError("input: bad count");
+  // Each input's vector: 8 values from its tokens (ids wrap around).
+  EmbedResult result{.model = model_.path, .pooling = "last"};
+  for (size_t i = 0; i < n; ++i) {
+    std::vector<int32_t> tokens =
+        job.texts.empty() ? job.token_inputs[i] : TheTokenizer().Encode(job.texts[i], true, false);
+    if (tokens.empty()) return absl::InvalidArgumentError("input: empty");
+    std::vector<float> v(8);
+    for (size_t t = 0; t < tokens.size(); ++t) v[t % 8] += static_cast<float>(tokens[t] % 97) - 48.0f;
+    result.embeddings.push_back(std::move(v));
+    result.input_tokens.push_back(static_cast<int>(tokens.size()));
+    result.prompt_tokens += static_cast<int>(tokens.size());
+  }
+  return result;
+}
+
 absl::StatusOr<std::vector<int32_t>> FuzzRuntime::Tokenize(const std::string& text, bool add_bos, bool parse_special,
                                                            std::vector<std::string>* pieces) {
   std::vector<int32_t> ids = TheTokenizer().Encode(text, add_bos, parse_special);

@@ -34,6 +34,7 @@ class FuzzRuntime final : public Runtime {
                                               const std::string& name = "") override;
   absl::Status CloseSession(const std::string& id, const std::string& owner) override;
   absl::StatusOr<std::shared_ptr<JobHandle>> Submit(GenerateJob job, std::shared_ptr<TokenSink> sink) override;
+  absl::StatusOr<EmbedResult> Embed(const EmbedJob& job, const std::function<bool()>& cancelled) override;
   absl::StatusOr<std::vector<int32_t>> Tokenize(const std::string& text, bool add_bos, bool parse_special,
                                                 std::vector<std::string>* pieces) override;
   absl::StatusOr<std::string> Detokenize(const std::vector<int32_t>& tokens) override;

@@ -329,6 +329,38 @@ TEST(DecomposeTest, TiedEmbeddingsHaveNoLmHeadFile) {
   EXPECT_TRUE(VerifyModelDir(tmp.Path("tied")).ok());
 }
 
+// <arch>.pooling_type reaches the manifest; a model without one pools its
+// last token; an unknown type is refused naming the key.
+TEST(DecomposeTest, PoolingTypeIsKeptAndChecked) {
+  TempDir tmp;
+  const std::pair<uint32_t, Pooling> cases[] = {
+      {0, Pooling::kLast}, {1, Pooling::kMean}, {2, Pooling::kCls}, {3, Pooling::kLast}, {4, Pooling::kRank}};
+  for (const auto& [type, pooling] : cases) {
+    const std::string name = absl::StrCat("p", type);
+    GenerateModel(tmp.Path(name + ".gguf"), "tiny", "Q8_0", [type](testing::ModelShape& s) { s.pooling_type = type; });
+    auto manifest = Decompose(tmp.Path(name + ".gguf"), tmp.Path(name), {});
+    ASSERT_TRUE(manifest.ok()) << manifest.status();
+    EXPECT_EQ(manifest->config.pooling, pooling) << type;
+    auto reread = ReadManifest(tmp.Path(name));
+    ASSERT_TRUE(reread.ok()) << reread.status();
+    EXPECT_EQ(reread->config.pooling, pooling) << type;
+  }
+  GenerateModel(tmp.Path("bad.gguf"), "tiny", "Q8_0", [](testing::ModelShape& s) { s.pooling_type = 9; });
+  const absl::Status refused = Decompose(tmp.Path("bad.gguf"), tmp.Path("bad"), {}).status();
+  EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument) << refused;
+  EXPECT_NE(refused.message().find("llama.pooling_type is 9"), std::string::npos) << refused;
+  // A manifest from before pooling existed has none: the default. A bad
+  // value is named.
+  auto mean = ReadManifest(tmp.Path("p1"));
+  ASSERT_TRUE(mean.ok()) << mean.status();
+  nlohmann::json config = ModelConfigToJson(mean->config);
+  EXPECT_EQ(config["pooling"], "mean");
+  config.erase("pooling");
+  EXPECT_EQ(ModelConfigFromJson(config)->pooling, Pooling::kLast);
+  config["pooling"] = "max";
+  EXPECT_NE(ModelConfigFromJson(config).status().message().find("config.pooling"), std::string::npos);
+}
+
 TEST(DecomposeTest, EverySharedModel) {
   OCTO_REQUIRE_SHARED("models/widened");
   TempDir tmp;

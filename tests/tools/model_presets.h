@@ -40,6 +40,7 @@ struct ModelShape {
   uint32_t ssm_k_heads = 0;       // ssm.group_count: query/key heads
   uint32_t ssm_v_heads = 0;       // ssm.time_step_rank: value heads (a multiple of ssm_k_heads)
   bool tied_embeddings = false;  // no output.weight; token_embd is reused
+  uint32_t pooling_type = 0;     // <arch>.pooling_type (1 mean, 2 cls, 3 last, 4 rank); 0: not written
   bool qkv_bias = false;         // attn_{q,k,v}.bias (qwen2)
   bool qk_norm = false;          // attn_{q,k}_norm.weight (qwen3)
   std::string tokenizer_model;   // "llama" (SentencePiece) or "gpt2" (byte-level BPE)

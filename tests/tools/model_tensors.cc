@@ -223,6 +223,7 @@ void AddModelMetadata(const ModelShape& s, const TypeRecipe& recipe, const Gener
   w.AddF32(arch + ".attention.layer_norm_rms_epsilon", s.norm_eps);
   w.AddF32(arch + ".rope.freq_base", s.rope_theta);
   w.AddU32(arch + ".rope.dimension_count", s.rope_dim == 0 ? s.head_dim : s.rope_dim);
+  if (s.pooling_type != 0) w.AddU32(arch + ".pooling_type", s.pooling_type);
   w.AddU32(arch + ".vocab_size", s.vocab_size);
   if (s.n_experts > 0) {
     w.AddU32(arch + ".expert_count", s.n_experts);

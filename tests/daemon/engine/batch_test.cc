@@ -97,6 +97,44 @@ TEST_P(BatchTest, PrefillAndDecodeMixInOnePass) {
   EXPECT_EQ(0, std::memcmp(b_logits.data(), both.data() + vocab, vocab * sizeof(float)));
 }
 
+// An embedding's step (hidden states, no logits) between two generations'
+// steps: the generations keep their logits' bits, the embedding gets the
+// states it gets alone, and a hidden step without a place for them is refused.
+TEST_P(BatchTest, HiddenStatesStepsMixWithLogitsSteps) {
+  const size_t vocab = model_->config().vocab_size, dim = model_->config().dim;
+  const std::vector<int32_t> a = Prompt(1), e = Prompt(2), b = Prompt(3);
+  auto run = [&](const std::vector<int32_t>& tokens, bool hidden, std::vector<float>& out) {
+    auto kv = model_->NewCache(64);
+    std::vector<float> logits, states;
+    const SequenceStep step{.kv = kv.get(), .tokens = tokens, .all_logits = hidden, .hidden = hidden};
+    ASSERT_TRUE(model_->Forward(std::span<const SequenceStep>(&step, 1), logits, &states).ok());
+    out = hidden ? states : logits;
+    EXPECT_EQ(hidden ? logits.size() : states.size(), 0u);
+  };
+  std::vector<float> a_logits, b_logits, e_states;
+  run(a, false, a_logits);
+  run(b, false, b_logits);
+  run(e, true, e_states);
+  ASSERT_EQ(e_states.size(), e.size() * dim);
+
+  auto a_kv = model_->NewCache(64), e_kv = model_->NewCache(64), b_kv = model_->NewCache(64);
+  const SequenceStep steps[] = {{.kv = a_kv.get(), .tokens = a},
+                                {.kv = e_kv.get(), .tokens = e, .all_logits = true, .hidden = true},
+                                {.kv = b_kv.get(), .tokens = b}};
+  std::vector<float> logits, states;
+  ASSERT_TRUE(model_->Forward(steps, logits, &states).ok());
+  ASSERT_EQ(logits.size(), 2 * vocab);
+  EXPECT_EQ(0, std::memcmp(a_logits.data(), logits.data(), vocab * sizeof(float)));
+  EXPECT_EQ(0, std::memcmp(b_logits.data(), logits.data() + vocab, vocab * sizeof(float)));
+  EXPECT_EQ(states, e_states);
+
+  auto kv = model_->NewCache(64);
+  const SequenceStep hidden{.kv = kv.get(), .tokens = e, .hidden = true};
+  const absl::Status refused = model_->Forward(std::span<const SequenceStep>(&hidden, 1), logits);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument) << refused;
+  EXPECT_EQ(kv->size(), 0);
+}
+
 TEST_P(BatchTest, ChunkedPrefillContinuesLikeWholePrefill) {
   const std::vector<int32_t> prompt = Prompt(6);  // 15 tokens
   auto whole = Greedy(*model_, prompt, 6);

@@ -20,6 +20,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
+#include "tests/daemon/http/http_e2e_fixture.h"
 #include "tests/daemon/server/octod_harness.h"
 #include "tests/storage/test_models.h"
 
@@ -27,40 +28,6 @@ namespace octo::testing {
 namespace {
 
 using nlohmann::json;
-
-constexpr char kOpenAiClientDir[] = OCTO_SOURCE_DIR "/tests/daemon/http/openai_client";
-constexpr char kToken[] = "http-e2e-token-0123456789";
-constexpr int kTokens = 24;
-constexpr char kPrompt[] = "Once upon a time";
-
-// The texts of octo-gen --json's token events, in order.
-std::vector<std::string> TokenTexts(const std::string& json_lines) {
-  std::vector<std::string> texts;
-  for (absl::string_view line : absl::StrSplit(json_lines, '\n', absl::SkipEmpty())) {
-    const json event = json::parse(line, nullptr, false);
-    if (event.is_object() && event.value("event", "") == "token") texts.push_back(event["text"]);
-  }
-  return texts;
-}
-
-// The executable `name` on PATH (RunCommand does not search it), or "".
-std::string FindCommand(const std::string& name) {
-  const char* path = std::getenv("PATH");
-  for (absl::string_view dir : absl::StrSplit(path == nullptr ? "/usr/bin:/bin" : path, ':', absl::SkipEmpty())) {
-    const std::string candidate = absl::StrCat(dir, "/", name);
-    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
-  }
-  return "";
-}
-
-const std::string& CurlPath() {
-  static const std::string path = FindCommand("curl");
-  return path;
-}
-const std::string& NodePath() {
-  static const std::string path = FindCommand("node");
-  return path;
-}
 
 // Overwrites the value of the string key `key` in the GGUF at `path` with
 // spaces, in place: the file keeps its size and layout, and the key reads
@@ -92,57 +59,6 @@ size_t Occurrences(const std::string& text, const std::string& needle) {
   for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + needle.size())) ++count;
   return count;
 }
-
-class HttpE2eTest : public OctodTest {
- protected:
-  void SetUp() override { MakeModel("tiny", 4); }
-
-  // octod with the HTTP API on a free loopback port (read from its log),
-  // serving `model`.
-  void StartWithHttp(std::vector<std::string> extra = {}, const std::string& model = "tiny") {
-    std::vector<std::string> args = ServeArgs(model, {"--http-listen", "127.0.0.1:0"});
-    args.insert(args.end(), extra.begin(), extra.end());
-    ASSERT_TRUE(octod_.Start(args));
-    port_ = octod_.HttpPort();
-    ASSERT_NE(port_, 0) << octod_.Log();
-    base_ = absl::StrCat("http://127.0.0.1:", port_);
-  }
-
-  // curl's body and status: `curl -sS -N --max-time 60 -w '\n%{http_code}' [args] URL`.
-  std::pair<std::string, int> Curl(const std::string& path, std::vector<std::string> args = {}) const {
-    std::vector<std::string> argv = {CurlPath(), "-sS", "-N", "--max-time", "60", "-w", "\n%{http_code}"};
-    argv.insert(argv.end(), args.begin(), args.end());
-    argv.push_back(base_ + path);
-    const RunResult r = RunCommand(argv);
-    EXPECT_EQ(r.exit_code, 0) << r.err;
-    const size_t last = r.out.rfind('\n');
-    if (last == std::string::npos) return {r.out, 0};
-    return {r.out.substr(0, last), std::atoi(r.out.c_str() + last + 1)};
-  }
-  std::pair<std::string, int> CurlPost(const std::string& path, const std::string& body,
-                                       std::vector<std::string> args = {}) const {
-    args.insert(args.end(), {"-H", "Content-Type: application/json", "--data-binary", body});
-    return Curl(path, args);
-  }
-
-  // octo-gen's greedy generation over gRPC.
-  struct Generated {
-    std::vector<std::string> texts;  // each token's
-    std::vector<int> ids;
-    std::string text;  // the whole reply: the token texts and the held-back tail
-  };
-  Generated GenTokens(std::vector<std::string> args) const {
-    args.insert(args.end(), {"--temp", "0", "-n", std::to_string(kTokens), "--json"});
-    const RunResult r = octod_.Gen(args);
-    EXPECT_EQ(r.exit_code, 0) << r.err;
-    Generated generated{TokenTexts(r.out), TokenIds(r.out), ""};
-    generated.text = absl::StrJoin(generated.texts, "") + DoneEvent(r.out).value("tail", "");
-    return generated;
-  }
-
-  int port_ = 0;
-  std::string base_;
-};
 
 TEST_F(HttpE2eTest, TheOpenAiNpmClientGetsOctoGensTokens) {
   if (NodePath().empty()) GTEST_SKIP() << "node is not installed";

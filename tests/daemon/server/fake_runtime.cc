@@ -288,6 +288,35 @@ void FakeRuntime::Run(std::shared_ptr<Job> job, std::shared_ptr<TokenSink> sink,
   --running_;
 }
 
+EmbedJob FakeRuntime::last_embed() {
+  absl::MutexLock lock(&mu_);
+  return last_embed_;
+}
+
+absl::StatusOr<EmbedResult> FakeRuntime::Embed(const EmbedJob& job, const std::function<bool()>&) {
+  {
+    absl::MutexLock lock(&mu_);
+    last_embed_ = job;
+    if (!loaded_.has_value()) return absl::FailedPreconditionError("no model is loaded");
+  }
+  if (job.texts.empty() == job.token_inputs.empty()) {
+    return absl::InvalidArgumentError("input: give texts or token lists, one of them");
+  }
+  EmbedResult result{.model = "fake", .pooling = "last"};
+  const size_t n = job.texts.size() + job.token_inputs.size();
+  for (size_t i = 0; i < n; ++i) {
+    if (!job.texts.empty() && job.texts[i] == "fail") return absl::DataLossError("layer_001.bin: checksum mismatch");
+    std::vector<int32_t> tokens = job.token_inputs.empty() ? *Tokenize(job.texts[i], true, false, nullptr)
+                                                           : job.token_inputs[i];
+    if (tokens.empty()) return absl::InvalidArgumentError(absl::StrCat("input[", i, "] is empty"));
+    result.embeddings.push_back({static_cast<float>(tokens.size()), static_cast<float>(tokens.front()),
+                                 static_cast<float>(tokens.back()), 0.0f});
+    result.input_tokens.push_back(static_cast<int>(tokens.size()));
+    result.prompt_tokens += static_cast<int>(tokens.size());
+  }
+  return result;
+}
+
 absl::StatusOr<std::vector<int32_t>> FakeRuntime::Tokenize(const std::string& text, bool add_bos, bool,
                                                            std::vector<std::string>* pieces) {
   std::vector<int32_t> tokens;

@@ -52,6 +52,7 @@ class FakeRuntime final : public Runtime {
 
   // Observations.
   GenerateJob last_job();
+  EmbedJob last_embed();
   int jobs_submitted();
   int jobs_cancelled();   // JobHandle::Cancel calls (first per job)
   int jobs_running();     // submitted and not yet done
@@ -73,6 +74,10 @@ class FakeRuntime final : public Runtime {
                                               const std::string& name = "") override;
   absl::Status CloseSession(const std::string& id, const std::string& owner) override;
   absl::StatusOr<std::shared_ptr<JobHandle>> Submit(GenerateJob job, std::shared_ptr<TokenSink> sink) override;
+  // Each input's embedding: {its tokens (Tokenize with BOS, or the ids
+  // given), its first token, its last token, 0}, pooling "last";
+  // "fail" as a text input fails the request with DATA_LOSS.
+  absl::StatusOr<EmbedResult> Embed(const EmbedJob& job, const std::function<bool()>& cancelled) override;
   // One token per byte (id = the byte), BOS id 1 ("<s>") first when asked.
   absl::StatusOr<std::vector<int32_t>> Tokenize(const std::string& text, bool add_bos, bool parse_special,
                                                 std::vector<std::string>* pieces) override;
@@ -100,6 +105,7 @@ class FakeRuntime final : public Runtime {
   int next_session_ ABSL_GUARDED_BY(mu_) = 1;
   bool serving_ ABSL_GUARDED_BY(mu_) = true;
   GenerateJob last_job_ ABSL_GUARDED_BY(mu_);
+  EmbedJob last_embed_ ABSL_GUARDED_BY(mu_);
   int submitted_ ABSL_GUARDED_BY(mu_) = 0;
   int cancelled_ ABSL_GUARDED_BY(mu_) = 0;
   int running_ ABSL_GUARDED_BY(mu_) = 0;

@@ -4,7 +4,10 @@
 // or, when the client raised an error: {"error": {"status", "message", "code", "param", "type"}}.
 //
 //   node openai_check.mjs BASE_URL API_KEY MODE MODEL PROMPT MAX_TOKENS
-// MODE: chat-stream | chat | completion-stream | completion
+// MODE: chat-stream | chat | completion-stream | completion, or
+// embeddings | embeddings-float: PROMPT holds the inputs separated by "|",
+// MAX_TOKENS is unused, and the line is {"embeddings": [[...], ...], "usage"}
+// (the SDK asks for base64 unless told "float", and decodes it).
 // Chat requests render with the chatml template (a field the SDK passes on
 // as it is) and ask for logprobs; all are greedy (temperature 0).
 import OpenAI from 'openai';
@@ -14,6 +17,12 @@ const client = new OpenAI({ baseURL, apiKey, maxRetries: 0, timeout: 60000 });
 const common = { model, temperature: 0, max_tokens: Number(maxTokens) };
 
 async function run() {
+  if (mode === 'embeddings' || mode === 'embeddings-float') {
+    const request = { model, input: prompt.split('|') };
+    if (mode === 'embeddings-float') request.encoding_format = 'float';
+    const reply = await client.embeddings.create(request);
+    return { embeddings: reply.data.map((entry) => Array.from(entry.embedding)), usage: reply.usage };
+  }
   const result = { pieces: [], text: '', finish_reason: null, usage: null };
   if (mode === 'chat-stream' || mode === 'chat') {
     const request = {
