@@ -158,6 +158,40 @@ TEST_P(CudaGeneratedModel, GreedyTokensMatchTheCpuBackend) {
   }
 }
 
+// Embeddings on the device: a step's hidden states (SequenceStep::hidden)
+// beside a logits step keep the bits they have alone, and are the CPU's
+// within the two backends' rounding difference.
+TEST_P(CudaGeneratedModel, HiddenStatesMatchAloneAndTheCpuBackend) {
+  TempDir tmp;
+  GenerateModel(tmp.Path("m.gguf"), GetParam(), "Q8_0");
+  ASSERT_TRUE(Decompose(tmp.Path("m.gguf"), tmp.Path("m"), DecomposeOptions{}).ok());
+  auto cpu = Model::Open(tmp.Path("m"), ModelOptions{});
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  auto gpu = OpenCuda(tmp.Path("m"), kUnlimitedBudget, kUnlimitedBudget);
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  const std::vector<int32_t> prompt = PromptFor((*cpu)->config().vocab_size);
+  auto states = [&](Model& model, bool beside_logits) {
+    auto kv = model.NewCache(32), other_kv = model.NewCache(32);
+    std::vector<SequenceStep> steps;
+    if (beside_logits) steps.push_back({.kv = other_kv.get(), .tokens = prompt});
+    steps.push_back({.kv = kv.get(), .tokens = prompt, .all_logits = true, .hidden = true});
+    std::vector<float> logits, hidden;
+    EXPECT_TRUE(model.Forward(steps, logits, &hidden).ok());
+    EXPECT_EQ(logits.size(), beside_logits ? model.config().vocab_size : 0u);
+    return hidden;
+  };
+  const std::vector<float> alone = states(**gpu, false);
+  ASSERT_EQ(alone.size(), prompt.size() * (*cpu)->config().dim);
+  EXPECT_EQ(states(**gpu, true), alone);
+  const std::vector<float> reference = states(**cpu, false);
+  ASSERT_EQ(reference.size(), alone.size());
+  // Final-normed states are about 1 in size; the backends round 8-bit
+  // activations in different orders, which moves them by a few percent.
+  double worst = 0;
+  for (size_t i = 0; i < alone.size(); ++i) worst = std::max(worst, std::abs(static_cast<double>(alone[i]) - reference[i]));
+  EXPECT_LT(worst, 0.1);
+}
+
 INSTANTIATE_TEST_SUITE_P(Presets, CudaGeneratedModel,
                          ::testing::Values("tiny", "tiny-moe", "tiny-qwen2", "tiny-qwen3", "tiny-qwen3moe",
                                            "tiny-qwen35", "tiny-qwen35moe", "tiny-qwen3next"),
