@@ -97,7 +97,7 @@ absl::StatusOr<LayerPlan> LoadedModel::PlanVramTier(const VramSettings& v, uint6
     }
     const ModelConfig& c = manifest_.config;
     const uint64_t globals = globals_.bytes();
-    const uint64_t workspace = WorkspaceEstimate(c);
+    const uint64_t workspace = WorkspaceEstimate(c, v.pass_rows);
     const uint64_t reserved = v.kv_budget_bytes + globals + workspace + kVramReserveBytes;
     if (free <= reserved) {
       return absl::ResourceExhaustedError(absl::StrCat(
@@ -146,7 +146,7 @@ void LoadedModel::AddDeviceReport(ResidencyReport& report, std::vector<LayerRepo
   d.free_bytes = s.free_bytes;
   d.auto_budget = vram_.auto_budget;
   d.budget_bytes = vram_budget_;
-  d.workspace_bytes = WorkspaceEstimate(manifest_.config);
+  d.workspace_bytes = WorkspaceEstimate(manifest_.config, vram_.pass_rows);
   d.held_bytes = s.held_bytes;
   d.peak_bytes = s.peak_bytes;
   d.device_layers = s.vram_layers;

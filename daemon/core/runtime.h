@@ -89,6 +89,9 @@ struct RuntimeOptions {
   bool evict_idle_sessions = false;       // when the KV budget is full: evict the longest-idle
                                           // session instead of RESOURCE_EXHAUSTED
   uint32_t prefill_chunk = 512;           // prompt tokens per session per pass
+  // Embedding inputs' tokens per pass (Runtime::Embed), besides the
+  // generations': a pass embeds many inputs with one read of each layer.
+  uint32_t embed_batch_tokens = 2048;
   // Speculative decoding: the draft model (a directory under models_root,
   // kept resident; empty or "none": no speculation) for every request that
   // names none, and how it drafts (daemon/core/speculation.h).

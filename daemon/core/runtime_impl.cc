@@ -38,6 +38,7 @@ absl::Status ValidateOptions(const RuntimeOptions& o) {
   if (o.session_context < 1) return absl::InvalidArgumentError("session_context must be at least 1");
   if (o.max_sessions < 1) return absl::InvalidArgumentError("max_sessions must be at least 1");
   if (o.prefill_chunk < 1) return absl::InvalidArgumentError("prefill_chunk must be at least 1");
+  if (o.embed_batch_tokens < 1) return absl::InvalidArgumentError("embed_batch_tokens must be at least 1");
   if (o.kv_budget_bytes == 0) return absl::InvalidArgumentError("kv_budget must be more than 0 bytes");
   return ValidateSpeculation(o.speculation);
 }
@@ -57,6 +58,9 @@ RuntimeImpl::RuntimeImpl(const RuntimeOptions& options, LayerStreamFactory facto
   vram_.budget_bytes = options.vram_budget_bytes;
   vram_.staging_buffers = options.staging_buffers;
   vram_.kv_budget_bytes = options.kv_budget_bytes;
+  // A pass's rows: the generations' (at least kMinPassTokens) and embedding inputs' beside them.
+  vram_.pass_rows = static_cast<int>(std::max<uint32_t>(kMinPassTokens, options.prefill_chunk) +
+                                     options.embed_batch_tokens);
   configured_residency_ = residency_;
   configured_vram_ = vram_;
 }

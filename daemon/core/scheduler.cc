@@ -74,6 +74,10 @@ std::vector<RuntimeImpl::Step> RuntimeImpl::BuildBatch(
         it = jobs_.erase(it);
         continue;
       }
+      if (job->embedding().has_value()) {  // batched below, in their own share of the pass
+        ++it;
+        continue;
+      }
       Generation& g = job->generation();
       const size_t pending = g.NextInput().size();
       // Decoding: the prompt is in (a hybrid may re-feed accepted draft tokens).
@@ -104,7 +108,51 @@ std::vector<RuntimeImpl::Step> RuntimeImpl::BuildBatch(
       ++it;
     }
   }
+  AddEmbeddingSteps(steps, ended);
   return steps;
+}
+
+void RuntimeImpl::AddEmbeddingSteps(std::vector<Step>& steps,
+                                    std::vector<std::pair<std::shared_ptr<Job>, absl::Status>>& ended) {
+  const size_t limit = options_.embed_batch_tokens;
+  size_t tokens = 0;
+  bool holding = false;  // some input started and holds its cache: it will finish and free it
+  for (const std::shared_ptr<Job>& job : jobs_) {
+    holding |= job->embedding().has_value() && job->generation().fed() > 0;
+  }
+  for (auto it = jobs_.begin(); it != jobs_.end() && tokens < limit;) {
+    Job& job = **it;
+    if (!job.embedding().has_value()) {
+      ++it;
+      continue;
+    }
+    Generation& g = job.generation();
+    if (g.fed() == 0) {
+      // Starting: its whole cache now, so an input that starts always
+      // finishes; without room it waits while other work runs.
+      KvCache& kv = *job.session().kv;
+      const int n = g.prompt_tokens();
+      if (!MakeKvRoom(kv.BytesAfterReserve(n) - kv.bytes())) {
+        if (holding || !steps.empty()) break;  // in order: the next pass may have room
+        ended.emplace_back(*it, absl::ResourceExhaustedError(absl::StrCat(
+                                    "the KV cache budget (", options_.kv_budget_bytes, " bytes) is full: ",
+                                    SessionsHeld(), " sessions hold ", KvUsed(), " bytes; an input of ", n,
+                                    " tokens needs ", kv.BytesAfterReserve(n), "; close sessions or raise kv_budget")));
+        it = jobs_.erase(it);
+        continue;
+      }
+      if (absl::Status reserved = kv.Reserve(n); !reserved.ok()) {
+        ended.emplace_back(*it, reserved);
+        it = jobs_.erase(it);
+        continue;
+      }
+      holding = true;
+    }
+    const size_t chunk = std::min(g.NextInput().size(), limit - tokens);
+    steps.push_back(Step{.job = *it, .tokens = chunk});
+    tokens += chunk;
+    ++it;
+  }
 }
 
 uint64_t RuntimeImpl::KvGrowth(Job& job, size_t chunk, int draft_nodes) const {

@@ -253,6 +253,9 @@ void AddOctodFlags(CLI::App& app, OctodFlags& flags) {
   app.add_flag("--evict-idle-sessions", flags.evict_idle_sessions,
                "When the KV budget is full, evict the longest-idle session instead of refusing");
   app.add_option("--prefill-chunk", flags.prefill_chunk, "Prompt tokens per session per forward pass");
+  app.add_option("--embed-batch-tokens", flags.embed_batch_tokens,
+                 "Embedding inputs' tokens one forward pass may carry, besides the generations' (one read of each "
+                 "streamed layer embeds them all)");
   app.add_option("--draft-model", flags.draft_model,
                  "Speculative decoding: a small model (relative to models-root, kept resident, the same "
                  "vocabulary) that proposes tokens the model verifies in one pass; none: off");
@@ -315,6 +318,8 @@ absl::StatusOr<OctodConfig> ValidateOctodFlags(const OctodFlags& flags) {
       CheckRange("session-context", flags.session_context, 1, kMaxSessionContext, &runtime.session_context));
   OCTO_RETURN_IF_ERROR(CheckRange("max-sessions", flags.max_sessions, 1, kMaxSessions, &runtime.max_sessions));
   OCTO_RETURN_IF_ERROR(CheckRange("prefill-chunk", flags.prefill_chunk, 1, kMaxPrefillChunk, &runtime.prefill_chunk));
+  OCTO_RETURN_IF_ERROR(
+      CheckRange("embed-batch-tokens", flags.embed_batch_tokens, 1, kMaxPrefillChunk, &runtime.embed_batch_tokens));
   runtime.evict_idle_sessions = flags.evict_idle_sessions;
   if (!flags.draft_model.empty() && flags.draft_model != kNoDraftModel) {
     OCTO_RETURN_IF_ERROR(CheckRelativeModelPath("draft-model", flags.draft_model));

@@ -80,6 +80,7 @@ struct OctodFlags {
   int64_t max_sessions = 64;
   bool evict_idle_sessions = false;
   int64_t prefill_chunk = 512;
+  int64_t embed_batch_tokens = 2048;
   std::string draft_model;
   int64_t draft_max = 8;
   int64_t draft_min = 1;

@@ -107,6 +107,12 @@ std::vector<ModelShape> MakePresets() {
   p.push_back(Shape("qwen3-8b", "qwen3", 4096, 12288, 36, 32, 8, 128, 151936, 40960, 1e6f, 1e-6f, "gpt2",
                     "qwen2"));
   p.back().qk_norm = true;
+  // Qwen3-Embedding-0.6B: a decoder that embeds by its last token's state.
+  p.push_back(Shape("qwen3-embedding-0.6b", "qwen3", 1024, 3072, 28, 16, 8, 128, 151669, 32768, 1e6f, 1e-6f, "gpt2",
+                    "qwen2"));
+  p.back().qk_norm = true;
+  p.back().tied_embeddings = true;
+  p.back().pooling_type = 3;
   p.push_back(
       Shape("mixtral-8x7b", "llama", 4096, 14336, 32, 32, 8, 128, 32000, 32768, 1e6f, 1e-5f, "llama", ""));
   p.back().n_experts = 8;

@@ -44,10 +44,10 @@ class RuntimeEmbedTest : public GeneratedModelTest<kLayers> {
     }
   }
 
-  std::unique_ptr<RuntimeImpl> Start(const std::string& model = "m", uint32_t prefill_chunk = 512) {
+  std::unique_ptr<RuntimeImpl> Start(const std::string& model = "m", uint32_t embed_batch_tokens = 2048) {
     RuntimeOptions options = TestRuntimeOptions(model_dir_->path().string());
     options.model = model;
-    options.prefill_chunk = prefill_chunk;
+    options.embed_batch_tokens = embed_batch_tokens;
     auto runtime = RuntimeImpl::Create(options, FileLayerStream::Factory());
     EXPECT_TRUE(runtime.ok()) << runtime.status();
     return runtime.ok() ? std::move(*runtime) : nullptr;
@@ -155,7 +155,8 @@ TEST_F(RuntimeEmbedTest, MeanAndClsPoolTheTokenStates) {
 }
 
 // A batch gives each input the bits it gets alone; so do identical inputs,
-// and an input fed in chunks (a small prefill_chunk) rather than at once.
+// and an input fed in chunks (a small embed_batch_tokens) rather than at
+// once.
 TEST_F(RuntimeEmbedTest, BatchingAndChunkingKeepEveryBit) {
   for (const char* model : {"m", "mean"}) {
     SCOPED_TRACE(model);
@@ -169,8 +170,10 @@ TEST_F(RuntimeEmbedTest, BatchingAndChunkingKeepEveryBit) {
     }
     EXPECT_EQ(batched[0], batched.back());
     runtime.reset();
-    auto chunked = Start(model, /*prefill_chunk=*/3);
+    auto chunked = Start(model, /*embed_batch_tokens=*/3);
+    const uint64_t passes = chunked->Report().passes;
     EXPECT_EQ(Embed(*chunked, Texts(texts, false)), batched);
+    EXPECT_GT(chunked->Report().passes - passes, 10u) << "three tokens a pass";
   }
 }
 
@@ -226,6 +229,33 @@ TEST_F(RuntimeEmbedTest, RunsBesideGenerationsAndSessions) {
   ASSERT_TRUE(generation->Wait());
   EXPECT_TRUE(generation->status.ok()) << generation->status;
   EXPECT_EQ(generation->tokens, alone);
+}
+
+// A KV budget that holds only a few inputs' caches at once: the others wait
+// for room instead of failing, and every vector is the one it is alone. A
+// small embed_batch_tokens spreads the inputs over more passes.
+TEST_F(RuntimeEmbedTest, InputsPastTheKvBudgetWaitForRoom) {
+  auto reference = Start();
+  std::vector<std::string> texts;
+  for (int i = 0; i < 12; ++i) texts.push_back(kTexts[i % kTexts.size()]);
+  const std::vector<std::vector<float>> want = Embed(*reference, Texts(texts));
+  int longest = 0;
+  for (const std::string& text : texts) longest = std::max<int>(longest, Tokens(*reference, text).size());
+  reference.reset();
+
+  auto model = Model::Open(model_dir_->Path("m"), ModelOptions{.weights = {}, .n_threads = 1});
+  ASSERT_TRUE(model.ok()) << model.status();
+  RuntimeOptions options = TestRuntimeOptions(model_dir_->path().string());
+  options.model = "m";
+  options.kv_budget_bytes = 3 * (*model)->NewCache(longest)->BytesAfterReserve(longest);
+  options.embed_batch_tokens = 16;
+  auto created = RuntimeImpl::Create(options, FileLayerStream::Factory());
+  ASSERT_TRUE(created.ok()) << created.status();
+  const uint64_t passes = (*created)->Report().passes;
+  EXPECT_EQ(Embed(**created, Texts(texts)), want);
+  const uint64_t used = (*created)->Report().passes - passes;
+  EXPECT_GE(used, 4u) << "at most three inputs' caches fit at once";
+  EXPECT_EQ((*created)->Report().kv_used_bytes, 0u);
 }
 
 TEST_F(RuntimeEmbedTest, BadRequestsGetNamedErrors) {
