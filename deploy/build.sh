@@ -35,12 +35,13 @@ if [ -f /usr/local/cuda/include/cuda_runtime_api.h ]; then
 else
   echo "build: no CUDA headers at /usr/local/cuda/include: the executor build (build-sim) is skipped" >&2
 fi
-# The openai npm client the HTTP API test drives (tests/daemon/http); the
-# test skips without it, so a machine without npm or the registry still builds.
+# The openai and ollama npm clients the HTTP API tests drive
+# (tests/daemon/http); the tests skip without them, so a machine without npm
+# or the registry still builds.
 client_dir=tests/daemon/http/openai_client
 if command -v npm >/dev/null 2>&1; then
   npm ci --prefix "$client_dir" --no-audit --no-fund --loglevel=error ||
-    echo "build: npm ci in $client_dir failed; the openai-client test will skip" >&2
+    echo "build: npm ci in $client_dir failed; the npm-client tests will skip" >&2
 else
-  echo "build: npm not found; the openai-client test will skip" >&2
+  echo "build: npm not found; the npm-client tests will skip" >&2
 fi

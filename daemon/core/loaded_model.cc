@@ -25,6 +25,7 @@ ModelSummary SummarizeManifest(const Manifest& manifest, const std::string& path
   s.vocab_size = c.vocab_size;
   s.context_length = c.context_length;
   s.n_experts = c.n_experts;
+  s.pooling = PoolingName(c.pooling);
   std::map<std::string, uint64_t> matrix_bytes;  // by ggml type name
   for (const ManifestFile& f : manifest.files) {
     s.total_bytes += f.size;

@@ -216,6 +216,7 @@ struct ModelSummary {
   bool loaded = false;
   std::string chat_template;  // family recognised, "" if none
   std::string draft_model;    // the loaded model's draft (speculative decoding), "" if none
+  std::string pooling;        // how its embeddings pool: "mean", "cls", "last"; "rank" for a reranker
 };
 
 struct ResidencyChange {  // unset: keep

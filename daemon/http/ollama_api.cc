@@ -191,6 +191,12 @@ nlohmann::json OllamaModelEntry(const ModelSummary& model, const std::string& mo
           {"details", OllamaDetails(model)}};
 }
 
+nlohmann::json OllamaCapabilities(const ModelSummary& model) {
+  nlohmann::json capabilities = {"completion"};
+  if (model.pooling != "rank") capabilities.push_back("embedding");  // every decoder embeds (/api/embed)
+  return capabilities;
+}
+
 nlohmann::json OllamaShow(const ModelSummary& model, const std::string& modified_at) {
   const std::string& arch = model.architecture;
   nlohmann::json info = {{"general.architecture", arch},
@@ -206,7 +212,7 @@ nlohmann::json OllamaShow(const ModelSummary& model, const std::string& modified
           {"template", model.chat_template},
           {"details", OllamaDetails(model)},
           {"model_info", info},
-          {"capabilities", {"completion"}},
+          {"capabilities", OllamaCapabilities(model)},
           {"modified_at", modified_at}};
 }
 

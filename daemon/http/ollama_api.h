@@ -87,6 +87,10 @@ nlohmann::json OllamaDetails(const ModelSummary& model);
 // An entry of /api/tags (and /api/ps).
 nlohmann::json OllamaModelEntry(const ModelSummary& model, const std::string& modified_at);
 
+// What the model can do, as /api/show lists it: "completion", and
+// "embedding" unless it is a reranker.
+nlohmann::json OllamaCapabilities(const ModelSummary& model);
+
 // The reply of /api/show.
 nlohmann::json OllamaShow(const ModelSummary& model, const std::string& modified_at);
 

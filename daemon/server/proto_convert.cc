@@ -163,6 +163,7 @@ void ToProto(const ModelSummary& model, v1::ModelInfo* proto) {
   proto->set_n_params(model.n_params);
   proto->set_quantization(model.quantization);
   proto->set_draft_model(model.draft_model);
+  proto->set_pooling(model.pooling);
 }
 
 void ToProto(const SpeculationReport& r, v1::SpeculationStatus* proto) {

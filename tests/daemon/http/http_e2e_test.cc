@@ -125,6 +125,48 @@ TEST_F(HttpE2eTest, OllamaRoutesWithCurlGetOctoGensTokens) {
   EXPECT_EQ(json::parse(body)["model_info"]["llama.block_count"], 4);
 }
 
+// The official ollama npm client (ollama-js) against the same daemon: its
+// streamed raw generation and its chat get octo-gen's tokens, its embed the
+// vectors octo-gen --embed prints, and its list and show see the model.
+TEST_F(HttpE2eTest, TheOllamaNpmClientGetsOctoGensTokensAndVectors) {
+  if (NodePath().empty()) GTEST_SKIP() << "node is not installed";
+  if (!std::filesystem::exists(std::string(kOpenAiClientDir) + "/node_modules/ollama")) {
+    GTEST_SKIP() << "run `npm ci` in " << kOpenAiClientDir << " (.ci/run does)";
+  }
+  StartWithHttp();
+  auto ollama = [&](const std::string& mode, const std::string& prompt) {
+    const RunResult r = RunCommand({NodePath(), std::string(kOpenAiClientDir) + "/ollama_check.mjs", base_, mode,
+                                    "tiny", prompt, std::to_string(kTokens)});
+    EXPECT_EQ(r.exit_code, 0) << mode << ": " << r.err;
+    const json result = json::parse(r.out, nullptr, false);
+    EXPECT_TRUE(result.is_object() && !result.contains("error")) << mode << ": " << r.out;
+    return result;
+  };
+  const Generated expected = GenTokens({kPrompt});
+  const json streamed = ollama("generate-stream", kPrompt);
+  EXPECT_EQ(streamed["pieces"].get<std::vector<std::string>>(), expected.texts);
+  EXPECT_EQ(streamed["done_reason"], "length");
+  EXPECT_EQ(streamed["eval_count"], kTokens);
+  const std::vector<int> context = streamed["context"];
+  ASSERT_GE(context.size(), expected.ids.size());
+  EXPECT_EQ(std::vector<int>(context.end() - kTokens, context.end()), expected.ids);
+
+  const json chat = ollama("chat", kPrompt);
+  EXPECT_EQ(chat["text"], GenTokens({"--chat", kPrompt}).text);
+  EXPECT_EQ(chat["eval_count"], kTokens);
+
+  const json embed = ollama("embed", std::string(kPrompt) + "|The cat sat.");
+  ASSERT_EQ(embed["embeddings"].size(), 2u) << embed;
+  const RunResult grpc = octod_.Gen({"--embed", kPrompt});
+  ASSERT_EQ(grpc.exit_code, 0) << grpc.err;
+  EXPECT_EQ(embed["embeddings"][0].get<std::vector<float>>(), json::parse(grpc.out).get<std::vector<float>>());
+
+  const json list = ollama("list", "");
+  EXPECT_EQ(list["names"], json({"tiny"}));
+  EXPECT_EQ(list["capabilities"], json({"completion", "embedding"}));
+  EXPECT_EQ(list["family"], "llama");
+}
+
 // A GGUF imported with curl, as `ollama create` does: the decomposition
 // streams its bytes (the first and last step at least), then "success";
 // the new model answers as the folder it came from, and a refused import

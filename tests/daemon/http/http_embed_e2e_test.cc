@@ -65,6 +65,7 @@ TEST_F(HttpEmbedE2eTest, EveryApiGivesTheSameVectors) {
   EXPECT_EQ(batch[1], GrpcEmbedding(kInputs[1]));
   EXPECT_GT(embed["prompt_eval_count"].get<int>(), 0);
   EXPECT_EQ(embed["model"], "tiny");
+  EXPECT_EQ(PostJson("/api/show", {{"model", "tiny"}})["capabilities"], json({"completion", "embedding"}));
 
   // OpenAI's /v1/embeddings, as float and as base64 (little-endian float32).
   const json openai = PostJson("/v1/embeddings", {{"model", "tiny"}, {"input", kInputs[0]}});
