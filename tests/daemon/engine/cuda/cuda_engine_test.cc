@@ -123,6 +123,22 @@ void ExpectTiersAgree(const std::string& dir) {
 class CudaGeneratedModel : public ::testing::TestWithParam<const char*> {
  protected:
   void SetUp() override { OCTO_NEED_DEVICE(); }
+
+  // The preset's Q8_0 model, opened on the CPU (cpu_) and on CUDA with every
+  // layer in VRAM (gpu_).
+  void OpenOnBoth() {
+    GenerateModel(tmp_.Path("m.gguf"), GetParam(), "Q8_0");
+    ASSERT_TRUE(Decompose(tmp_.Path("m.gguf"), tmp_.Path("m"), DecomposeOptions{}).ok());
+    auto cpu = Model::Open(tmp_.Path("m"), ModelOptions{});
+    ASSERT_TRUE(cpu.ok()) << cpu.status();
+    auto gpu = OpenCuda(tmp_.Path("m"), kUnlimitedBudget, kUnlimitedBudget);
+    ASSERT_TRUE(gpu.ok()) << gpu.status();
+    cpu_ = std::move(*cpu);
+    gpu_ = std::move(*gpu);
+  }
+
+  TempDir tmp_;
+  std::unique_ptr<Model> cpu_, gpu_;
 };
 
 TEST_P(CudaGeneratedModel, StreamedHostAndDiskTiersGiveTheResidentBits) {
@@ -138,16 +154,10 @@ TEST_P(CudaGeneratedModel, StreamedHostAndDiskTiersGiveTheResidentBits) {
 // top two logits are within kNearTie of each other where they part.
 TEST_P(CudaGeneratedModel, GreedyTokensMatchTheCpuBackend) {
   constexpr double kNearTie = 0.05;
-  TempDir tmp;
-  GenerateModel(tmp.Path("m.gguf"), GetParam(), "Q8_0");
-  ASSERT_TRUE(Decompose(tmp.Path("m.gguf"), tmp.Path("m"), DecomposeOptions{}).ok());
-  auto cpu = Model::Open(tmp.Path("m"), ModelOptions{});
-  ASSERT_TRUE(cpu.ok()) << cpu.status();
-  auto gpu = OpenCuda(tmp.Path("m"), kUnlimitedBudget, kUnlimitedBudget);
-  ASSERT_TRUE(gpu.ok()) << gpu.status();
-  const std::vector<int32_t> prompt = PromptFor((*cpu)->config().vocab_size);
-  auto want = Greedy(**cpu, prompt, kSteps);
-  auto got = Greedy(**gpu, prompt, kSteps);
+  ASSERT_NO_FATAL_FAILURE(OpenOnBoth());
+  const std::vector<int32_t> prompt = PromptFor(cpu_->config().vocab_size);
+  auto want = Greedy(*cpu_, prompt, kSteps);
+  auto got = Greedy(*gpu_, prompt, kSteps);
   ASSERT_TRUE(want.ok() && got.ok());
   for (int i = 0; i < kSteps; ++i) {
     if (want->tokens[i] == got->tokens[i]) continue;
@@ -162,14 +172,8 @@ TEST_P(CudaGeneratedModel, GreedyTokensMatchTheCpuBackend) {
 // beside a logits step keep the bits they have alone, and are the CPU's
 // within the two backends' rounding difference.
 TEST_P(CudaGeneratedModel, HiddenStatesMatchAloneAndTheCpuBackend) {
-  TempDir tmp;
-  GenerateModel(tmp.Path("m.gguf"), GetParam(), "Q8_0");
-  ASSERT_TRUE(Decompose(tmp.Path("m.gguf"), tmp.Path("m"), DecomposeOptions{}).ok());
-  auto cpu = Model::Open(tmp.Path("m"), ModelOptions{});
-  ASSERT_TRUE(cpu.ok()) << cpu.status();
-  auto gpu = OpenCuda(tmp.Path("m"), kUnlimitedBudget, kUnlimitedBudget);
-  ASSERT_TRUE(gpu.ok()) << gpu.status();
-  const std::vector<int32_t> prompt = PromptFor((*cpu)->config().vocab_size);
+  ASSERT_NO_FATAL_FAILURE(OpenOnBoth());
+  const std::vector<int32_t> prompt = PromptFor(cpu_->config().vocab_size);
   auto states = [&](Model& model, bool beside_logits) {
     auto kv = model.NewCache(32), other_kv = model.NewCache(32);
     std::vector<SequenceStep> steps;
@@ -180,10 +184,10 @@ TEST_P(CudaGeneratedModel, HiddenStatesMatchAloneAndTheCpuBackend) {
     EXPECT_EQ(logits.size(), beside_logits ? model.config().vocab_size : 0u);
     return hidden;
   };
-  const std::vector<float> alone = states(**gpu, false);
-  ASSERT_EQ(alone.size(), prompt.size() * (*cpu)->config().dim);
-  EXPECT_EQ(states(**gpu, true), alone);
-  const std::vector<float> reference = states(**cpu, false);
+  const std::vector<float> alone = states(*gpu_, false);
+  ASSERT_EQ(alone.size(), prompt.size() * cpu_->config().dim);
+  EXPECT_EQ(states(*gpu_, true), alone);
+  const std::vector<float> reference = states(*cpu_, false);
   ASSERT_EQ(reference.size(), alone.size());
   // Final-normed states are about 1 in size; the backends round 8-bit
   // activations in different orders, which moves them by a few percent.
