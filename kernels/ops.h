@@ -237,6 +237,16 @@ namespace cpu {
 absl::Status MatMulGroup(std::span<const WeightMatrix> ws, const float* x, std::span<float* const> outs,
                          int n_tokens, const Exec& exec);
 }  // namespace cpu
+// CUDA: bit for bit what separate cuda::MatMul calls give. On the decode path
+// x is rounded to 8 bits once per rounding rule the matrices' types share
+// (act_q8.h), not once per matrix: q, k and v of a K-quant model take one
+// quantize launch and three decodes instead of six launches. Scratch:
+// MatMulGroupScratchBytes (the largest of the matrices' MatMulScratchBytes).
+namespace cuda {
+size_t MatMulGroupScratchBytes(std::span<const WeightMatrix> ws, int n_tokens);
+absl::Status MatMulGroup(std::span<const WeightMatrix> ws, const float* x, std::span<float* const> outs,
+                         int n_tokens, const Exec& exec);
+}  // namespace cuda
 
 // --- DequantizeRows (kernels/cpu/dequantize.cc) ----------------------------------
 // out (n_rows, w.cols) = rows [first_row, first_row + n_rows) of w as fp32,

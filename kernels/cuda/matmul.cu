@@ -1,11 +1,14 @@
 // cuda::MatMul (kernels/ops.h): checks the arguments, then takes the decode
 // path (matmul_decode.cu, kMaxDecodeTokens tokens per launch) for up to
 // kMaxDecodePathTokens tokens and the prefill path (matmul_prefill.cu)
-// beyond.
+// beyond. cuda::MatMulGroup does the same for matrices that read one x,
+// rounding x once for all of them on the decode path.
 #include <cstdint>
+#include <span>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
+#include "kernels/cuda/act_q8.h"
 #include "kernels/cuda/matmul_paths.h"
 #include "kernels/op_checks.h"
 #include "kernels/ops.h"
@@ -19,7 +22,10 @@ size_t MatMulScratchBytes(const WeightMatrix& w, int n_tokens) {
   return matmul::PrefillScratchBytes(w.type, w.rows, w.cols, n_tokens);
 }
 
-absl::Status MatMul(const WeightMatrix& w, const float* x, float* out, int n_tokens, const Exec& exec) {
+namespace {
+
+// MatMul's preconditions; w's row bytes when they hold.
+absl::StatusOr<int64_t> CheckMatMul(const WeightMatrix& w, const float* x, float* out, int n_tokens, const Exec& exec) {
   absl::StatusOr<int64_t> row_bytes = CheckWeightShape("MatMul", w);
   if (!row_bytes.ok()) return row_bytes.status();
   if (absl::Status null = CheckNotNull("MatMul", {{"x", x}, {"out", out}}); !null.ok()) return null;
@@ -37,6 +43,18 @@ absl::Status MatMul(const WeightMatrix& w, const float* x, float* out, int n_tok
     return absl::InvalidArgumentError(absl::StrFormat(
         "MatMul: exec.scratch holds %d bytes, this call needs %d (MatMulScratchBytes)", exec.scratch_bytes, scratch));
   }
+  if (n_tokens > kMaxDecodePathTokens && exec.blas == nullptr) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "MatMul: exec.blas is null; %d tokens (more than %d) take the cuBLAS path", n_tokens, kMaxDecodePathTokens));
+  }
+  return row_bytes;
+}
+
+}  // namespace
+
+absl::Status MatMul(const WeightMatrix& w, const float* x, float* out, int n_tokens, const Exec& exec) {
+  absl::StatusOr<int64_t> row_bytes = CheckMatMul(w, x, out, n_tokens, exec);
+  if (!row_bytes.ok()) return row_bytes.status();
   if (n_tokens <= kMaxDecodePathTokens) {
     // Launches of kMaxDecodeTokens tokens, in order on one stream (so they
     // share the scratch).
@@ -47,11 +65,62 @@ absl::Status MatMul(const WeightMatrix& w, const float* x, float* out, int n_tok
     }
     return absl::OkStatus();
   }
-  if (exec.blas == nullptr) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "MatMul: exec.blas is null; %d tokens (more than %d) take the cuBLAS path", n_tokens, kMaxDecodePathTokens));
-  }
   return matmul::Prefill(w, *row_bytes, x, out, n_tokens, exec);
+}
+
+size_t MatMulGroupScratchBytes(std::span<const WeightMatrix> ws, int n_tokens) {
+  size_t bytes = 0;
+  for (const WeightMatrix& w : ws) bytes = bytes > MatMulScratchBytes(w, n_tokens) ? bytes : MatMulScratchBytes(w, n_tokens);
+  return bytes;
+}
+
+absl::Status MatMulGroup(std::span<const WeightMatrix> ws, const float* x, std::span<float* const> outs, int n_tokens,
+                         const Exec& exec) {
+  if (ws.empty() || ws.size() > kMaxMatMulGroup || ws.size() != outs.size()) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "MatMulGroup: %d matrices and %d outputs (1 to %d, as many of each)", ws.size(), outs.size(), kMaxMatMulGroup));
+  }
+  int64_t row_bytes[kMaxMatMulGroup];
+  for (size_t i = 0; i < ws.size(); ++i) {
+    if (ws[i].cols != ws[0].cols) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("MatMulGroup: matrix %d has %d columns, matrix 0 %d", i, ws[i].cols, ws[0].cols));
+    }
+    absl::StatusOr<int64_t> bytes = CheckMatMul(ws[i], x, outs[i], n_tokens, exec);
+    if (!bytes.ok()) return bytes.status();
+    row_bytes[i] = *bytes;
+  }
+  if (n_tokens > kMaxDecodePathTokens) {  // cuBLAS reads x as it is: nothing to share
+    for (size_t i = 0; i < ws.size(); ++i) {
+      absl::Status s = matmul::Prefill(ws[i], row_bytes[i], x, outs[i], n_tokens, exec);
+      if (!s.ok()) return s;
+    }
+    return absl::OkStatus();
+  }
+  const int64_t cols = ws[0].cols;
+  for (int t0 = 0; t0 < n_tokens; t0 += kMaxDecodeTokens) {
+    const int n = n_tokens - t0 < kMaxDecodeTokens ? n_tokens - t0 : kMaxDecodeTokens;
+    const float* xt = x + int64_t{t0} * cols;
+    // x rounded once per rule its matrices' types share (act_q8.h), then
+    // each matrix's decode over it; float weights read x as it is.
+    for (const ActQ8Rule rule : {ActQ8Rule::kPer32, ActQ8Rule::kPer256}) {
+      matmul::ActQ8View act;
+      bool rounded = false;
+      for (size_t i = 0; i < ws.size(); ++i) {
+        const bool float_weight = matmul::IsFloatWeight(ws[i].type);
+        if (float_weight ? rule != ActQ8Rule::kPer32 : ActQ8RuleFor(ws[i].type) != rule) continue;
+        if (!float_weight && !rounded) {
+          absl::Status s = matmul::QuantizeActivations(ws[i].type, xt, n, cols, exec, &act);
+          if (!s.ok()) return s;
+          rounded = true;
+        }
+        absl::Status s = matmul::DecodeQuantized(ws[i], row_bytes[i], xt, float_weight ? matmul::ActQ8View{} : act,
+                                                 outs[i] + int64_t{t0} * ws[i].rows, n, exec.stream);
+        if (!s.ok()) return s;
+      }
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace octo::cuda

@@ -253,8 +253,13 @@ size_t DecodeScratchBytes(GgmlType type, int64_t cols, int64_t n_x) {
   return IsFloatWeight(type) ? 0 : ActQ8Bytes(n_x, cols);
 }
 
-absl::Status Decode(const WeightMatrix& w, int64_t row_bytes, const float* x, float* out, int n_tokens,
-                    const Exec& exec) {
+absl::Status QuantizeActivations(GgmlType type, const float* x, int n_tokens, int64_t cols, const Exec& exec,
+                                 ActQ8View* act) {
+  return Quantize(type, x, n_tokens, cols, exec, &act->q, &act->d);
+}
+
+absl::Status DecodeQuantized(const WeightMatrix& w, int64_t row_bytes, const float* x, const ActQ8View& act,
+                             float* out, int n_tokens, StreamHandle stream) {
   DecodeArgs a{};
   a.w = static_cast<const uint8_t*>(w.data);
   a.rows = w.rows;
@@ -263,15 +268,19 @@ absl::Status Decode(const WeightMatrix& w, int64_t row_bytes, const float* x, fl
   a.x = x;
   a.out = out;
   a.n_tokens = n_tokens;
+  a.xq = act.q;
+  a.xd = act.d;
+  return Launch(w.type, a, 1, stream);
+}
+
+absl::Status Decode(const WeightMatrix& w, int64_t row_bytes, const float* x, float* out, int n_tokens,
+                    const Exec& exec) {
+  ActQ8View act;
   if (!IsFloatWeight(w.type)) {
-    int8_t* xq = nullptr;
-    float* xd = nullptr;
-    absl::Status quantized = Quantize(w.type, x, n_tokens, w.cols, exec, &xq, &xd);
+    absl::Status quantized = QuantizeActivations(w.type, x, n_tokens, w.cols, exec, &act);
     if (!quantized.ok()) return quantized;
-    a.xq = xq;
-    a.xd = xd;
   }
-  return Launch(w.type, a, 1, exec.stream);
+  return DecodeQuantized(w, row_bytes, x, act, out, n_tokens, exec.stream);
 }
 
 absl::Status DecodeExperts(const WeightMatrix& w, int64_t rows, int64_t row_bytes, int64_t expert_bytes,

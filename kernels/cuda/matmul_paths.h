@@ -26,6 +26,20 @@ size_t DecodeScratchBytes(GgmlType type, int64_t cols, int64_t n_x);
 absl::Status Decode(const WeightMatrix& w, int64_t row_bytes, const float* x, float* out, int n_tokens,
                     const Exec& exec);
 
+// Decode's two halves, so that matrices reading the same x (MatMulGroup)
+// share one rounding of it: the 8-bit activations of x for weights of
+// `type` (act_q8.h) into exec.scratch, then a decode launch over them for
+// any w whose type rounds by the same rule (ActQ8RuleFor). Float weights
+// need no activations (act stays null).
+struct ActQ8View {
+  int8_t* q = nullptr;
+  float* d = nullptr;
+};
+absl::Status QuantizeActivations(GgmlType type, const float* x, int n_tokens, int64_t cols, const Exec& exec,
+                                 ActQ8View* act);
+absl::Status DecodeQuantized(const WeightMatrix& w, int64_t row_bytes, const float* x, const ActQ8View& act,
+                             float* out, int n_tokens, StreamHandle stream);
+
 // MatMulExperts: each (token, choice) one decode row, the expert's matrix
 // chosen on the device. w is the whole stack; expert_bytes one expert's
 // matrix; rows per expert.

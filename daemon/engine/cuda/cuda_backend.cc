@@ -138,6 +138,13 @@ absl::Status CudaBackend::MatMul(const WeightMatrix& w, const float* x, float* o
   if (row > decode_from) OCTO_RETURN_IF_ERROR(run(decode_from, row - decode_from, true));
   return absl::OkStatus();
 }
+absl::Status CudaBackend::MatMulGroup(std::span<const WeightMatrix> ws, const float* x, std::span<float* const> outs,
+                                      int n_tokens) {
+  if (n_tokens > kMaxDecodePathTokens || ws.size() > kMaxMatMulGroup) return Backend::MatMulGroup(ws, x, outs, n_tokens);
+  OCTO_ASSIGN_OR_RETURN(cuda::Exec exec, ExecWithScratch(cuda::MatMulGroupScratchBytes(ws, n_tokens)));
+  return Op("MatMulGroup", cuda::MatMulGroup(ws, x, outs, n_tokens, exec));
+}
+
 absl::Status CudaBackend::MatMulExperts(const WeightMatrix& w, const int32_t* expert_ids, const float* x, float* out,
                                         const MatMulExpertsParams& p) {
   OCTO_ASSIGN_OR_RETURN(cuda::Exec exec, ExecWithScratch(cuda::MatMulExpertsScratchBytes(w, p)));

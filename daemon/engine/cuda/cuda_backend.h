@@ -49,6 +49,11 @@ class CudaBackend : public Backend {
   void SetRowGroups(std::span<const int> rows_per_sequence) override;
   absl::Status RmsNorm(const float* x, const float* weight, float* out, int n_rows, int dim, float eps) override;
   absl::Status MatMul(const WeightMatrix& w, const float* x, float* out, int n_tokens) override;
+  // Decode-path batches (n_tokens <= kMaxDecodePathTokens, where MatMul
+  // takes that path for every row): cuda::MatMulGroup, x rounded once for
+  // the group; longer ones: separate MatMuls (their paths per sequence).
+  absl::Status MatMulGroup(std::span<const WeightMatrix> ws, const float* x, std::span<float* const> outs,
+                           int n_tokens) override;
   absl::Status MatMulExperts(const WeightMatrix& w, const int32_t* expert_ids, const float* x, float* out,
                              const MatMulExpertsParams& p) override;
   absl::Status Rope(float* x, const int32_t* positions, int n_tokens, const RopeParams& p) override;

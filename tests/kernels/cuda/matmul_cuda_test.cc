@@ -19,6 +19,7 @@
 #include "kernels/cpu/quantize_activation.h"
 #include "kernels/cpu/type_kernels.h"
 #include "kernels/cuda/act_q8.h"
+#include "kernels/cuda/api_counts.h"
 #include "kernels/cuda/matmul_paths.h"
 #include "kernels/half.h"
 #include "kernels/ops.h"
@@ -30,6 +31,7 @@ namespace {
 
 using testing::RandomActivations;
 using testing::RandomWeights;
+using testing::DeviceVector;
 
 // Tolerance against the exact product of what the kernels multiply:
 // |got - exact| <= kTolUlps * 2^-24 * S, S = sum_i |w_i * x_i| over those
@@ -242,6 +244,56 @@ TEST_F(MatMulCudaTest, ATokenGetsTheSameBitsAloneAndInADecodeBatch) {
           << batch.Name() << ": token " << t;
     }
   }
+}
+
+// A Q4_K and a Q6_K matrix (as q and v of a Q4_K_M model: both round x by
+// the K-quant rule), a Q8_0 one (the per-32 rule) and an F16 one (x as it
+// is): each output is what its own MatMul gives, bit for bit, on both paths;
+// on the decode path x is rounded once per rule (2 quantize launches per 16
+// tokens, not 3).
+TEST_F(MatMulCudaTest, AGroupGivesEachMatrixItsMatMulBitsRoundingXOncePerRule) {
+  const std::vector<std::pair<GgmlType, int64_t>> shapes = {
+      {GgmlType::kQ4_K, 64}, {GgmlType::kQ6_K, 32}, {GgmlType::kQ8_0, 24}, {GgmlType::kF16, 8}};
+  constexpr int64_t kCols = 512;
+  for (int n_tokens : {1, 5, 20, kMaxDecodePathTokens + 6}) {
+    SCOPED_TRACE(n_tokens);
+    std::vector<Problem> problems;
+    std::vector<DeviceVector<uint8_t>> weights;
+    std::vector<DeviceVector<float>> outs;
+    std::vector<WeightMatrix> ws;
+    std::vector<float*> out_ptrs;
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      problems.push_back(Make(shapes[i].first, shapes[i].second, kCols, n_tokens, 300 + static_cast<uint32_t>(i)));
+      problems.back().x = problems[0].x;  // one x for the group
+      weights.push_back(Upload(problems.back().w_bytes));
+      outs.push_back(Output<float>(static_cast<size_t>(n_tokens * shapes[i].second)));
+      ws.push_back(problems.back().w(weights.back().get()));
+      out_ptrs.push_back(outs.back().get());
+    }
+    auto d_x = Upload(problems[0].x);
+    const cuda::ApiCounts before = cuda::CurrentApiCounts();
+    const absl::Status grouped =
+        cuda::MatMulGroup(ws, d_x.get(), out_ptrs, n_tokens, Exec(cuda::MatMulGroupScratchBytes(ws, n_tokens)));
+    ASSERT_TRUE(grouped.ok()) << grouped;
+    const uint64_t launches = (cuda::CurrentApiCounts() - before).launches;
+    if (n_tokens <= kMaxDecodePathTokens) {
+      const uint64_t chunks = (n_tokens + kMaxDecodeTokens - 1) / kMaxDecodeTokens;
+      EXPECT_EQ(launches, chunks * (2 + shapes.size())) << "two roundings of x and a decode per matrix";
+    }
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      EXPECT_EQ(outs[i].Download(stream()), Run(problems[i])) << problems[i].Name();
+    }
+  }
+  // Refused: unequal columns, more matrices than outputs.
+  auto d_w = Upload(RandomWeights(GgmlType::kQ8_0, 8, 256, 1));
+  auto d_x = Upload(RandomActivations(512, 2));
+  auto d_out = Output<float>(64);
+  const WeightMatrix narrow{GgmlType::kQ8_0, d_w.get(), 8, 256}, wide{GgmlType::kQ8_0, d_w.get(), 4, 512};
+  float* const two_outs[] = {d_out.get(), d_out.get() + 32};
+  const WeightMatrix mixed[] = {narrow, wide};
+  EXPECT_EQ(cuda::MatMulGroup(mixed, d_x.get(), two_outs, 1, Exec(1 << 16)).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(cuda::MatMulGroup(mixed, d_x.get(), std::span<float* const>(two_outs, 1), 1, Exec(1 << 16)).code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST_F(MatMulCudaTest, ExpertChoicesGetWhatMatMulGivesEachAlone) {
