@@ -146,6 +146,12 @@ namespace cuda {
 // Launches one block per row on `stream`.
 absl::Status RmsNorm(const float* x, const float* weight, float* out, int n_rows, int dim,
                      float eps, StreamHandle stream);
+// The residual add and the norm after it in one launch: x += delta, then
+// out = RmsNorm(x) -- bit for bit what Add(x, delta, x) then RmsNorm(x,
+// weight, out) give, in half the launches. out may be delta (each element
+// of delta is read before out's is written); x must overlap neither.
+absl::Status AddRmsNorm(float* x, const float* delta, const float* weight, float* out, int n_rows, int dim,
+                        float eps, StreamHandle stream);
 }  // namespace cuda
 
 // --- MatMul (kernels/cpu/matmul.cc) ---------------------------------------------

@@ -159,14 +159,14 @@ class RuntimeImpl : public Runtime {
   // Room in the KV budget for `extra` more bytes, evicting idle sessions when configured.
   bool MakeKvRoom(uint64_t extra) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   uint64_t KvUsed() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Bytes the job's caches grow by for a step of `chunk` tokens and
-  // `draft_nodes` draft tokens.
   // Embedding inputs' steps, after the generations': up to
   // embed_batch_tokens of them, each input's cache reserved whole when it
   // starts. One that cannot start waits while anything else runs, else ends
   // RESOURCE_EXHAUSTED (into `ended`).
   void AddEmbeddingSteps(std::vector<Step>& steps, std::vector<std::pair<std::shared_ptr<Job>, absl::Status>>& ended)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Bytes the job's caches grow by for a step of `chunk` tokens and
+  // `draft_nodes` draft tokens.
   uint64_t KvGrowth(Job& job, size_t chunk, int draft_nodes) const;
   void RunPass(LoadedModel& model, std::vector<Step>& steps);
   void EndJob(const std::shared_ptr<Job>& job, const absl::Status& status, const std::string& finish);

@@ -104,6 +104,11 @@ class Backend {
   // The ops of kernels/ops.h, with the same arguments less the exec/stream.
   virtual absl::Status RmsNorm(const float* x, const float* weight, float* out, int n_rows, int dim,
                                float eps) = 0;
+  // The residual add and the norm after it: x += delta; out = RmsNorm(x).
+  // Here Add then RmsNorm; CUDA fuses them into one launch, bit for bit the
+  // same. out may be delta; x overlaps neither.
+  virtual absl::Status AddRmsNorm(float* x, const float* delta, const float* weight, float* out, int n_rows, int dim,
+                                  float eps);
   virtual absl::Status MatMul(const WeightMatrix& w, const float* x, float* out, int n_tokens) = 0;
   // Separate MatMuls over the same x; the CPU shares the activation encoding.
   virtual absl::Status MatMulGroup(std::span<const WeightMatrix> ws, const float* x, std::span<float* const> outs,

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "kernels/cpu/simd.h"
 #include "storage/format.h"
+#include "storage/status_macros.h"
 
 namespace octo {
 namespace {
@@ -22,6 +23,12 @@ absl::Status Backend::MatMulGroup(std::span<const WeightMatrix> ws, const float*
     if (!s.ok()) return s;
   }
   return absl::OkStatus();
+}
+
+absl::Status Backend::AddRmsNorm(float* x, const float* delta, const float* weight, float* out, int n_rows, int dim,
+                                 float eps) {
+  OCTO_RETURN_IF_ERROR(Add(x, delta, x, static_cast<int64_t>(n_rows) * dim));
+  return RmsNorm(x, weight, out, n_rows, dim, eps);
 }
 
 CpuBackend::CpuBackend(int n_threads, bool allow_simd) : pool_(std::make_unique<cpu::ThreadPool>(n_threads)) {

@@ -69,13 +69,13 @@ absl::Status CheckBatch(const ModelConfig& c, std::span<const SequenceStep> batc
   return absl::OkStatus();
 }
 
-// x += xb (the mixer's output); then the FFN of norm(x), added to x too.
+// x += xb (the mixer's output); then the FFN of norm(x) into xb, which the
+// caller adds to x (fused with the next layer's norm where it can be).
 absl::Status ResidualAndFfn(const ModelConfig& c, const LayerWeights& lw, uint32_t layer, LayerSource& layers, int n,
                             RunState& s, Backend& backend) {
   const int dim = static_cast<int>(c.dim);
-  OCTO_RETURN_IF_ERROR(backend.Add(s.x.data(), s.xb.data(), s.x.data(), static_cast<int64_t>(n) * dim));
-  // FFN norm (a hybrid's post_attention_norm).
-  OCTO_RETURN_IF_ERROR(backend.RmsNorm(s.x.data(), lw.ffn_norm, s.xb.data(), n, dim, c.norm_eps));
+  // The residual and the FFN norm (a hybrid's post_attention_norm), in one op.
+  OCTO_RETURN_IF_ERROR(backend.AddRmsNorm(s.x.data(), s.xb.data(), lw.ffn_norm, s.xb.data(), n, dim, c.norm_eps));
   if (c.n_experts > 0) {
     // Routed experts (and the gated shared one, where the model has it).
     OCTO_RETURN_IF_ERROR(MoeFfn(c, lw, layer, layers, n, s, backend));
@@ -83,8 +83,7 @@ absl::Status ResidualAndFfn(const ModelConfig& c, const LayerWeights& lw, uint32
     // gate, up; silu(gate) * up; down.
     OCTO_RETURN_IF_ERROR(SwiGlu(lw.w_gate, lw.w_up, lw.w_down, s.xb.data(), s.xb.data(), n, s, backend));
   }
-  // Residual.
-  return backend.Add(s.x.data(), s.xb.data(), s.x.data(), static_cast<int64_t>(n) * dim);
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -158,17 +157,27 @@ absl::Status ForwardLlama(const ModelView& model, std::span<const SequenceStep> 
   RopeParams rope_k = rope_q;
   rope_k.n_heads = static_cast<int>(c.n_kv_heads);
 
+  // Between layers s.xb holds the last layer's FFN output, not yet added to
+  // s.x: the add goes with the next layer's attention norm (one op).
+  bool ffn_pending = false;
+  const int64_t n_x = static_cast<int64_t>(n) * dim;
   for (uint32_t layer = 0; layer < c.n_layers; ++layer) {
     // Weights: resident, or streamed in now (may wait for the read or the copy).
     OCTO_ASSIGN_OR_RETURN(const LayerWeights* w, model.layers->Acquire(layer));
     const LayerWeights& lw = *w;
     auto step_status = [&]() -> absl::Status {
-      // A MoE layer streamed in two phases: start reading its likely experts.
+      // A MoE layer streamed in two phases: start reading its likely experts
+      // (routed from the whole residual), then the attention norm.
       if (model.layers->TwoPhase(layer)) {
+        if (ffn_pending) OCTO_RETURN_IF_ERROR(backend.Add(s.x.data(), s.xb.data(), s.x.data(), n_x));
         OCTO_RETURN_IF_ERROR(PrefetchExperts(c, lw, layer, *model.layers, n, s, backend));
+        OCTO_RETURN_IF_ERROR(backend.RmsNorm(s.x.data(), lw.attn_norm, s.xb.data(), n, dim, c.norm_eps));
+      } else if (ffn_pending) {
+        OCTO_RETURN_IF_ERROR(backend.AddRmsNorm(s.x.data(), s.xb.data(), lw.attn_norm, s.xb.data(), n, dim, c.norm_eps));
+      } else {
+        OCTO_RETURN_IF_ERROR(backend.RmsNorm(s.x.data(), lw.attn_norm, s.xb.data(), n, dim, c.norm_eps));
       }
-      // Attention norm.
-      OCTO_RETURN_IF_ERROR(backend.RmsNorm(s.x.data(), lw.attn_norm, s.xb.data(), n, dim, c.norm_eps));
+      ffn_pending = true;  // the FFN below leaves its output in s.xb
       if (lw.deltanet) {
         OCTO_RETURN_IF_ERROR(DeltaNetMixer(c, lw, layer, batch, n, s, backend));
         return ResidualAndFfn(c, lw, layer, *model.layers, n, s, backend);
@@ -229,6 +238,7 @@ absl::Status ForwardLlama(const ModelView& model, std::span<const SequenceStep> 
     OCTO_RETURN_IF_ERROR(Annotate(step_status, absl::StrCat("layer ", layer)));
   }
 
+  if (ffn_pending) OCTO_RETURN_IF_ERROR(backend.Add(s.x.data(), s.xb.data(), s.x.data(), n_x));
   // Final norm and lm_head, for the rows whose logits were asked for.
   for (int i = 0; i < n_out; ++i) {
     OCTO_RETURN_IF_ERROR(backend.Copy(s.x_out.data() + static_cast<size_t>(i) * dim,

@@ -104,6 +104,10 @@ absl::StatusOr<cuda::Exec> CudaBackend::ExecWithScratch(size_t bytes) {
 absl::Status CudaBackend::RmsNorm(const float* x, const float* weight, float* out, int n_rows, int dim, float eps) {
   return Op("RmsNorm", cuda::RmsNorm(x, weight, out, n_rows, dim, eps, stream_.get()));
 }
+absl::Status CudaBackend::AddRmsNorm(float* x, const float* delta, const float* weight, float* out, int n_rows,
+                                     int dim, float eps) {
+  return Op("AddRmsNorm", cuda::AddRmsNorm(x, delta, weight, out, n_rows, dim, eps, stream_.get()));
+}
 void CudaBackend::SetRowGroups(std::span<const int> rows_per_sequence) {
   row_groups_.assign(rows_per_sequence.begin(), rows_per_sequence.end());
   row_groups_sum_ = 0;

@@ -48,6 +48,8 @@ class CudaBackend : public Backend {
 
   void SetRowGroups(std::span<const int> rows_per_sequence) override;
   absl::Status RmsNorm(const float* x, const float* weight, float* out, int n_rows, int dim, float eps) override;
+  absl::Status AddRmsNorm(float* x, const float* delta, const float* weight, float* out, int n_rows, int dim,
+                          float eps) override;  // one launch (cuda::AddRmsNorm)
   absl::Status MatMul(const WeightMatrix& w, const float* x, float* out, int n_tokens) override;
   // Decode-path batches (n_tokens <= kMaxDecodePathTokens, where MatMul
   // takes that path for every row): cuda::MatMulGroup, x rounded once for

@@ -1,11 +1,13 @@
 // cuda::RmsNorm against cpu::RmsNorm on the same inputs.
 #include <limits>
+#include <utility>
 #include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
 
 #include "absl/strings/str_format.h"
+#include "kernels/cuda/api_counts.h"
 #include "kernels/ops.h"
 #include "tests/kernels/cuda/cuda_test_util.h"
 #include "tests/kernels/kernel_test_util.h"
@@ -69,6 +71,46 @@ TEST_F(RmsNormCudaTest, InPlaceMatchesCpu) {
   std::vector<float> want(x.size());
   ASSERT_TRUE(cpu::RmsNorm(x.data(), weight.data(), want.data(), n_rows, dim, kEps).ok());
   ExpectClose(Run(x, weight, n_rows, dim, /*in_place=*/true), want, dim, kCudaVsCpu, "in place");
+}
+
+// The fused residual add: x comes out as Add's x + delta and out as
+// RmsNorm's of it, bit for bit, in one launch, with out a separate buffer or
+// delta itself (as the forward pass calls it).
+TEST_F(RmsNormCudaTest, AddRmsNormIsAddThenRmsNormInOneLaunch) {
+  uint32_t seed = 500;
+  for (const auto [n_rows, dim] : {std::pair{1, 7}, std::pair{3, 1000}, std::pair{2, 4096}}) {
+    for (bool out_is_delta : {false, true}) {
+      SCOPED_TRACE(absl::StrFormat("%d x %d, out %s", n_rows, dim, out_is_delta ? "= delta" : "apart"));
+      const size_t n = static_cast<size_t>(n_rows) * dim;
+      const std::vector<float> x = RandomVector(n, -4.0f, 4.0f, seed++);
+      const std::vector<float> delta = RandomVector(n, -1.0f, 1.0f, seed++);
+      const std::vector<float> weight = RandomVector(dim, 0.5f, 1.5f, seed++);
+      // Two launches.
+      auto x_two = Upload(x);
+      auto delta_two = Upload(delta);
+      auto weight_d = Upload(weight);
+      auto out_two = Output<float>(n);
+      ASSERT_TRUE(cuda::Add(x_two.get(), delta_two.get(), x_two.get(), static_cast<int64_t>(n), stream()).ok());
+      ASSERT_TRUE(cuda::RmsNorm(x_two.get(), weight_d.get(), out_two.get(), n_rows, dim, kEps, stream()).ok());
+      // One.
+      auto x_one = Upload(x);
+      auto delta_one = Upload(delta);
+      auto out_one = Output<float>(n);
+      float* out = out_is_delta ? delta_one.get() : out_one.get();
+      const cuda::ApiCounts before = cuda::CurrentApiCounts();
+      ASSERT_TRUE(cuda::AddRmsNorm(x_one.get(), delta_one.get(), weight_d.get(), out, n_rows, dim, kEps, stream()).ok());
+      EXPECT_EQ((cuda::CurrentApiCounts() - before).launches, 1u);
+      EXPECT_EQ(x_one.Download(stream()), x_two.Download(stream()));
+      EXPECT_EQ((out_is_delta ? delta_one : out_one).Download(stream()), out_two.Download(stream()));
+    }
+  }
+  auto a = Upload(std::vector<float>(64, 1.0f));
+  auto w = Upload(std::vector<float>(64, 1.0f));
+  EXPECT_EQ(cuda::AddRmsNorm(a.get(), a.get(), w.get(), Output<float>(64).get(), 1, 64, kEps, stream()).code(),
+            absl::StatusCode::kInvalidArgument)
+      << "x and delta the same buffer";
+  EXPECT_EQ(cuda::AddRmsNorm(a.get(), nullptr, w.get(), Output<float>(64).get(), 1, 64, kEps, stream()).code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST_F(RmsNormCudaTest, RejectsBadArgumentsWithoutLaunching) {
