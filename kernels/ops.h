@@ -338,6 +338,11 @@ absl::Status Rope(float* x, const int32_t* positions, int n_tokens, const RopePa
 // of the CPU's). positions and freq_factors are device memory.
 namespace cuda {
 absl::Status Rope(float* x, const int32_t* positions, int n_tokens, const RopeParams& p, StreamHandle stream);
+// q (n_tokens, p.n_heads * head_dim) and k (n_tokens, k_heads * head_dim)
+// rotated in one launch: bit for bit Rope(q, p) then Rope(k, p with
+// k_heads heads). q and k must not overlap.
+absl::Status RopeQK(float* q, float* k, const int32_t* positions, int n_tokens, const RopeParams& p, int k_heads,
+                    StreamHandle stream);
 }  // namespace cuda
 
 // --- Attention (kernels/cpu/attention.cc) ---------------------------------------

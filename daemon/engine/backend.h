@@ -116,6 +116,10 @@ class Backend {
   virtual absl::Status MatMulExperts(const WeightMatrix& w, const int32_t* expert_ids, const float* x, float* out,
                                      const MatMulExpertsParams& p) = 0;
   virtual absl::Status Rope(float* x, const int32_t* positions, int n_tokens, const RopeParams& p) = 0;
+  // RoPE on q (q_params) and k (its heads k_heads, the rest as q's): here
+  // two Rope calls; CUDA rotates both in one launch, bit for bit the same.
+  virtual absl::Status RopeQK(float* q, float* k, const int32_t* positions, int n_tokens, const RopeParams& q_params,
+                              int k_heads);
   virtual absl::Status KvAppend(const float* k, const float* v, int n_tokens, int kv_dim, uint16_t* k_cache,
                                 uint16_t* v_cache, int first_pos) = 0;
   virtual absl::Status Attention(const float* q, const uint16_t* k_cache, const uint16_t* v_cache, float* out,

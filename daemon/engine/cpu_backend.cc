@@ -31,6 +31,14 @@ absl::Status Backend::AddRmsNorm(float* x, const float* delta, const float* weig
   return RmsNorm(x, weight, out, n_rows, dim, eps);
 }
 
+absl::Status Backend::RopeQK(float* q, float* k, const int32_t* positions, int n_tokens, const RopeParams& q_params,
+                             int k_heads) {
+  OCTO_RETURN_IF_ERROR(Rope(q, positions, n_tokens, q_params));
+  RopeParams k_params = q_params;
+  k_params.n_heads = k_heads;
+  return Rope(k, positions, n_tokens, k_params);
+}
+
 CpuBackend::CpuBackend(int n_threads, bool allow_simd) : pool_(std::make_unique<cpu::ThreadPool>(n_threads)) {
   exec_.pool = pool_.get();
   exec_.simd = allow_simd ? cpu::DetectSimd() : cpu::Simd::kPortable;

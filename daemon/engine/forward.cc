@@ -151,11 +151,9 @@ absl::Status ForwardLlama(const ModelView& model, std::span<const SequenceStep> 
   OCTO_RETURN_IF_ERROR(backend.Upload(s.pos.data(), s.pos_host.data(), sizeof(int32_t) * n));
   if (any_tree) OCTO_RETURN_IF_ERROR(backend.Upload(s.tree_mask.data(), s.tree_mask_host.data(), sizeof(uint64_t) * n));
 
-  RopeParams rope_q{.n_heads = static_cast<int>(c.n_heads), .head_dim = head_dim,
+  const RopeParams rope_q{.n_heads = static_cast<int>(c.n_heads), .head_dim = head_dim,
                     .rope_dim = static_cast<int>(c.rope_dim), .freq_base = c.rope_theta,
                     .neox = c.rope_style == RopeStyle::kNeox, .freq_factors = g.rope_freqs};
-  RopeParams rope_k = rope_q;
-  rope_k.n_heads = static_cast<int>(c.n_kv_heads);
 
   // Between layers s.xb holds the last layer's FFN output, not yet added to
   // s.x: the add goes with the next layer's attention norm (one op).
@@ -202,8 +200,7 @@ absl::Status ForwardLlama(const ModelView& model, std::span<const SequenceStep> 
             backend.RmsNorm(s.k.data(), lw.k_norm, s.k.data(), n * c.n_kv_heads, head_dim, c.norm_eps));
       }
       // RoPE on q and k.
-      OCTO_RETURN_IF_ERROR(backend.Rope(s.q.data(), s.pos.data(), n, rope_q));
-      OCTO_RETURN_IF_ERROR(backend.Rope(s.k.data(), s.pos.data(), n, rope_k));
+      OCTO_RETURN_IF_ERROR(backend.RopeQK(s.q.data(), s.k.data(), s.pos.data(), n, rope_q, static_cast<int>(c.n_kv_heads)));
       // Append k, v to each sequence's cache (fp16), then attend over it.
       for (int b = 0, row = 0; b < static_cast<int>(batch.size()); ++b) {
         const SequenceStep& step = batch[b];

@@ -157,6 +157,10 @@ absl::Status CudaBackend::MatMulExperts(const WeightMatrix& w, const int32_t* ex
 absl::Status CudaBackend::Rope(float* x, const int32_t* positions, int n_tokens, const RopeParams& p) {
   return Op("Rope", cuda::Rope(x, positions, n_tokens, p, stream_.get()));
 }
+absl::Status CudaBackend::RopeQK(float* q, float* k, const int32_t* positions, int n_tokens,
+                                 const RopeParams& q_params, int k_heads) {
+  return Op("RopeQK", cuda::RopeQK(q, k, positions, n_tokens, q_params, k_heads, stream_.get()));
+}
 absl::Status CudaBackend::KvAppend(const float* k, const float* v, int n_tokens, int kv_dim, uint16_t* k_cache,
                                    uint16_t* v_cache, int first_pos) {
   return Op("KvAppend", cuda::KvAppend(k, v, n_tokens, kv_dim, k_cache, v_cache, first_pos, stream_.get()));

@@ -59,6 +59,8 @@ class CudaBackend : public Backend {
   absl::Status MatMulExperts(const WeightMatrix& w, const int32_t* expert_ids, const float* x, float* out,
                              const MatMulExpertsParams& p) override;
   absl::Status Rope(float* x, const int32_t* positions, int n_tokens, const RopeParams& p) override;
+  absl::Status RopeQK(float* q, float* k, const int32_t* positions, int n_tokens, const RopeParams& q_params,
+                      int k_heads) override;  // one launch (cuda::RopeQK)
   absl::Status KvAppend(const float* k, const float* v, int n_tokens, int kv_dim, uint16_t* k_cache,
                         uint16_t* v_cache, int first_pos) override;
   absl::Status Attention(const float* q, const uint16_t* k_cache, const uint16_t* v_cache, float* out,

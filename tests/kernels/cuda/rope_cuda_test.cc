@@ -7,11 +7,13 @@
 #include <limits>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <gtest/gtest.h>
 
 #include "absl/strings/str_format.h"
+#include "kernels/cuda/api_counts.h"
 #include "kernels/ops.h"
 #include "tests/kernels/cuda/cuda_test_util.h"
 #include "tests/kernels/kernel_test_util.h"
@@ -135,6 +137,42 @@ TEST_F(RopeCudaTest, TokensAreIndependent) {
           << "token " << t << " index " << i;
     }
   }
+}
+
+// q and k rotated in one launch (RopeQK) get the bits Rope gives each, for
+// grouped-query shapes (32 q heads over 8 k heads, normal, with factors;
+// 28 over 4, neox; partial rotary).
+TEST_F(RopeCudaTest, QAndKInOneLaunchGetTheirOwnRopeBits) {
+  uint32_t seed = 40;
+  for (const auto& [q_heads, k_heads, head_dim, rope_dim, neox, factors] :
+       {std::tuple{32, 8, 128, 128, false, true}, std::tuple{28, 4, 128, 128, true, false},
+        std::tuple{7, 7, 96, 64, true, false}}) {
+    const int n_tokens = 5;
+    const RopeParams p = Params(q_heads, head_dim, rope_dim, neox, 500000.f);
+    RopeParams kp = p;
+    kp.n_heads = k_heads;
+    const std::vector<float> q = RandomVector(static_cast<size_t>(n_tokens) * q_heads * head_dim, -2.0f, 2.0f, seed++);
+    const std::vector<float> k = RandomVector(static_cast<size_t>(n_tokens) * k_heads * head_dim, -2.0f, 2.0f, seed++);
+    const std::vector<int32_t> positions = Positions(n_tokens, seed++);
+    const std::vector<float> f = factors ? RandomVector(rope_dim / 2, 1.0f, 8.0f, seed++) : std::vector<float>{};
+    auto d_q = Upload(q);
+    auto d_k = Upload(k);
+    auto d_positions = Upload(positions);
+    auto d_factors = Upload(f.empty() ? std::vector<float>{0.0f} : f);
+    RopeParams dp = p;
+    dp.freq_factors = f.empty() ? nullptr : d_factors.get();
+    const cuda::ApiCounts before = cuda::CurrentApiCounts();
+    ASSERT_TRUE(cuda::RopeQK(d_q.get(), d_k.get(), d_positions.get(), n_tokens, dp, k_heads, stream()).ok());
+    EXPECT_EQ((cuda::CurrentApiCounts() - before).launches, 1u);
+    EXPECT_EQ(d_q.Download(stream()), Run(q, positions, p, f));
+    EXPECT_EQ(d_k.Download(stream()), Run(k, positions, kp, f));
+  }
+  auto both = Upload(std::vector<float>(2 * 64, 1.0f));
+  auto positions = Upload(std::vector<int32_t>{0});
+  EXPECT_EQ(cuda::RopeQK(both.get(), both.get() + 32, positions.get(), 1, Params(1, 64, 64, false, 1e4f), 1, stream())
+                .code(),
+            absl::StatusCode::kInvalidArgument)
+      << "q and k overlapping";
 }
 
 TEST_F(RopeCudaTest, RejectsBadArgumentsWithoutLaunching) {
