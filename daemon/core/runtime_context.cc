@@ -3,6 +3,7 @@
 // holds, or Ollama's num_ctx), and what happens to a prompt longer than that:
 // refused naming both sizes, or cut as Ollama cuts it.
 #include <algorithm>
+#include <functional>
 #include <memory>
 
 #include "absl/strings/str_cat.h"
@@ -10,19 +11,38 @@
 #include "daemon/engine/context_limit.h"
 
 namespace octo {
+namespace {
+
+// The largest n in [1, limit] for which fits(n) holds, by bisection (fits
+// holds up to some n and not beyond); 1 when none does.
+int LargestFitting(int limit, const std::function<bool(int)>& fits) {
+  if (fits(limit)) return limit;
+  int good = 0, over = limit;
+  while (over - good > 1) {
+    const int mid = good + (over - good) / 2;
+    (fits(mid) ? good : over) = mid;
+  }
+  return std::max(good, 1);
+}
+
+int TrainedContext(const LoadedModel& model) {
+  return static_cast<int>(std::min(model.config().context_length, 1u << 30));
+}
+
+}  // namespace
 
 int RuntimeImpl::ServableContext(const LoadedModel& model) const {
-  const int trained = static_cast<int>(std::min(model.config().context_length, 1u << 30));
   // The KV cache's size at n positions, from a cache that allocates nothing
-  // until it is reserved; the largest n within the budget, by bisection.
-  const std::unique_ptr<KvCache> probe = model.NewCache(trained);
-  if (probe->BytesAfterReserve(trained) <= options_.kv_budget_bytes) return trained;
-  int fits = 0, over = trained;
-  while (over - fits > 1) {
-    const int mid = fits + (over - fits) / 2;
-    (probe->BytesAfterReserve(mid) <= options_.kv_budget_bytes ? fits : over) = mid;
-  }
-  return std::max(fits, 1);
+  // until it is reserved.
+  const std::unique_ptr<KvCache> probe = model.NewCache(TrainedContext(model));
+  return LargestFitting(TrainedContext(model),
+                        [&](int n) { return probe->BytesAfterReserve(n) <= options_.kv_budget_bytes; });
+}
+
+int RuntimeImpl::EmbedContext(const LoadedModel& model) const {
+  return LargestFitting(TrainedContext(model), [&](int n) {
+    return model.NewCache(n)->BytesAfterReserve(n) <= options_.kv_budget_bytes;
+  });
 }
 
 int RuntimeImpl::SessionContext(uint32_t asked, const LoadedModel& model) const {

@@ -13,7 +13,6 @@
 #include "absl/strings/str_format.h"
 #include "daemon/core/runtime_impl.h"
 #include "daemon/engine/context_limit.h"
-#include "storage/bounded_json.h"
 #include "storage/status_macros.h"
 
 namespace octo {
@@ -81,21 +80,6 @@ absl::Status ValidateEmbedJob(const EmbedJob& job) {
   return absl::OkStatus();
 }
 
-// The longest input `model` can embed within `kv_budget`: its trained
-// context, or fewer positions when one input's cache (sized to the input,
-// as Embed makes it) would not fit the budget alone.
-int EmbedContext(const LoadedModel& model, uint64_t kv_budget) {
-  const int trained = static_cast<int>(std::min(model.config().context_length, 1u << 30));
-  auto fits = [&](int n) { return model.NewCache(n)->BytesAfterReserve(n) <= kv_budget; };
-  if (fits(trained)) return trained;
-  int good = 0, over = trained;
-  while (over - good > 1) {
-    const int mid = good + (over - good) / 2;
-    (fits(mid) ? good : over) = mid;
-  }
-  return std::max(good, 1);
-}
-
 }  // namespace
 
 size_t RuntimeImpl::SessionsHeld() const {
@@ -140,11 +124,7 @@ absl::StatusOr<EmbedResult> RuntimeImpl::Embed(const EmbedJob& request, const st
   OCTO_RETURN_IF_ERROR(ValidateEmbedJob(request));
   std::shared_ptr<LoadedModel> m = model();
   if (m == nullptr) return absl::FailedPreconditionError("no model is loaded (octo-ctl load PATH)");
-  if (!request.model.empty() && CanonicalModelName(request.model) != m->summary().path) {
-    return absl::FailedPreconditionError(absl::StrCat("model ", QuotePrefix(request.model), " is not loaded ('",
-                                                      m->summary().path,
-                                                      "' is): another request changed it; send this one again"));
-  }
+  OCTO_RETURN_IF_ERROR(CheckRequestedModel(request.model, *m));
   const Pooling pooling = m->config().pooling;
   if (pooling == Pooling::kRank) {
     return absl::FailedPreconditionError(
@@ -154,7 +134,7 @@ absl::StatusOr<EmbedResult> RuntimeImpl::Embed(const EmbedJob& request, const st
     return absl::InvalidArgumentError(absl::StrCat("dimensions is ", request.dimensions, "; model '", m->summary().path,
                                                    "' gives ", m->config().dim, "-wide embeddings"));
   }
-  const int servable = EmbedContext(*m, options_.kv_budget_bytes);
+  const int servable = EmbedContext(*m);
   const int context = request.context_length > 0 ? std::min(request.context_length, servable) : servable;
   EmbedResult result;
   OCTO_ASSIGN_OR_RETURN(std::vector<std::vector<int32_t>> inputs, EmbedInputs(request, *m, context, &result.truncated));

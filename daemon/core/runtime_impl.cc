@@ -10,6 +10,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "daemon/core/model_name.h"
 #include "daemon/core/model_paths.h"
 #include "daemon/core/session_id.h"
 #include "storage/bounded_json.h"
@@ -179,6 +180,13 @@ absl::Status RuntimeImpl::CloseSession(const std::string& id, const std::string&
   return absl::OkStatus();
 }
 
+absl::Status RuntimeImpl::CheckRequestedModel(const std::string& requested, const LoadedModel& m) {
+  if (requested.empty() || CanonicalModelName(requested) == m.summary().path) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat("model ", QuotePrefix(requested), " is not loaded ('",
+                                                    m.summary().path,
+                                                    "' is): another request changed it; send this one again"));
+}
+
 absl::StatusOr<std::shared_ptr<JobHandle>> RuntimeImpl::Submit(GenerateJob request, std::shared_ptr<TokenSink> sink) {
   OCTO_RETURN_IF_ERROR(ValidateJob(request));
   {
@@ -187,10 +195,7 @@ absl::StatusOr<std::shared_ptr<JobHandle>> RuntimeImpl::Submit(GenerateJob reque
   }
   std::shared_ptr<LoadedModel> m = model();
   if (m == nullptr) return absl::FailedPreconditionError("no model is loaded (octo-ctl load PATH)");
-  if (!request.model.empty() && CanonicalModelName(request.model) != m->summary().path) {
-    return absl::FailedPreconditionError(absl::StrCat("model ", QuotePrefix(request.model), " is not loaded ('", m->summary().path,
-                                                      "' is): another request changed it; send this one again"));
-  }
+  OCTO_RETURN_IF_ERROR(CheckRequestedModel(request.model, *m));
   std::shared_ptr<Session> session;
   {
     std::lock_guard<std::mutex> lock(mu_);

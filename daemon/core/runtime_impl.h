@@ -118,6 +118,12 @@ class RuntimeImpl : public Runtime {
   // The most positions one sequence can use: the model's trained context,
   // or fewer when the KV budget cannot hold that many for it alone.
   int ServableContext(const LoadedModel& model) const;
+  // The longest input `model` can embed: as ServableContext, for a cache
+  // sized to the input (as Embed makes it) rather than one that grows.
+  int EmbedContext(const LoadedModel& model) const;
+  // The loaded model `m` when a request names no model or that one;
+  // FAILED_PRECONDITION naming both otherwise.
+  static absl::Status CheckRequestedModel(const std::string& requested, const LoadedModel& m);
   // A one-shot job's positions: job.context_length (0: ServableContext),
   // capped by ServableContext.
   int OneShotContext(const GenerateJob& job, const LoadedModel& model) const;

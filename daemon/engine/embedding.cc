@@ -14,7 +14,6 @@ bool EmbeddingPool::AllRows(int first) const {
 }
 
 void EmbeddingPool::Add(std::span<const float> rows, int first, int n) {
-  const bool all = AllRows(first);
   auto take = [&](int row) {
     for (int i = 0; i < dim_; ++i) sum_[i] += rows[static_cast<size_t>(row) * dim_ + i];
   };
@@ -23,7 +22,7 @@ void EmbeddingPool::Add(std::span<const float> rows, int first, int n) {
   } else if (pooling_ == Pooling::kCls && first == 0) {
     take(0);
   } else if (pooling_ == Pooling::kLast && first + n == n_tokens_) {
-    take(all ? n - 1 : 0);
+    take(0);  // the step's one row: its last token's
   }
   added_ += n;
 }

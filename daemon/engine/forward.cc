@@ -152,17 +152,18 @@ absl::Status ForwardLlama(const ModelView& model, std::span<const SequenceStep> 
   if (any_tree) OCTO_RETURN_IF_ERROR(backend.Upload(s.tree_mask.data(), s.tree_mask_host.data(), sizeof(uint64_t) * n));
 
   const RopeParams rope_q{.n_heads = static_cast<int>(c.n_heads), .head_dim = head_dim,
-                    .rope_dim = static_cast<int>(c.rope_dim), .freq_base = c.rope_theta,
-                    .neox = c.rope_style == RopeStyle::kNeox, .freq_factors = g.rope_freqs};
+                          .rope_dim = static_cast<int>(c.rope_dim), .freq_base = c.rope_theta,
+                          .neox = c.rope_style == RopeStyle::kNeox, .freq_factors = g.rope_freqs};
 
   // Between layers s.xb holds the last layer's FFN output, not yet added to
-  // s.x: the add goes with the next layer's attention norm (one op).
-  bool ffn_pending = false;
+  // s.x: the add goes with the next layer's attention norm (one op), and
+  // after the last layer before the final norm.
   const int64_t n_x = static_cast<int64_t>(n) * dim;
   for (uint32_t layer = 0; layer < c.n_layers; ++layer) {
     // Weights: resident, or streamed in now (may wait for the read or the copy).
     OCTO_ASSIGN_OR_RETURN(const LayerWeights* w, model.layers->Acquire(layer));
     const LayerWeights& lw = *w;
+    const bool ffn_pending = layer > 0;
     auto step_status = [&]() -> absl::Status {
       // A MoE layer streamed in two phases: start reading its likely experts
       // (routed from the whole residual), then the attention norm.
@@ -175,7 +176,6 @@ absl::Status ForwardLlama(const ModelView& model, std::span<const SequenceStep> 
       } else {
         OCTO_RETURN_IF_ERROR(backend.RmsNorm(s.x.data(), lw.attn_norm, s.xb.data(), n, dim, c.norm_eps));
       }
-      ffn_pending = true;  // the FFN below leaves its output in s.xb
       if (lw.deltanet) {
         OCTO_RETURN_IF_ERROR(DeltaNetMixer(c, lw, layer, batch, n, s, backend));
         return ResidualAndFfn(c, lw, layer, *model.layers, n, s, backend);
@@ -235,7 +235,7 @@ absl::Status ForwardLlama(const ModelView& model, std::span<const SequenceStep> 
     OCTO_RETURN_IF_ERROR(Annotate(step_status, absl::StrCat("layer ", layer)));
   }
 
-  if (ffn_pending) OCTO_RETURN_IF_ERROR(backend.Add(s.x.data(), s.xb.data(), s.x.data(), n_x));
+  OCTO_RETURN_IF_ERROR(backend.Add(s.x.data(), s.xb.data(), s.x.data(), n_x));  // the last layer's FFN
   // Final norm and lm_head, for the rows whose logits were asked for.
   for (int i = 0; i < n_out; ++i) {
     OCTO_RETURN_IF_ERROR(backend.Copy(s.x_out.data() + static_cast<size_t>(i) * dim,

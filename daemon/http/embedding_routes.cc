@@ -19,9 +19,8 @@ namespace {
 
 struct EmbedRequest {
   EmbedJob job;
-  std::string model;                       // as the client named it
-  bool base64 = false;                     // OpenAI encoding_format
-  std::optional<absl::Duration> keep_alive;  // Ollama: checked; the model stays loaded
+  std::string model;    // as the client named it
+  bool base64 = false;  // OpenAI encoding_format
 };
 
 // OpenAI's `input`: a string, strings, token ids, or lists of token ids.
@@ -43,8 +42,9 @@ absl::Status ReadOpenAiInput(const FieldReader& fields, EmbedJob* job) {
   return absl::OkStatus();
 }
 
-// What every form shares: the input count, empty inputs, dimensions.
-absl::Status CheckInputs(const FieldReader& fields, const char* key, const EmbedRequest& request) {
+// What both forms of `input` share: the count, no empty input.
+absl::Status CheckInputs(const FieldReader& fields, const EmbedRequest& request) {
+  constexpr char key[] = "input";
   const size_t n = request.job.texts.size() + request.job.token_inputs.size();
   if (n == 0) return fields.Error(key, "expected at least one input, got an empty array");
   if (n > kMaxEmbedInputs) {
@@ -65,7 +65,7 @@ absl::StatusOr<EmbedRequest> ParseOpenAiEmbeddings(const nlohmann::json& body) {
   OCTO_RETURN_IF_ERROR(fields.Require("model"));
   OCTO_RETURN_IF_ERROR(fields.String("model", &request.model));
   OCTO_RETURN_IF_ERROR(ReadOpenAiInput(fields, &request.job));
-  OCTO_RETURN_IF_ERROR(CheckInputs(fields, "input", request));
+  OCTO_RETURN_IF_ERROR(CheckInputs(fields, request));
   std::string format = "float";
   OCTO_RETURN_IF_ERROR(fields.String("encoding_format", &format));
   if (format != "float" && format != "base64") {
@@ -89,7 +89,7 @@ absl::StatusOr<EmbedRequest> ParseOllamaEmbed(const nlohmann::json& body, bool l
   } else {
     OCTO_RETURN_IF_ERROR(fields.Require("input"));
     OCTO_RETURN_IF_ERROR(fields.Strings("input", &request.job.texts));
-    OCTO_RETURN_IF_ERROR(CheckInputs(fields, "input", request));
+    OCTO_RETURN_IF_ERROR(CheckInputs(fields, request));
     request.job.truncate = true;
     OCTO_RETURN_IF_ERROR(fields.Bool("truncate", &request.job.truncate));
     OCTO_RETURN_IF_ERROR(fields.Integer("dimensions", 1, kMaxJsonInt32, &request.job.dimensions));
@@ -98,7 +98,8 @@ absl::StatusOr<EmbedRequest> ParseOllamaEmbed(const nlohmann::json& body, bool l
     if (!options->is_object()) return fields.Error("options", absl::StrCat("expected an object, got ", JsonTypeName(*options)));
     OCTO_RETURN_IF_ERROR(FieldReader(*options, "options.").Integer("num_ctx", 1, kMaxJsonInt32, &request.job.context_length));
   }
-  OCTO_RETURN_IF_ERROR(ReadKeepAlive(fields, &request.keep_alive));
+  std::optional<absl::Duration> keep_alive;  // checked; octod keeps its one model loaded
+  OCTO_RETURN_IF_ERROR(ReadKeepAlive(fields, &keep_alive));
   return request;
 }
 

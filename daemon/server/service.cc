@@ -145,9 +145,6 @@ grpc::ServerUnaryReactor* OctoService::Embed(grpc::CallbackServerContext* contex
         job.texts.push_back(input.text());
       }
     }
-    if (!job.texts.empty() && !job.token_inputs.empty()) {
-      return absl::InvalidArgumentError("inputs: give texts or token lists, not both");
-    }
     job.model = request->model();
     job.owner = caller.credential;
     job.origin = "gRPC Embed";

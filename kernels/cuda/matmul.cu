@@ -3,6 +3,7 @@
 // kMaxDecodePathTokens tokens and the prefill path (matmul_prefill.cu)
 // beyond. cuda::MatMulGroup does the same for matrices that read one x,
 // rounding x once for all of them on the decode path.
+#include <algorithm>
 #include <cstdint>
 #include <span>
 
@@ -70,7 +71,7 @@ absl::Status MatMul(const WeightMatrix& w, const float* x, float* out, int n_tok
 
 size_t MatMulGroupScratchBytes(std::span<const WeightMatrix> ws, int n_tokens) {
   size_t bytes = 0;
-  for (const WeightMatrix& w : ws) bytes = bytes > MatMulScratchBytes(w, n_tokens) ? bytes : MatMulScratchBytes(w, n_tokens);
+  for (const WeightMatrix& w : ws) bytes = std::max(bytes, MatMulScratchBytes(w, n_tokens));
   return bytes;
 }
 
