@@ -51,7 +51,8 @@ DaemonCommands::DaemonCommands(CLI::App& app) {
                          "SIZE (e.g. 8GiB), 0 (none) or auto");
   residency_->add_flag("--reset", reset_,
                        "Start from octod's configured settings (other flags apply on top); settings changed at "
-                       "run time hold for the loaded model only");
+                       "run time hold for that model only");
+  residency_->add_option("--model", model_path_, "The loaded model to change (default: the default model)");
   residency_->add_flag("--json", json_, "The plan in force as JSON");
 
   load_ = app.add_subcommand("load", "Load a model: a layer directory or GGUF file under octod's models root");
@@ -61,7 +62,8 @@ DaemonCommands::DaemonCommands(CLI::App& app) {
                     "octod's --draft-model)");
   load_->add_flag("--json", json_, "The model as JSON");
 
-  unload_ = app.add_subcommand("unload", "Unload the model");
+  unload_ = app.add_subcommand("unload", "Unload a model, ending its sessions");
+  unload_->add_option("name", model_path_, "The loaded model (may be left out while only one is loaded)");
 
   models_ = app.add_subcommand("models", "List the model directories under octod's models root");
   models_->add_flag("--json", json_, "The list as JSON");
@@ -140,6 +142,7 @@ int DaemonCommands::Sessions(OctoClient& client) {
 int DaemonCommands::Residency(OctoClient& client) {
   v1::SetResidencyRequest request;
   request.set_reset(reset_);
+  request.set_model(model_path_);
   if (pin_first_.has_value()) request.set_pin_first(*pin_first_);
   if (pin_last_.has_value()) request.set_pin_last(*pin_last_);
   if (budget_ == "auto") {
@@ -199,8 +202,8 @@ int DaemonCommands::Load(OctoClient& client) {
 }
 
 int DaemonCommands::Unload(OctoClient& client) {
-  if (absl::Status unloaded = client.UnloadModel(); !unloaded.ok()) return Fail(unloaded);
-  std::printf("unloaded\n");
+  if (absl::Status unloaded = client.UnloadModel(model_path_); !unloaded.ok()) return Fail(unloaded);
+  absl::PrintF("unloaded%s\n", model_path_.empty() ? "" : " " + model_path_);
   return 0;
 }
 

@@ -3,10 +3,12 @@
 //   octo-ctl status [--json] [--watch [SECONDS]]   model, residency map, memory
 //                                                  vs budgets, loader, per-layer
 //                                                  times, overlap, sessions
-//   octo-ctl residency [--pin-first N] [--pin-last N] [--budget SIZE|auto]
-//                      [--vram-budget SIZE|auto]
-//   octo-ctl load PATH          load a model (relative to octod's models root)
-//   octo-ctl unload
+//   octo-ctl residency [--model NAME] [--pin-first N] [--pin-last N]
+//                      [--budget SIZE|auto] [--vram-budget SIZE|auto]
+//   octo-ctl load NAME          load a model (relative to octod's models root),
+//                               beside the loaded ones
+//   octo-ctl unload [NAME]      unload one (NAME may be left out while only
+//                               one is loaded)
 //   octo-ctl models [--json]    model directories under the models root
 //   octo-ctl health [--json]    exit 0 when octod serves, 1 otherwise
 //
@@ -52,7 +54,7 @@ class DaemonCommands {
   std::string budget_;
   std::string vram_budget_;
   std::string expert_cache_;
-  std::string model_path_;
+  std::string model_path_;  // load's and unload's NAME, residency --model
   std::string draft_model_;  // load --draft-model; empty: octod's
   CLI::App* status_ = nullptr;
   CLI::App* residency_ = nullptr;

@@ -217,8 +217,10 @@ absl::StatusOr<v1::ModelInfo> OctoClient::LoadModel(const std::string& path,
   return response->model();
 }
 
-absl::Status OctoClient::UnloadModel() {
-  return Unary<v1::UnloadModelResponse>(&v1::Octo::Stub::UnloadModel, v1::UnloadModelRequest()).status();
+absl::Status OctoClient::UnloadModel(const std::string& path) {
+  v1::UnloadModelRequest request;
+  request.set_path(path);
+  return Unary<v1::UnloadModelResponse>(&v1::Octo::Stub::UnloadModel, request).status();
 }
 
 absl::StatusOr<v1::ListModelsResponse> OctoClient::ListModels() {

@@ -126,17 +126,33 @@ std::string ResidencyLines(const v1::ResidencyStatus& r, uint64_t generated_toke
   return out;
 }
 
+// Every loaded model: its use, memory and keep_alive ("*": the default).
+void AppendModels(const v1::GetStatusResponse& status, std::string& out) {
+  absl::StrAppendFormat(&out, "loaded      %d model%s\n", status.models_size(), status.models_size() == 1 ? "" : "s");
+  absl::StrAppendFormat(&out, "  %-28s  %4s  %8s  %10s  %10s  %10s  %8s  %s\n", "NAME", "JOBS", "SESSIONS", "RAM",
+                        "VRAM", "KV", "IDLE", "UNLOADS");
+  for (const v1::LoadedModelStatus& m : status.models()) {
+    const v1::ResidencyStatus& r = m.residency();
+    absl::StrAppendFormat(
+        &out, "%s %-28s  %4u  %8u  %10s  %10s  %10s  %8s  %s\n", m.is_default() ? "*" : " ", m.model().path(), m.jobs(),
+        m.sessions(), FormatByteSize(r.held_bytes() + r.global_bytes()),
+        r.has_device() ? FormatByteSize(r.device().held_bytes() + r.device().global_bytes()) : "-",
+        FormatByteSize(m.kv_bytes()), m.jobs() > 0 ? "in use" : Duration(m.idle_seconds()),
+        m.has_expires_in_seconds() ? absl::StrCat("in ", Duration(m.expires_in_seconds())) : "when room is needed");
+  }
+}
+
 void AppendSessions(const v1::GetStatusResponse& status, std::string& out) {
   absl::StrAppendFormat(&out, "sessions    %d%s\n", status.sessions_size(),
                         status.other_sessions() > 0 ? absl::StrCat(" (and ", status.other_sessions(),
                                                                    " of other credentials)")
                                                     : "");
   if (status.sessions_size() == 0) return;
-  absl::StrAppendFormat(&out, "  %-33s  %-8s  %17s  %10s  %-6s  %8s\n", "ID", "OWNER", "POSITIONS", "KV", "STATE",
-                        "IDLE");
+  absl::StrAppendFormat(&out, "  %-33s  %-8s  %-20s  %17s  %10s  %-6s  %8s\n", "ID", "OWNER", "MODEL", "POSITIONS",
+                        "KV", "STATE", "IDLE");
   for (const v1::SessionStatus& session : status.sessions()) {
-    absl::StrAppendFormat(&out, "  %-33s  %-8s  %17s  %10s  %-6s  %8s\n", session.session_id(), session.owner(),
-                          absl::StrCat(session.positions(), "/", session.context_length()),
+    absl::StrAppendFormat(&out, "  %-33s  %-8s  %-20s  %17s  %10s  %-6s  %8s\n", session.session_id(), session.owner(),
+                          session.model(), absl::StrCat(session.positions(), "/", session.context_length()),
                           FormatByteSize(session.kv_bytes()), session.active() ? "active" : "idle",
                           Duration(session.idle_seconds()));
   }
@@ -182,6 +198,7 @@ std::string FormatStatus(const v1::GetStatusResponse& status) {
     }
     absl::StrAppendFormat(&out, ", %s so far\n", Duration(l.seconds()));
   }
+  if (status.models_size() > 0) AppendModels(status, out);
   absl::StrAppendFormat(&out, "kv cache    %s used of %s\n", FormatByteSize(status.kv_used_bytes()),
                         FormatByteSize(status.kv_budget_bytes()));
   const v1::LoaderStatus& loader = status.loader();

@@ -137,6 +137,10 @@ absl::Status LoadedModel::ApplyResidency(const ResidencySettings& host, const Vr
   return absl::OkStatus();
 }
 
+uint64_t LoadedModel::device_held_bytes() const {
+  return weights_->on_device() ? weights_->DeviceStats().held_bytes : 0;
+}
+
 void LoadedModel::AddDeviceReport(ResidencyReport& report, std::vector<LayerReport>& layers) {
   if (!weights_->on_device()) return;
   const DeviceTierStats s = weights_->DeviceStats();

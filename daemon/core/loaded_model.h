@@ -78,6 +78,8 @@ class LoadedModel {
   // VRAM tier under `vram`. On an error the previous plans stay in force.
   absl::Status ApplyResidency(const ResidencySettings& host, const VramSettings& vram);
   const VramSettings& vram() const { return vram_; }
+  // What its VRAM tier holds (layers and staging); 0 off the device.
+  uint64_t device_held_bytes() const;
   // The VRAM tier's report and per-layer copy times (CUDA), into `report`.
   void AddDeviceReport(ResidencyReport& report, std::vector<LayerReport>& layers);
 

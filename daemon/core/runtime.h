@@ -39,6 +39,13 @@ inline constexpr uint64_t kVramReserveBytes = 512ull << 20;
 struct RuntimeOptions {
   std::string models_root;          // LoadModel paths are relative to it, confined to it
   std::string model;                // loaded at start when non-empty (relative to models_root)
+  // Models held at once. A load past it, or past the shared budgets,
+  // unloads idle models, least recently used first; models in use are
+  // never unloaded for it (the load is UNAVAILABLE then).
+  uint32_t max_loaded_models = 3;
+  // How long an idle model stays loaded (a request's keep_alive overrides
+  // it for its model); infinite: until another load needs its room.
+  absl::Duration keep_alive = absl::InfiniteDuration();
   // Where GGUF files under models_root are decomposed on first load
   // (storage/gguf_cache.h). Empty: "<models_root>/.octo-cache".
   std::string cache_dir;
@@ -103,7 +110,14 @@ struct RuntimeOptions {
 struct GenerateJob {
   std::string session_id;                 // empty: one-shot, in a temporary cache
   std::string owner;                      // the caller's credential: a session must be its own
-  std::string model;                      // not empty: run only if this model (its path) is the loaded one
+  // The model to run (its name under the models root), loaded first when
+  // it is not; empty: the session's, or the default model (the one loaded
+  // last). A session's job must name its session's model or none.
+  std::string model;
+  // How long the model stays loaded once idle (Ollama's keep_alive; zero:
+  // unloaded when this job ends, infinite: until room is needed); unset:
+  // as it was.
+  std::optional<absl::Duration> keep_alive;
   std::string origin;                     // what asked, for the request log ("POST /api/chat", "gRPC Generate")
   // Exactly one of: prompt text, prompt tokens, chat messages.
   std::string prompt;
@@ -137,7 +151,8 @@ inline constexpr size_t kMaxEmbedInputs = 2048;  // per request, as OpenAI's
 // What a client asks to embed; see proto/octo.proto EmbedRequest.
 struct EmbedJob {
   std::string owner;   // the caller's credential
-  std::string model;   // not empty: run only if this model (its path) is the loaded one
+  std::string model;   // as GenerateJob's: loaded first when it is not; empty: the default model
+  std::optional<absl::Duration> keep_alive;  // as GenerateJob's
   std::string origin;  // what asked, for the request log
   // Exactly one of these is non-empty; each element is one input.
   std::vector<std::string> texts;               // tokenized with the model's BOS/EOS rules
@@ -220,6 +235,7 @@ struct ModelSummary {
 };
 
 struct ResidencyChange {  // unset: keep
+  std::string model;   // the loaded model it is for; empty: the default model
   bool reset = false;  // start from the configured settings (octod's flags), not the current ones
   std::optional<uint32_t> pin_first, pin_last;
   std::optional<uint64_t> budget_bytes;
@@ -297,6 +313,7 @@ struct ResidencyReport {
 struct SessionReport {
   std::string id;
   std::string owner;  // the credential that created it
+  std::string model;  // the model it belongs to
   uint32_t positions = 0, context_length = 0;
   uint64_t kv_bytes = 0;
   bool active = false;
@@ -341,8 +358,26 @@ struct LoadProgress {
 // creating thread as the GGUF's bytes are written.
 using CreateWatcher = std::function<void(const LoadProgress&)>;
 
+// One loaded model (RuntimeReport::models).
+struct LoadedModelReport {
+  ModelSummary summary;
+  std::string backend;
+  ResidencyReport residency;
+  LoaderReport loader;
+  bool is_default = false;        // requests naming no model run on it
+  uint32_t jobs = 0, sessions = 0;  // running or waiting on it; its open sessions
+  uint64_t kv_bytes = 0;          // its sessions' caches
+  double idle_seconds = 0;        // since a request last asked for it (0 while in use)
+  // Its keep_alive: seconds until it is unloaded while idle; unset: kept
+  // until another load needs its room.
+  std::optional<double> expires_in_seconds;
+};
+
 struct RuntimeReport {
+  // The default model (the one requests naming none run on), with its
+  // residency, loader and layers below; every loaded model is in `models`.
   std::optional<ModelSummary> model;
+  std::vector<LoadedModelReport> models;  // by name
   std::optional<LoadProgress> loading;
   SpeculationReport speculation;
   ResidencyReport residency;
@@ -368,16 +403,43 @@ class Runtime {
   // scheduler and, when options.model is set, loads it.
   static absl::StatusOr<std::unique_ptr<Runtime>> Create(const RuntimeOptions& options);
 
-  // Models. LoadModel replaces the loaded model (FAILED_PRECONDITION while a
-  // job is running); NOT_FOUND / INVALID_ARGUMENT for a bad path, which
-  // must stay inside models_root.
+  // Models. LoadModel loads a model beside the loaded ones (and makes it
+  // the default), unloading idle ones when it needs their room (see
+  // RuntimeOptions::max_loaded_models): UNAVAILABLE when only models in use
+  // hold it. Loading a loaded model loads it again (its sessions end;
+  // FAILED_PRECONDITION while it is in use). A load that fails after
+  // unloading others loads them again. NOT_FOUND / INVALID_ARGUMENT for a
+  // bad path, which must stay inside models_root.
   // draft_model: its draft model (speculative decoding): unset: the one
   // the options name; "none": no draft. A draft whose vocabulary is not the
   // target's is INVALID_ARGUMENT naming the difference, and nothing is
   // loaded then.
   virtual absl::StatusOr<ModelSummary> LoadModel(const std::string& path,
                                                  const std::optional<std::string>& draft_model) = 0;
-  virtual absl::Status UnloadModel() = 0;
+  // Unloads the model `name` (empty: the only loaded one), ending its
+  // sessions: FAILED_PRECONDITION while jobs run on it, NOT_FOUND when it is
+  // not loaded, INVALID_ARGUMENT for "" while several are.
+  virtual absl::Status UnloadModel(const std::string& name) = 0;
+  // The loaded model `name` (empty: the default model), loaded now when it
+  // is not, as a request naming it would be; *loaded_now (when set) says
+  // whether this call loaded it. NOT_FOUND for no such model.
+  virtual absl::StatusOr<ModelSummary> AcquireModel(const std::string& name, bool* loaded_now) {
+    const RuntimeReport report = Report();
+    if (loaded_now != nullptr) *loaded_now = false;
+    for (const LoadedModelReport& m : report.models) {
+      if (m.summary.path == name || (name.empty() && m.is_default)) return m.summary;
+    }
+    if (report.model.has_value() && (name.empty() || report.model->path == name)) return *report.model;
+    if (loaded_now != nullptr) *loaded_now = true;
+    return LoadModel(name, std::nullopt);
+  }
+  // How long the loaded model `name` stays loaded once idle (Ollama's
+  // keep_alive; zero: unloaded as soon as no request, job or session holds
+  // it). NOT_FOUND when it is not loaded.
+  virtual absl::Status SetKeepAlive(const std::string& name, absl::Duration keep_alive) {
+    (void)keep_alive;
+    return keep_alive == absl::ZeroDuration() ? UnloadModel(name) : absl::OkStatus();
+  }
   virtual absl::StatusOr<std::vector<ModelSummary>> ListModels() = 0;
   // Imports a GGUF as a new model: decomposes the file at `gguf` (a path
   // on this machine, absolute or under models_root) into the layer
@@ -401,8 +463,10 @@ class Runtime {
   // (NOT_FOUND). Ids are 128 random bits.
   // A non-empty `name` opens the owner's session of that name, or returns it
   // when it exists (SessionReport.created says which); its id is the name.
+  // A session belongs to `model` (loaded first when it is not; empty: the
+  // default model) and holds it loaded while it is open.
   virtual absl::StatusOr<SessionReport> CreateSession(uint32_t context_length, const std::string& owner,
-                                                      const std::string& name = "") = 0;
+                                                      const std::string& name = "", const std::string& model = "") = 0;
   virtual absl::Status CloseSession(const std::string& id, const std::string& owner) = 0;
 
   // Queues a job; events go to `sink`. Errors found before queueing

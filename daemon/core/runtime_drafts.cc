@@ -1,5 +1,5 @@
-// The runtime's draft models (speculative decoding): the loaded model's
-// default, and those requests name, loaded on first use; and how a job and
+// The runtime's draft models (speculative decoding): each loaded model's
+// default, and those requests name, loaded on first use for their target; and how a job and
 // its session get their draft and the draft's cache.
 #include <algorithm>
 #include <utility>
@@ -12,11 +12,13 @@
 
 namespace octo {
 
-absl::StatusOr<std::shared_ptr<DraftModel>> RuntimeImpl::LoadDraft(const std::string& path, const Tokenizer& target,
-                                                                   uint32_t target_logits,
+absl::StatusOr<std::shared_ptr<DraftModel>> RuntimeImpl::LoadDraft(const std::string& path,
+                                                                   const std::string& target_name,
+                                                                   const Tokenizer& target, uint32_t target_logits,
                                                                    const std::string& backend) {
   std::lock_guard<std::mutex> lock(drafts_mu_);
-  if (auto it = drafts_.find(path); it != drafts_.end()) return it->second;
+  const std::string key = DraftKey(target_name, path);
+  if (auto it = drafts_.find(key); it != drafts_.end()) return it->second;
   if (drafts_.size() >= kMaxDraftModels) {
     // Make room: a draft no session or job holds any more goes.
     for (auto it = drafts_.begin(); it != drafts_.end();) {
@@ -37,7 +39,7 @@ absl::StatusOr<std::shared_ptr<DraftModel>> RuntimeImpl::LoadDraft(const std::st
                                                           .n_threads = options_.n_threads,
                                                           .allow_simd = options_.allow_simd},
                                          target, target_logits));
-  drafts_[path] = draft;
+  drafts_[key] = draft;
   return draft;
 }
 
@@ -45,10 +47,12 @@ absl::StatusOr<std::shared_ptr<DraftModel>> RuntimeImpl::ResolveDraft(const Gene
                                                                       const LoadedModel& target) {
   if (!request.draft_model.has_value() || request.draft_model->empty()) {
     std::lock_guard<std::mutex> lock(mu_);
-    return default_draft_;
+    const ModelSlot* slot = SlotOf(target);
+    return slot != nullptr ? slot->draft : nullptr;
   }
   if (*request.draft_model == kNoDraftModel) return std::shared_ptr<DraftModel>();
-  return LoadDraft(*request.draft_model, target.tokenizer(), target.config().vocab_size, target.backend_kind());
+  return LoadDraft(*request.draft_model, target.summary().path, target.tokenizer(), target.config().vocab_size,
+                   target.backend_kind());
 }
 
 JobDraft RuntimeImpl::NewJobDraft(std::shared_ptr<DraftModel> draft, const GenerateJob& request) const {

@@ -122,9 +122,7 @@ absl::StatusOr<std::vector<std::vector<int32_t>>> RuntimeImpl::EmbedInputs(const
 absl::StatusOr<EmbedResult> RuntimeImpl::Embed(const EmbedJob& request, const std::function<bool()>& cancelled) {
   const auto start = Clock::now();
   OCTO_RETURN_IF_ERROR(ValidateEmbedJob(request));
-  std::shared_ptr<LoadedModel> m = model();
-  if (m == nullptr) return absl::FailedPreconditionError("no model is loaded (octo-ctl load PATH)");
-  OCTO_RETURN_IF_ERROR(CheckRequestedModel(request.model, *m));
+  OCTO_ASSIGN_OR_RETURN(std::shared_ptr<LoadedModel> m, ModelFor(request.model, /*load=*/true, request.keep_alive));
   const Pooling pooling = m->config().pooling;
   if (pooling == Pooling::kRank) {
     return absl::FailedPreconditionError(
@@ -157,6 +155,7 @@ absl::StatusOr<EmbedResult> RuntimeImpl::Embed(const EmbedJob& request, const st
     session->id = NewSessionId();
     session->owner = request.owner;
     session->temporary = session->embedding = session->busy = true;
+    session->model = m;
     session->kv = m->NewCache(n_tokens);
     OCTO_ASSIGN_OR_RETURN(Generation generation,
                           Generation::Create(m->tokenizer(), SamplingParams{}, std::move(tokens), n_tokens));
@@ -170,7 +169,7 @@ absl::StatusOr<EmbedResult> RuntimeImpl::Embed(const EmbedJob& request, const st
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_) return absl::UnavailableError("octod is shutting down");
-    if (model_ != m) {
+    if (SlotOf(*m) == nullptr) {
       return absl::AbortedError("the model was loaded or unloaded while this request was being prepared; send it again");
     }
     for (const std::shared_ptr<Session>& session : sessions) sessions_[session->id] = session;

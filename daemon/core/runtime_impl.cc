@@ -14,6 +14,7 @@
 #include "daemon/core/model_paths.h"
 #include "daemon/core/session_id.h"
 #include "storage/bounded_json.h"
+#include "storage/byte_size.h"
 #include "storage/status_macros.h"
 
 namespace octo {
@@ -41,6 +42,10 @@ absl::Status ValidateOptions(const RuntimeOptions& o) {
   if (o.prefill_chunk < 1) return absl::InvalidArgumentError("prefill_chunk must be at least 1");
   if (o.embed_batch_tokens < 1) return absl::InvalidArgumentError("embed_batch_tokens must be at least 1");
   if (o.kv_budget_bytes == 0) return absl::InvalidArgumentError("kv_budget must be more than 0 bytes");
+  if (o.max_loaded_models < 1) return absl::InvalidArgumentError("max_loaded_models must be at least 1");
+  if (o.keep_alive < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("keep_alive must not be negative (infinite: until room is needed)");
+  }
   return ValidateSpeculation(o.speculation);
 }
 
@@ -48,22 +53,22 @@ absl::Status ValidateOptions(const RuntimeOptions& o) {
 
 RuntimeImpl::RuntimeImpl(const RuntimeOptions& options, LayerStreamFactory factory)
     : options_(options), factory_(std::move(factory)), speculation_(options.speculation) {
-  residency_.pin_first = options.pin_first;
-  residency_.pin_last = options.pin_last;
-  residency_.auto_budget = options.layer_budget_bytes == 0;
-  residency_.budget_bytes = options.layer_budget_bytes;
-  residency_.auto_budget_bytes = options.auto_budget_bytes > 0 ? options.auto_budget_bytes : DefaultAutoBudget();
-  residency_.ring_slots = options.ring_slots;
-  residency_.expert_cache_bytes = options.expert_cache_bytes;
-  vram_.auto_budget = options.vram_budget_bytes == 0;
-  vram_.budget_bytes = options.vram_budget_bytes;
-  vram_.staging_buffers = options.staging_buffers;
-  vram_.kv_budget_bytes = options.kv_budget_bytes;
+  ResidencySettings& r = configured_residency_;
+  r.pin_first = options.pin_first;
+  r.pin_last = options.pin_last;
+  r.auto_budget = options.layer_budget_bytes == 0;
+  r.budget_bytes = options.layer_budget_bytes;
+  r.auto_budget_bytes = options.auto_budget_bytes > 0 ? options.auto_budget_bytes : DefaultAutoBudget();
+  r.ring_slots = options.ring_slots;
+  r.expert_cache_bytes = options.expert_cache_bytes;
+  VramSettings& v = configured_vram_;
+  v.auto_budget = options.vram_budget_bytes == 0;
+  v.budget_bytes = options.vram_budget_bytes;
+  v.staging_buffers = options.staging_buffers;
+  v.kv_budget_bytes = options.kv_budget_bytes;
   // A pass's rows: the generations' (at least kMinPassTokens) and embedding inputs' beside them.
-  vram_.pass_rows = static_cast<int>(std::max<uint32_t>(kMinPassTokens, options.prefill_chunk) +
-                                     options.embed_batch_tokens);
-  configured_residency_ = residency_;
-  configured_vram_ = vram_;
+  v.pass_rows = static_cast<int>(std::max<uint32_t>(kMinPassTokens, options.prefill_chunk) +
+                                 options.embed_batch_tokens);
 }
 
 absl::StatusOr<std::unique_ptr<RuntimeImpl>> RuntimeImpl::Create(const RuntimeOptions& options,
@@ -80,14 +85,11 @@ absl::StatusOr<std::unique_ptr<RuntimeImpl>> RuntimeImpl::Create(const RuntimeOp
 
 RuntimeImpl::~RuntimeImpl() { Shutdown(); }
 
-std::shared_ptr<LoadedModel> RuntimeImpl::model() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return model_;
-}
-
-ModelSummary RuntimeImpl::Summary(const LoadedModel& model) const {
+ModelSummary RuntimeImpl::Summary(const LoadedModel& model) {
   ModelSummary summary = model.summary();
-  if (default_draft_ != nullptr) summary.draft_model = default_draft_->path();
+  if (const ModelSlot* slot = SlotOf(model); slot != nullptr && slot->draft != nullptr) {
+    summary.draft_model = slot->draft->path();
+  }
   return summary;
 }
 
@@ -131,10 +133,9 @@ void RuntimeImpl::CloseIdleSessions() {
 }
 
 absl::StatusOr<SessionReport> RuntimeImpl::CreateSession(uint32_t context_length, const std::string& owner,
-                                                         const std::string& name) {
+                                                         const std::string& name, const std::string& model_name) {
   if (!name.empty()) OCTO_RETURN_IF_ERROR(CheckSessionName(name));
-  std::shared_ptr<LoadedModel> m = model();
-  if (m == nullptr) return absl::FailedPreconditionError("no model is loaded");
+  OCTO_ASSIGN_OR_RETURN(std::shared_ptr<LoadedModel> m, ModelFor(model_name, /*load=*/true));
   std::lock_guard<std::mutex> lock(mu_);
   if (stopping_) return absl::UnavailableError("octod is shutting down");
   CloseIdleSessions();
@@ -142,7 +143,9 @@ absl::StatusOr<SessionReport> RuntimeImpl::CreateSession(uint32_t context_length
   report.owner = owner;
   if (!name.empty()) {
     if (auto it = sessions_.find(SessionKey(name, owner)); it != sessions_.end()) {
+      OCTO_RETURN_IF_ERROR(CheckSessionModel(*it->second, model_name));
       report.id = name;
+      report.model = it->second->model->summary().path;
       report.context_length = static_cast<uint32_t>(it->second->kv->max_positions());
       report.positions = static_cast<uint32_t>(it->second->kv->size());
       return report;
@@ -152,13 +155,18 @@ absl::StatusOr<SessionReport> RuntimeImpl::CreateSession(uint32_t context_length
     return absl::ResourceExhaustedError(absl::StrCat("the daemon holds ", SessionsHeld(),
                                                      " sessions, its max_sessions; close one first"));
   }
+  if (SlotOf(*m) == nullptr) {
+    return absl::AbortedError("the model was unloaded while the session was being opened; open it again");
+  }
   auto session = std::make_shared<Session>();
   session->id = name.empty() ? NewSessionId() : name;
   session->named = !name.empty();
   session->owner = owner;
+  session->model = m;
   session->kv = m->NewCache(SessionContext(context_length, *m));
   sessions_[SessionKey(session->id, owner)] = session;
   report.id = session->id;
+  report.model = m->summary().path;
   report.created = true;
   report.context_length = static_cast<uint32_t>(session->kv->max_positions());
   return report;
@@ -180,11 +188,11 @@ absl::Status RuntimeImpl::CloseSession(const std::string& id, const std::string&
   return absl::OkStatus();
 }
 
-absl::Status RuntimeImpl::CheckRequestedModel(const std::string& requested, const LoadedModel& m) {
-  if (requested.empty() || CanonicalModelName(requested) == m.summary().path) return absl::OkStatus();
-  return absl::FailedPreconditionError(absl::StrCat("model ", QuotePrefix(requested), " is not loaded ('",
-                                                    m.summary().path,
-                                                    "' is): another request changed it; send this one again"));
+absl::Status RuntimeImpl::CheckSessionModel(const Session& session, const std::string& requested) {
+  const std::string& path = session.model->summary().path;
+  if (requested.empty() || CanonicalModelName(requested) == path) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat("session '", session.id, "' belongs to model '", path,
+                                                    "', not ", QuotePrefix(requested)));
 }
 
 absl::StatusOr<std::shared_ptr<JobHandle>> RuntimeImpl::Submit(GenerateJob request, std::shared_ptr<TokenSink> sink) {
@@ -193,9 +201,12 @@ absl::StatusOr<std::shared_ptr<JobHandle>> RuntimeImpl::Submit(GenerateJob reque
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_) return absl::UnavailableError("octod is shutting down");
   }
-  std::shared_ptr<LoadedModel> m = model();
-  if (m == nullptr) return absl::FailedPreconditionError("no model is loaded (octo-ctl load PATH)");
-  OCTO_RETURN_IF_ERROR(CheckRequestedModel(request.model, *m));
+  // A session's job runs on the session's model; a one-shot job on the one
+  // it names (loaded now when it is not) or the default.
+  std::shared_ptr<LoadedModel> m;
+  if (request.session_id.empty()) {
+    OCTO_ASSIGN_OR_RETURN(m, ModelFor(request.model, /*load=*/true, request.keep_alive));
+  }
   std::shared_ptr<Session> session;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -207,6 +218,12 @@ absl::StatusOr<std::shared_ptr<JobHandle>> RuntimeImpl::Submit(GenerateJob reque
         return absl::NotFoundError(absl::StrCat("no session '", request.session_id, "'"));
       }
       session = it->second;
+      OCTO_RETURN_IF_ERROR(CheckSessionModel(*session, request.model));
+      m = session->model;
+      if (ModelSlot* slot = SlotOf(*m); slot != nullptr) {
+        slot->last_used = Clock::now();
+        if (request.keep_alive.has_value()) slot->keep_alive = *request.keep_alive;
+      }
       if (session->busy) {
         return absl::FailedPreconditionError(absl::StrCat("session '", request.session_id,
                                                           "' is already generating"));
@@ -222,6 +239,7 @@ absl::StatusOr<std::shared_ptr<JobHandle>> RuntimeImpl::Submit(GenerateJob reque
       session->owner = request.owner;
       session->temporary = true;
       session->busy = true;
+      session->model = m;
       session->kv = m->NewCache(OneShotContext(request, *m));
     }
   }
@@ -282,9 +300,9 @@ absl::StatusOr<std::shared_ptr<JobHandle>> RuntimeImpl::Submit(GenerateJob reque
     session->busy = false;
     return absl::UnavailableError("octod is shutting down");
   }
-  // A load or unload between model() above and here (possible while no job
-  // runs) must not get a job whose cache and tokens belong to the old model.
-  if (model_ != m) {
+  // An unload (or a load of it again) between ModelFor above and here must
+  // not get a job whose cache and tokens belong to the old model.
+  if (SlotOf(*m) == nullptr) {
     session->busy = false;
     return absl::AbortedError("the model was loaded or unloaded while this job was being prepared; send it again");
   }
@@ -322,15 +340,37 @@ absl::StatusOr<std::string> RuntimeImpl::Detokenize(const std::vector<int32_t>& 
 
 absl::StatusOr<std::vector<int32_t>> RuntimeImpl::PromptTokens(const GenerateJob& job) {
   OCTO_RETURN_IF_ERROR(ValidateJob(job));
-  std::shared_ptr<LoadedModel> m = model();
-  if (m == nullptr) return absl::FailedPreconditionError("no model is loaded");
+  OCTO_ASSIGN_OR_RETURN(std::shared_ptr<LoadedModel> m, ModelFor(job.model, /*load=*/true));
   std::vector<ChatMessage> new_messages;
   return JobPromptTokens(job, Session{}, *m, &new_messages);
 }
 
 absl::StatusOr<ResidencyReport> RuntimeImpl::SetResidency(const ResidencyChange& change) {
+  std::lock_guard<std::mutex> load(load_mu_);
   ControlScope control(*this);
-  ResidencySettings next = change.reset ? configured_residency_ : residency_;
+  std::shared_ptr<LoadedModel> m;
+  ResidencySettings next = configured_residency_;
+  VramSettings next_vram = configured_vram_;
+  uint64_t others_held = 0;  // the other models' layers: this one's budget shares the configured one with them
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!change.model.empty() || !models_.empty()) {
+      const std::string name = change.model.empty() ? DefaultModel()->summary().path : CanonicalModelName(change.model);
+      auto it = models_.find(name);
+      if (it == models_.end()) {
+        return absl::NotFoundError(
+            absl::StrCat("model ", QuotePrefix(change.model), " is not loaded (loaded: ", LoadedNames(), ")"));
+      }
+      m = it->second.model;
+      if (!change.reset) {
+        next = it->second.residency;
+        next_vram = it->second.vram;
+      }
+      for (const auto& [other, slot] : models_) {
+        if (other != name) others_held += slot.model->residency().Report().held_bytes;
+      }
+    }
+  }
   if (change.pin_first.has_value()) next.pin_first = *change.pin_first;
   if (change.pin_last.has_value()) next.pin_last = *change.pin_last;
   if (change.budget_bytes.has_value()) {
@@ -342,28 +382,47 @@ absl::StatusOr<ResidencyReport> RuntimeImpl::SetResidency(const ResidencyChange&
   if (!next.auto_budget && next.budget_bytes == 0) {
     return absl::InvalidArgumentError("budget_bytes must be set (more than 0) when auto_budget is off");
   }
-  VramSettings next_vram = change.reset ? configured_vram_ : vram_;
-  if (change.vram_budget_bytes.has_value()) {
-    next_vram.budget_bytes = *change.vram_budget_bytes;
-    next_vram.auto_budget = false;
+  if (others_held > 0) {
+    // Beside other models, the auto budget is what they leave of the
+    // configured one, and an explicit one may not take more.
+    const uint64_t total = configured_residency_.budget();
+    const uint64_t left = total > others_held ? total - others_held : 0;
+    if (next.auto_budget) {
+      next.auto_budget_bytes = std::min(next.auto_budget_bytes, left);
+    } else if (next.budget_bytes > left) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "a layer budget of ", FormatByteSize(next.budget_bytes), " does not fit beside the other loaded models: they hold ",
+          FormatByteSize(others_held), " of ", FormatByteSize(total), "; ask at most ", FormatByteSize(left),
+          " or unload one"));
+    }
   }
-  if (change.vram_auto.has_value()) next_vram.auto_budget = *change.vram_auto;
-  if (!next_vram.auto_budget && next_vram.budget_bytes == 0) {
+  VramSettings& vram = next_vram;
+  if (change.vram_budget_bytes.has_value()) {
+    vram.budget_bytes = *change.vram_budget_bytes;
+    vram.auto_budget = false;
+  }
+  if (change.vram_auto.has_value()) vram.auto_budget = *change.vram_auto;
+  if (!vram.auto_budget && vram.budget_bytes == 0) {
     return absl::InvalidArgumentError("vram_budget_bytes must be set (more than 0) when the VRAM budget is not auto");
   }
-  std::shared_ptr<LoadedModel> m = model();
-  if (m != nullptr) OCTO_RETURN_IF_ERROR(m->ApplyResidency(next, next_vram));
-  residency_ = next;
-  vram_ = next_vram;
-  // The settings belong to this model: loading another returns to the configured ones.
-  residency_model_ = change.reset || m == nullptr ? "" : loaded_from_.name;
   if (m == nullptr) {
+    // No model loaded: the settings the next load starts from.
+    configured_residency_ = next;
+    configured_vram_ = next_vram;
     ResidencyReport report;
     report.pin_first = next.pin_first;
     report.pin_last = next.pin_last;
     report.auto_budget = next.auto_budget;
     report.budget_bytes = next.budget();
     return report;
+  }
+  OCTO_RETURN_IF_ERROR(m->ApplyResidency(next, next_vram));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (ModelSlot* slot = SlotOf(*m); slot != nullptr) {
+      slot->residency = next;
+      slot->vram = next_vram;
+    }
   }
   ResidencyReport report = m->residency().Report();
   report.global_bytes = m->global_bytes();
@@ -376,9 +435,8 @@ absl::Duration RuntimeImpl::PassSilence() {
   const int64_t started = pass_started_ns_.load(std::memory_order_relaxed);
   if (started == 0) return absl::ZeroDuration();
   int64_t last = started;
-  if (const std::shared_ptr<LoadedModel> m = model(); m != nullptr) {
-    last = std::max(last, m->residency().last_activity_ns());
-  }
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [name, slot] : models_) last = std::max(last, slot.model->residency().last_activity_ns());
   return absl::Nanoseconds(std::chrono::steady_clock::now().time_since_epoch().count() - last);
 }
 
@@ -403,8 +461,7 @@ void RuntimeImpl::Shutdown() {
   std::lock_guard<std::mutex> pass(pass_mu_);
   std::lock_guard<std::mutex> lock(mu_);
   sessions_.clear();
-  model_.reset();  // stops the loader and removes the ring's shared memory
-  default_draft_.reset();
+  models_.clear();  // stops the loaders and removes the rings' shared memory
   std::lock_guard<std::mutex> drafts(drafts_mu_);
   drafts_.clear();
 }

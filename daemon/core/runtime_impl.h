@@ -1,10 +1,18 @@
 // RuntimeImpl: the Runtime (runtime.h) of octod. This header is for the
 // core's own files and tests; everyone else uses Runtime.
 //
-// Locks: mu_ guards the session table, the job queue and the model pointer;
-// pass_mu_ is held by the scheduler for one forward pass and by control
-// operations (load, unload, residency), so those run between passes. Order:
-// pass_mu_ before mu_. Sinks are called without mu_.
+// Locks: load_mu_ serializes loads and unloads (a load may take long: other
+// models keep serving); pass_mu_ is held by the scheduler for one forward
+// pass and by control operations that change a model in use (residency,
+// reloading it), so those run between passes; mu_ guards the loaded models,
+// the session table and the job queue. Order: load_mu_, pass_mu_, mu_.
+// Sinks are called without mu_.
+//
+// Several models (runtime_models.cc): each loaded model has its own weights,
+// loader and ring; sessions and jobs hold their model (Session::model), so a
+// model no one holds is idle and may be unloaded -- least recently used first
+// when a load needs room, or when its keep_alive runs out. A pass runs the
+// jobs of one model; passes take the models with work in turn.
 #pragma once
 
 #include <atomic>
@@ -43,13 +51,15 @@ class RuntimeImpl : public Runtime {
 
   absl::StatusOr<ModelSummary> LoadModel(const std::string& path,
                                          const std::optional<std::string>& draft_model) override;
-  absl::Status UnloadModel() override;
+  absl::Status UnloadModel(const std::string& name) override;
+  absl::StatusOr<ModelSummary> AcquireModel(const std::string& name, bool* loaded_now) override;
+  absl::Status SetKeepAlive(const std::string& name, absl::Duration keep_alive) override;
   absl::StatusOr<std::vector<ModelSummary>> ListModels() override;
   absl::Status CreateModel(const std::string& name, const std::string& gguf, const CreateWatcher& watch) override;
   absl::Status CopyModel(const std::string& source, const std::string& destination) override;
   absl::Status DeleteModel(const std::string& name) override;
   absl::StatusOr<SessionReport> CreateSession(uint32_t context_length, const std::string& owner,
-                                              const std::string& name = "") override;
+                                              const std::string& name = "", const std::string& model = "") override;
   absl::Status CloseSession(const std::string& id, const std::string& owner) override;
   absl::StatusOr<std::shared_ptr<JobHandle>> Submit(GenerateJob job, std::shared_ptr<TokenSink> sink) override;
   absl::StatusOr<EmbedResult> Embed(const EmbedJob& job, const std::function<bool()>& cancelled) override;
@@ -91,13 +101,61 @@ class RuntimeImpl : public Runtime {
   };
 
   RuntimeImpl(const RuntimeOptions& options, LayerStreamFactory factory);
-  std::shared_ptr<LoadedModel> model() const;
 
-  // Loading (runtime_load.cc). Where a loaded model came from, to load it
-  // again when its replacement fails.
+  // Where a loaded model came from, to load it again when a load that
+  // unloaded it fails.
   struct LoadedFrom {
     std::string name, dir, draft;
   };
+  // A model in memory: its weights, default draft, settings and use.
+  struct ModelSlot {
+    std::shared_ptr<LoadedModel> model;   // sessions and jobs hold it too: use_count 1 = idle
+    std::shared_ptr<DraftModel> draft;    // its default draft model, may be null
+    LoadedFrom from;
+    ResidencySettings residency;          // as loaded, or as SetResidency changed them
+    VramSettings vram;
+    Clock::time_point last_used;          // loaded, or a request asked for it
+    absl::Duration keep_alive;            // idle this long: unloaded (infinite: until room is needed)
+    uint64_t order = 0;                   // loads since start when it loaded: the newest is the default
+  };
+
+  // runtime_models.cc. The model `requested` names (canonical name or
+  // path), or the default model when empty; loaded now when `load` and it
+  // is not (else FAILED_PRECONDITION). Marks it used; a request's
+  // keep_alive (when set) becomes the model's.
+  absl::StatusOr<std::shared_ptr<LoadedModel>> ModelFor(const std::string& requested, bool load,
+                                                        const std::optional<absl::Duration>& keep_alive = std::nullopt,
+                                                        bool* loaded_now = nullptr);
+  // No session, job or request holds it: only models_ does.
+  static bool Idle(const ModelSlot& slot);
+  // The loaded models' names, for errors ("none" when none is).
+  std::string LoadedNames() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Jobs running or waiting on `model`.
+  size_t JobsOn(const LoadedModel& model) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // drafts_'s key for the draft `draft` of the model `target`.
+  static std::string DraftKey(const std::string& target, const std::string& draft);
+  // The default model (the newest loaded) or null.
+  std::shared_ptr<LoadedModel> DefaultModel() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::shared_ptr<LoadedModel> model() const;  // DefaultModel under mu_
+  ModelSlot* SlotOf(const LoadedModel& model) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Unloads idle models whose keep_alive ran out; the time the next one
+  // would (Clock::time_point::max() when none).
+  Clock::time_point UnloadExpiredModels();
+  // Room for a model of `layer_bytes` beside the loaded ones: at most
+  // max_loaded_models, and the shared layer (and explicit VRAM) budgets
+  // less what the others hold. Unloads idle models, least recently used
+  // first, into *evicted until it fits; UNAVAILABLE when only models in use
+  // are left. Narrows `residency` and `vram` to the room left.
+  absl::Status MakeModelRoom(const std::string& name, const std::vector<uint64_t>& layer_bytes,
+                             ResidencySettings& residency, VramSettings& vram, std::vector<ModelSlot>* evicted)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(load_mu_);
+  // Takes a model out of models_, with its sessions and drafts (its memory
+  // goes when the last holder lets go).
+  ModelSlot TakeModel(const std::string& name) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Drafts loaded for `target`, forgotten.
+  void DropDrafts(const std::string& target);
+
+  // Loading (runtime_load.cc).
   void Log(absl::string_view line) const;
   std::string CacheDir() const;
   void SetLoading(const std::optional<LoadProgress>& loading);
@@ -105,13 +163,13 @@ class RuntimeImpl : public Runtime {
   // (or its earlier copy reused), with progress in loading_ and the log.
   absl::StatusOr<std::string> ModelDir(const ResolvedModel& model);
   absl::StatusOr<ModelSummary> LoadResolved(const ResolvedModel& resolved,
-                                            const std::optional<std::string>& draft_model);
-  // Drops the model, its sessions and drafts (under a ControlScope).
-  void DropModel();
-  absl::StatusOr<ModelSummary> OpenModel(const std::string& name, const std::string& dir,
-                                         const std::string& draft_path);
+                                            const std::optional<std::string>& draft_model)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(load_mu_);
+  // Opens a model into models_ with these settings.
+  absl::StatusOr<ModelSummary> OpenModel(const LoadedFrom& from, const ResidencySettings& residency,
+                                         const VramSettings& vram) ABSL_EXCLUSIVE_LOCKS_REQUIRED(load_mu_);
   // The model's summary with its draft model.
-  ModelSummary Summary(const LoadedModel& model) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  ModelSummary Summary(const LoadedModel& model) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A session's positions: `asked`, or options_.session_context when 0,
   // capped by ServableContext.
   int SessionContext(uint32_t asked, const LoadedModel& model) const;
@@ -121,9 +179,9 @@ class RuntimeImpl : public Runtime {
   // The longest input `model` can embed: as ServableContext, for a cache
   // sized to the input (as Embed makes it) rather than one that grows.
   int EmbedContext(const LoadedModel& model) const;
-  // The loaded model `m` when a request names no model or that one;
+  // OK when a request for `session` names no model or its model;
   // FAILED_PRECONDITION naming both otherwise.
-  static absl::Status CheckRequestedModel(const std::string& requested, const LoadedModel& m);
+  static absl::Status CheckSessionModel(const Session& session, const std::string& requested);
   // A one-shot job's positions: job.context_length (0: ServableContext),
   // capped by ServableContext.
   int OneShotContext(const GenerateJob& job, const LoadedModel& model) const;
@@ -150,18 +208,24 @@ class RuntimeImpl : public Runtime {
   // names (loaded on first use, at most kMaxDraftModels at once), or the
   // daemon's; null when the job does not speculate.
   absl::StatusOr<std::shared_ptr<DraftModel>> ResolveDraft(const GenerateJob& request, const LoadedModel& target);
-  absl::StatusOr<std::shared_ptr<DraftModel>> LoadDraft(const std::string& path, const Tokenizer& target,
-                                                        uint32_t target_logits, const std::string& backend);
+  // `target_name` is the model it drafts for (each target checks its own drafts).
+  absl::StatusOr<std::shared_ptr<DraftModel>> LoadDraft(const std::string& path, const std::string& target_name,
+                                                        const Tokenizer& target, uint32_t target_logits,
+                                                        const std::string& backend);
   // A job's speculation: `draft` (may be null) with the daemon's settings
   // and the request's draft_max.
   JobDraft NewJobDraft(std::shared_ptr<DraftModel> draft, const GenerateJob& request) const;
 
   // scheduler.cc
   void SchedulerLoop();
-  // The next pass's steps; finishes cancelled jobs and jobs the KV budget
-  // refuses (into `ended`, to finish outside mu_).
-  std::vector<Step> BuildBatch(std::vector<std::pair<std::shared_ptr<Job>, absl::Status>>& ended)
+  // The next pass's steps, all of `model`'s jobs; finishes cancelled jobs
+  // and jobs the KV budget refuses (into `ended`, to finish outside mu_).
+  std::vector<Step> BuildBatch(const LoadedModel* model,
+                               std::vector<std::pair<std::shared_ptr<Job>, absl::Status>>& ended)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The model the next pass runs: the next one after the last pass's, in
+  // name order, that has a job waiting (models take turns).
+  std::shared_ptr<LoadedModel> NextPassModel() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Room in the KV budget for `extra` more bytes, evicting idle sessions when configured.
   bool MakeKvRoom(uint64_t extra) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   uint64_t KvUsed() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -169,7 +233,8 @@ class RuntimeImpl : public Runtime {
   // embed_batch_tokens of them, each input's cache reserved whole when it
   // starts. One that cannot start waits while anything else runs, else ends
   // RESOURCE_EXHAUSTED (into `ended`).
-  void AddEmbeddingSteps(std::vector<Step>& steps, std::vector<std::pair<std::shared_ptr<Job>, absl::Status>>& ended)
+  void AddEmbeddingSteps(const LoadedModel* model, std::vector<Step>& steps,
+                         std::vector<std::pair<std::shared_ptr<Job>, absl::Status>>& ended)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Bytes the job's caches grow by for a step of `chunk` tokens and
   // `draft_nodes` draft tokens.
@@ -180,21 +245,23 @@ class RuntimeImpl : public Runtime {
   const RuntimeOptions options_;
   const LayerStreamFactory factory_;
   const Clock::time_point started_ = Clock::now();
-  ResidencySettings residency_;  // guarded by pass_mu_
-  VramSettings vram_;            // likewise
-  // The options' residency, which a load of another model returns to when
-  // SetResidency changed it for residency_model_ (or --reset asks).
+  // The options' residency: a model loads with it (its share of the
+  // budgets), SetResidency changes a loaded model's own copy (--reset
+  // returns to it).
   ResidencySettings configured_residency_;
   VramSettings configured_vram_;
-  std::string residency_model_;  // guarded by pass_mu_; "" while the configured settings hold
-  LoadedFrom loaded_from_;       // guarded by pass_mu_
 
+  std::mutex load_mu_;
   std::mutex pass_mu_;
   std::atomic<int> control_waiting_{0};
 
   mutable std::mutex mu_;
   std::condition_variable work_cv_;
-  std::shared_ptr<LoadedModel> model_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, ModelSlot> models_ ABSL_GUARDED_BY(mu_);  // by canonical name
+  uint64_t loads_ ABSL_GUARDED_BY(mu_) = 0;
+  // A keep_alive changed: the scheduler looks at when models expire again.
+  bool keep_alive_changed_ ABSL_GUARDED_BY(mu_) = false;
+  std::string last_pass_model_ ABSL_GUARDED_BY(mu_);  // the model the last pass ran
   std::map<std::string, std::shared_ptr<Session>> sessions_ ABSL_GUARDED_BY(mu_);
   std::deque<std::shared_ptr<Job>> jobs_ ABSL_GUARDED_BY(mu_);  // in arrival order
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
@@ -205,8 +272,8 @@ class RuntimeImpl : public Runtime {
 
   // Speculative decoding.
   const SpeculationSettings speculation_;
-  std::shared_ptr<DraftModel> default_draft_ ABSL_GUARDED_BY(mu_);  // the loaded model's
   std::mutex drafts_mu_;  // after mu_ when both are held
+  // By target and draft name (DraftKey): a draft is checked against its target's vocabulary.
   std::map<std::string, std::shared_ptr<DraftModel>> drafts_ ABSL_GUARDED_BY(drafts_mu_);
   SpeculationCounters spec_ ABSL_GUARDED_BY(mu_);
   std::optional<LoadProgress> loading_ ABSL_GUARDED_BY(mu_);

@@ -102,10 +102,18 @@ absl::Status RuntimeImpl::CopyModel(const std::string& source, const std::string
 
 absl::Status RuntimeImpl::DeleteModel(const std::string& name) {
   OCTO_ASSIGN_OR_RETURN(const ResolvedModel model, ResolveModelPath(options_.models_root, name));
+  std::lock_guard<std::mutex> load(load_mu_);  // no load of it meanwhile
+  ModelSlot unloaded;  // freed outside mu_
   {
+    // A loaded model goes too when idle; one in use stays, and its files.
     std::lock_guard<std::mutex> lock(mu_);
-    if (model_ != nullptr && model_->summary().path == model.name) {
-      return absl::FailedPreconditionError(absl::StrCat(model.name, " is loaded: unload it first"));
+    if (auto it = models_.find(model.name); it != models_.end()) {
+      if (!Idle(it->second)) {
+        return absl::FailedPreconditionError(absl::StrCat(model.name, " is in use (", JobsOn(*it->second.model),
+                                                          " jobs; sessions hold it too): delete it when it is idle"));
+      }
+      unloaded = TakeModel(model.name);
+      Log(absl::StrCat("unloading ", model.name, " to delete it"));
     }
   }
   std::error_code ec;

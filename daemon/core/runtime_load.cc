@@ -1,11 +1,13 @@
-// Loading and unloading models: a name resolved under the models root, a
-// GGUF decomposed into the cache first (while the old model still serves),
-// and a load that fails leaves the previous model loaded again.
+// Loading models: a name resolved under the models root, a GGUF decomposed
+// into the cache first (while the loaded models still serve), room made
+// (runtime_models.cc), and a load that fails leaves what it unloaded loaded
+// again.
 #include <chrono>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "daemon/core/model_paths.h"
 #include "daemon/core/runtime_impl.h"
 #include "storage/byte_size.h"
@@ -65,6 +67,7 @@ absl::StatusOr<ModelSummary> RuntimeImpl::LoadModel(const std::string& name,
     Log(absl::StrCat("load refused: ", resolved.status().message()));
     return resolved.status();
   }
+  std::lock_guard<std::mutex> load(load_mu_);
   Log(absl::StrCat("loading ", resolved->name));
   SetLoading(LoadProgress{.model = resolved->name, .stage = "loading"});
   absl::StatusOr<ModelSummary> loaded = LoadResolved(*resolved, draft_model);
@@ -76,77 +79,76 @@ absl::StatusOr<ModelSummary> RuntimeImpl::LoadModel(const std::string& name,
 absl::StatusOr<ModelSummary> RuntimeImpl::LoadResolved(const ResolvedModel& resolved,
                                                        const std::optional<std::string>& draft_model) {
   OCTO_ASSIGN_OR_RETURN(const std::string dir, ModelDir(resolved));
-  const std::string draft_path = draft_model.has_value() ? *draft_model : options_.draft_model;
-  ControlScope control(*this);
-  // Budgets set at run time belong to the model they were set for.
-  const ResidencySettings previous_residency = residency_;
-  const VramSettings previous_vram = vram_;
-  const std::string previous_residency_model = residency_model_;
-  if (!residency_model_.empty() && residency_model_ != resolved.name) {
-    Log(absl::StrCat("residency: back to the configured budgets (", residency_model_, "'s were set for it)"));
-    residency_ = configured_residency_;
-    vram_ = configured_vram_;
-    residency_model_.clear();
-  }
-  const LoadedFrom previous = loaded_from_;
+  const LoadedFrom from{.name = resolved.name, .dir = dir, .draft = draft_model.value_or(options_.draft_model)};
+  // A model loads with the configured settings, narrowed to its share.
+  ResidencySettings residency = configured_residency_;
+  VramSettings vram = configured_vram_;
+  std::vector<ModelSlot> evicted;  // what this load unloaded, to load again if it fails
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_) return absl::UnavailableError("octod is shutting down");
-    if (!jobs_.empty()) {
-      return absl::FailedPreconditionError(absl::StrCat(jobs_.size(), " generations are running; load ",
-                                                        resolved.name, " once they end"));
+    if (auto it = models_.find(resolved.name); it != models_.end()) {
+      // Loaded already: it loads again, with its own settings; its sessions end.
+      if (const size_t jobs = JobsOn(*it->second.model); jobs > 0) {
+        return absl::FailedPreconditionError(
+            absl::StrCat(jobs, " generations are running on ", resolved.name, "; load it again once they end"));
+      }
+      residency = it->second.residency;
+      vram = it->second.vram;
+      evicted.push_back(TakeModel(resolved.name));
     }
   }
-  // The old model goes first: two models need not fit in memory at once.
-  DropModel();
-  absl::StatusOr<ModelSummary> loaded = OpenModel(resolved.name, dir, draft_path);
-  if (loaded.ok() || previous.name.empty()) return loaded;
-  // Transactional: the previous model serves again, with its settings.
-  residency_ = previous_residency;
-  vram_ = previous_vram;
-  residency_model_ = previous_residency_model;
-  absl::StatusOr<ModelSummary> again = OpenModel(previous.name, previous.dir, previous.draft);
-  if (!again.ok()) {
-    Log(absl::StrCat("reloading ", previous.name, " failed too: ", again.status().message()));
-    return loaded.status();
+  if (!evicted.empty()) {
+    evicted.back().model.reset();
+    evicted.back().draft.reset();
   }
-  Log(absl::StrCat(previous.name, " is loaded again"));
-  return absl::Status(loaded.status().code(),
-                      absl::StrCat(loaded.status().message(), "; ", previous.name, " is still loaded"));
-}
-
-void RuntimeImpl::DropModel() {
-  {
+  OCTO_ASSIGN_OR_RETURN(const Manifest manifest, ReadManifest(dir));
+  OCTO_ASSIGN_OR_RETURN(const std::vector<uint64_t> layer_bytes, LayerFileSizes(manifest));
+  absl::Status room = MakeModelRoom(resolved.name, layer_bytes, residency, vram, &evicted);
+  absl::StatusOr<ModelSummary> loaded = room.ok() ? OpenModel(from, residency, vram) : absl::StatusOr<ModelSummary>(room);
+  if (loaded.ok() || evicted.empty()) return loaded;
+  // Transactional: what this load unloaded serves again, as it was.
+  std::vector<std::string> back;
+  for (const ModelSlot& slot : evicted) {
+    absl::StatusOr<ModelSummary> again = OpenModel(slot.from, slot.residency, slot.vram);
+    if (!again.ok()) {
+      Log(absl::StrCat("reloading ", slot.from.name, " failed too: ", again.status().message()));
+      continue;
+    }
+    Log(absl::StrCat(slot.from.name, " is loaded again"));
+    back.push_back(slot.from.name);
     std::lock_guard<std::mutex> lock(mu_);
-    // The old model's sessions cannot continue on another model.
-    sessions_.clear();
-    model_.reset();
-    default_draft_.reset();
+    if (auto it = models_.find(slot.from.name); it != models_.end()) {
+      it->second.order = slot.order;
+      it->second.keep_alive = slot.keep_alive;
+      it->second.last_used = slot.last_used;
+    }
   }
-  std::lock_guard<std::mutex> lock(drafts_mu_);
-  drafts_.clear();  // checked against the old model's vocabulary
-  loaded_from_ = LoadedFrom{};
+  if (back.empty()) return loaded.status();
+  return absl::Status(loaded.status().code(),
+                      absl::StrCat(loaded.status().message(), "; ", absl::StrJoin(back, ", "),
+                                   back.size() == 1 ? " is" : " are", " still loaded"));
 }
 
-absl::StatusOr<ModelSummary> RuntimeImpl::OpenModel(const std::string& name, const std::string& dir,
-                                                    const std::string& draft_path) {
+absl::StatusOr<ModelSummary> RuntimeImpl::OpenModel(const LoadedFrom& from, const ResidencySettings& residency,
+                                                    const VramSettings& vram) {
   // The draft first (it is small), so a CUDA target's auto VRAM budget
   // sees the device memory it holds.
   std::shared_ptr<DraftModel> draft;
-  if (!draft_path.empty() && draft_path != kNoDraftModel) {
-    OCTO_ASSIGN_OR_RETURN(const Manifest manifest, ReadManifest(dir));
+  if (!from.draft.empty() && from.draft != kNoDraftModel) {
+    OCTO_ASSIGN_OR_RETURN(const Manifest manifest, ReadManifest(from.dir));
     absl::StatusOr<Tokenizer> tokenizer = Tokenizer::FromMetadata(manifest.tokenizer);
-    if (!tokenizer.ok()) return Annotate(tokenizer.status(), absl::StrCat("loading ", name));
+    if (!tokenizer.ok()) return Annotate(tokenizer.status(), absl::StrCat("loading ", from.name));
     // The draft's backend resolves as the target's will ("auto" alike).
     absl::StatusOr<std::shared_ptr<DraftModel>> loaded =
-        LoadDraft(draft_path, *tokenizer, manifest.config.vocab_size, options_.backend);
-    if (!loaded.ok()) return Annotate(loaded.status(), absl::StrCat("loading ", name));
+        LoadDraft(from.draft, from.name, *tokenizer, manifest.config.vocab_size, options_.backend);
+    if (!loaded.ok()) return Annotate(loaded.status(), absl::StrCat("loading ", from.name));
     draft = std::move(*loaded);
   }
   ModelLoadOptions load;
-  load.dir = dir;
-  load.path = name;
-  load.residency = residency_;
+  load.dir = from.dir;
+  load.path = from.name;
+  load.residency = residency;
   load.stream.loader_path = options_.loader_path;
   load.stream.loader_args = options_.loader_args;
   load.stream.direct_io = options_.direct_io;
@@ -158,52 +160,39 @@ absl::StatusOr<ModelSummary> RuntimeImpl::OpenModel(const std::string& name, con
   load.allow_simd = options_.allow_simd;
   load.backend = options_.backend;
   load.gpu = options_.gpu;
-  load.vram = vram_;
+  load.vram = vram;
   absl::StatusOr<std::unique_ptr<LoadedModel>> loaded = LoadedModel::Load(load);
   if (!loaded.ok()) {
-    std::lock_guard<std::mutex> lock(drafts_mu_);
-    drafts_.clear();
-    return Annotate(loaded.status(), absl::StrCat("loading ", name));
+    DropDrafts(from.name);
+    return Annotate(loaded.status(), absl::StrCat("loading ", from.name));
   }
-  loaded_from_ = LoadedFrom{.name = name, .dir = dir, .draft = draft_path};
+  std::shared_ptr<LoadedModel> model = std::move(*loaded);
   std::lock_guard<std::mutex> lock(mu_);
-  model_ = std::move(*loaded);
-  default_draft_ = std::move(draft);
-  const ModelSummary summary = Summary(*model_);
+  if (stopping_) return absl::UnavailableError("octod is shutting down");
+  models_[from.name] = ModelSlot{.model = model,
+                                 .draft = std::move(draft),
+                                 .from = from,
+                                 .residency = residency,
+                                 .vram = vram,
+                                 .last_used = Clock::now(),
+                                 .keep_alive = options_.keep_alive,
+                                 .order = ++loads_};
+  const ModelSummary summary = Summary(*model);
   Log(absl::StrFormat("model loaded: %s (%s, %u layers, %s)%s", summary.path, summary.architecture, summary.n_layers,
                       FormatByteSize(summary.total_bytes),
                       summary.draft_model.empty() ? "" : ", draft model " + summary.draft_model));
   // A model without a chat template it recognises chats in chatml: said once, here.
-  if (const std::string notice = model_->TakeChatTemplateNotice(); !notice.empty()) {
+  if (const std::string notice = model->TakeChatTemplateNotice(); !notice.empty()) {
     Log(absl::StrCat(summary.path, ": ", notice));
   }
   return summary;
 }
 
-absl::Status RuntimeImpl::UnloadModel() {
-  ControlScope control(*this);
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (model_ == nullptr) return absl::FailedPreconditionError("no model is loaded");
-    if (!jobs_.empty()) {
-      return absl::FailedPreconditionError(absl::StrCat(jobs_.size(), " generations are running"));
-    }
-  }
-  const std::string name = loaded_from_.name;
-  DropModel();
-  Log(absl::StrCat("model unloaded: ", name));
-  return absl::OkStatus();
-}
-
 absl::StatusOr<std::vector<ModelSummary>> RuntimeImpl::ListModels() {
   OCTO_ASSIGN_OR_RETURN(std::vector<ModelSummary> models, ScanModels(options_.models_root));
-  std::shared_ptr<LoadedModel> loaded = model();
+  std::lock_guard<std::mutex> lock(mu_);
   for (ModelSummary& m : models) {
-    m.loaded = loaded != nullptr && loaded->summary().path == m.path;
-    if (m.loaded) {
-      std::lock_guard<std::mutex> lock(mu_);
-      m = Summary(*loaded);
-    }
+    if (auto it = models_.find(m.path); it != models_.end()) m = Summary(*it->second.model);
   }
   return models;
 }

@@ -2,6 +2,7 @@
 // into each forward pass, so one walk over the weights (one read of each
 // streamed layer) serves every session at once.
 #include <algorithm>
+#include <map>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -16,17 +17,30 @@ void RuntimeImpl::SchedulerLoop() {
     std::vector<std::pair<std::shared_ptr<Job>, absl::Status>> ended;
     std::shared_ptr<LoadedModel> m;
     std::unique_lock<std::mutex> pass(pass_mu_, std::defer_lock);
+    // Between passes: models idle past their keep_alive go.
+    const Clock::time_point next_expiry = UnloadExpiredModels();
     {
       std::unique_lock<std::mutex> lock(mu_);
-      // Control operations (load, residency) go first: they wait on pass_mu_.
-      work_cv_.wait(lock, [&] { return stopping_ || (!jobs_.empty() && control_waiting_.load() == 0); });
+      // Control operations (residency, a model loaded again) go first: they wait on pass_mu_.
+      auto ready = [&] {
+        return stopping_ || keep_alive_changed_ || (!jobs_.empty() && control_waiting_.load() == 0);
+      };
+      if (next_expiry == Clock::time_point::max()) {
+        work_cv_.wait(lock, ready);
+      } else if (!work_cv_.wait_until(lock, next_expiry, ready)) {
+        continue;  // a keep_alive ran out
+      }
+      if (keep_alive_changed_ && !stopping_) {
+        keep_alive_changed_ = false;
+        continue;  // when models expire has changed: look again
+      }
       if (stopping_) return;
       lock.unlock();
       pass.lock();
       lock.lock();
       if (stopping_) return;
-      m = model_;
-      steps = BuildBatch(ended);
+      m = NextPassModel();
+      steps = BuildBatch(m.get(), ended);
     }
     for (auto& [job, status] : ended) {
       EndJob(job, status, status.ok() ? "cancelled" : "error");
@@ -59,8 +73,21 @@ bool RuntimeImpl::MakeKvRoom(uint64_t extra) {
   return true;
 }
 
+std::shared_ptr<LoadedModel> RuntimeImpl::NextPassModel() {
+  std::map<std::string, std::shared_ptr<LoadedModel>> waiting;  // models with jobs, by name
+  for (const std::shared_ptr<Job>& job : jobs_) {
+    const std::shared_ptr<LoadedModel>& m = job->session().model;
+    waiting.emplace(m->summary().path, m);
+  }
+  if (waiting.empty()) return nullptr;
+  auto next = waiting.upper_bound(last_pass_model_);
+  if (next == waiting.end()) next = waiting.begin();
+  last_pass_model_ = next->first;
+  return next->second;
+}
+
 std::vector<RuntimeImpl::Step> RuntimeImpl::BuildBatch(
-    std::vector<std::pair<std::shared_ptr<Job>, absl::Status>>& ended) {
+    const LoadedModel* model, std::vector<std::pair<std::shared_ptr<Job>, absl::Status>>& ended) {
   const int pass_tokens = std::max<int>(kMinPassTokens, static_cast<int>(options_.prefill_chunk));
   std::vector<Step> steps;
   int tokens = 0;
@@ -74,7 +101,9 @@ std::vector<RuntimeImpl::Step> RuntimeImpl::BuildBatch(
         it = jobs_.erase(it);
         continue;
       }
-      if (job->embedding().has_value()) {  // batched below, in their own share of the pass
+      // Another model's (its turn comes), or an embedding input (batched
+      // below, in their own share of the pass).
+      if (job->session().model.get() != model || job->embedding().has_value()) {
         ++it;
         continue;
       }
@@ -108,11 +137,11 @@ std::vector<RuntimeImpl::Step> RuntimeImpl::BuildBatch(
       ++it;
     }
   }
-  AddEmbeddingSteps(steps, ended);
+  AddEmbeddingSteps(model, steps, ended);
   return steps;
 }
 
-void RuntimeImpl::AddEmbeddingSteps(std::vector<Step>& steps,
+void RuntimeImpl::AddEmbeddingSteps(const LoadedModel* model, std::vector<Step>& steps,
                                     std::vector<std::pair<std::shared_ptr<Job>, absl::Status>>& ended) {
   const size_t limit = options_.embed_batch_tokens;
   size_t tokens = 0;
@@ -122,7 +151,7 @@ void RuntimeImpl::AddEmbeddingSteps(std::vector<Step>& steps,
   }
   for (auto it = jobs_.begin(); it != jobs_.end() && tokens < limit;) {
     Job& job = **it;
-    if (!job.embedding().has_value()) {
+    if (!job.embedding().has_value() || job.session().model.get() != model) {
       ++it;
       continue;
     }
@@ -294,9 +323,15 @@ void RuntimeImpl::RunPass(LoadedModel& model, std::vector<Step>& steps) {
 
 void RuntimeImpl::EndJob(const std::shared_ptr<Job>& job, const absl::Status& status, const std::string& finish) {
   {
-    // Its cache is freed before the client hears the job ended.
+    // Its cache is freed before the client hears the job ended, and its
+    // model is used now (keep_alive counts from here).
     std::lock_guard<std::mutex> lock(mu_);
-    if (job->session().temporary) sessions_.erase(job->session().id);
+    Session& session = job->session();
+    if (ModelSlot* slot = SlotOf(*session.model); slot != nullptr) slot->last_used = Clock::now();
+    if (session.temporary) {
+      sessions_.erase(session.id);
+      session.model.reset();  // the job's caller may hold the job a while: the model is idle now
+    }
   }
   job_metrics_.Observe(job->stats(), job->generation().generated_tokens(), status.ok());
   if (options_.log_requests && !job->embedding().has_value()) {  // an embedding request logs once (Embed)  // before the client hears the end: the line is there when it looks
@@ -309,19 +344,59 @@ void RuntimeImpl::EndJob(const std::shared_ptr<Job>& job, const absl::Status& st
   job->Finish(status, finish);
 }
 
+namespace {
+
+// A model's residency, loader and layers, into `residency`, `loader`, `layers`.
+void ReportModel(LoadedModel& m, ResidencyReport& residency, LoaderReport& loader, std::vector<LayerReport>* layers) {
+  const ResidencyManager& res = m.residency();
+  residency = res.Report();
+  residency.global_bytes = m.global_bytes();
+  std::vector<LayerReport> layer_reports = res.LayerReports();
+  m.AddDeviceReport(residency, layer_reports);
+  if (layers != nullptr) *layers = std::move(layer_reports);
+  const LoaderStats ls = res.loader_stats();
+  loader = LoaderReport{.running = ls.running, .pid = ls.pid, .restarts = ls.restarts, .stalls = ls.stalls,
+                        .checksum_failures = ls.checksum_failures, .bytes_read = ls.bytes_read,
+                        .read_gbps = ls.read_seconds > 0 ? ls.bytes_read / ls.read_seconds / 1e9 : 0,
+                        .io_mode = ls.io_mode};
+}
+
+}  // namespace
+
 RuntimeReport RuntimeImpl::Report() {
   RuntimeReport r;
   std::shared_ptr<LoadedModel> m;
+  std::vector<std::shared_ptr<LoadedModel>> loaded;  // r.models' order
   {
     std::lock_guard<std::mutex> lock(mu_);
-    m = model_;
+    m = DefaultModel();
     CloseIdleSessions();
     const auto now = Clock::now();
+    std::map<const LoadedModel*, LoadedModelReport*> by_model;
+    for (auto& [name, slot] : models_) {
+      LoadedModelReport& lr = r.models.emplace_back();
+      lr.summary = Summary(*slot.model);
+      lr.backend = slot.model->backend();
+      lr.is_default = slot.model == m;
+      lr.jobs = static_cast<uint32_t>(JobsOn(*slot.model));
+      const double idle = std::chrono::duration<double>(now - slot.last_used).count();
+      lr.idle_seconds = Idle(slot) ? idle : 0;
+      if (slot.keep_alive != absl::InfiniteDuration()) {
+        lr.expires_in_seconds = std::max(0.0, absl::ToDoubleSeconds(slot.keep_alive) - lr.idle_seconds);
+      }
+      loaded.push_back(slot.model);
+    }
+    for (size_t i = 0; i < loaded.size(); ++i) by_model[loaded[i].get()] = &r.models[i];
     for (const auto& [key, s] : sessions_) {
+      if (auto it = by_model.find(s->model.get()); it != by_model.end()) {
+        it->second->kv_bytes += s->kv_bytes();
+        it->second->sessions += s->temporary ? 0 : 1;
+      }
       if (s->temporary) continue;
       SessionReport sr;
       sr.id = s->id;
       sr.owner = s->owner;
+      sr.model = s->model->summary().path;
       sr.positions = static_cast<uint32_t>(s->kv->size());
       sr.context_length = static_cast<uint32_t>(s->kv->max_positions());
       sr.kv_bytes = s->kv_bytes();
@@ -333,8 +408,10 @@ RuntimeReport RuntimeImpl::Report() {
     if (m != nullptr) r.model = Summary(*m);
     r.loading = loading_;
     SpeculationReport& sr = r.speculation;
-    sr.draft_model = default_draft_ != nullptr ? default_draft_->path() : "";
-    sr.draft_bytes = default_draft_ != nullptr ? default_draft_->bytes() : 0;
+    const ModelSlot* slot = m != nullptr ? SlotOf(*m) : nullptr;
+    const DraftModel* draft = slot != nullptr ? slot->draft.get() : nullptr;
+    sr.draft_model = draft != nullptr ? draft->path() : "";
+    sr.draft_bytes = draft != nullptr ? draft->bytes() : 0;
     sr.settings = speculation_;
     sr.rounds = spec_.rounds;
     sr.proposed = spec_.proposed;
@@ -359,20 +436,16 @@ RuntimeReport RuntimeImpl::Report() {
   }
   r.speculation.present = !r.speculation.draft_model.empty() || r.speculation.rounds > 0 ||
                           r.speculation.drafts_loaded > 0;
+  for (size_t i = 0; i < loaded.size(); ++i) {
+    LoadedModelReport& lr = r.models[i];
+    ReportModel(*loaded[i], lr.residency, lr.loader, nullptr);
+    if (lr.residency.device.present) lr.residency.device.kv_bytes = lr.kv_bytes;
+  }
   if (m == nullptr) return r;
   r.backend = m->backend();
-  const ResidencyManager& res = m->residency();
-  r.residency = res.Report();
-  r.residency.global_bytes = m->global_bytes();
-  r.layers = res.LayerReports();
-  m->AddDeviceReport(r.residency, r.layers);
+  ReportModel(*m, r.residency, r.loader, &r.layers);
   if (r.residency.device.present) r.residency.device.kv_bytes = r.kv_used_bytes;  // the caches live on the device
-  r.overlap = res.overlap();
-  const LoaderStats ls = res.loader_stats();
-  r.loader = LoaderReport{.running = ls.running, .pid = ls.pid, .restarts = ls.restarts, .stalls = ls.stalls,
-                          .checksum_failures = ls.checksum_failures, .bytes_read = ls.bytes_read,
-                          .read_gbps = ls.read_seconds > 0 ? ls.bytes_read / ls.read_seconds / 1e9 : 0,
-                          .io_mode = ls.io_mode};
+  r.overlap = m->residency().overlap();
   return r;
 }
 

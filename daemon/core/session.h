@@ -14,9 +14,11 @@
 namespace octo {
 
 class DraftModel;
+class LoadedModel;
 
 struct Session {
   std::string id;                      // a random id, or the name its owner gave it
+  std::shared_ptr<LoadedModel> model;  // the model its cache belongs to (held loaded while the session is)
   bool named = false;
   std::string owner;                   // the credential that created it (credentials.h); only it may use it
   std::unique_ptr<KvCache> kv;         // holds tokens[0, kv->size())

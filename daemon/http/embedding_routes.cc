@@ -98,8 +98,7 @@ absl::StatusOr<EmbedRequest> ParseOllamaEmbed(const nlohmann::json& body, bool l
     if (!options->is_object()) return fields.Error("options", absl::StrCat("expected an object, got ", JsonTypeName(*options)));
     OCTO_RETURN_IF_ERROR(FieldReader(*options, "options.").Integer("num_ctx", 1, kMaxJsonInt32, &request.job.context_length));
   }
-  std::optional<absl::Duration> keep_alive;  // checked; octod keeps its one model loaded
-  OCTO_RETURN_IF_ERROR(ReadKeepAlive(fields, &keep_alive));
+  OCTO_RETURN_IF_ERROR(ReadKeepAlive(fields, &request.job.keep_alive));
   return request;
 }
 
@@ -113,7 +112,7 @@ std::string Base64Floats(const std::vector<float>& values) {
 // Runs the request on the model it names; the vectors shaped as asked.
 absl::StatusOr<EmbedResult> RunEmbed(Runtime& runtime, const HttpRequest& http_request, HttpExchange& exchange,
                                      EmbedRequest& request, const char* origin, bool normalize, double* load_seconds) {
-  OCTO_ASSIGN_OR_RETURN(SelectedModel model, SelectModel(runtime, request.model, http_request.caller));
+  OCTO_ASSIGN_OR_RETURN(SelectedModel model, SelectModel(runtime, request.model));
   *load_seconds = model.load_seconds;
   request.job.model = model.summary.path;
   request.job.owner = http_request.caller.credential;

@@ -45,8 +45,9 @@ void HttpExchange::ReplyText(int http_code, absl::string_view content_type, std:
   response.set(http::field::content_type, std::string(content_type));
   SetCorsHeaders(response, request_.allowed_origin);
   // 429 is load octod sheds (the KV budget full of other sessions, its
-  // session limit reached): the client may try again shortly.
-  if (http_code == 429) response.set(http::field::retry_after, "1");
+  // session limit reached), 503 a model it cannot load beside the models in
+  // use (or a stop): the client may try again shortly.
+  if (http_code == 429 || http_code == 503) response.set(http::field::retry_after, "1");
   response.keep_alive(keep_alive_);
   response.body() = std::move(body);
   response.prepare_payload();

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "daemon/core/model_name.h"
 #include "daemon/http/http_status.h"
+#include "storage/bounded_json.h"
 #include "storage/status_macros.h"
 
 namespace octo {
@@ -28,22 +29,22 @@ absl::Status RequireAdmin(const Caller& caller, absl::string_view action) {
   return absl::PermissionDeniedError(absl::StrCat(action, " needs octod's admin token (--admin-token-file)"));
 }
 
-absl::StatusOr<SelectedModel> SelectModel(Runtime& runtime, absl::string_view name, const Caller& caller) {
+absl::StatusOr<SelectedModel> SelectModel(Runtime& runtime, absl::string_view name) {
   const std::string path = ModelPathOf(name);
   if (path.empty()) return WithParam(absl::InvalidArgumentError("model: required"), "model");
-  SelectedModel selected;
-  if (const RuntimeReport report = runtime.Report(); report.model.has_value() && report.model->path == path) {
-    selected.summary = *report.model;
-    return selected;
-  }
-  OCTO_RETURN_IF_ERROR(FindModel(runtime, name).status());
-  OCTO_RETURN_IF_ERROR(WithParam(
-      RequireAdmin(caller, absl::StrCat("model '", path, "' is not the one loaded, and loading it")), "model"));
   const auto start = std::chrono::steady_clock::now();
-  absl::StatusOr<ModelSummary> loaded = runtime.LoadModel(path, std::nullopt);
-  if (!loaded.ok()) return WithParam(Annotate(loaded.status(), absl::StrCat("loading model '", path, "'")), "model");
-  selected.summary = *std::move(loaded);
-  selected.load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  bool loaded_now = false;
+  absl::StatusOr<ModelSummary> model = runtime.AcquireModel(path, &loaded_now);
+  if (absl::IsNotFound(model.status()) || absl::IsInvalidArgument(model.status())) {
+    // No model of that name (model_not_found), or one that did not load.
+    OCTO_RETURN_IF_ERROR(FindModel(runtime, name).status());
+  }
+  if (!model.ok()) return WithParam(Annotate(model.status(), absl::StrCat("loading model ", QuotePrefix(path))), "model");
+  SelectedModel selected;
+  selected.summary = *std::move(model);
+  if (loaded_now) {
+    selected.load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
   return selected;
 }
 

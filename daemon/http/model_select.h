@@ -3,10 +3,11 @@
 // relative to the root ("llama-3.2-1b", "team/qwen2"), optionally with
 // Ollama's default tag (":latest").
 //
-// octod holds one model at a time. A request for another model of the
-// root loads it first, as Ollama does; that is refused (FAILED_PRECONDITION,
-// 409) while generations run on the current one, and (PERMISSION_DENIED,
-// 403) to a caller that is not admin (credentials.h).
+// octod holds several models at once (--max-loaded-models). A request for a
+// model of the root that is not loaded loads it first, as Ollama does,
+// beside the others; idle models make room, least recently used first, and
+// when only models in use hold the room the request is UNAVAILABLE (503,
+// with Retry-After).
 #pragma once
 
 #include <string>
@@ -27,12 +28,11 @@ struct SelectedModel {
   double load_seconds = 0;  // > 0 when this request loaded it
 };
 
-// The loaded model when `name` is it; otherwise the model of that name
-// under the root, loaded now for an admin `caller`. INVALID_ARGUMENT (param
-// "model") for an empty name, NOT_FOUND (model_not_found) for a name that is
-// no model there, PERMISSION_DENIED when it would need loading by a caller
-// that may not.
-absl::StatusOr<SelectedModel> SelectModel(Runtime& runtime, absl::string_view name, const Caller& caller);
+// The loaded model `name`, or the model of that name under the root,
+// loaded now. INVALID_ARGUMENT (param "model") for an empty name, NOT_FOUND
+// (model_not_found) for a name that is no model there, UNAVAILABLE when
+// there is no room for it now.
+absl::StatusOr<SelectedModel> SelectModel(Runtime& runtime, absl::string_view name);
 
 // PERMISSION_DENIED naming what `action` was, unless `caller` is admin.
 absl::Status RequireAdmin(const Caller& caller, absl::string_view action);

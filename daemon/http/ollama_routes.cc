@@ -95,7 +95,8 @@ class OllamaWriter {
 absl::StatusOr<GenerateJob> OllamaJob(Runtime& runtime, const OllamaRequest& request, bool chat,
                                       const ModelSummary& model) {
   GenerateJob job;
-  job.model = model.path;  // refused if another request switches models before it runs
+  job.model = model.path;
+  job.keep_alive = request.keep_alive;
   job.origin = chat ? "POST /api/chat" : "POST /api/generate";
   job.sampling = request.sampling;
   job.chat_template = request.chat_template;
@@ -132,18 +133,14 @@ absl::StatusOr<GenerateJob> OllamaJob(Runtime& runtime, const OllamaRequest& req
   return job;
 }
 
-// A request with nothing to generate: Ollama's way to load or unload a model.
-void LoadOnly(Runtime& runtime, const OllamaRequest& request, const Caller& caller, bool chat,
-              HttpExchange& exchange) {
-  const char* reason = "load";
-  if (request.unload) {
-    reason = "unload";
-    if (const RuntimeReport report = runtime.Report();
-        report.model.has_value() && report.model->path == ModelPathOf(request.model)) {
-      if (absl::Status allowed = RequireAdmin(caller, "unloading a model (keep_alive 0)"); !allowed.ok()) {
-        return exchange.ReplyError(allowed);
-      }
-      if (absl::Status unloaded = runtime.UnloadModel(); !unloaded.ok()) return exchange.ReplyError(unloaded);
+// A request with nothing to generate: Ollama's way to load or unload a
+// model. keep_alive 0 unloads it as soon as nothing holds it (at once when
+// idle; sessions and running requests keep it until they end).
+void LoadOnly(Runtime& runtime, const OllamaRequest& request, bool chat, HttpExchange& exchange) {
+  if (request.keep_alive.has_value()) {
+    if (absl::Status kept = runtime.SetKeepAlive(ModelPathOf(request.model), *request.keep_alive); !kept.ok()) {
+      // Unloading a model that is not loaded: nothing to do.
+      if (!(request.unload && absl::IsNotFound(kept))) return exchange.ReplyError(kept);
     }
   }
   nlohmann::json reply = {{"model", request.model}, {"created_at", OllamaTimestamp()}};
@@ -153,7 +150,7 @@ void LoadOnly(Runtime& runtime, const OllamaRequest& request, const Caller& call
     reply["response"] = "";
   }
   reply["done"] = true;
-  reply["done_reason"] = reason;
+  reply["done_reason"] = request.unload ? "unload" : "load";
   exchange.ReplyJson(200, reply);
 }
 
@@ -167,11 +164,11 @@ void ServeGeneration(Runtime& runtime, const HttpRequest& http_request, HttpExch
     if (absl::Status exists = FindModel(runtime, request->model).status(); !exists.ok()) {
       return exchange.ReplyError(exists);
     }
-    return LoadOnly(runtime, *request, http_request.caller, chat, exchange);
+    return LoadOnly(runtime, *request, chat, exchange);
   }
-  absl::StatusOr<SelectedModel> model = SelectModel(runtime, request->model, http_request.caller);
+  absl::StatusOr<SelectedModel> model = SelectModel(runtime, request->model);
   if (!model.ok()) return exchange.ReplyError(model.status());
-  if (nothing_to_generate) return LoadOnly(runtime, *request, http_request.caller, chat, exchange);
+  if (nothing_to_generate) return LoadOnly(runtime, *request, chat, exchange);
   absl::StatusOr<GenerateJob> job = OllamaJob(runtime, *request, chat, model->summary);
   if (!job.ok()) return exchange.ReplyError(job.status());
   job->owner = http_request.caller.credential;

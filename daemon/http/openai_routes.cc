@@ -155,9 +155,9 @@ void ServeCompletion(Runtime& runtime, const HttpRequest& http_request, HttpExch
   if (!body.ok()) return exchange.ReplyError(body.status());
   absl::StatusOr<OpenAiRequest> request = chat ? ParseChatCompletionRequest(*body) : ParseCompletionRequest(*body);
   if (!request.ok()) return exchange.ReplyError(request.status());
-  absl::StatusOr<SelectedModel> model = SelectModel(runtime, request->model, http_request.caller);
+  absl::StatusOr<SelectedModel> model = SelectModel(runtime, request->model);
   if (!model.ok()) return exchange.ReplyError(model.status());
-  request->job.model = model->summary.path;  // refused if another request switches models before it runs
+  request->job.model = model->summary.path;
   request->job.owner = http_request.caller.credential;
   request->job.origin = chat ? "POST /v1/chat/completions" : "POST /v1/completions";
   CompletionWriter writer(*request, exchange);

@@ -140,6 +140,27 @@ absl::Status ParseIdleTimeout(const std::string& text, absl::Duration* out) {
   return absl::OkStatus();
 }
 
+// How long an idle model stays: a duration ("5m", "1h"), seconds, or
+// "forever" / a negative number (Ollama's -1): until room is needed.
+absl::Status ParseKeepAlive(const std::string& text, absl::Duration* out) {
+  double seconds = 0;
+  if (text == "forever" || (absl::SimpleAtod(text, &seconds) && seconds < 0)) {
+    *out = absl::InfiniteDuration();
+    return absl::OkStatus();
+  }
+  bool parsed = false;
+  if (absl::SimpleAtod(text, &seconds)) {
+    parsed = std::isfinite(seconds);
+    *out = absl::Seconds(seconds);
+  } else {
+    parsed = absl::ParseDuration(text, out) && *out >= absl::ZeroDuration();
+  }
+  if (!parsed) {
+    return KeyError("keep-alive", absl::StrCat("'", text, "' is not a duration such as 5m or 1h, seconds, or forever"));
+  }
+  return absl::OkStatus();
+}
+
 // "auto" (zero: LayerStream derives it) or seconds.
 absl::Status ParseLoaderTimeout(const std::string& text, absl::Duration* out) {
   if (text == "auto") {
@@ -246,6 +267,12 @@ void AddOctodFlags(CLI::App& app, OctodFlags& flags) {
   app.add_option("--kv-budget", flags.kv_budget, "KV cache memory for all sessions together, SIZE");
   app.add_option("--session-context", flags.session_context, "Positions of a new session that asks for none (a one-shot request may use the model's whole context)");
   app.add_option("--max-sessions", flags.max_sessions, "Most sessions open at once");
+  app.add_option("--max-loaded-models", flags.max_loaded_models,
+                 "Models held at once; a request for another loads it, unloading idle ones (least recently used "
+                 "first) when this or the shared budgets need their room");
+  app.add_option("--keep-alive", flags.keep_alive,
+                 "How long an idle model stays loaded (5m, 1h, seconds; forever: until room is needed); a "
+                 "request's keep_alive (Ollama) sets its model's");
   app.add_flag("--log-requests,!--no-log-requests", flags.log_requests,
                "A log line per generation request: what asked, model, tokens, time, outcome (default on)");
   app.add_option("--session-idle-timeout", flags.session_idle_timeout,
@@ -317,6 +344,9 @@ absl::StatusOr<OctodConfig> ValidateOctodFlags(const OctodFlags& flags) {
   OCTO_RETURN_IF_ERROR(
       CheckRange("session-context", flags.session_context, 1, kMaxSessionContext, &runtime.session_context));
   OCTO_RETURN_IF_ERROR(CheckRange("max-sessions", flags.max_sessions, 1, kMaxSessions, &runtime.max_sessions));
+  OCTO_RETURN_IF_ERROR(CheckRange("max-loaded-models", flags.max_loaded_models, 1, kMaxLoadedModels,
+                                  &runtime.max_loaded_models));
+  OCTO_RETURN_IF_ERROR(ParseKeepAlive(flags.keep_alive, &runtime.keep_alive));
   OCTO_RETURN_IF_ERROR(CheckRange("prefill-chunk", flags.prefill_chunk, 1, kMaxPrefillChunk, &runtime.prefill_chunk));
   OCTO_RETURN_IF_ERROR(
       CheckRange("embed-batch-tokens", flags.embed_batch_tokens, 1, kMaxPrefillChunk, &runtime.embed_batch_tokens));

@@ -43,6 +43,7 @@ inline constexpr int64_t kMaxThreads = 1024;
 inline constexpr int64_t kMaxPinnedLayers = 1 << 16;
 inline constexpr int64_t kMaxSessionContext = 1 << 24;
 inline constexpr int64_t kMaxSessions = 1 << 16;
+inline constexpr int64_t kMaxLoadedModels = 64;
 inline constexpr int64_t kMaxPrefillChunk = 1 << 16;
 inline constexpr int64_t kMaxGpuIndex = 63;
 inline constexpr int64_t kMinStagingBuffers = 2;  // double buffering: copy one while computing the other
@@ -78,6 +79,8 @@ struct OctodFlags {
   std::string kv_budget = "1GiB";
   int64_t session_context = 4096;
   int64_t max_sessions = 64;
+  int64_t max_loaded_models = 3;
+  std::string keep_alive = "forever";
   bool evict_idle_sessions = false;
   int64_t prefill_chunk = 512;
   int64_t embed_batch_tokens = 2048;

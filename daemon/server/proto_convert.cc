@@ -103,6 +103,7 @@ absl::StatusOr<GenerateJob> JobFromProto(const v1::ChatRequest& request) {
 ResidencyChange ResidencyChangeFromProto(const v1::SetResidencyRequest& request) {
   ResidencyChange change;
   change.reset = request.reset();
+  change.model = request.model();
   if (request.has_pin_first()) change.pin_first = request.pin_first();
   if (request.has_pin_last()) change.pin_last = request.pin_last();
   if (request.has_budget_bytes()) change.budget_bytes = request.budget_bytes();
@@ -252,21 +253,43 @@ void ToProto(const SessionReport& session, v1::SessionStatus* proto) {
   proto->set_active(session.active);
   proto->set_idle_seconds(session.idle_seconds);
   proto->set_owner(session.owner);
+  proto->set_model(session.model);
 }
+
+namespace {
+
+void ToProto(const LoaderReport& loader, v1::LoaderStatus* proto) {
+  proto->set_running(loader.running);
+  proto->set_pid(loader.pid);
+  proto->set_restarts(loader.restarts);
+  proto->set_stalls(loader.stalls);
+  proto->set_bytes_read(loader.bytes_read);
+  proto->set_read_gbps(loader.read_gbps);
+  proto->set_io_mode(loader.io_mode);
+  proto->set_checksum_failures(loader.checksum_failures);
+}
+
+void ToProto(const LoadedModelReport& model, v1::LoadedModelStatus* proto) {
+  ToProto(model.summary, proto->mutable_model());
+  ToProto(model.residency, proto->mutable_residency());
+  ToProto(model.loader, proto->mutable_loader());
+  proto->set_backend(model.backend);
+  proto->set_is_default(model.is_default);
+  proto->set_jobs(model.jobs);
+  proto->set_sessions(model.sessions);
+  proto->set_kv_bytes(model.kv_bytes);
+  proto->set_idle_seconds(model.idle_seconds);
+  if (model.expires_in_seconds.has_value()) proto->set_expires_in_seconds(*model.expires_in_seconds);
+}
+
+}  // namespace
 
 void ToProto(const RuntimeReport& report, v1::GetStatusResponse* proto) {
   if (report.model.has_value()) ToProto(*report.model, proto->mutable_model());
   ToProto(report.residency, proto->mutable_residency());
   ToProto(report.speculation, proto->mutable_speculation());
-  v1::LoaderStatus* loader = proto->mutable_loader();
-  loader->set_running(report.loader.running);
-  loader->set_pid(report.loader.pid);
-  loader->set_restarts(report.loader.restarts);
-  loader->set_stalls(report.loader.stalls);
-  loader->set_bytes_read(report.loader.bytes_read);
-  loader->set_read_gbps(report.loader.read_gbps);
-  loader->set_io_mode(report.loader.io_mode);
-  loader->set_checksum_failures(report.loader.checksum_failures);
+  ToProto(report.loader, proto->mutable_loader());
+  for (const LoadedModelReport& model : report.models) ToProto(model, proto->add_models());
   for (size_t i = 0; i < report.layers.size(); ++i) {
     const LayerReport& layer = report.layers[i];
     v1::LayerStatus* status = proto->add_layers();

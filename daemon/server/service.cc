@@ -117,8 +117,10 @@ grpc::ServerUnaryReactor* OctoService::CreateSession(grpc::CallbackServerContext
                                                      v1::CreateSessionResponse* response) {
   return Unary(context, Access::kAnyCaller, [&](const Caller& caller) -> absl::Status {
     OCTO_ASSIGN_OR_RETURN(const SessionReport session,
-                          runtime_.CreateSession(request->context_length(), caller.credential, request->name()));
+                          runtime_.CreateSession(request->context_length(), caller.credential, request->name(),
+                                                 request->model()));
     response->set_session_id(session.id);
+    response->set_model(session.model);
     response->set_context_length(session.context_length);
     response->set_created(session.created);
     response->set_positions(session.positions);
@@ -231,9 +233,9 @@ grpc::ServerUnaryReactor* OctoService::LoadModel(grpc::CallbackServerContext* co
 }
 
 grpc::ServerUnaryReactor* OctoService::UnloadModel(grpc::CallbackServerContext* context,
-                                                   const v1::UnloadModelRequest*, v1::UnloadModelResponse*) {
-  return Blocking(context, Access::kAdmin, [this](const Caller&) -> absl::Status {
-    return runtime_.UnloadModel();  // which logs it
+                                                   const v1::UnloadModelRequest* request, v1::UnloadModelResponse*) {
+  return Blocking(context, Access::kAdmin, [this, request](const Caller&) -> absl::Status {
+    return runtime_.UnloadModel(request->path());  // which logs it
   });
 }
 

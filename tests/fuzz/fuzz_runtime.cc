@@ -43,7 +43,7 @@ absl::StatusOr<ModelSummary> FuzzRuntime::LoadModel(const std::string& path, con
   return model_;
 }
 
-absl::Status FuzzRuntime::UnloadModel() {
+absl::Status FuzzRuntime::UnloadModel(const std::string&) {
   loaded_ = false;
   return absl::OkStatus();
 }
@@ -74,7 +74,7 @@ absl::Status FuzzRuntime::DeleteModel(const std::string& name) {
 }
 
 absl::StatusOr<SessionReport> FuzzRuntime::CreateSession(uint32_t context_length, const std::string& owner,
-                                                         const std::string&) {
+                                                         const std::string&, const std::string&) {
   return SessionReport{.id = "s1", .owner = owner, .context_length = context_length};
 }
 

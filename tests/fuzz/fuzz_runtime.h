@@ -25,13 +25,13 @@ class FuzzRuntime final : public Runtime {
   FuzzRuntime();
 
   absl::StatusOr<ModelSummary> LoadModel(const std::string& path, const std::optional<std::string>& draft) override;
-  absl::Status UnloadModel() override;
+  absl::Status UnloadModel(const std::string& name) override;
   absl::StatusOr<std::vector<ModelSummary>> ListModels() override;
   absl::Status CreateModel(const std::string& name, const std::string& gguf, const CreateWatcher& watch) override;
   absl::Status CopyModel(const std::string& source, const std::string& destination) override;
   absl::Status DeleteModel(const std::string& name) override;
   absl::StatusOr<SessionReport> CreateSession(uint32_t context_length, const std::string& owner,
-                                              const std::string& name = "") override;
+                                              const std::string& name = "", const std::string& model = "") override;
   absl::Status CloseSession(const std::string& id, const std::string& owner) override;
   absl::StatusOr<std::shared_ptr<JobHandle>> Submit(GenerateJob job, std::shared_ptr<TokenSink> sink) override;
   absl::StatusOr<EmbedResult> Embed(const EmbedJob& job, const std::function<bool()>& cancelled) override;

@@ -278,8 +278,8 @@ TEST_F(RuntimeEmbedTest, BadRequestsGetNamedErrors) {
   wide.dimensions = 1 << 20;
   expect(wide, absl::StatusCode::kInvalidArgument, "dimensions");
   EmbedJob other = Texts({"a"});
-  other.model = "mean";
-  expect(other, absl::StatusCode::kFailedPrecondition, "is not loaded");
+  other.model = "no-such-model";
+  expect(other, absl::StatusCode::kNotFound, "no-such-model");
 
   // Longer than the context: refused, or cut when asked.
   EmbedJob long_input = Texts({kTexts[3]});

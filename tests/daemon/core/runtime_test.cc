@@ -437,14 +437,13 @@ TEST_F(RuntimeTest, BadRequestsAreRefusedWithTheFieldNamed) {
   EXPECT_EQ(runtime->LoadModel("/etc", std::nullopt).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(runtime->LoadModel("absent", std::nullopt).status().code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(runtime->Detokenize({-1}).status().code(), absl::StatusCode::kInvalidArgument);
-  // A job for a model other than the loaded one (the HTTP API names its
-  // model; another request may have switched it) is refused, not run.
+  // A job for a model the root does not have is refused, naming it.
   GenerateJob other_model;
   other_model.prompt = "x";
   other_model.model = "other";
   const absl::Status refused = submit(other_model);
-  EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_NE(refused.message().find("model 'other' is not loaded ('m' is)"), std::string::npos) << refused;
+  EXPECT_EQ(refused.code(), absl::StatusCode::kNotFound);
+  EXPECT_NE(refused.message().find("other"), std::string::npos) << refused;
   // Still serving; naming the loaded model is fine.
   EXPECT_TRUE(RunGreedy(*runtime, "Once", 2)->status.ok());
   GenerateJob this_model = GreedyJob("Once", 2);
@@ -453,7 +452,7 @@ TEST_F(RuntimeTest, BadRequestsAreRefusedWithTheFieldNamed) {
   ASSERT_TRUE(ran->Wait());
   EXPECT_TRUE(ran->status.ok()) << ran->status;
   EXPECT_EQ(ran->tokens.size(), 2u);
-  ASSERT_TRUE(runtime->UnloadModel().ok());
+  ASSERT_TRUE(runtime->UnloadModel("").ok());
   GenerateJob fine;
   fine.prompt = "x";
   EXPECT_EQ(submit(fine).code(), absl::StatusCode::kFailedPrecondition);

@@ -53,7 +53,7 @@ TEST_F(HttpApiTest, HealthNeedsNoTokenAndNamesTheModel) {
   EXPECT_EQ(reply.Json(), json({{"status", "ok"}, {"model", "m"}}));
   EXPECT_EQ(Post(port(), "/tokenize", {{"content", "Hi"}}).status, 401) << "only /health is open";
   EXPECT_EQ(Post(port(), "/health", json::object()).status, 401) << "only its GET";
-  ASSERT_TRUE(runtime_.UnloadModel().ok());
+  ASSERT_TRUE(runtime_.UnloadModel("").ok());
   EXPECT_EQ(Get(port(), "/health").Json(), json({{"status", "ok"}, {"model", nullptr}}));
   runtime_.Shutdown();
   reply = Get(port(), "/health");

@@ -143,9 +143,10 @@ absl::StatusOr<ModelSummary> FakeRuntime::LoadModel(const std::string& path, con
   return absl::NotFoundError(absl::StrCat("no model '", path, "' under the models root"));
 }
 
-absl::Status FakeRuntime::UnloadModel() {
+absl::Status FakeRuntime::UnloadModel(const std::string& name) {
   absl::MutexLock lock(&mu_);
   if (!loaded_.has_value()) return absl::FailedPreconditionError("no model loaded");
+  if (!name.empty() && name != loaded_->path) return absl::NotFoundError("model '" + name + "' is not loaded");
   loaded_.reset();
   return absl::OkStatus();
 }
@@ -206,7 +207,7 @@ absl::Status FakeRuntime::DeleteModel(const std::string& name) {
 }
 
 absl::StatusOr<SessionReport> FakeRuntime::CreateSession(uint32_t context_length, const std::string& owner,
-                                                         const std::string& name) {
+                                                         const std::string& name, const std::string& /*model*/) {
   absl::MutexLock lock(&mu_);
   if (!loaded_.has_value()) return absl::FailedPreconditionError("no model loaded");
   if (context_length > 1u << 20) return absl::InvalidArgumentError("context_length is above the model's");

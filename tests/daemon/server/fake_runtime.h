@@ -63,7 +63,7 @@ class FakeRuntime final : public Runtime {
 
   // Runtime.
   absl::StatusOr<ModelSummary> LoadModel(const std::string& path, const std::optional<std::string>& draft_model) override;
-  absl::Status UnloadModel() override;
+  absl::Status UnloadModel(const std::string& name) override;
   absl::StatusOr<std::vector<ModelSummary>> ListModels() override;
   // Adds NAME to the models after two progress steps of 100 bytes; "taken"
   // when NAME is already one.
@@ -71,7 +71,7 @@ class FakeRuntime final : public Runtime {
   absl::Status CopyModel(const std::string& source, const std::string& destination) override;
   absl::Status DeleteModel(const std::string& name) override;
   absl::StatusOr<SessionReport> CreateSession(uint32_t context_length, const std::string& owner,
-                                              const std::string& name = "") override;
+                                              const std::string& name = "", const std::string& model = "") override;
   absl::Status CloseSession(const std::string& id, const std::string& owner) override;
   absl::StatusOr<std::shared_ptr<JobHandle>> Submit(GenerateJob job, std::shared_ptr<TokenSink> sink) override;
   // Each input's embedding: {its tokens (Tokenize with BOS, or the ids
