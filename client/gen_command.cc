@@ -173,16 +173,18 @@ int Fail(const absl::Status& status, OctoClient& client, std::FILE* err) {
   return 1;
 }
 
-// --model: loads it first when octod holds another one (as the HTTP API
-// does for a request's "model"); the requests then name it, so a model
-// switched meanwhile by another client is refused, not used.
+// --model: the requests name it, and octod loads it beside its other
+// models on first use (as the HTTP API does for a request's "model"); said
+// on stderr when it is not loaded yet, as that takes a while.
 absl::Status EnsureModel(const GenFlags& flags, OctoClient& client, std::FILE* err) {
   if (flags.model.empty()) return absl::OkStatus();
   absl::StatusOr<v1::GetStatusResponse> status = client.GetStatus();
   if (!status.ok()) return status.status();
-  if (status->has_model() && status->model().path() == CanonicalModelName(flags.model)) return absl::OkStatus();
+  for (const v1::LoadedModelStatus& loaded : status->models()) {
+    if (loaded.model().path() == CanonicalModelName(flags.model)) return absl::OkStatus();
+  }
   if (!flags.json) absl::FPrintF(err, "octo-gen: loading %s\n", flags.model);
-  return client.LoadModel(flags.model, std::nullopt).status();
+  return absl::OkStatus();
 }
 
 // --chat without a prompt: one turn per input line (or """ block), in one
@@ -195,7 +197,7 @@ int Conversation(const GenFlags& given, bool new_session, OctoClient& client, st
   std::string session = flags.session;
   const bool own_session = session.empty();
   auto open = [&]() -> absl::Status {
-    absl::StatusOr<v1::CreateSessionResponse> created = client.CreateSession(flags.context, given.session);
+    absl::StatusOr<v1::CreateSessionResponse> created = client.CreateSession(flags.context, given.session, flags.model);
     if (!created.ok()) return created.status();
     session = created->session_id();
     return absl::OkStatus();
@@ -322,7 +324,7 @@ int RunGen(const GenFlags& flags, OctoClient& client, std::istream& in, std::FIL
   // octod made (s + 32 hex digits) is used as it is.
   bool new_session = false;
   if (!flags.session.empty() && !IsGeneratedSessionId(flags.session)) {
-    absl::StatusOr<v1::CreateSessionResponse> opened = client.CreateSession(flags.context, flags.session);
+    absl::StatusOr<v1::CreateSessionResponse> opened = client.CreateSession(flags.context, flags.session, flags.model);
     if (!opened.ok()) return Fail(opened.status(), client, err);
     new_session = opened->created();
   }

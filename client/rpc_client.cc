@@ -187,10 +187,12 @@ absl::StatusOr<v1::GetStatusResponse> OctoClient::GetStatus() {
 }
 
 absl::StatusOr<v1::CreateSessionResponse> OctoClient::CreateSession(uint32_t context_length,
-                                                                   const std::string& name) {
+                                                                   const std::string& name,
+                                                                   const std::string& model) {
   v1::CreateSessionRequest request;
   request.set_context_length(context_length);
   request.set_name(name);
+  request.set_model(model);
   return Unary<v1::CreateSessionResponse>(&v1::Octo::Stub::CreateSession, request);
 }
 

@@ -58,7 +58,9 @@ class OctoClient {
   absl::StatusOr<v1::HealthResponse> Health();
   absl::StatusOr<v1::GetStatusResponse> GetStatus();
   // `name`: the caller's session of that name, opened when missing.
-  absl::StatusOr<v1::CreateSessionResponse> CreateSession(uint32_t context_length, const std::string& name = "");
+  // `model`: the model it runs (empty: octod's default).
+  absl::StatusOr<v1::CreateSessionResponse> CreateSession(uint32_t context_length, const std::string& name = "",
+                                                          const std::string& model = "");
   // Runs even after Cancel(), so a cancelled conversation can still clean up.
   absl::Status CloseSession(const std::string& session_id);
   absl::StatusOr<v1::ResidencyStatus> SetResidency(const v1::SetResidencyRequest& request);

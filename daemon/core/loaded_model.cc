@@ -48,6 +48,16 @@ ModelSummary SummarizeManifest(const Manifest& manifest, const std::string& path
   const GgufValue* jinja = manifest.FindTokenizerKey("tokenizer.chat_template");
   s.chat_template =
       std::string(ChatTemplate::ForModel(jinja != nullptr ? jinja->string_value : std::string()).chat_template.name());
+  if (jinja != nullptr) s.chat_template_text = jinja->string_value;
+  const GgufValue* tokens = manifest.FindTokenizerKey("tokenizer.ggml.tokens");
+  for (const char* key : {"tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id"}) {
+    const GgufValue* id = manifest.FindTokenizerKey(key);
+    if (id == nullptr || tokens == nullptr) continue;
+    absl::StatusOr<uint64_t> index = id->AsUint64();
+    if (!index.ok() || *index >= tokens->strings.size()) continue;
+    const std::string& text = tokens->strings[*index];
+    if (std::find(s.stop.begin(), s.stop.end(), text) == s.stop.end()) s.stop.push_back(text);
+  }
   return s;
 }
 

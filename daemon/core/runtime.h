@@ -230,6 +230,8 @@ struct ModelSummary {
   std::string quantization;   // general.file_type's name ("Q4_K_M"), else the type most matrix bytes have
   bool loaded = false;
   std::string chat_template;  // family recognised, "" if none
+  std::string chat_template_text;  // the GGUF's own template (Jinja), "" if it has none
+  std::vector<std::string> stop;   // the texts of its end-of-generation tokens (EOS, EOT)
   std::string draft_model;    // the loaded model's draft (speculative decoding), "" if none
   std::string pooling;        // how its embeddings pool: "mean", "cls", "last"; "rank" for a reranker
 };
@@ -367,6 +369,8 @@ struct LoadedModelReport {
   bool is_default = false;        // requests naming no model run on it
   uint32_t jobs = 0, sessions = 0;  // running or waiting on it; its open sessions
   uint64_t kv_bytes = 0;          // its sessions' caches
+  uint64_t resident_layer_bytes = 0, streamed_layer_bytes = 0;  // its layers, kept (VRAM or RAM) or streamed
+  double overlap = 0;             // fraction of its loader time hidden behind compute
   double idle_seconds = 0;        // since a request last asked for it (0 while in use)
   // Its keep_alive: seconds until it is unloaded while idle; unset: kept
   // until another load needs its room.

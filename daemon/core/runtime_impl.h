@@ -128,6 +128,12 @@ class RuntimeImpl : public Runtime {
                                                         bool* loaded_now = nullptr);
   // No session, job or request holds it: only models_ does.
   static bool Idle(const ModelSlot& slot);
+  // A session (a job's too) holds it.
+  bool InUse(const ModelSlot& slot) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Waits (a moment, mu_ let go meanwhile) for the model `name`, which no
+  // session holds, to be let go of by the scheduler, a report or a request
+  // about to queue on it: true when it is idle.
+  bool WaitUntilIdle(const std::string& name, std::unique_lock<std::mutex>& lock) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The loaded models' names, for errors ("none" when none is).
   std::string LoadedNames() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Jobs running or waiting on `model`.

@@ -106,14 +106,15 @@ absl::Status RuntimeImpl::DeleteModel(const std::string& name) {
   ModelSlot unloaded;  // freed outside mu_
   {
     // A loaded model goes too when idle; one in use stays, and its files.
-    std::lock_guard<std::mutex> lock(mu_);
-    if (auto it = models_.find(model.name); it != models_.end()) {
-      if (!Idle(it->second)) {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (models_.contains(model.name)) {
+      if (WaitUntilIdle(model.name, lock)) {
+        unloaded = TakeModel(model.name);
+        Log(absl::StrCat("unloading ", model.name, " to delete it"));
+      } else if (auto it = models_.find(model.name); it != models_.end()) {
         return absl::FailedPreconditionError(absl::StrCat(model.name, " is in use (", JobsOn(*it->second.model),
                                                           " jobs; sessions hold it too): delete it when it is idle"));
       }
-      unloaded = TakeModel(model.name);
-      Log(absl::StrCat("unloading ", model.name, " to delete it"));
     }
   }
   std::error_code ec;

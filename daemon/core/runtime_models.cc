@@ -2,6 +2,7 @@
 // one more (idle models unloaded, least recently used first), keep_alive
 // running out, and unloading by name.
 #include <algorithm>
+#include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -17,10 +18,31 @@ namespace {
 
 // How often an expired model still in use is looked at again.
 constexpr auto kBusyExpiryRecheck = std::chrono::milliseconds(100);
+// The longest a model no session holds may take to be let go of (a pass
+// ending, a status report, a request between finding it and queueing).
+constexpr auto kIdleWait = std::chrono::seconds(2);
 
 }  // namespace
 
 bool RuntimeImpl::Idle(const ModelSlot& slot) { return slot.model.use_count() == 1; }
+
+bool RuntimeImpl::InUse(const ModelSlot& slot) const {
+  return std::any_of(sessions_.begin(), sessions_.end(),
+                     [&](const auto& entry) { return entry.second->model == slot.model; });
+}
+
+bool RuntimeImpl::WaitUntilIdle(const std::string& name, std::unique_lock<std::mutex>& lock) {
+  const auto deadline = Clock::now() + kIdleWait;
+  while (true) {
+    auto it = models_.find(name);
+    if (it == models_.end() || InUse(it->second)) return false;
+    if (Idle(it->second)) return true;
+    if (Clock::now() >= deadline) return false;
+    lock.unlock();
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    lock.lock();
+  }
+}
 
 std::shared_ptr<LoadedModel> RuntimeImpl::DefaultModel() const {
   const ModelSlot* newest = nullptr;
@@ -153,7 +175,7 @@ absl::Status RuntimeImpl::MakeModelRoom(const std::string& name, const std::vect
   while (true) {
     ModelSlot victim;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      std::unique_lock<std::mutex> lock(mu_);
       uint64_t others_host = 0, others_vram = 0;
       for (const auto& [other, slot] : models_) {
         others_host += slot.model->residency().Report().held_bytes;
@@ -190,17 +212,19 @@ absl::Status RuntimeImpl::MakeModelRoom(const std::string& name, const std::vect
         vram = device;
         return absl::OkStatus();
       }
+      // The least recently used model no session holds.
       const ModelSlot* lru = nullptr;
       for (const auto& [other, slot] : models_) {
-        if (Idle(slot) && (lru == nullptr || slot.last_used < lru->last_used)) lru = &slot;
+        if (!InUse(slot) && (lru == nullptr || slot.last_used < lru->last_used)) lru = &slot;
       }
-      if (lru == nullptr) {
+      const std::string lru_name = lru != nullptr ? lru->from.name : "";
+      if (lru == nullptr || !WaitUntilIdle(lru_name, lock)) {
         return absl::UnavailableError(absl::StrCat("no room for model '", name, "': ", why, "; the loaded models (",
                                                    LoadedNames(),
                                                    ") are all in use: send the request again when one is idle"));
       }
-      Log(absl::StrCat("unloading ", lru->from.name, " (least recently used) to make room for ", name, ": ", why));
-      victim = TakeModel(lru->from.name);
+      Log(absl::StrCat("unloading ", lru_name, " (least recently used) to make room for ", name, ": ", why));
+      victim = TakeModel(lru_name);
     }
     // Its memory goes now, before the next look; where it came from stays,
     // to load it again if this load fails.

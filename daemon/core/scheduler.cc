@@ -380,7 +380,7 @@ RuntimeReport RuntimeImpl::Report() {
       lr.is_default = slot.model == m;
       lr.jobs = static_cast<uint32_t>(JobsOn(*slot.model));
       const double idle = std::chrono::duration<double>(now - slot.last_used).count();
-      lr.idle_seconds = Idle(slot) ? idle : 0;
+      lr.idle_seconds = InUse(slot) ? 0 : idle;
       if (slot.keep_alive != absl::InfiniteDuration()) {
         lr.expires_in_seconds = std::max(0.0, absl::ToDoubleSeconds(slot.keep_alive) - lr.idle_seconds);
       }
@@ -438,7 +438,10 @@ RuntimeReport RuntimeImpl::Report() {
                           r.speculation.drafts_loaded > 0;
   for (size_t i = 0; i < loaded.size(); ++i) {
     LoadedModelReport& lr = r.models[i];
-    ReportModel(*loaded[i], lr.residency, lr.loader, nullptr);
+    std::vector<LayerReport> layers;
+    ReportModel(*loaded[i], lr.residency, lr.loader, &layers);
+    for (const LayerReport& layer : layers) (layer.resident ? lr.resident_layer_bytes : lr.streamed_layer_bytes) += layer.bytes;
+    lr.overlap = loaded[i]->residency().overlap();
     if (lr.residency.device.present) lr.residency.device.kv_bytes = lr.kv_bytes;
   }
   if (m == nullptr) return r;

@@ -45,27 +45,57 @@ class Exposition {
   std::string text_;
 };
 
+// Each loaded model's figures, labelled model="NAME".
 void ModelMetrics(const RuntimeReport& r, Exposition& out) {
-  out.Family("octo_model_info", "gauge", "The loaded model (1), its architecture and backend.");
-  out.Sample("octo_model_info",
-             absl::StrCat("model=\"", Label(r.model->path), "\",architecture=\"", Label(r.model->architecture),
-                          "\",backend=\"", Label(r.backend), "\""),
-             1);
-  uint64_t resident = 0, streamed = 0;
-  for (const LayerReport& layer : r.layers) (layer.resident ? resident : streamed) += layer.bytes;
-  out.Family("octo_layer_bytes", "gauge", "The loaded model's layer bytes: kept resident (VRAM or RAM), streamed.");
-  out.Sample("octo_layer_bytes", "tier=\"resident\"", static_cast<double>(resident));
-  out.Sample("octo_layer_bytes", "tier=\"streamed\"", static_cast<double>(streamed));
-  out.One("octo_loader_read_bytes_total", "counter", "Bytes octo-loader read from disk.",
-          static_cast<double>(r.loader.bytes_read));
-  out.One("octo_loader_read_gigabytes_per_second", "gauge", "octo-loader's recent read rate.", r.loader.read_gbps);
-  out.One("octo_loader_restarts_total", "counter", "octo-loader restarts (dead or hung).",
-          static_cast<double>(r.loader.restarts));
-  out.One("octo_copy_compute_overlap_ratio", "gauge", "Share of the loader's time hidden behind compute.", r.overlap);
-  const ExpertReport& e = r.residency.experts;
-  out.Family("octo_expert_cache_total", "counter", "Selective MoE expert lookups in the expert cache.");
-  out.Sample("octo_expert_cache_total", "result=\"hit\"", static_cast<double>(e.cache_hits));
-  out.Sample("octo_expert_cache_total", "result=\"miss\"", static_cast<double>(e.cache_misses));
+  auto each = [&](absl::string_view name, absl::string_view type, absl::string_view help, absl::string_view labels,
+                  auto value) {
+    out.Family(name, type, help);
+    for (const LoadedModelReport& m : r.models) {
+      const std::string model = absl::StrCat("model=\"", Label(m.summary.path), "\"");
+      out.Sample(name, labels.empty() ? model : absl::StrCat(model, ",", labels), static_cast<double>(value(m)));
+    }
+  };
+  out.Family("octo_model_info", "gauge",
+             "Each loaded model (1), its architecture and backend; default=\"true\" for the one requests naming "
+             "none run on.");
+  for (const LoadedModelReport& m : r.models) {
+    out.Sample("octo_model_info",
+               absl::StrCat("model=\"", Label(m.summary.path), "\",architecture=\"", Label(m.summary.architecture),
+                            "\",backend=\"", Label(m.backend), "\",default=\"", m.is_default ? "true" : "false", "\""),
+               1);
+  }
+  out.Family("octo_layer_bytes", "gauge", "Each loaded model's layer bytes: kept resident (VRAM or RAM), streamed.");
+  for (const LoadedModelReport& m : r.models) {
+    const std::string model = absl::StrCat("model=\"", Label(m.summary.path), "\"");
+    out.Sample("octo_layer_bytes", absl::StrCat(model, ",tier=\"resident\""), static_cast<double>(m.resident_layer_bytes));
+    out.Sample("octo_layer_bytes", absl::StrCat(model, ",tier=\"streamed\""), static_cast<double>(m.streamed_layer_bytes));
+  }
+  out.Family("octo_model_memory_bytes", "gauge", "What each loaded model holds: RAM (layers, ring, whole-model tensors), VRAM.");
+  for (const LoadedModelReport& m : r.models) {
+    const std::string model = absl::StrCat("model=\"", Label(m.summary.path), "\"");
+    const DeviceReport& d = m.residency.device;
+    out.Sample("octo_model_memory_bytes", absl::StrCat(model, ",memory=\"ram\""),
+               static_cast<double>(m.residency.held_bytes + m.residency.global_bytes));
+    out.Sample("octo_model_memory_bytes", absl::StrCat(model, ",memory=\"vram\""),
+               static_cast<double>(d.present ? d.held_bytes + d.global_bytes : 0));
+  }
+  each("octo_model_jobs", "gauge", "Generations and embedding inputs running or waiting, by model.", "",
+       [](const LoadedModelReport& m) { return m.jobs; });
+  each("octo_loader_read_bytes_total", "counter", "Bytes each model's octo-loader read from disk.", "",
+       [](const LoadedModelReport& m) { return m.loader.bytes_read; });
+  each("octo_loader_read_gigabytes_per_second", "gauge", "Each model's loader's recent read rate.", "",
+       [](const LoadedModelReport& m) { return m.loader.read_gbps; });
+  each("octo_loader_restarts_total", "counter", "octo-loader restarts (dead or hung), by model.", "",
+       [](const LoadedModelReport& m) { return m.loader.restarts; });
+  each("octo_copy_compute_overlap_ratio", "gauge", "Share of each model's loader time hidden behind compute.", "",
+       [](const LoadedModelReport& m) { return m.overlap; });
+  out.Family("octo_expert_cache_total", "counter", "Selective MoE expert lookups in each model's expert cache.");
+  for (const LoadedModelReport& m : r.models) {
+    const std::string model = absl::StrCat("model=\"", Label(m.summary.path), "\"");
+    const ExpertReport& e = m.residency.experts;
+    out.Sample("octo_expert_cache_total", absl::StrCat(model, ",result=\"hit\""), static_cast<double>(e.cache_hits));
+    out.Sample("octo_expert_cache_total", absl::StrCat(model, ",result=\"miss\""), static_cast<double>(e.cache_misses));
+  }
   out.Family("octo_draft_tokens_total", "counter", "Speculative decoding: draft tokens proposed and accepted.");
   out.Sample("octo_draft_tokens_total", "kind=\"proposed\"", static_cast<double>(r.speculation.proposed));
   out.Sample("octo_draft_tokens_total", "kind=\"accepted\"", static_cast<double>(r.speculation.accepted));
@@ -113,7 +143,7 @@ std::string MetricsText(const RuntimeReport& r, const HttpRequestCounts& request
   out.One("octo_passes_total", "counter", "Forward passes run.", static_cast<double>(r.passes));
   out.One("octo_tokens_per_second", "gauge", "Tokens generated per second over the last 10 s.", r.tokens_per_second);
   out.One("octo_uptime_seconds", "gauge", "Seconds since octod started.", r.uptime_seconds);
-  if (r.model.has_value()) ModelMetrics(r, out);
+  if (!r.models.empty()) ModelMetrics(r, out);
   return out.Take();
 }
 

@@ -4,6 +4,7 @@
 #include <ctime>
 #include <limits>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "absl/strings/str_format.h"
@@ -152,8 +153,10 @@ absl::StatusOr<OllamaRequest> ParseOllamaChat(const nlohmann::json& body) {
   return request;
 }
 
-std::string OllamaTimestamp() {
-  const auto now = std::chrono::system_clock::now();
+std::string OllamaTimestamp(double seconds_from_now) {
+  const auto now = std::chrono::system_clock::now() +
+                   std::chrono::duration_cast<std::chrono::system_clock::duration>(
+                       std::chrono::duration<double>(seconds_from_now));
   const std::time_t seconds = std::chrono::system_clock::to_time_t(now);
   const auto nanos = std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count() % 1000000000;
   std::tm utc = {};
@@ -191,6 +194,21 @@ nlohmann::json OllamaModelEntry(const ModelSummary& model, const std::string& mo
           {"details", OllamaDetails(model)}};
 }
 
+nlohmann::json OllamaRunningEntry(const LoadedModelReport& model, const std::string& modified_at) {
+  nlohmann::json entry = OllamaModelEntry(model.summary, modified_at);
+  const ResidencyReport& r = model.residency;
+  // What it holds: its layers and whole-model tensors in RAM, and on a
+  // device (CUDA) what the VRAM tier holds; Ollama's size counts both.
+  const uint64_t vram = r.device.present ? r.device.held_bytes + r.device.global_bytes : 0;
+  entry["size"] = r.held_bytes + r.global_bytes + vram;
+  entry["size_vram"] = vram;
+  // Unloaded at expires_at while idle; "forever" (until room is needed) as a far date.
+  entry["expires_at"] = model.expires_in_seconds.has_value() ? OllamaTimestamp(*model.expires_in_seconds)
+                                                             : std::string(kOllamaForever);
+  entry["context_length"] = model.summary.context_length;
+  return entry;
+}
+
 nlohmann::json OllamaCapabilities(const ModelSummary& model) {
   nlohmann::json capabilities = {"completion"};
   if (model.pooling != "rank") capabilities.push_back("embedding");  // every decoder embeds (/api/embed)
@@ -206,10 +224,16 @@ nlohmann::json OllamaShow(const ModelSummary& model, const std::string& modified
                          {arch + ".context_length", model.context_length},
                          {arch + ".vocab_size", model.vocab_size}};
   if (model.n_experts > 0) info[arch + ".expert_count"] = model.n_experts;
+  // Its stop tokens as a Modelfile's parameters; its own template text, or
+  // the family octod chats in when the GGUF has none.
+  std::string parameters;
+  for (const std::string& stop : model.stop) {
+    absl::StrAppend(&parameters, parameters.empty() ? "" : "\n", "stop \"", absl::CEscape(stop), "\"");
+  }
   return {{"license", ""},
           {"modelfile", ""},
-          {"parameters", ""},
-          {"template", model.chat_template},
+          {"parameters", parameters},
+          {"template", model.chat_template_text.empty() ? model.chat_template : model.chat_template_text},
           {"details", OllamaDetails(model)},
           {"model_info", info},
           {"capabilities", OllamaCapabilities(model)},

@@ -74,8 +74,9 @@ absl::Status ReadKeepAlive(const FieldReader& fields, std::optional<absl::Durati
 absl::StatusOr<OllamaRequest> ParseOllamaGenerate(const nlohmann::json& body);
 absl::StatusOr<OllamaRequest> ParseOllamaChat(const nlohmann::json& body);
 
-// UTC now as Ollama writes it: "2026-11-21T10:22:45.123456789Z".
-std::string OllamaTimestamp();
+// UTC now, or seconds_from_now later, as Ollama writes it:
+// "2026-11-21T10:22:45.123456789Z".
+std::string OllamaTimestamp(double seconds_from_now = 0);
 
 // The statistics of a done reply: total_duration, load_duration,
 // prompt_eval_count/_duration, eval_count/_duration (durations in ns).
@@ -86,6 +87,10 @@ nlohmann::json OllamaDetails(const ModelSummary& model);
 
 // An entry of /api/tags (and /api/ps).
 nlohmann::json OllamaModelEntry(const ModelSummary& model, const std::string& modified_at);
+// A loaded model as /api/ps lists it: what it holds in RAM and VRAM, when
+// its keep_alive unloads it.
+inline constexpr char kOllamaForever[] = "9999-12-31T23:59:59Z";
+nlohmann::json OllamaRunningEntry(const LoadedModelReport& model, const std::string& modified_at);
 
 // What the model can do, as /api/show lists it: "completion", and
 // "embedding" unless it is a reranker.

@@ -206,11 +206,7 @@ void AddOllamaRoutes(HttpRouter& router, Runtime& runtime, std::string version, 
   });
   router.Add("GET", "/api/ps", [&runtime, started_at](const HttpRequest&, HttpExchange& exchange) {
     nlohmann::json list = nlohmann::json::array();
-    if (const RuntimeReport report = runtime.Report(); report.model.has_value()) {
-      nlohmann::json entry = OllamaModelEntry(*report.model, started_at);
-      entry["size_vram"] = 0;  // the CPU backend holds nothing on a GPU
-      list.push_back(entry);
-    }
+    for (const LoadedModelReport& model : runtime.Report().models) list.push_back(OllamaRunningEntry(model, started_at));
     exchange.ReplyJson(200, {{"models", list}});
   });
   router.Add("POST", "/api/show", [&runtime, started_at](const HttpRequest& request, HttpExchange& exchange) {

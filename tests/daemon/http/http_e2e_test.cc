@@ -299,7 +299,7 @@ TEST_F(HttpE2eTest, MetricsParseAndMoveWithARequest) {
   EXPECT_TRUE(absl::StartsWith(info->first, "octo_model_info{model=\"tiny\",architecture=\"llama\",backend=\"cpu"))
       << body;
   EXPECT_EQ(info->second, 1) << body;
-  EXPECT_GT(before["octo_layer_bytes{tier=\"resident\"}"], 0) << body;
+  EXPECT_GT(before["octo_layer_bytes{model=\"tiny\",tier=\"resident\"}"], 0) << body;
   const json request = {{"model", "tiny"}, {"prompt", kPrompt}, {"raw", true}, {"stream", false},
                         {"options", {{"temperature", 0}, {"num_predict", 5}}}};
   std::tie(body, status) = CurlPost("/api/generate", request.dump());

@@ -89,6 +89,17 @@ TEST_F(HttpApiTest, OllamaShowNamesTheTemplateInUse) {
   EXPECT_EQ(reply.Json()["template"], "chatml");
 }
 
+TEST_F(HttpApiTest, OllamaShowGivesTheGgufsOwnTemplateAndStopTokens) {
+  ModelSummary m = FakeModel("llama3");
+  m.chat_template = "llama3";
+  m.chat_template_text = "{% for message in messages %}<|start_header_id|>{{ message['role'] }}{% endfor %}";
+  m.stop = {"<|end_of_text|>", "<|eot_id|>"};
+  runtime_.SetModels({m}, true);
+  const json shown = Post(port(), "/api/show", {{"model", "llama3"}}).Json();
+  EXPECT_EQ(shown["template"], m.chat_template_text);
+  EXPECT_EQ(shown["parameters"], "stop \"<|end_of_text|>\"\nstop \"<|eot_id|>\"");
+}
+
 // Ollama's `template`: a family's name, or a template whose family octod
 // recognises from its text; the job asks for that family.
 TEST_F(HttpApiTest, OllamaChatTemplateFieldPicksTheFamily) {
