@@ -1,0 +1,200 @@
+#include "daemon/grammar/grammar_matcher.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "storage/utf8.h"
+
+namespace octo {
+namespace {
+
+using Kind = GrammarElement::Kind;
+using Stack = GrammarMatcher::Stack;
+using State = GrammarMatcher::State;
+
+// Ways to continue kept at once; a grammar ambiguous past this keeps the
+// first ones (no grammar the converters write comes near it).
+constexpr size_t kMaxStacks = 4096;
+// Expansion steps one code point may take (an ambiguous grammar's bound).
+constexpr size_t kMaxExpansionSteps = 1 << 16;
+// Accepted tokens a Rollback can undo (speculative drafts are far shorter).
+constexpr size_t kMaxRollback = 64;
+
+// Appends to `out` every stack `start` expands to: one with a character
+// set on top, or an empty one (a whole match). Iterative: a chain of rules
+// is data, not C++ stack depth.
+void Expand(const Grammar& g, Stack start, std::vector<Stack>& out) {
+  std::vector<Stack> work;
+  work.push_back(std::move(start));
+  size_t steps = 0;
+  while (!work.empty() && ++steps <= kMaxExpansionSteps) {
+    Stack stack = std::move(work.back());
+    work.pop_back();
+    bool expanded = false;
+    while (!stack.empty()) {
+      GrammarMatcher::Position& top = stack.back();
+      const GrammarAlternative& alt = g.rules[top.rule].alternatives[top.alternative];
+      if (top.element == alt.size()) {  // this alternative matched: back to its caller
+        stack.pop_back();
+        continue;
+      }
+      const GrammarElement& e = alt[top.element];
+      if (e.kind == Kind::kChars) break;
+      // A rule: its caller goes on after it (popped when nothing follows,
+      // so a right-recursive repetition does not deepen the stack).
+      ++top.element;
+      if (top.element == alt.size()) stack.pop_back();
+      const GrammarRule& rule = g.rules[e.rule];
+      for (size_t a = rule.alternatives.size(); a-- > 0;) {
+        Stack next = stack;
+        next.push_back({e.rule, static_cast<uint32_t>(a), 0});
+        work.push_back(std::move(next));
+      }
+      expanded = true;
+      break;
+    }
+    if (!expanded && out.size() < kMaxStacks) out.push_back(std::move(stack));
+  }
+}
+
+void Normalize(std::vector<Stack>& stacks) {
+  std::sort(stacks.begin(), stacks.end());
+  stacks.erase(std::unique(stacks.begin(), stacks.end()), stacks.end());
+}
+
+const GrammarElement& Top(const Grammar& g, const Stack& s) {
+  const GrammarMatcher::Position& p = s.back();
+  return g.rules[p.rule].alternatives[p.alternative][p.element];
+}
+
+// Some code point in [lo, hi] could match `e`.
+bool MayMatch(const GrammarElement& e, uint32_t lo, uint32_t hi) {
+  for (const auto& [a, b] : e.ranges) {
+    if (!e.negated && a <= hi && b >= lo) return true;
+    if (e.negated && a <= lo && b >= hi) return false;  // all of [lo, hi] is excluded
+  }
+  return e.negated;
+}
+
+// The code point `cp` into every stack that takes it.
+bool Advance(const Grammar& g, State& state, uint32_t cp) {
+  std::vector<Stack> next;
+  for (const Stack& s : state.stacks) {
+    if (s.empty() || !Top(g, s).Matches(cp)) continue;
+    Stack moved = s;
+    ++moved.back().element;
+    Expand(g, std::move(moved), next);
+  }
+  Normalize(next);
+  state.stacks = std::move(next);
+  return !state.stacks.empty();
+}
+
+// A character begun: some stack could take a code point it may become.
+bool MayContinue(const Grammar& g, const State& state) {
+  const uint32_t lo = state.code_point << (6 * state.pending);
+  const uint32_t hi = lo | ((1u << (6 * state.pending)) - 1);
+  return std::any_of(state.stacks.begin(), state.stacks.end(),
+                     [&](const Stack& s) { return !s.empty() && MayMatch(Top(g, s), lo, hi); });
+}
+
+}  // namespace
+
+TokenTrie::TokenTrie(const std::vector<std::string>& bytes) : nodes_(1), vocab_size_(bytes.size()) {
+  for (size_t id = 0; id < bytes.size(); ++id) {
+    if (bytes[id].empty()) continue;
+    uint32_t at = 0;
+    for (const char c : bytes[id]) {
+      const uint8_t b = static_cast<uint8_t>(c);
+      auto& children = nodes_[at].children;
+      auto it = std::lower_bound(children.begin(), children.end(), std::make_pair(b, uint32_t{0}),
+                                 [](const auto& x, const auto& y) { return x.first < y.first; });
+      if (it == children.end() || it->first != b) {
+        const uint32_t child = static_cast<uint32_t>(nodes_.size());
+        children.insert(it, {b, child});
+        nodes_.emplace_back();  // invalidates `children`: not used after
+        at = child;
+      } else {
+        at = it->second;
+      }
+    }
+    nodes_[at].tokens.push_back(static_cast<int32_t>(id));
+  }
+}
+
+GrammarMatcher::GrammarMatcher(std::shared_ptr<const Grammar> grammar) : grammar_(std::move(grammar)) {
+  State start;
+  const GrammarRule& root = grammar_->rules[grammar_->root];
+  for (uint32_t a = 0; a < root.alternatives.size(); ++a) {
+    Expand(*grammar_, Stack{{grammar_->root, a, 0}}, start.stacks);
+  }
+  Normalize(start.stacks);
+  history_.push_back(std::move(start));
+}
+
+bool GrammarMatcher::Step(State& state, uint8_t byte) const {
+  if (state.pending == 0) {
+    if (byte < 0x80) return Advance(*grammar_, state, byte);
+    const size_t length = Utf8SequenceLength(byte);
+    if (length < 2) return false;
+    state.code_point = byte & (0xFFu >> (length + 1));
+    state.pending = static_cast<uint8_t>(length - 1);
+    return MayContinue(*grammar_, state);
+  }
+  if (!IsUtf8Continuation(byte)) return false;
+  state.code_point = (state.code_point << 6) | (byte & 0x3F);
+  if (--state.pending > 0) return MayContinue(*grammar_, state);
+  return state.code_point <= 0x10FFFF && Advance(*grammar_, state, state.code_point);
+}
+
+bool GrammarMatcher::Accept(absl::string_view bytes) {
+  State next = history_.back();
+  for (const char c : bytes) {
+    if (!Step(next, static_cast<uint8_t>(c))) return false;
+  }
+  history_.push_back(std::move(next));
+  ++accepted_;
+  if (history_.size() > kMaxRollback + 1) history_.pop_front();
+  return true;
+}
+
+bool GrammarMatcher::Allows(absl::string_view bytes) const {
+  State next = history_.back();
+  for (const char c : bytes) {
+    if (!Step(next, static_cast<uint8_t>(c))) return false;
+  }
+  return true;
+}
+
+bool GrammarMatcher::CanEnd() const {
+  const State& now = history_.back();
+  return now.pending == 0 && !now.stacks.empty() && now.stacks.front().empty();  // sorted: an empty stack is first
+}
+
+absl::Status GrammarMatcher::Rollback(int n) {
+  if (n < 0 || static_cast<size_t>(n) >= history_.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("cannot roll the grammar back ", n, " tokens; ",
+                                                   history_.size() - 1, " can be"));
+  }
+  history_.resize(history_.size() - n);
+  accepted_ -= n;
+  return absl::OkStatus();
+}
+
+void GrammarMatcher::FillMask(const TokenTrie& trie, std::vector<uint8_t>& allowed) const {
+  allowed.assign(trie.vocab_size(), 0);
+  Walk(trie, 0, history_.back(), allowed);
+}
+
+void GrammarMatcher::Walk(const TokenTrie& trie, uint32_t node, const State& state,
+                          std::vector<uint8_t>& allowed) const {
+  for (const auto& [byte, child] : trie.node(node).children) {
+    State next = state;
+    if (!Step(next, byte)) continue;  // nothing under this prefix
+    for (const int32_t token : trie.node(child).tokens) allowed[token] = 1;
+    Walk(trie, child, next, allowed);
+  }
+}
+
+}  // namespace octo
