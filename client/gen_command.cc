@@ -1,5 +1,6 @@
 #include "client/gen_command.h"
 
+#include <fstream>
 #include <iterator>
 #include <sstream>
 
@@ -153,6 +154,7 @@ v1::ChatRequest ChatTurn(const GenFlags& flags, const std::string& session, bool
   v1::ChatRequest request;
   request.set_session_id(session);
   request.set_model(flags.model);
+  request.set_grammar(flags.grammar);
   request.set_chat_template(flags.chat_template);
   if (with_system && !flags.system.empty()) {
     v1::ChatMessage* system = request.add_messages();
@@ -317,7 +319,13 @@ absl::Status CheckGenFlags(const GenFlags& flags) {
   return absl::OkStatus();
 }
 
-int RunGen(const GenFlags& flags, OctoClient& client, std::istream& in, std::FILE* out, std::FILE* err) {
+int RunGen(const GenFlags& given, OctoClient& client, std::istream& in, std::FILE* out, std::FILE* err) {
+  GenFlags flags = given;
+  if (!flags.grammar_file.empty()) {
+    std::ifstream file(flags.grammar_file, std::ios::binary);
+    if (!file) return Fail(absl::NotFoundError(absl::StrCat("--grammar: cannot read ", flags.grammar_file)), client, err);
+    flags.grammar.assign(std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>());
+  }
   if (absl::Status loaded = EnsureModel(flags, client, err); !loaded.ok()) return Fail(loaded, client, err);
   // --session NAME: the caller's session of that name, opened when missing
   // and kept after this run (octo-ctl sessions close NAME ends it). An id
@@ -343,6 +351,7 @@ int RunGen(const GenFlags& flags, OctoClient& client, std::istream& in, std::FIL
     v1::GenerateRequest request;
     request.set_session_id(flags.session);
     request.set_model(flags.model);
+    request.set_grammar(flags.grammar);
     request.set_prompt(prompt);
     SamplingToProto(flags.sampling, request.mutable_sampling());
     DraftToProto(flags, request.mutable_draft());

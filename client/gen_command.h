@@ -42,7 +42,9 @@ struct GenFlags {
   std::string system;             // system message (with --chat)
   std::string chat_template;      // a template family instead of the model's
   std::string session;            // continue this session
-  std::string model;              // run on this model, loading it first when another is loaded
+  std::string model;              // run on this model, loaded beside the others when it is not
+  std::string grammar_file;       // --grammar: hold the output to the GBNF grammar in this file
+  std::string grammar;            // its text (RunGen reads it)
   uint32_t context = 0;           // positions for a new --chat session (0: octod's default)
   bool json = false;
   bool stats = false;             // timings to stderr

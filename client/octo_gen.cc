@@ -40,7 +40,9 @@ int main(int argc, char** argv) {
   app.add_option("--system", flags.system, "System message (with --chat)");
   app.add_option("--chat-template", flags.chat_template, "Template family instead of the model's (chatml, llama3, ...)");
   app.add_option("--model,-m", flags.model,
-                 "Model to run (a name under octod's models root); loaded first when octod holds another");
+                 "Model to run (a name under octod's models root); octod loads it beside its others when needed");
+  app.add_option("--grammar", flags.grammar_file,
+                 "Hold the output to the GBNF grammar in FILE (llama.cpp's format; the rule root first)");
   app.add_option("--session", flags.session,
                  "Use this named session, opened on first use and kept after the run (its cache keeps earlier "
                  "turns), or a session id");

@@ -46,9 +46,11 @@ ModelSummary SummarizeManifest(const Manifest& manifest, const std::string& path
                      })->first;
   }
   const GgufValue* jinja = manifest.FindTokenizerKey("tokenizer.chat_template");
-  s.chat_template =
-      std::string(ChatTemplate::ForModel(jinja != nullptr ? jinja->string_value : std::string()).chat_template.name());
-  if (jinja != nullptr) s.chat_template_text = jinja->string_value;
+  const ModelChatTemplate chat = ChatTemplate::ForModel(jinja != nullptr ? jinja->string_value : std::string());
+  s.chat_template = std::string(chat.chat_template.name());
+  // The GGUF's own text, when it is the template octod chats in (not one
+  // it fell back from).
+  if (jinja != nullptr && chat.fallback_notice.empty()) s.chat_template_text = jinja->string_value;
   const GgufValue* tokens = manifest.FindTokenizerKey("tokenizer.ggml.tokens");
   for (const char* key : {"tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id"}) {
     const GgufValue* id = manifest.FindTokenizerKey(key);
@@ -186,6 +188,11 @@ void LoadedModel::AddDeviceReport(ResidencyReport& report, std::vector<LayerRepo
 std::string LoadedModel::TakeChatTemplateNotice() {
   if (chat_template_->fallback_notice.empty() || chat_template_notice_taken_.exchange(true)) return std::string();
   return chat_template_->fallback_notice;
+}
+
+std::shared_ptr<const GrammarVocab> LoadedModel::grammar_vocab() const {
+  std::call_once(grammar_vocab_once_, [this] { grammar_vocab_ = NewGrammarVocab(*tokenizer_); });
+  return grammar_vocab_;
 }
 
 std::string LoadedModel::backend() const {

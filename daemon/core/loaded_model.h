@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
@@ -18,6 +19,7 @@
 #include "daemon/core/residency.h"
 #include "daemon/core/runtime.h"
 #include "daemon/engine/forward.h"
+#include "daemon/engine/generation.h"
 #include "daemon/engine/kv_cache.h"
 #include "daemon/engine/model_files.h"
 #include "daemon/engine/run_state.h"
@@ -66,6 +68,9 @@ class LoadedModel {
   // template) "". The caller logs it. Any thread.
   std::string TakeChatTemplateNotice();
   const ModelSummary& summary() const { return summary_; }
+  // The vocabulary as constrained generation sees it, built on first use
+  // (a trie of every token's bytes). Any thread.
+  std::shared_ptr<const GrammarVocab> grammar_vocab() const;
   uint64_t global_bytes() const { return globals_.bytes(); }
   std::string backend() const;
   std::string backend_kind() const { return backend_->kind(); }  // "cpu" or "cuda"
@@ -97,6 +102,8 @@ class LoadedModel {
   std::optional<Tokenizer> tokenizer_;  // set by Load
   std::optional<ModelChatTemplate> chat_template_;  // set by Load
   std::atomic<bool> chat_template_notice_taken_{false};
+  mutable std::once_flag grammar_vocab_once_;
+  mutable std::shared_ptr<const GrammarVocab> grammar_vocab_;
   ModelSummary summary_;
   ResidentGlobals globals_;
   std::unique_ptr<ResidencyManager> residency_;

@@ -128,6 +128,10 @@ struct GenerateJob {
   bool add_bos = true;                    // false: no BOS in front, for a prompt or a chat's rendering
   bool parse_special = false;
   SamplingParams sampling;
+  // The output held to this grammar (GBNF, daemon/grammar/grammar.h); empty:
+  // unconstrained. A bad grammar is INVALID_ARGUMENT naming "grammar". A
+  // constrained job does not speculate (its draft model is not used).
+  std::string grammar;
   // Speculative decoding for this request: a draft model under the models
   // root (unset or empty: the daemon's; "none": no draft), and the longest
   // draft (unset: the daemon's draft_max).
@@ -230,7 +234,7 @@ struct ModelSummary {
   std::string quantization;   // general.file_type's name ("Q4_K_M"), else the type most matrix bytes have
   bool loaded = false;
   std::string chat_template;  // family recognised, "" if none
-  std::string chat_template_text;  // the GGUF's own template (Jinja), "" if it has none
+  std::string chat_template_text;  // the GGUF's own template (Jinja) when octod chats in it, else ""
   std::vector<std::string> stop;   // the texts of its end-of-generation tokens (EOS, EOT)
   std::string draft_model;    // the loaded model's draft (speculative decoding), "" if none
   std::string pooling;        // how its embeddings pool: "mean", "cls", "last"; "rank" for a reranker

@@ -267,6 +267,11 @@ absl::StatusOr<std::shared_ptr<JobHandle>> RuntimeImpl::Submit(GenerateJob reque
   absl::StatusOr<Generation> generation =
       Generation::Create(m->tokenizer(), request.sampling, std::move(*prompt), session->kv->max_positions());
   if (!generation.ok()) return release(generation.status());
+  if (!request.grammar.empty()) {
+    absl::StatusOr<Grammar> grammar = Grammar::Parse(request.grammar);
+    if (!grammar.ok()) return release(Annotate(grammar.status(), "grammar"));
+    generation->Constrain(std::make_shared<const Grammar>(*std::move(grammar)), m->grammar_vocab());
+  }
   generation->InputFed(cached);
   if (absl::Status truncated = session->kv->Truncate(static_cast<int>(cached)); !truncated.ok()) {
     return release(truncated);
@@ -274,7 +279,8 @@ absl::StatusOr<std::shared_ptr<JobHandle>> RuntimeImpl::Submit(GenerateJob reque
   // Speculation: the request's draft model, or the daemon's. The session
   // keeps its draft cache for the same draft (cut to the reused prefix),
   // else gets a new one (or none).
-  absl::StatusOr<std::shared_ptr<DraftModel>> draft = ResolveDraft(request, *m);
+  absl::StatusOr<std::shared_ptr<DraftModel>> draft =
+      generation->constrained() ? std::shared_ptr<DraftModel>() : ResolveDraft(request, *m);
   if (!draft.ok()) return release(draft.status());
   const bool new_draft = session->draft != *draft;
   std::unique_ptr<KvCache> draft_kv;

@@ -61,7 +61,56 @@ std::span<const int32_t> Generation::NextInput(size_t max_tokens) const {
 absl::StatusOr<std::optional<GeneratedToken>> Generation::Accept(std::span<const float> logits) {
   if (finished()) return absl::FailedPreconditionError("the generation has finished");
   OCTO_ASSIGN_OR_RETURN(const int32_t id, sampler_.Sample(logits, history_));
-  return Take(id, logits);
+  if (!grammar_.has_value()) return Take(id, logits);
+  // The fast path: the grammar takes the token drawn.
+  if (params_.top_logprobs == 0 && GrammarTakes(id)) return Take(id, logits);
+  // Else the draw again, from what the grammar allows.
+  grammar_->FillMask(grammar_vocab_->trie, mask_);
+  const bool can_end = grammar_->CanEnd();
+  for (const int32_t end : grammar_vocab_->ends) {
+    if (end >= 0 && static_cast<size_t>(end) < mask_.size()) mask_[end] = can_end ? 1 : 0;
+  }
+  masked_.assign(logits.begin(), logits.end());
+  bool any = false;
+  for (size_t i = 0; i < masked_.size(); ++i) {
+    if (i < mask_.size() && mask_[i] != 0) {
+      any = true;
+    } else {
+      masked_[i] = -std::numeric_limits<float>::infinity();
+    }
+  }
+  if (!any) {
+    return absl::FailedPreconditionError(
+        "the output constraint cannot go on: no token of the model's vocabulary continues its grammar here");
+  }
+  OCTO_ASSIGN_OR_RETURN(const int32_t allowed, sampler_.Sample(masked_, history_));
+  if (!GrammarTakes(allowed)) return absl::InternalError("the sampler drew a token the grammar refuses");
+  return Take(allowed, masked_);
+}
+
+bool Generation::GrammarTakes(int32_t id) {
+  if (grammar_vocab_->IsEnd(id) || tokenizer_.IsEndOfGeneration(id)) return grammar_->CanEnd();
+  if (id < 0 || static_cast<size_t>(id) >= grammar_vocab_->bytes.size()) return false;
+  const std::string& bytes = grammar_vocab_->bytes[id];
+  return !bytes.empty() && grammar_->Accept(bytes);
+}
+
+void Generation::Constrain(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const GrammarVocab> vocab) {
+  grammar_.emplace(std::move(grammar));
+  grammar_vocab_ = std::move(vocab);
+}
+
+std::shared_ptr<const GrammarVocab> NewGrammarVocab(const Tokenizer& tokenizer) {
+  std::vector<std::string> bytes(tokenizer.vocab_size());
+  std::vector<int32_t> ends;
+  for (int32_t id = 0; id < tokenizer.vocab_size(); ++id) {
+    if (tokenizer.IsEndOfGeneration(id)) {
+      ends.push_back(id);
+      continue;
+    }
+    bytes[id] = tokenizer.Piece(id, /*render_special=*/false);
+  }
+  return std::make_shared<const GrammarVocab>(std::move(bytes), std::move(ends));
 }
 
 absl::StatusOr<std::optional<GeneratedToken>> Generation::Take(int32_t id, std::span<const float> logits) {

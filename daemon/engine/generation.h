@@ -26,6 +26,8 @@
 
 #include "absl/status/statusor.h"
 #include "daemon/engine/draft_tree.h"
+#include "daemon/grammar/grammar_matcher.h"
+#include "daemon/grammar/grammar_vocab.h"
 #include "daemon/engine/model.h"
 #include "daemon/sampling/logprobs.h"
 #include "daemon/sampling/sampler.h"
@@ -71,7 +73,18 @@ class Generation {
   // Takes the logits that followed NextInput() (the row of its last token),
   // draws the next token and advances. Returns the token, or nullopt when
   // the draw ended the generation with nothing to emit (end token).
+  // Constrained: FAILED_PRECONDITION when no token of the vocabulary can
+  // continue the grammar.
   absl::StatusOr<std::optional<GeneratedToken>> Accept(std::span<const float> logits);
+
+  // Holds the output to `grammar` (before the first Accept): each token
+  // drawn is one the grammar allows, and an end token comes only where the
+  // text is a whole match. The sampled token is checked first; only when the
+  // grammar refuses it are the logits masked to what it allows and the
+  // token drawn again -- and always when top_logprobs asks, so reported
+  // log-probabilities are those of the constrained distribution then.
+  void Constrain(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const GrammarVocab> vocab);
+  bool constrained() const { return grammar_.has_value(); }
 
   // Speculative decoding (generation_draft.cc; daemon/sampling/speculative.h).
   // A draft model's proposal for the token after history() and `proposed`
@@ -123,8 +136,16 @@ class Generation {
   // that may end the generation; nullopt for an end token (not appended).
   absl::StatusOr<std::optional<GeneratedToken>> Take(int32_t id, std::span<const float> logits);
 
+  // Constrained: the token `id` continues the grammar (advancing it), or is
+  // an end token where the grammar may end.
+  bool GrammarTakes(int32_t id);
+
   Tokenizer tokenizer_;
   Sampler sampler_;
+  std::optional<GrammarMatcher> grammar_;
+  std::shared_ptr<const GrammarVocab> grammar_vocab_;
+  std::vector<uint8_t> mask_;     // scratch: the tokens the grammar allows
+  std::vector<float> masked_;     // scratch: the logits of the others at -inf
   SamplingParams params_;
   StreamingDetokenizer detokenizer_;
   StopMatcher stop_;
@@ -134,6 +155,10 @@ class Generation {
   int max_positions_ = 0;
   FinishReason finish_ = FinishReason::kNone;
 };
+
+// The vocabulary a grammar constrains (grammar_vocab.h): each token's
+// bytes (Tokenizer::Piece, control tokens empty) and the end tokens.
+std::shared_ptr<const GrammarVocab> NewGrammarVocab(const Tokenizer& tokenizer);
 
 struct GenerateStats {
   int prompt_tokens = 0;

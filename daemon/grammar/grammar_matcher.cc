@@ -20,6 +20,8 @@ constexpr size_t kMaxStacks = 4096;
 constexpr size_t kMaxExpansionSteps = 1 << 16;
 // Accepted tokens a Rollback can undo (speculative drafts are far shorter).
 constexpr size_t kMaxRollback = 64;
+// Masks a matcher keeps for the states it met last.
+constexpr size_t kCachedMasks = 8;
 
 // Appends to `out` every stack `start` expands to: one with a character
 // set on top, or an empty one (a whole match). Iterative: a chain of rules
@@ -91,10 +93,16 @@ bool Advance(const Grammar& g, State& state, uint32_t cp) {
   return !state.stacks.empty();
 }
 
-// A character begun: some stack could take a code point it may become.
+// The least code point a well-formed character of `length` bytes holds.
+uint32_t Shortest(uint8_t length) { return length == 2 ? 0x80 : length == 3 ? 0x800 : 0x10000; }
+
+// A character begun: some stack could take a code point it may become
+// (a well-formed one: no overlong form, nothing past U+10FFFF).
 bool MayContinue(const Grammar& g, const State& state) {
-  const uint32_t lo = state.code_point << (6 * state.pending);
-  const uint32_t hi = lo | ((1u << (6 * state.pending)) - 1);
+  const uint32_t prefix = state.code_point << (6 * state.pending);
+  const uint32_t lo = std::max(prefix, Shortest(state.length));
+  const uint32_t hi = std::min<uint32_t>(prefix | ((1u << (6 * state.pending)) - 1), 0x10FFFF);
+  if (lo > hi || (lo >= 0xD800 && hi <= 0xDFFF)) return false;  // nothing, or only surrogates
   return std::any_of(state.stacks.begin(), state.stacks.end(),
                      [&](const Stack& s) { return !s.empty() && MayMatch(Top(g, s), lo, hi); });
 }
@@ -140,12 +148,17 @@ bool GrammarMatcher::Step(State& state, uint8_t byte) const {
     if (length < 2) return false;
     state.code_point = byte & (0xFFu >> (length + 1));
     state.pending = static_cast<uint8_t>(length - 1);
+    state.length = static_cast<uint8_t>(length);
     return MayContinue(*grammar_, state);
   }
   if (!IsUtf8Continuation(byte)) return false;
   state.code_point = (state.code_point << 6) | (byte & 0x3F);
   if (--state.pending > 0) return MayContinue(*grammar_, state);
-  return state.code_point <= 0x10FFFF && Advance(*grammar_, state, state.code_point);
+  // Well-formed only: an overlong form ("\xE0\x80\xB2" for "2") or a
+  // surrogate is no character, whatever code point it spells.
+  const uint32_t cp = state.code_point;
+  if (cp < Shortest(state.length) || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
+  return Advance(*grammar_, state, cp);
 }
 
 bool GrammarMatcher::Accept(absl::string_view bytes) {
@@ -183,8 +196,20 @@ absl::Status GrammarMatcher::Rollback(int n) {
 }
 
 void GrammarMatcher::FillMask(const TokenTrie& trie, std::vector<uint8_t>& allowed) const {
+  const State& now = history_.back();
+  for (auto it = masks_.begin(); it != masks_.end(); ++it) {
+    if (it->trie == &trie && it->state == now) {
+      allowed = it->allowed;
+      CachedMask hit = std::move(*it);  // the newest now
+      masks_.erase(it);
+      masks_.push_back(std::move(hit));
+      return;
+    }
+  }
   allowed.assign(trie.vocab_size(), 0);
-  Walk(trie, 0, history_.back(), allowed);
+  Walk(trie, 0, now, allowed);
+  if (masks_.size() >= kCachedMasks) masks_.pop_front();
+  masks_.push_back(CachedMask{.state = now, .trie = &trie, .allowed = allowed});
 }
 
 void GrammarMatcher::Walk(const TokenTrie& trie, uint32_t node, const State& state,

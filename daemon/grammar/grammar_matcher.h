@@ -75,6 +75,8 @@ class GrammarMatcher {
     std::vector<Stack> stacks;  // sorted, no repeats
     uint32_t code_point = 0;    // the character begun so far
     uint8_t pending = 0;        // its continuation bytes still to come
+    uint8_t length = 0;         // its bytes in all
+    bool operator==(const State&) const = default;
   };
 
  private:
@@ -85,6 +87,14 @@ class GrammarMatcher {
   std::shared_ptr<const Grammar> grammar_;
   std::deque<State> history_;  // back(): the state now; the ones before it, to roll back to
   int accepted_ = 0;
+  // Masks of the states last masked (a string's characters, a repeated
+  // element: generation comes back to the same state often), newest last.
+  struct CachedMask {
+    State state;
+    const TokenTrie* trie = nullptr;
+    std::vector<uint8_t> allowed;
+  };
+  mutable std::deque<CachedMask> masks_;
 };
 
 }  // namespace octo

@@ -9,6 +9,7 @@
 #include "absl/time/time.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "daemon/grammar/json_grammar.h"
 #include "daemon/http/json_fields.h"
 #include "storage/byte_size.h"
 #include "storage/status_macros.h"
@@ -76,8 +77,9 @@ absl::Status ReadCommon(const FieldReader& fields, OllamaRequest* request) {
   OCTO_RETURN_IF_ERROR(ReadKeepAlive(fields, &request->keep_alive));
   request->unload = request->keep_alive == absl::ZeroDuration();
   OCTO_RETURN_IF_ERROR(ReadTemplate(fields, &request->chat_template));
-  if (const nlohmann::json* format = fields.Find("format"); format != nullptr && *format != "") {
-    return fields.Unsupported("format", "no structured output");
+  if (const nlohmann::json* format = fields.Find("format"); format != nullptr && *format != "" && !format->is_null()) {
+    if (*format != "json") return fields.Unsupported("format", "\"json\" only for now (no schemas yet)");
+    request->grammar = kJsonObjectGrammar;
   }
   if (const nlohmann::json* tools = fields.Find("tools"); tools != nullptr && !tools->empty()) {
     return fields.Unsupported("tools", "no tool calls");

@@ -51,6 +51,7 @@ struct OllamaRequest {
   int num_ctx = 0;
   int num_keep = 4;
   std::string chat_template;        // from `template`: a family name; empty: the model's
+  std::string grammar;              // from `format` "json": the output held to JSON (GenerateJob::grammar)
   // /api/generate
   std::string prompt;
   std::string system;

@@ -100,6 +100,7 @@ absl::StatusOr<GenerateJob> OllamaJob(Runtime& runtime, const OllamaRequest& req
   job.origin = chat ? "POST /api/chat" : "POST /api/generate";
   job.sampling = request.sampling;
   job.chat_template = request.chat_template;
+  job.grammar = request.grammar;
   job.context_length = request.num_ctx;
   // num_keep -1 keeps the whole prompt: one too long is refused then.
   if (request.num_keep >= 0) job.truncate_keep = request.num_keep;

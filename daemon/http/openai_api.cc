@@ -3,11 +3,47 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "daemon/grammar/grammar.h"
+#include "daemon/grammar/json_grammar.h"
 #include "daemon/http/json_fields.h"
+#include "storage/bounded_json.h"
 #include "storage/status_macros.h"
 
 namespace octo {
 namespace {
+
+// The output constraint: response_format (text, json_object), or
+// llama-server's grammar (GBNF, checked here so its errors name the field).
+absl::Status ReadConstraint(const FieldReader& fields, std::string* grammar) {
+  if (const nlohmann::json* format = fields.Find("response_format"); format != nullptr) {
+    const nlohmann::json* type = format->is_object() ? FieldReader(*format).Find("type") : nullptr;
+    if (type == nullptr || !type->is_string()) {
+      return fields.Error("response_format", "expected an object with a \"type\": text, json_object");
+    }
+    if (*type == "json_object") {
+      *grammar = kJsonObjectGrammar;
+    } else if (*type != "text") {
+      return fields.Unsupported("response_format", absl::StrCat("type ", QuotePrefix(type->get<std::string>()),
+                                                                 ": text and json_object only for now"));
+    }
+  }
+  std::string text;
+  OCTO_RETURN_IF_ERROR(fields.String("grammar", &text));
+  if (!text.empty()) {
+    if (!grammar->empty()) return fields.Error("grammar", "give a grammar or a response_format json_object, not both");
+    if (absl::StatusOr<Grammar> parsed = Grammar::Parse(text); !parsed.ok()) {
+      return fields.Error("grammar", parsed.status().message());
+    }
+    *grammar = std::move(text);
+  }
+  // Constraints octod does not take yet are refused, never run unconstrained.
+  for (const char* key : {"json_schema", "guided_json", "guided_regex", "guided_choice", "guided_grammar"}) {
+    if (const nlohmann::json* value = fields.Find(key); value != nullptr && !value->is_null()) {
+      return fields.Unsupported(key, "no such constraint yet: use grammar or response_format json_object");
+    }
+  }
+  return absl::OkStatus();
+}
 
 // The fields both endpoints share, over OpenAI's defaults.
 absl::Status ReadCommon(const FieldReader& fields, OpenAiRequest* request) {
@@ -47,11 +83,7 @@ absl::Status ReadCommon(const FieldReader& fields, OpenAiRequest* request) {
       return fields.Unsupported(key, "no tool calls");
     }
   }
-  if (const nlohmann::json* format = fields.Find("response_format"); format != nullptr) {
-    const nlohmann::json* type = format->is_object() ? FieldReader(*format).Find("type") : nullptr;
-    if (type == nullptr || *type != "text") return fields.Unsupported("response_format", "text only");
-  }
-  return absl::OkStatus();
+  return ReadConstraint(fields, &request->job.grammar);
 }
 
 // A message's content: a string, or parts of which only text is accepted.

@@ -67,6 +67,7 @@ absl::StatusOr<GenerateJob> JobFromProto(const v1::GenerateRequest& request) {
   job.add_bos = request.has_add_bos() ? request.add_bos() : true;
   job.parse_special = request.parse_special();
   job.model = request.model();
+  job.grammar = request.grammar();
   job.origin = "gRPC Generate";
   job.sampling = SamplingFromProto(request.sampling());
   DraftFromProto(request.draft(), job);
@@ -85,6 +86,7 @@ absl::StatusOr<GenerateJob> JobFromProto(const v1::ChatRequest& request) {
   job.chat = true;
   job.chat_template = request.chat_template();
   job.model = request.model();
+  job.grammar = request.grammar();
   job.origin = "gRPC Chat";
   job.messages.reserve(request.messages_size());
   for (int i = 0; i < request.messages_size(); ++i) {

@@ -76,6 +76,20 @@ TEST(GrammarMatcherTest, ACharacterSplitAcrossTokensIsOneCodePoint) {
   GrammarMatcher ascii(Parse("root ::= [a-z]+"));
   EXPECT_FALSE(ascii.Allows("\xC3")) << "no two-byte character can follow: refused at its first byte";
   EXPECT_FALSE(ascii.Allows("\xFF"));
+  // Overlong forms and surrogates spell no character, even one the grammar takes.
+  GrammarMatcher digits(Parse("root ::= [0-9-]+ | [\\u0000-\\U0010FFFF]"));
+  EXPECT_FALSE(digits.Allows("\xE0\x80\xB2")) << "an overlong '2'";
+  EXPECT_FALSE(digits.Allows("\xC0\xAD")) << "an overlong '-'";
+  EXPECT_FALSE(digits.Allows("\xED\xA0\x80")) << "a surrogate";
+  EXPECT_TRUE(digits.Allows("\xE2\x82\xAC")) << "the euro sign";
+  // A lead byte that could only begin an overlong digit is refused at once:
+  // no continuation could finish it into one.
+  GrammarMatcher only_digits(Parse("root ::= [0-9]+"));
+  EXPECT_FALSE(only_digits.Allows("\xE0"));
+  EXPECT_FALSE(only_digits.Allows("\xC0"));
+  GrammarMatcher any(Parse("root ::= .*"));
+  EXPECT_FALSE(any.Allows("\xED\xA0")) << "only a surrogate can follow";
+  EXPECT_TRUE(any.Allows("\xED\x9F"));
 }
 
 TEST(GrammarMatcherTest, RollbackReturnsToAnEarlierToken) {

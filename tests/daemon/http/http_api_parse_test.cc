@@ -2,6 +2,7 @@
 // every field, and a named 400 for each kind of bad value.
 #include "daemon/http/http_status.h"
 #include "daemon/http/ollama_api.h"
+#include "daemon/grammar/json_grammar.h"
 #include "daemon/http/openai_api.h"
 #include "gtest/gtest.h"
 
@@ -83,7 +84,13 @@ TEST(OpenAiParse, BadChatFieldsAreNamed) {
       {{{"n", 2}}, "n"},
       {{{"logit_bias", {{"50256", -100}}}}, "logit_bias"},
       {{{"tools", {{{"type", "function"}}}}}, "tools"},
-      {{{"response_format", {{"type", "json_object"}}}}, "response_format"},
+      {{{"response_format", {{"type", "json_schema"}}}}, "response_format"},
+      {{{"response_format", "json"}}, "response_format"},
+      {{{"grammar", "root ::= \"a"}}, "grammar"},
+      {{{"grammar", "root ::= \"a\""}, {"response_format", {{"type", "json_object"}}}}, "grammar"},
+      {{{"json_schema", {{"type", "object"}}}}, "json_schema"},
+      {{{"guided_json", {{"type", "object"}}}}, "guided_json"},
+      {{{"guided_regex", "[a-z]+"}}, "guided_regex"},
   };
   for (const auto& [patch, field] : cases) {
     json body = kChat;
@@ -93,6 +100,21 @@ TEST(OpenAiParse, BadChatFieldsAreNamed) {
     EXPECT_EQ(request.status().message().substr(0, field.size() + 1), field + ":") << request.status();
     EXPECT_EQ(ParamOf(request.status()), field);
   }
+}
+
+TEST(OpenAiParse, ConstraintsBecomeTheJobsGrammar) {
+  json body = kChat;
+  body["response_format"] = {{"type", "json_object"}};
+  absl::StatusOr<OpenAiRequest> json_mode = ParseChatCompletionRequest(body);
+  ASSERT_TRUE(json_mode.ok()) << json_mode.status();
+  EXPECT_EQ(json_mode->job.grammar, kJsonObjectGrammar);
+  body["response_format"] = {{"type", "text"}};
+  EXPECT_EQ(ParseChatCompletionRequest(body)->job.grammar, "");
+  body.erase("response_format");
+  body["grammar"] = "root ::= [0-9]+";
+  EXPECT_EQ(ParseChatCompletionRequest(body)->job.grammar, "root ::= [0-9]+");
+  EXPECT_EQ(ParseOllamaGenerate({{"model", "m"}, {"format", "json"}})->grammar, kJsonObjectGrammar);
+  EXPECT_EQ(ParseOllamaGenerate({{"model", "m"}, {"format", ""}})->grammar, "");
 }
 
 TEST(OpenAiParse, CompletionPromptForms) {
@@ -205,7 +227,8 @@ TEST(OllamaParse, BadFieldsAreNamed) {
       {{{"model", "m"}, {"options", {{"temperature", "x"}}}}, "options.temperature"},
       {{{"model", "m"}, {"options", {{"num_predict", -3}}}}, "options.num_predict"},
       {{{"model", "m"}, {"context", {"a"}}}, "context"},
-      {{{"model", "m"}, {"format", "json"}}, "format"},
+      {{{"model", "m"}, {"format", {{"type", "object"}}}}, "format"},
+      {{{"model", "m"}, {"format", "yaml"}}, "format"},
       {{{"model", "m"}, {"images", {"aGk="}}}, "images"},
       {{{"model", "m"}, {"keep_alive", true}}, "keep_alive"},
       {{{"model", "m"}, {"template", "alpaca"}}, "template"},

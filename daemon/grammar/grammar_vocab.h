@@ -1,0 +1,27 @@
+// What a constrained generation needs of a model's vocabulary, built once per
+// model: each token's bytes, the trie the mask walks, and which tokens end a
+// generation (allowed only where the grammar is a whole match).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "daemon/grammar/grammar_matcher.h"
+
+namespace octo {
+
+struct GrammarVocab {
+  // bytes[id]: what token `id` decodes to; empty for control tokens, which
+  // a grammar never allows (an end token is allowed by CanEnd instead).
+  GrammarVocab(std::vector<std::string> token_bytes, std::vector<int32_t> end_tokens)
+      : bytes(std::move(token_bytes)), trie(bytes), ends(std::move(end_tokens)) {}
+
+  std::vector<std::string> bytes;
+  TokenTrie trie;
+  std::vector<int32_t> ends;
+
+  bool IsEnd(int32_t id) const { return std::find(ends.begin(), ends.end(), id) != ends.end(); }
+};
+
+}  // namespace octo
