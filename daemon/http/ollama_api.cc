@@ -78,8 +78,13 @@ absl::Status ReadCommon(const FieldReader& fields, OllamaRequest* request) {
   request->unload = request->keep_alive == absl::ZeroDuration();
   OCTO_RETURN_IF_ERROR(ReadTemplate(fields, &request->chat_template));
   if (const nlohmann::json* format = fields.Find("format"); format != nullptr && *format != "" && !format->is_null()) {
-    if (*format != "json") return fields.Unsupported("format", "\"json\" only for now (no schemas yet)");
-    request->grammar = kJsonObjectGrammar;
+    if (format->is_object()) {
+      request->format_schema = true;
+    } else if (*format == "json") {
+      request->grammar = kJsonObjectGrammar;
+    } else {
+      return fields.Error("format", "expected \"json\" or a JSON Schema object");
+    }
   }
   if (const nlohmann::json* tools = fields.Find("tools"); tools != nullptr && !tools->empty()) {
     return fields.Unsupported("tools", "no tool calls");

@@ -52,6 +52,7 @@ struct OllamaRequest {
   int num_keep = 4;
   std::string chat_template;        // from `template`: a family name; empty: the model's
   std::string grammar;              // from `format` "json": the output held to JSON (GenerateJob::grammar)
+  bool format_schema = false;       // `format` is a JSON Schema: the route converts it (schema_constraint.h)
   // /api/generate
   std::string prompt;
   std::string system;

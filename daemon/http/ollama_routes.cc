@@ -7,6 +7,7 @@
 #include "daemon/http/job_events.h"
 #include "daemon/http/json_fields.h"
 #include "daemon/http/model_select.h"
+#include "daemon/http/schema_constraint.h"
 #include "daemon/http/ollama_api.h"
 #include "daemon/http/ollama_manage.h"
 
@@ -166,6 +167,11 @@ void ServeGeneration(Runtime& runtime, const HttpRequest& http_request, HttpExch
       return exchange.ReplyError(exists);
     }
     return LoadOnly(runtime, *request, chat, exchange);
+  }
+  if (request->format_schema) {
+    if (absl::Status schema = SchemaGrammar(http_request.body, {"format"}, "format", &request->grammar); !schema.ok()) {
+      return exchange.ReplyError(schema);
+    }
   }
   absl::StatusOr<SelectedModel> model = SelectModel(runtime, request->model);
   if (!model.ok()) return exchange.ReplyError(model.status());

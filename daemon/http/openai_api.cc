@@ -12,34 +12,53 @@
 namespace octo {
 namespace {
 
-// The output constraint: response_format (text, json_object), or
-// llama-server's grammar (GBNF, checked here so its errors name the field).
-absl::Status ReadConstraint(const FieldReader& fields, std::string* grammar) {
+// The output constraint: response_format (text, json_object, json_schema),
+// or llama-server's grammar (GBNF, checked here so its errors name the
+// field) or json_schema. A schema is converted later, from the body in its
+// written order (schema_constraint.h).
+absl::Status ReadConstraint(const FieldReader& fields, OpenAiRequest* request) {
+  std::string& grammar = request->job.grammar;
   if (const nlohmann::json* format = fields.Find("response_format"); format != nullptr) {
     const nlohmann::json* type = format->is_object() ? FieldReader(*format).Find("type") : nullptr;
     if (type == nullptr || !type->is_string()) {
-      return fields.Error("response_format", "expected an object with a \"type\": text, json_object");
+      return fields.Error("response_format", "expected an object with a \"type\": text, json_object or json_schema");
     }
     if (*type == "json_object") {
-      *grammar = kJsonObjectGrammar;
+      grammar = kJsonObjectGrammar;
+    } else if (*type == "json_schema") {
+      const nlohmann::json* wrapper = FieldReader(*format).Find("json_schema");
+      if (wrapper == nullptr || !wrapper->is_object() || !wrapper->contains("schema")) {
+        return fields.Error("response_format", "json_schema needs {\"name\": ..., \"schema\": {...}}");
+      }
+      request->schema_path = {"response_format", "json_schema", "schema"};
+      request->schema_field = "response_format";
     } else if (*type != "text") {
       return fields.Unsupported("response_format", absl::StrCat("type ", QuotePrefix(type->get<std::string>()),
-                                                                 ": text and json_object only for now"));
+                                                                 ": text, json_object and json_schema only"));
     }
+  }
+  if (const nlohmann::json* schema = fields.Find("json_schema"); schema != nullptr && !schema->is_null()) {
+    if (!grammar.empty() || !request->schema_path.empty()) {
+      return fields.Error("json_schema", "give one constraint: json_schema, grammar or response_format");
+    }
+    request->schema_path = {"json_schema"};
+    request->schema_field = "json_schema";
   }
   std::string text;
   OCTO_RETURN_IF_ERROR(fields.String("grammar", &text));
   if (!text.empty()) {
-    if (!grammar->empty()) return fields.Error("grammar", "give a grammar or a response_format json_object, not both");
+    if (!grammar.empty() || !request->schema_path.empty()) {
+      return fields.Error("grammar", "give one constraint: grammar, json_schema or response_format");
+    }
     if (absl::StatusOr<Grammar> parsed = Grammar::Parse(text); !parsed.ok()) {
       return fields.Error("grammar", parsed.status().message());
     }
-    *grammar = std::move(text);
+    grammar = std::move(text);
   }
-  // Constraints octod does not take yet are refused, never run unconstrained.
-  for (const char* key : {"json_schema", "guided_json", "guided_regex", "guided_choice", "guided_grammar"}) {
+  // Constraints octod does not take are refused, never run unconstrained.
+  for (const char* key : {"guided_json", "guided_regex", "guided_choice", "guided_grammar"}) {
     if (const nlohmann::json* value = fields.Find(key); value != nullptr && !value->is_null()) {
-      return fields.Unsupported(key, "no such constraint yet: use grammar or response_format json_object");
+      return fields.Unsupported(key, "vLLM's guided fields are not taken: use json_schema, grammar or response_format");
     }
   }
   return absl::OkStatus();
@@ -83,7 +102,7 @@ absl::Status ReadCommon(const FieldReader& fields, OpenAiRequest* request) {
       return fields.Unsupported(key, "no tool calls");
     }
   }
-  return ReadConstraint(fields, &request->job.grammar);
+  return ReadConstraint(fields, request);
 }
 
 // A message's content: a string, or parts of which only text is accepted.

@@ -41,6 +41,11 @@ struct OpenAiRequest {
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage: a last chunk with usage
   bool logprobs = false;       // report each token's logprob (and job.sampling.top_logprobs alternatives)
+  // A JSON Schema constraint, read again in order from the body
+  // (schema_constraint.h) into job.grammar: where it is, and the field a
+  // 400 names. Empty: none.
+  std::vector<std::string> schema_path;
+  std::string schema_field;
 };
 
 absl::StatusOr<OpenAiRequest> ParseChatCompletionRequest(const nlohmann::json& body);

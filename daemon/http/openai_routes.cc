@@ -9,6 +9,7 @@
 #include "daemon/http/job_events.h"
 #include "daemon/http/json_fields.h"
 #include "daemon/http/model_select.h"
+#include "daemon/http/schema_constraint.h"
 #include "daemon/http/openai_api.h"
 
 namespace octo {
@@ -155,6 +156,13 @@ void ServeCompletion(Runtime& runtime, const HttpRequest& http_request, HttpExch
   if (!body.ok()) return exchange.ReplyError(body.status());
   absl::StatusOr<OpenAiRequest> request = chat ? ParseChatCompletionRequest(*body) : ParseCompletionRequest(*body);
   if (!request.ok()) return exchange.ReplyError(request.status());
+  if (!request->schema_path.empty()) {
+    if (absl::Status schema = SchemaGrammar(http_request.body, request->schema_path, request->schema_field,
+                                            &request->job.grammar);
+        !schema.ok()) {
+      return exchange.ReplyError(schema);
+    }
+  }
   absl::StatusOr<SelectedModel> model = SelectModel(runtime, request->model);
   if (!model.ok()) return exchange.ReplyError(model.status());
   request->job.model = model->summary.path;

@@ -88,7 +88,7 @@ TEST(OpenAiParse, BadChatFieldsAreNamed) {
       {{{"response_format", "json"}}, "response_format"},
       {{{"grammar", "root ::= \"a"}}, "grammar"},
       {{{"grammar", "root ::= \"a\""}, {"response_format", {{"type", "json_object"}}}}, "grammar"},
-      {{{"json_schema", {{"type", "object"}}}}, "json_schema"},
+      {{{"json_schema", {{"type", "object"}}}, {"response_format", {{"type", "json_object"}}}}, "json_schema"},
       {{{"guided_json", {{"type", "object"}}}}, "guided_json"},
       {{{"guided_regex", "[a-z]+"}}, "guided_regex"},
   };
@@ -115,6 +115,11 @@ TEST(OpenAiParse, ConstraintsBecomeTheJobsGrammar) {
   EXPECT_EQ(ParseChatCompletionRequest(body)->job.grammar, "root ::= [0-9]+");
   EXPECT_EQ(ParseOllamaGenerate({{"model", "m"}, {"format", "json"}})->grammar, kJsonObjectGrammar);
   EXPECT_EQ(ParseOllamaGenerate({{"model", "m"}, {"format", ""}})->grammar, "");
+  EXPECT_TRUE(ParseOllamaGenerate({{"model", "m"}, {"format", {{"type", "object"}}}})->format_schema);
+  body = kChat;
+  body["response_format"] = {{"type", "json_schema"}, {"json_schema", {{"name", "x"}, {"schema", {{"type", "object"}}}}}};
+  EXPECT_EQ(ParseChatCompletionRequest(body)->schema_path,
+            (std::vector<std::string>{"response_format", "json_schema", "schema"}));
 }
 
 TEST(OpenAiParse, CompletionPromptForms) {
@@ -227,7 +232,7 @@ TEST(OllamaParse, BadFieldsAreNamed) {
       {{{"model", "m"}, {"options", {{"temperature", "x"}}}}, "options.temperature"},
       {{{"model", "m"}, {"options", {{"num_predict", -3}}}}, "options.num_predict"},
       {{{"model", "m"}, {"context", {"a"}}}, "context"},
-      {{{"model", "m"}, {"format", {{"type", "object"}}}}, "format"},
+      {{{"model", "m"}, {"format", 5}}, "format"},
       {{{"model", "m"}, {"format", "yaml"}}, "format"},
       {{{"model", "m"}, {"images", {"aGk="}}}, "images"},
       {{{"model", "m"}, {"keep_alive", true}}, "keep_alive"},

@@ -70,6 +70,32 @@ TEST_F(HttpGrammarE2eTest, JsonModeRepliesParseAndStreamAsTheyAreWhole) {
   if (reply["done_reason"] == "stop") EXPECT_TRUE(json::parse(reply["response"].get<std::string>(), nullptr, false).is_object()) << body;
 }
 
+// The openai npm client's response_format json_schema (strict), as the AI
+// SDK's generateObject sends it: the reply parses and satisfies the schema.
+TEST_F(HttpGrammarE2eTest, TheOpenAiNpmClientsJsonSchemaReplyValidates) {
+  if (NodePath().empty()) GTEST_SKIP() << "node is not installed";
+  StartWithHttp();
+  const RunResult r = RunCommand({NodePath(), std::string(kOpenAiClientDir) + "/openai_check.mjs", base_ + "/v1",
+                                  "unused", "json-schema", "tiny", "Describe a person.", "200"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json reply = json::parse(r.out, nullptr, false);
+  ASSERT_FALSE(reply.contains("error")) << r.out;
+  ASSERT_EQ(reply["finish_reason"], "stop") << r.out;
+  const json& person = reply["parsed"];
+  ASSERT_TRUE(person.is_object()) << r.out;
+  ASSERT_TRUE(person["name"].is_string()) << r.out;
+  EXPECT_LE(person["name"].get<std::string>().size(), 12u * 4) << "at most 12 characters";
+  ASSERT_TRUE(person["age"].is_number_integer()) << r.out;
+  EXPECT_GE(person["age"].get<int>(), 0);
+  EXPECT_LE(person["age"].get<int>(), 120);
+  ASSERT_TRUE(person["pets"].is_array()) << r.out;
+  EXPECT_LE(person["pets"].size(), 3u);
+  for (const json& pet : person["pets"]) EXPECT_TRUE(pet == "cat" || pet == "dog") << r.out;
+  // The members in the schema's order, not sorted.
+  EXPECT_LT(reply["text"].get<std::string>().find("\"name\""), reply["text"].get<std::string>().find("\"age\""));
+  EXPECT_LT(reply["text"].get<std::string>().find("\"age\""), reply["text"].get<std::string>().find("\"pets\""));
+}
+
 TEST_F(HttpGrammarE2eTest, AGrammarHoldsACompletionToItsPattern) {
   if (CurlPath().empty()) GTEST_SKIP() << "curl is not installed";
   StartWithHttp();
@@ -103,6 +129,12 @@ TEST_F(HttpGrammarE2eTest, ConstraintsOctodDoesNotTakeAreRefusedNamingTheField) 
       {"/v1/chat/completions", {{"model", "tiny"}, {"messages", messages}, {"response_format", {{"type", "xml"}}}},
        "response_format"},
       {"/api/generate", {{"model", "tiny"}, {"prompt", "x"}, {"format", "yaml"}}, "format"},
+      {"/api/generate", {{"model", "tiny"}, {"prompt", "x"}, {"format", {{"type", "string"}, {"pattern", "a+"}}}},
+       "pattern is not supported"},
+      {"/v1/chat/completions",
+       {{"model", "tiny"}, {"messages", messages},
+        {"response_format", {{"type", "json_schema"}, {"json_schema", {{"name", "x"}, {"schema", {{"type", "integer"}, {"multipleOf", 2}}}}}}}},
+       "multipleOf"},
   };
   for (const Case& c : cases) {
     const auto [body, status] = CurlPost(c.path, c.body.dump());

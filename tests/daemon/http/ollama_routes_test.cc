@@ -270,7 +270,7 @@ TEST_F(HttpApiTest, OllamaErrorsAreOneMessage) {
       {"/api/generate", R"({"model": "m", "prompt": 5})", 400, "prompt: expected a string"},
       {"/api/generate", R"({"model": "m", "prompt": "x", "options": {"top_k": "many"}})", 400, "options.top_k"},
       {"/api/generate", R"({"model": "zz", "prompt": "x"})", 404, "model 'zz' not found"},
-      {"/api/chat", R"({"model": "m", "messages": [{"role": "user"}], "format": {"type": "object"}})", 400, "format"},
+      {"/api/chat", R"({"model": "m", "messages": [{"role": "user"}], "format": {"type": "object", "not": {}}})", 400, "format: #: not is not supported"},
       {"/api/chat", R"({"model": "m", "messages": [{"role": "user", "content": "x", "images": ["aGk="]}]})", 400, "images"},
   };
   for (const Case& c : cases) {

@@ -8,6 +8,8 @@
 // embeddings | embeddings-float: PROMPT holds the inputs separated by "|",
 // MAX_TOKENS is unused, and the line is {"embeddings": [[...], ...], "usage"}
 // (the SDK asks for base64 unless told "float", and decodes it).
+// json-schema: a chat whose reply is held to a person schema (response_format
+// json_schema, strict), and the line is {"text", "finish_reason", "parsed"}.
 // Chat requests render with the chatml template (a field the SDK passes on
 // as it is) and ask for logprobs; all are greedy (temperature 0).
 import OpenAI from 'openai';
@@ -22,6 +24,27 @@ async function run() {
     if (mode === 'embeddings-float') request.encoding_format = 'float';
     const reply = await client.embeddings.create(request);
     return { embeddings: reply.data.map((entry) => Array.from(entry.embedding)), usage: reply.usage };
+  }
+  if (mode === 'json-schema') {
+    const schema = {
+      type: 'object',
+      properties: {
+        name: { type: 'string', maxLength: 12 },
+        age: { type: 'integer', minimum: 0, maximum: 120 },
+        pets: { type: 'array', items: { enum: ['cat', 'dog'] }, maxItems: 3 },
+      },
+      required: ['name', 'age', 'pets'],
+      additionalProperties: false,
+    };
+    const reply = await client.chat.completions.create({
+      ...common,
+      messages: [{ role: 'user', content: prompt }],
+      response_format: { type: 'json_schema', json_schema: { name: 'person', strict: true, schema } },
+    });
+    const text = reply.choices[0].message.content;
+    let parsed = null;
+    try { parsed = JSON.parse(text); } catch { parsed = null; }
+    return { text, finish_reason: reply.choices[0].finish_reason, parsed };
   }
   const result = { pieces: [], text: '', finish_reason: null, usage: null };
   if (mode === 'chat-stream' || mode === 'chat') {
