@@ -65,7 +65,7 @@ absl::StatusOr<std::optional<GeneratedToken>> Generation::Accept(std::span<const
   // The fast path: the grammar takes the token drawn.
   if (params_.top_logprobs == 0 && GrammarTakes(id)) return Take(id, logits);
   // Else the draw again, from what the grammar allows.
-  grammar_->FillMask(grammar_vocab_->trie, mask_);
+  grammar_->FillMask(grammar_vocab_->trie, mask_, &grammar_vocab_->masks);
   const bool can_end = grammar_->CanEnd();
   for (const int32_t end : grammar_vocab_->ends) {
     if (end >= 0 && static_cast<size_t>(end) < mask_.size()) mask_[end] = can_end ? 1 : 0;

@@ -419,7 +419,11 @@ bool GrammarElement::Matches(uint32_t code_point) const {
   return inside != negated;
 }
 
-absl::StatusOr<Grammar> Grammar::Parse(absl::string_view text) { return GbnfParser(text).Run(); }
+absl::StatusOr<Grammar> Grammar::Parse(absl::string_view text) {
+  absl::StatusOr<Grammar> grammar = GbnfParser(text).Run();
+  if (grammar.ok()) grammar->source = std::string(text);
+  return grammar;
+}
 
 int Grammar::Find(absl::string_view name) const {
   for (size_t r = 0; r < rules.size(); ++r) {

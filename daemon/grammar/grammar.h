@@ -58,6 +58,7 @@ struct GrammarRule {
 struct Grammar {
   std::vector<GrammarRule> rules;
   uint32_t root = 0;
+  std::string source;  // the text it was parsed from: two parses of one text are one grammar
 
   // Parses GBNF text (above). INVALID_ARGUMENT says what is wrong and where
   // ("line 3, column 14: ...").

@@ -195,7 +195,7 @@ absl::Status GrammarMatcher::Rollback(int n) {
   return absl::OkStatus();
 }
 
-void GrammarMatcher::FillMask(const TokenTrie& trie, std::vector<uint8_t>& allowed) const {
+void GrammarMatcher::FillMask(const TokenTrie& trie, std::vector<uint8_t>& allowed, MaskCache* shared) const {
   const State& now = history_.back();
   for (auto it = masks_.begin(); it != masks_.end(); ++it) {
     if (it->trie == &trie && it->state == now) {
@@ -206,10 +206,62 @@ void GrammarMatcher::FillMask(const TokenTrie& trie, std::vector<uint8_t>& allow
       return;
     }
   }
-  allowed.assign(trie.vocab_size(), 0);
-  Walk(trie, 0, now, allowed);
+  if (std::shared_ptr<const std::vector<uint8_t>> found = shared != nullptr ? shared->Find(*grammar_, now) : nullptr) {
+    allowed = *found;
+  } else {
+    allowed.assign(trie.vocab_size(), 0);
+    Walk(trie, 0, now, allowed);
+    if (shared != nullptr) shared->Add(*grammar_, now, allowed);
+  }
   if (masks_.size() >= kCachedMasks) masks_.pop_front();
   masks_.push_back(CachedMask{.state = now, .trie = &trie, .allowed = allowed});
+}
+
+std::string MaskCache::Key(const Grammar& grammar, const GrammarMatcher::State& state) {
+  std::string key = grammar.source;
+  key.push_back('\0');
+  auto put = [&key](uint32_t v) { key.append(reinterpret_cast<const char*>(&v), sizeof(v)); };
+  put(state.code_point);
+  put(state.pending);
+  put(state.length);
+  for (const GrammarMatcher::Stack& stack : state.stacks) {
+    put(static_cast<uint32_t>(stack.size()));
+    for (const GrammarMatcher::Position& p : stack) {
+      put(p.rule);
+      put(p.alternative);
+      put(p.element);
+    }
+  }
+  return key;
+}
+
+std::shared_ptr<const std::vector<uint8_t>> MaskCache::Find(const Grammar& grammar, const GrammarMatcher::State& state) {
+  if (grammar.source.empty()) return nullptr;  // a grammar made in code, not parsed: no key
+  const std::string key = Key(grammar, state);
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = index_.find(key);
+  if (it == index_.end()) return nullptr;
+  entries_.splice(entries_.begin(), entries_, it->second);
+  ++hits_;
+  return it->second->second;
+}
+
+void MaskCache::Add(const Grammar& grammar, const GrammarMatcher::State& state, std::vector<uint8_t> mask) {
+  if (grammar.source.empty() || capacity_ == 0) return;
+  std::string key = Key(grammar, state);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (index_.contains(key)) return;
+  entries_.emplace_front(key, std::make_shared<const std::vector<uint8_t>>(std::move(mask)));
+  index_[std::move(key)] = entries_.begin();
+  while (entries_.size() > capacity_) {
+    index_.erase(entries_.back().first);
+    entries_.pop_back();
+  }
+}
+
+size_t MaskCache::hits() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return hits_;
 }
 
 void GrammarMatcher::Walk(const TokenTrie& trie, uint32_t node, const State& state,

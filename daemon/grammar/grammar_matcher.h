@@ -16,6 +16,9 @@
 #include <compare>
 #include <cstdint>
 #include <deque>
+#include <list>
+#include <mutex>
+#include <unordered_map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -47,6 +50,8 @@ class TokenTrie {
   size_t vocab_size_ = 0;
 };
 
+class MaskCache;
+
 class GrammarMatcher {
  public:
   explicit GrammarMatcher(std::shared_ptr<const Grammar> grammar);
@@ -64,7 +69,9 @@ class GrammarMatcher {
   int accepted() const { return accepted_; }  // tokens since the start, less those rolled back
 
   // allowed[id] = 1 for each token of `trie` Accept would take, else 0.
-  void FillMask(const TokenTrie& trie, std::vector<uint8_t>& allowed) const;
+  // `shared` (may be null): masks other matchers of the same grammar over
+  // the same trie computed, and this one's for them.
+  void FillMask(const TokenTrie& trie, std::vector<uint8_t>& allowed, MaskCache* shared = nullptr) const;
 
   struct Position {
     uint32_t rule = 0, alternative = 0, element = 0;
@@ -95,6 +102,29 @@ class GrammarMatcher {
     std::vector<uint8_t> allowed;
   };
   mutable std::deque<CachedMask> masks_;
+};
+
+// Masks shared by every matcher of one vocabulary (one per model): the
+// first reply that reaches a state of a grammar walks the trie, the later
+// ones (other requests with the same schema or JSON mode) look it up. At
+// most `capacity` masks, the least recently used out first. Thread-safe.
+class MaskCache {
+ public:
+  explicit MaskCache(size_t capacity) : capacity_(capacity) {}
+
+  // The mask of `grammar`'s `state`, or null.
+  std::shared_ptr<const std::vector<uint8_t>> Find(const Grammar& grammar, const GrammarMatcher::State& state);
+  void Add(const Grammar& grammar, const GrammarMatcher::State& state, std::vector<uint8_t> mask);
+  size_t hits() const;
+
+ private:
+  static std::string Key(const Grammar& grammar, const GrammarMatcher::State& state);
+
+  const size_t capacity_;
+  mutable std::mutex mu_;
+  std::list<std::pair<std::string, std::shared_ptr<const std::vector<uint8_t>>>> entries_;  // newest first
+  std::unordered_map<std::string, decltype(entries_)::iterator> index_;
+  size_t hits_ = 0;
 };
 
 }  // namespace octo

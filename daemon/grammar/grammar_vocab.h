@@ -3,6 +3,7 @@
 // generation (allowed only where the grammar is a whole match).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -10,6 +11,9 @@
 #include "daemon/grammar/grammar_matcher.h"
 
 namespace octo {
+
+// Masks a model keeps for every request (about 150 KB each on a Qwen vocabulary).
+inline constexpr size_t kSharedMasks = 64;
 
 struct GrammarVocab {
   // bytes[id]: what token `id` decodes to; empty for control tokens, which
@@ -20,6 +24,9 @@ struct GrammarVocab {
   std::vector<std::string> bytes;
   TokenTrie trie;
   std::vector<int32_t> ends;
+  // Masks shared by every constrained generation on this model (one
+  // vocabulary's worth of bytes each).
+  mutable MaskCache masks{kSharedMasks};
 
   bool IsEnd(int32_t id) const { return std::find(ends.begin(), ends.end(), id) != ends.end(); }
 };

@@ -14,6 +14,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "daemon/grammar/grammar.h"
+#include "daemon/grammar/regex_grammar.h"
 #include "storage/status_macros.h"
 
 namespace octo {
@@ -35,7 +36,7 @@ const std::set<std::string>& Honoured() {
       "type",       "enum",      "const",         "anyOf",        "oneOf",       "allOf",           "$ref",
       "properties", "required",  "additionalProperties", "items", "prefixItems", "minItems",        "maxItems",
       "minLength",  "maxLength", "format",        "minimum",      "maximum",     "exclusiveMinimum", "exclusiveMaximum",
-      "nullable",   "uniqueItems"};
+      "nullable",   "uniqueItems", "pattern"};
   return keys;
 }
 
@@ -408,6 +409,16 @@ class Converter {
   }
 
   absl::StatusOr<std::string> String(const json& s, const std::string& path) {
+    if (s.contains("pattern")) {
+      if (!s["pattern"].is_string()) return Error(path, "pattern must be a string");
+      if (s.contains("format") || s.contains("minLength") || s.contains("maxLength")) {
+        return Error(path, "pattern beside format, minLength or maxLength is not supported");
+      }
+      absl::StatusOr<std::string> inside = JsonStringPattern(s["pattern"].get<std::string>());
+      if (!inside.ok()) return Error(path, std::string(inside.status().message()));
+      Use("char");
+      return absl::StrCat("\"\\\"\" ", *inside, " \"\\\"\"");
+    }
     if (s.contains("format")) {
       const std::string format = s["format"].is_string() ? s["format"].get<std::string>() : "";
       if (format != "date" && format != "time" && format != "date-time" && format != "uuid") {

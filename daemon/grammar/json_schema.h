@@ -10,7 +10,8 @@
 //     others optional), additionalProperties false, true or a schema (extra
 //     members after the named ones);
 //   array: items, prefixItems, minItems, maxItems;
-//   string: minLength, maxLength, format date, time, date-time and uuid;
+//   string: minLength, maxLength, format date, time, date-time and uuid,
+//     pattern (regex_grammar.h: an ECMAScript subset, not anchored unless ^ $);
 //   integer: minimum, maximum, exclusiveMinimum, exclusiveMaximum;
 //   number, boolean, null.
 // Annotations (title, description, default, examples, $schema, $id,

@@ -2,7 +2,8 @@
 // field takes it as sent), then hostile output fed to what parsed.
 //
 // The input is the grammar text, a NUL, then bytes cut into "tokens" at
-// every 0x01. Invariants, from grammar.h and grammar_matcher.h: a text that
+// every 0x01. A grammar text that starts with '{' is a JSON Schema instead,
+// converted first (json_schema.h): what the converter returns must parse. Invariants, from grammar.h and grammar_matcher.h: a text that
 // parses has a root rule and only defined rules; Allows agrees with Accept,
 // and a refused token leaves the state as it was; the mask over the tokens
 // is exactly what Allows says; rolling back every accepted token returns to
@@ -16,6 +17,7 @@
 
 #include "absl/strings/str_split.h"
 #include "daemon/grammar/grammar_matcher.h"
+#include "daemon/grammar/json_schema.h"
 
 namespace {
 
@@ -30,7 +32,16 @@ void Check(bool condition, const char* what) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string input(reinterpret_cast<const char*>(data), size);
   const size_t nul = input.find('\0');
-  absl::StatusOr<octo::Grammar> grammar = octo::Grammar::Parse(input.substr(0, nul));
+  std::string text = input.substr(0, nul);
+  if (!text.empty() && text[0] == '{') {
+    const nlohmann::ordered_json schema = nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
+    if (schema.is_discarded()) return 0;
+    absl::StatusOr<std::string> converted = octo::JsonSchemaToGrammar(schema);
+    if (!converted.ok()) return 0;
+    text = *std::move(converted);
+    Check(octo::Grammar::Parse(text).ok(), "a converted schema's grammar parses");
+  }
+  absl::StatusOr<octo::Grammar> grammar = octo::Grammar::Parse(text);
   if (!grammar.ok() || nul == std::string::npos) return 0;
   Check(grammar->root < grammar->rules.size() && grammar->rules[grammar->root].name == "root", "the root is 'root'");
   auto shared = std::make_shared<const octo::Grammar>(*std::move(grammar));

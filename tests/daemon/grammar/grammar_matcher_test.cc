@@ -145,6 +145,24 @@ TEST(GrammarMatcherTest, TheMaskIsExactlyTheTokensAcceptWouldTake) {
   }
 }
 
+TEST(GrammarMatcherTest, MatchersOfOneGrammarShareMasks) {
+  const std::vector<std::string> vocab = {"{", "}", "\"", "a", "\":", " ", "1", "]"};
+  const TokenTrie trie(vocab);
+  MaskCache shared(16);
+  std::vector<uint8_t> first, second, alone;
+  GrammarMatcher a(Parse(kJson));
+  a.FillMask(trie, first, &shared);
+  EXPECT_EQ(shared.hits(), 0u);
+  GrammarMatcher b(Parse(kJson));  // the same text parsed again: the same grammar
+  b.FillMask(trie, second, &shared);
+  EXPECT_EQ(shared.hits(), 1u);
+  EXPECT_EQ(first, second);
+  GrammarMatcher other(Parse("root ::= \"}\""));
+  other.FillMask(trie, alone, &shared);
+  EXPECT_EQ(shared.hits(), 1u) << "another grammar's masks are its own";
+  EXPECT_NE(alone, first);
+}
+
 // Every string over {a, b, c} of up to four characters: the matcher agrees
 // with std::regex on an equivalent expression.
 TEST(GrammarMatcherTest, ARegularGrammarAgreesWithStdRegex) {

@@ -109,6 +109,9 @@ class SchemaValidator {
       const std::string text = v.get<std::string>();
       if (s.contains("minLength") && CodePoints(text) < s["minLength"].get<size_t>()) return path + ": too short";
       if (s.contains("maxLength") && CodePoints(text) > s["maxLength"].get<size_t>()) return path + ": too long";
+      if (s.contains("pattern") && !std::regex_search(text, std::regex(s["pattern"].get<std::string>()))) {
+        return path + ": does not match the pattern";
+      }
       if (s.contains("format")) {
         static const std::string date = R"(\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01]))";
         static const std::string time = R"(([01]\d|2[0-3]):[0-5]\d:[0-5]\d(\.\d+)?(Z|[+-]([01]\d|2[0-3]):[0-5]\d))";
