@@ -16,6 +16,11 @@
 #include "storage/utf8.h"
 #include "daemon/grammar/grammar_matcher.h"
 #include "daemon/grammar/json_grammar.h"
+#include "daemon/grammar/json_schema.h"
+#include "storage/decompose.h"
+#include "tests/daemon/grammar/schema_validator.h"
+#include "tests/shared_data.h"
+#include "tests/temp_dir.h"
 #include "nlohmann/json.hpp"
 #include "tests/daemon/core/core_test_util.h"
 
@@ -129,6 +134,79 @@ TEST_F(RuntimeGrammarTest, ConstrainedAndPlainJobsSharePassesEachAsIfAlone) {
     ASSERT_TRUE(together[i]->Wait());
     EXPECT_EQ(together[i]->tokens, alone[i]->tokens) << "job " << i;
   }
+}
+
+// Schemas a client might send at once, each with its own grammar.
+const char* const kSchemas[] = {
+    R"j({"type":"object","properties":{"name":{"type":"string","maxLength":10},"age":{"type":"integer","minimum":0,"maximum":120}},"required":["name","age"],"additionalProperties":false})j",
+    R"j({"type":"array","items":{"enum":["red","green","blue"]},"minItems":1,"maxItems":4})j",
+    R"j({"type":"object","properties":{"ok":{"type":"boolean"},"code":{"type":"string","pattern":"^[A-Z]{2}[0-9]{2}$"}},"required":["ok","code"]})j",
+    R"j({"type":"integer","minimum":-50,"maximum":50})j",
+    R"j({"type":"object","properties":{"day":{"type":"string","format":"date"},"tags":{"type":"array","items":{"type":"string","maxLength":5},"maxItems":2}},"required":["day","tags"],"additionalProperties":false})j",
+    R"j({"anyOf":[{"type":"null"},{"type":"object","properties":{"x":{"type":"integer","minimum":0,"maximum":9}},"required":["x"],"additionalProperties":false}]})j",
+    R"j({"$defs":{"N":{"type":"object","properties":{"v":{"type":"integer","minimum":0,"maximum":99},"kids":{"type":"array","items":{"$ref":"#/$defs/N"},"maxItems":1}},"required":["v","kids"],"additionalProperties":false}},"$ref":"#/$defs/N"})j",
+    R"j({"type":"array","prefixItems":[{"type":"string","maxLength":4},{"type":"integer","minimum":1,"maximum":3}],"items":false,"minItems":2})j",
+};
+
+// Eight sessions at once, each held to a different schema: every reply
+// that ends parses and validates, and each is what it is alone.
+TEST_F(RuntimeGrammarTest, EightConcurrentSchemasEachValidate) {
+  auto runtime = Start();
+  std::vector<std::string> grammars;
+  for (const char* schema : kSchemas) {
+    absl::StatusOr<std::string> grammar = JsonSchemaToGrammar(nlohmann::ordered_json::parse(schema));
+    ASSERT_TRUE(grammar.ok()) << schema << ": " << grammar.status();
+    grammars.push_back(*grammar);
+  }
+  std::vector<std::shared_ptr<CollectingSink>> alone, together;
+  for (size_t i = 0; i < grammars.size(); ++i) {
+    alone.push_back(Submit(*runtime, Sampled(grammars[i], 10 + i, 300)));
+    ASSERT_TRUE(alone.back()->Wait());
+  }
+  for (size_t i = 0; i < grammars.size(); ++i) together.push_back(Submit(*runtime, Sampled(grammars[i], 10 + i, 300)));
+  int whole = 0;
+  for (size_t i = 0; i < grammars.size(); ++i) {
+    ASSERT_TRUE(together[i]->Wait());
+    ASSERT_TRUE(together[i]->status.ok()) << together[i]->status;
+    EXPECT_EQ(together[i]->tokens, alone[i]->tokens) << kSchemas[i];
+    if (together[i]->finish_reason != "stop") continue;
+    ++whole;
+    const nlohmann::ordered_json schema = nlohmann::ordered_json::parse(kSchemas[i]);
+    const nlohmann::ordered_json value = nlohmann::ordered_json::parse(together[i]->text, nullptr, false);
+    ASSERT_FALSE(value.is_discarded()) << kSchemas[i] << "\ngave " << together[i]->text;
+    EXPECT_EQ(SchemaValidator(schema).Check(value), "") << kSchemas[i] << "\ngave " << together[i]->text;
+  }
+  EXPECT_GE(whole, 6) << "most replies end within 300 tokens";
+}
+
+// A trained model (../shared's stories260K) held to a schema, 20 seeds:
+// every reply that ends validates.
+TEST(RuntimeGrammarSharedTest, ATrainedModelsReplyValidatesForEverySeed) {
+  OCTO_REQUIRE_SHARED("models/stories260K.gguf");
+  TempDir root;
+  ASSERT_TRUE(Decompose(SharedPath("models/stories260K.gguf"), root.Path("stories"), DecomposeOptions{}).ok());
+  RuntimeOptions options = TestRuntimeOptions(root.path().string());
+  options.model = "stories";
+  auto runtime = RuntimeImpl::Create(options, FileLayerStream::Factory());
+  ASSERT_TRUE(runtime.ok()) << runtime.status();
+  const nlohmann::ordered_json schema = nlohmann::ordered_json::parse(kSchemas[0]);
+  const std::string grammar = *JsonSchemaToGrammar(schema);
+  int whole = 0;
+  for (uint64_t seed = 1; seed <= 20; ++seed) {
+    GenerateJob job = GreedyJob("Once upon a time, there was a girl named", 200);
+    job.sampling.temperature = 0.8;
+    job.sampling.seed = seed;
+    job.grammar = grammar;
+    std::shared_ptr<CollectingSink> sink = Submit(**runtime, job);
+    ASSERT_TRUE(sink->Wait());
+    ASSERT_TRUE(sink->status.ok()) << "seed " << seed << ": " << sink->status;
+    if (sink->finish_reason != "stop") continue;
+    ++whole;
+    const nlohmann::ordered_json value = nlohmann::ordered_json::parse(sink->text, nullptr, false);
+    ASSERT_FALSE(value.is_discarded()) << "seed " << seed << ": " << sink->text;
+    EXPECT_EQ(SchemaValidator(schema).Check(value), "") << "seed " << seed << ": " << sink->text;
+  }
+  EXPECT_GE(whole, 10) << "most replies end within 200 tokens";
 }
 
 TEST_F(RuntimeGrammarTest, ABadGrammarIsRefusedNamingTheField) {
