@@ -308,12 +308,7 @@ class Converter {
     if (type == "array") return Array(s, path, depth);
     if (type == "string") return String(s, path);
     if (type == "integer") return Integer(s, path);
-    if (type == "number") {
-      for (const char* key : {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"}) {
-        if (s.contains(key)) return Error(path, absl::StrCat(key, " on a number is not supported (on an integer it is)"));
-      }
-      return Use("number");
-    }
+    if (type == "number") return Number(s, path);
     if (type == "boolean") return Use("boolean");
     if (type == "null") return Use("null");
     return Error(path, absl::StrCat("type '", type.substr(0, 40), "' is not a JSON Schema type"));
@@ -435,6 +430,60 @@ class Converter {
     if (max >= 0 && max < min) return Error(path, "maxLength is below minLength");
     if (min == 0 && max < 0) return Use("string");
     return absl::StrCat("\"\\\"\" ", Repeat(Use("char"), min, max), " \"\\\"\"");
+  }
+
+  // A number within whole-number bounds: its integer part in range with any
+  // fraction, or at a bound with a zero fraction; no exponent then.
+  absl::StatusOr<std::string> Number(const json& s, const std::string& path) {
+    for (const char* key : {"exclusiveMinimum", "exclusiveMaximum"}) {
+      if (s.contains(key)) return Error(path, absl::StrCat(key, " on a number is not supported (on an integer it is)"));
+    }
+    std::optional<int64_t> lo, hi;
+    for (const char* key : {"minimum", "maximum"}) {
+      if (!s.contains(key)) continue;
+      const json& v = s[key];
+      if (!v.is_number()) return Error(path, absl::StrCat(key, " must be a number"));
+      const double d = v.get<double>();
+      if (std::floor(d) != d || std::abs(d) > 1e15) {
+        return Error(path, absl::StrCat(key, " on a number must be a whole number (within 1e15) to be held to"));
+      }
+      (std::string(key) == "minimum" ? lo : hi) = static_cast<int64_t>(d);
+    }
+    if (!lo.has_value() && !hi.has_value()) return Use("number");
+    if (lo.has_value() && hi.has_value() && *lo > *hi) return Error(path, "no number is within its bounds");
+    const std::string fraction = "( \".\" [0-9]{1,16} )?";
+    const std::string zeros = "( \".\" \"0\"{1,16} )?";
+    std::vector<std::string> alternatives;
+    // m.f >= 0 with m in [a, b - 1] and any f, or m == b and f zero; b unset: no end.
+    auto magnitude = [&](uint64_t a, std::optional<uint64_t> b) {
+      if (b.has_value() && *b == a) {
+        alternatives.push_back(absl::StrCat("SIGN", UnsignedRange(a, a), " ", zeros));
+        return;
+      }
+      const std::optional<uint64_t> below = b.has_value() ? std::optional<uint64_t>(*b - 1) : std::nullopt;
+      alternatives.push_back(absl::StrCat("SIGN", UnsignedRange(a, below), " ", fraction));
+      if (b.has_value()) alternatives.push_back(absl::StrCat("SIGN", UnsignedRange(*b, *b), " ", zeros));
+    };
+    std::vector<std::string> negative;
+    if (!lo.has_value() || *lo < 0) {
+      // x = -y, y in [max(-hi, 0), -lo].
+      const uint64_t from = hi.has_value() && *hi < 0 ? static_cast<uint64_t>(-*hi) : 0;
+      std::optional<uint64_t> to;
+      if (lo.has_value()) to = static_cast<uint64_t>(-*lo);
+      magnitude(from, to);
+      for (std::string& a : alternatives) a.replace(0, 4, "\"-\" ");
+      negative = std::move(alternatives);
+      alternatives.clear();
+    }
+    if (!hi.has_value() || *hi >= 0) {
+      const uint64_t from = lo.has_value() && *lo > 0 ? static_cast<uint64_t>(*lo) : 0;
+      std::optional<uint64_t> to;
+      if (hi.has_value()) to = static_cast<uint64_t>(*hi);
+      magnitude(from, to);
+      for (std::string& a : alternatives) a.replace(0, 4, "");
+    }
+    alternatives.insert(alternatives.end(), negative.begin(), negative.end());
+    return absl::StrCat("( ", absl::StrJoin(alternatives, " | "), " )");
   }
 
   absl::StatusOr<std::string> Integer(const json& s, const std::string& path) {

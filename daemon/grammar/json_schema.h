@@ -13,7 +13,8 @@
 //   string: minLength, maxLength, format date, time, date-time and uuid,
 //     pattern (regex_grammar.h: an ECMAScript subset, not anchored unless ^ $);
 //   integer: minimum, maximum, exclusiveMinimum, exclusiveMaximum;
-//   number, boolean, null.
+//   number: minimum and maximum that are whole numbers (no exponent then);
+//   boolean, null.
 // Annotations (title, description, default, examples, $schema, $id,
 // $comment, deprecated, readOnly, writeOnly) are ignored. Any other keyword
 // would be dropped silently, so it is INVALID_ARGUMENT naming the keyword

@@ -66,6 +66,8 @@ const char* const kAccepted[] = {
     R"j({"properties":{"pet":{"allOf":[{"$ref":"#/$defs/Pet"}],"description":"the pet"}},"required":["pet"],"$defs":{"Pet":{"type":"object","properties":{"kind":{"enum":["cat","dog"]}},"required":["kind"]}}})j",
     R"j({"type":"object","properties":{"n":{"type":"integer","nullable":true}},"required":["n"]})j",
     R"j({"type":"number"})j",
+    // Numbers within whole bounds: a probability, a temperature, a price.
+    R"j({"type":"object","properties":{"p":{"type":"number","minimum":0,"maximum":1},"celsius":{"type":"number","minimum":-40,"maximum":-2},"price":{"type":"number","minimum":3}},"required":["p","celsius","price"]})j",
     R"j({"type":"string"})j",
     // Patterns: anchored and not, classes, groups, escapes, a quote and a backslash.
     R"j({"type":"object","properties":{"code":{"type":"string","pattern":"^[A-Z]{3}-\\d{4}$"},"word":{"type":"string","pattern":"^(foo|bar)+baz?$"},"colour":{"type":"string","pattern":"colou?r"}},"required":["code","word","colour"]})j",
@@ -88,7 +90,8 @@ const Refused kRefused[] = {
     {R"j({"type":"string","pattern":"\\bword"})j", "word boundaries"},
     {R"j({"type":"string","pattern":"a+","maxLength":3})j", "pattern beside format, minLength or maxLength"},
     {R"j({"type":"string","format":"email"})j", "format 'email' is not supported"},
-    {R"j({"type":"number","minimum":0.5})j", "minimum on a number is not supported"},
+    {R"j({"type":"number","minimum":0.5})j", "minimum on a number must be a whole number"},
+    {R"j({"type":"number","exclusiveMaximum":1})j", "exclusiveMaximum on a number is not supported"},
     {R"j({"type":"array","uniqueItems":true})j", "uniqueItems is not supported"},
     {R"j({"allOf":[{"type":"object"},{"required":["a"]}]})j", "allOf is supported with one schema only"},
     {R"j({"$ref":"https://example.com/schema.json"})j", "does not name a schema"},
@@ -203,6 +206,21 @@ TEST(JsonSchemaTest, PatternsAgreeWithStdRegex) {
       const bool taken = m.Accept(json(candidate).dump()) && m.CanEnd();
       EXPECT_EQ(taken, std::regex_search(candidate, re)) << c.pattern << " on '" << candidate << "'";
     }
+  }
+}
+
+TEST(JsonSchemaTest, NumberRangesAreExact) {
+  const json schema = json::parse(R"({"type":"number","minimum":-2,"maximum":3})");
+  absl::StatusOr<std::string> text = JsonSchemaToGrammar(schema);
+  ASSERT_TRUE(text.ok()) << text.status();
+  auto grammar = std::make_shared<const Grammar>(*Grammar::Parse(*text));
+  for (const char* in : {"-2", "-2.0", "-1.999", "0", "0.5", "2.75", "3", "3.00", "-0.25"}) {
+    GrammarMatcher m(grammar);
+    EXPECT_TRUE(m.Accept(in) && m.CanEnd()) << in;
+  }
+  for (const char* out : {"-2.01", "-3", "3.01", "4", "10", "1e2", "03"}) {
+    GrammarMatcher m(grammar);
+    EXPECT_FALSE(m.Accept(out) && m.CanEnd()) << out;
   }
 }
 
