@@ -399,14 +399,10 @@ absl::Status Attention(const float* q, const uint16_t* k_cache, const uint16_t* 
     // Each kernel reads what the one before wrote: stream order.
     a.value_pass = false;
     OCTO_LAUNCH(AttentionSplitKernel, split_blocks, kSplitThreads, 0, exec.stream, a);
-    OCTO_CUDA_RETURN_IF_ERROR(cudaGetLastError());
     OCTO_LAUNCH(AttentionNormKernel, combine_blocks, kWarpSize, 0, exec.stream, a);
-    OCTO_CUDA_RETURN_IF_ERROR(cudaGetLastError());
     a.value_pass = true;
     OCTO_LAUNCH(AttentionSplitKernel, split_blocks, kSplitThreads, 0, exec.stream, a);
-    OCTO_CUDA_RETURN_IF_ERROR(cudaGetLastError());
     OCTO_LAUNCH(AttentionCombineKernel, combine_blocks, combine_threads, 0, exec.stream, a);
-    OCTO_CUDA_RETURN_IF_ERROR(cudaGetLastError());
     a.first_token = end;
   }
   return absl::OkStatus();

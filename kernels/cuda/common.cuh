@@ -70,8 +70,10 @@ inline absl::Status CudaErrorToStatus(cudaError_t error, const char* expr, const
 
 // The one way kernels are launched: exactly kernel<<<grid, block,
 // shared_bytes, stream>>>(args...) under nvcc; queued on the executor's
-// stream in an OCTO_CUDA_SIM build. Check cudaGetLastError() after it.
-// Each launch is counted (api_counts.h).
+// stream in an OCTO_CUDA_SIM build. Each launch is counted (api_counts.h).
+// A launch is not followed by cudaGetLastError() (a host call each): a bad
+// configuration surfaces once per pass, when CudaBackend::Download reads
+// the pass's result (and a kernel's own fault is sticky anyway).
 #if defined(OCTO_CUDA_SIM)
 #define OCTO_LAUNCH(kernel, grid, block, shared_bytes, stream, ...) \
   (::octo::cuda::CountLaunch(), OCTO_SIM_LAUNCH(kernel, grid, block, shared_bytes, stream __VA_OPT__(, ) __VA_ARGS__))

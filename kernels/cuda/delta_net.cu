@@ -229,7 +229,6 @@ absl::Status DeltaNetConv(const float* x, const float* taps, const float* state_
   if (!args.ok()) return args;
   OCTO_LAUNCH(DeltaNetConvKernel, ElementwiseBlocks(p.channels), kElementwiseThreads, 0, stream, x, taps, state_in,
               state_out, out, p);
-  OCTO_CUDA_RETURN_IF_ERROR(cudaGetLastError());
   return absl::OkStatus();
 }
 
@@ -259,7 +258,6 @@ absl::Status GatedDeltaRule(const float* qkv, const float* b, const float* a, co
       OCTO_LAUNCH(GatedDeltaRuleKernel, p.v_heads, p.head_dim, 0, stream, part_qkv, part_b, part_a, dt_bias, decay,
                   from, state_out, part_out, span);
     }
-    OCTO_CUDA_RETURN_IF_ERROR(cudaGetLastError());
     from = state_out;
   }
   return absl::OkStatus();
@@ -271,7 +269,6 @@ absl::Status SplitGatedQuery(const float* qg, float* q, float* gate, int n_token
   if (!args.ok()) return args;
   const int64_t n = int64_t{n_tokens} * n_heads * head_dim;
   OCTO_LAUNCH(SplitGatedQueryKernel, ElementwiseBlocks(n), kElementwiseThreads, 0, stream, qg, q, gate, n, head_dim);
-  OCTO_CUDA_RETURN_IF_ERROR(cudaGetLastError());
   return absl::OkStatus();
 }
 
@@ -279,7 +276,6 @@ absl::Status SigmoidMul(const float* gate, float* x, int64_t n, StreamHandle str
   absl::Status args = CheckSigmoidMulArgs(gate, x, n);
   if (!args.ok()) return args;
   OCTO_LAUNCH(SigmoidMulKernel, ElementwiseBlocks(n), kElementwiseThreads, 0, stream, gate, x, n);
-  OCTO_CUDA_RETURN_IF_ERROR(cudaGetLastError());
   return absl::OkStatus();
 }
 

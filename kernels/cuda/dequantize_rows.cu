@@ -52,7 +52,6 @@ absl::Status DequantizeRows(const WeightMatrix& w, int64_t first_row, int64_t n_
         using Decoder = decltype(decoder);
         OCTO_LAUNCH(DequantizeRowsKernel<Decoder>, blocks, kElementwiseThreads, 0, stream, rows, out, n_rows,
                     w.cols, *row_bytes);
-        OCTO_CUDA_RETURN_IF_ERROR(cudaGetLastError());
         return absl::OkStatus();
       });
 }

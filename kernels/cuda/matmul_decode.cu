@@ -223,7 +223,6 @@ absl::Status Quantize(GgmlType type, const float* x, int64_t n_x, int64_t cols, 
     const unsigned grid = static_cast<unsigned>((n_chunks + kQuantizeWarps - 1) / kQuantizeWarps);
     OCTO_LAUNCH(QuantizePer32Kernel, grid, kQuantizeWarps * kWarpSize, 0, exec.stream, x, *xq, *xd, n_chunks);
   }
-  OCTO_CUDA_RETURN_IF_ERROR(cudaGetLastError());
   return absl::OkStatus();
 }
 
@@ -236,13 +235,11 @@ absl::Status Launch(GgmlType type, DecodeArgs a, unsigned grid_y, StreamHandle s
   if (IsFloatWeight(type)) {
     return block_decode::WithDecoder(type, unknown, [&](auto decoder) {
       OCTO_LAUNCH(DecodeKernel<FloatDots<decltype(decoder)>>, grid, kWarpsPerBlock * kWarpSize, 0, stream, a);
-      OCTO_CUDA_RETURN_IF_ERROR(cudaGetLastError());
       return absl::OkStatus();
     });
   }
   return q8::WithQ8Weights(type, unknown, [&](auto weights) {
     OCTO_LAUNCH(DecodeKernel<Q8Dots<decltype(weights)>>, grid, kWarpsPerBlock * kWarpSize, 0, stream, a);
-    OCTO_CUDA_RETURN_IF_ERROR(cudaGetLastError());
     return absl::OkStatus();
   });
 }

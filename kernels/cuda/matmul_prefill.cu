@@ -72,7 +72,6 @@ absl::Status Gemm(const Exec& exec, int m, int n, int k, const void* a, cudaData
 template <typename T>
 absl::Status Convert(const float* x, T* out, int64_t n, StreamHandle stream) {
   OCTO_LAUNCH(ConvertKernel<T>, GridFor(n), kThreads, 0, stream, x, out, n);
-  OCTO_CUDA_RETURN_IF_ERROR(cudaGetLastError());
   return absl::OkStatus();
 }
 
@@ -116,7 +115,6 @@ absl::Status Prefill(const WeightMatrix& w, int64_t row_bytes, const float* x, f
       const int64_t n_tile = tile_rows * w.cols;
       OCTO_LAUNCH(DequantizeTileKernel<D>, GridFor(n_tile), kThreads, 0, exec.stream, bytes + first * row_bytes,
                   row_bytes, w.cols, n_tile, tile);
-      OCTO_CUDA_RETURN_IF_ERROR(cudaGetLastError());
       if (absl::Status s = Gemm(exec, static_cast<int>(tile_rows), n, k, tile, CUDA_R_16F, x16, CUDA_R_16F, out + first, m);
           !s.ok()) {
         return s;

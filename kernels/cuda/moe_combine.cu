@@ -45,7 +45,6 @@ absl::Status MoeCombine(const MoeCombineParams& p, StreamHandle stream) {
   const int64_t n = static_cast<int64_t>(p.n_rows) * p.dim;
   OCTO_LAUNCH(MoeCombineKernel, ElementwiseBlocks(n), kElementwiseThreads, 0, stream, p.expert_out, p.weights,
               p.shared, p.shared_gate_logits, p.out, n, p.k, p.dim);
-  OCTO_CUDA_RETURN_IF_ERROR(cudaGetLastError());
   return absl::OkStatus();
 }
 

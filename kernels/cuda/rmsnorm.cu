@@ -75,7 +75,6 @@ absl::Status RmsNorm(const float* x, const float* weight, float* out, int n_rows
   // The kernel writes x only with kAdd.
   OCTO_LAUNCH(RmsNormKernel<false>, n_rows, RowThreads(dim), 0, stream, const_cast<float*>(x), nullptr, weight, out,
               dim, eps);
-  OCTO_CUDA_RETURN_IF_ERROR(cudaGetLastError());
   return absl::OkStatus();
 }
 
@@ -89,7 +88,6 @@ absl::Status AddRmsNorm(float* x, const float* delta, const float* weight, float
     return absl::InvalidArgumentError("AddRmsNorm: x overlaps delta or out");
   }
   OCTO_LAUNCH(RmsNormKernel<true>, n_rows, RowThreads(dim), 0, stream, x, delta, weight, out, dim, eps);
-  OCTO_CUDA_RETURN_IF_ERROR(cudaGetLastError());
   return absl::OkStatus();
 }
 

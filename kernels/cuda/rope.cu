@@ -86,7 +86,6 @@ absl::Status LaunchRope(float* x, float* k, int k_heads, const int32_t* position
   const int64_t blocks = (per_token + threads - 1) / threads;
   const dim3 grid(n_tokens, static_cast<unsigned>(blocks < kMaxRopeBlocksPerToken ? blocks : kMaxRopeBlocksPerToken));
   OCTO_LAUNCH(RopeKernel, grid, threads, 0, stream, x, positions, p, theta_scale, k, k_heads);
-  OCTO_CUDA_RETURN_IF_ERROR(cudaGetLastError());
   return absl::OkStatus();
 }
 

@@ -36,7 +36,6 @@ absl::Status SiluMul(const float* gate, const float* up, float* out, int64_t n, 
   absl::Status args = CheckSiluMulArgs(gate, up, out, n);
   if (!args.ok()) return args;
   OCTO_LAUNCH(SiluMulKernel, ElementwiseBlocks(n), kElementwiseThreads, 0, stream, gate, up, out, n);
-  OCTO_CUDA_RETURN_IF_ERROR(cudaGetLastError());
   return absl::OkStatus();
 }
 

@@ -116,7 +116,6 @@ absl::Status TopKExperts(const float* router_logits, int n_tokens, int n_experts
   // n_experts, so the probabilities are its bits.
   OCTO_LAUNCH(TopKExpertsKernel, n_tokens, SoftmaxThreads(n_experts), 0, stream, router_logits, n_experts, k,
               normalize, expert_ids, weights);
-  OCTO_CUDA_RETURN_IF_ERROR(cudaGetLastError());
   return absl::OkStatus();
 }
 

@@ -78,6 +78,8 @@ absl::Status CudaBackend::Upload(void* dst, const void* src, size_t bytes) {
 }
 
 absl::Status CudaBackend::Download(void* dst, const void* src, size_t bytes) {
+  // The pass's launches, checked once here rather than one call each.
+  OCTO_RETURN_IF_ERROR(CudaCallStatus(cudaGetLastError(), "a kernel launch"));
   if (bytes > 0) {
     OCTO_RETURN_IF_ERROR(
         CudaCallStatus(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_.get()), "download"));
