@@ -207,6 +207,37 @@ TEST_F(RuntimeModelsTest, TheSharedLayerBudgetIsNeverExceeded) {
   EXPECT_EQ(Greedy(*runtime, "b"), b);
 }
 
+// Residency is each model's own: a change names its model (or goes to the
+// default one), and an explicit budget must fit beside the others'.
+TEST_F(RuntimeModelsTest, ResidencyChangesTheNamedModelOnly) {
+  const uint64_t layer = LargestLayerBytes(root_->Path("a"));
+  auto runtime = Start(/*max_loaded_models=*/3, /*layer_budget=*/8 * layer);
+  const std::vector<int32_t> a = Greedy(*runtime, "a");
+  const std::vector<int32_t> b = Greedy(*runtime, "b");
+  ResidencyChange stream_a;
+  stream_a.model = "a";
+  stream_a.budget_bytes = 2 * layer;  // one ring slot and one resident layer
+  absl::StatusOr<ResidencyReport> changed = runtime->SetResidency(stream_a);
+  ASSERT_TRUE(changed.ok()) << changed.status();
+  EXPECT_GT(changed->streamed_layers, 0u);
+  RuntimeReport report = runtime->Report();
+  ASSERT_EQ(report.models.size(), 2u);
+  EXPECT_GT(report.models[0].residency.streamed_layers, 0u) << "a streams now";
+  EXPECT_EQ(report.models[1].residency.streamed_layers, 0u) << "b is as it was";
+  EXPECT_EQ(Greedy(*runtime, "a"), a) << "streamed or not, a's tokens";
+  EXPECT_EQ(Greedy(*runtime, "b"), b);
+  // More than the others leave of the shared budget is refused, naming the sizes.
+  ResidencyChange greedy_b;
+  greedy_b.model = "b";
+  greedy_b.budget_bytes = 8 * layer;
+  const absl::Status refused = runtime->SetResidency(greedy_b).status();
+  EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition) << refused;
+  EXPECT_TRUE(absl::StrContains(refused.message(), "does not fit beside the other loaded models")) << refused;
+  ResidencyChange absent;
+  absent.model = "c";
+  EXPECT_EQ(runtime->SetResidency(absent).status().code(), absl::StatusCode::kNotFound);
+}
+
 TEST_F(RuntimeModelsTest, KeepAliveZeroUnloadsTheModelWhenItsJobEnds) {
   auto runtime = Start();
   Greedy(*runtime, "a", 2);

@@ -96,6 +96,25 @@ TEST_F(HttpGrammarE2eTest, TheOpenAiNpmClientsJsonSchemaReplyValidates) {
   EXPECT_LT(reply["text"].get<std::string>().find("\"age\""), reply["text"].get<std::string>().find("\"pets\""));
 }
 
+// The ollama npm client's chat with a schema as `format` (LangChain's
+// withStructuredOutput on Ollama): the reply parses and validates.
+TEST_F(HttpGrammarE2eTest, TheOllamaNpmClientsSchemaFormatReplyValidates) {
+  if (NodePath().empty()) GTEST_SKIP() << "node is not installed";
+  StartWithHttp();
+  const RunResult r = RunCommand({NodePath(), std::string(kOpenAiClientDir) + "/ollama_check.mjs", base_, "structured",
+                                  "tiny", "Name a city.", "200"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json reply = json::parse(r.out, nullptr, false);
+  ASSERT_FALSE(reply.contains("error")) << r.out;
+  ASSERT_EQ(reply["done_reason"], "stop") << r.out;
+  const json& city = reply["parsed"];
+  ASSERT_TRUE(city.is_object()) << r.out;
+  ASSERT_TRUE(city["city"].is_string()) << r.out;
+  ASSERT_TRUE(city["population"].is_number_integer()) << r.out;
+  EXPECT_LE(city["population"].get<int64_t>(), 40000000);
+  EXPECT_GE(city["population"].get<int64_t>(), 0);
+}
+
 TEST_F(HttpGrammarE2eTest, AGrammarHoldsACompletionToItsPattern) {
   if (CurlPath().empty()) GTEST_SKIP() << "curl is not installed";
   StartWithHttp();

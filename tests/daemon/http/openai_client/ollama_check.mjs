@@ -8,6 +8,8 @@
 //   chat             /api/chat, whole: {"text", "done_reason", "eval_count"}
 //   embed            /api/embed with PROMPT split at "|": {"embeddings": [[...]], "prompt_eval_count"}
 //   list             /api/tags and /api/show MODEL: {"names": [...], "capabilities": [...], "family"}
+//   structured       /api/chat with a JSON Schema as `format` (as withStructuredOutput sends it):
+//                    {"text", "done_reason", "parsed"}
 // Generations are greedy (temperature 0) with repeat_penalty 1, octo-gen's default.
 import { Ollama } from 'ollama';
 
@@ -37,6 +39,17 @@ async function run() {
   if (mode === 'embed') {
     const reply = await client.embed({ model, input: prompt.split('|') });
     return { embeddings: reply.embeddings, prompt_eval_count: reply.prompt_eval_count };
+  }
+  if (mode === 'structured') {
+    const format = {
+      type: 'object',
+      properties: { city: { type: 'string', maxLength: 16 }, population: { type: 'integer', minimum: 0, maximum: 40000000 } },
+      required: ['city', 'population'],
+    };
+    const reply = await client.chat({ model, messages: [{ role: 'user', content: prompt }], format, options, stream: false });
+    let parsed = null;
+    try { parsed = JSON.parse(reply.message.content); } catch { parsed = null; }
+    return { text: reply.message.content, done_reason: reply.done_reason, parsed };
   }
   if (mode === 'list') {
     const tags = await client.list();
