@@ -122,17 +122,19 @@ absl::Status CheckBackend(const std::string& backend) {
   return KeyError("backend", absl::StrCat("'", backend, "' is not one of auto, cuda, cpu"));
 }
 
+// A duration ("30m", "1h", "90s") or a number of seconds, not negative.
+bool ParseSecondsOrDuration(const std::string& text, absl::Duration* out) {
+  double seconds = 0;
+  if (absl::SimpleAtod(text, &seconds)) {
+    *out = absl::Seconds(seconds);
+    return std::isfinite(seconds) && seconds >= 0;
+  }
+  return absl::ParseDuration(text, out) && *out >= absl::ZeroDuration();
+}
+
 // A duration ("30m", "1h", "90s") or seconds; 0: never.
 absl::Status ParseIdleTimeout(const std::string& text, absl::Duration* out) {
-  double seconds = 0;
-  bool parsed = false;
-  if (absl::SimpleAtod(text, &seconds)) {
-    parsed = std::isfinite(seconds);
-    *out = absl::Seconds(seconds);
-  } else {
-    parsed = absl::ParseDuration(text, out);
-  }
-  if (!parsed || *out < absl::ZeroDuration() || *out > kMaxSessionIdleTimeout) {
+  if (!ParseSecondsOrDuration(text, out) || *out > kMaxSessionIdleTimeout) {
     return KeyError("session-idle-timeout",
                     absl::StrCat("'", text, "' is not a duration such as 30m or 2h (0: never; at most ",
                                  absl::FormatDuration(kMaxSessionIdleTimeout), ")"));
@@ -148,14 +150,7 @@ absl::Status ParseKeepAlive(const std::string& text, absl::Duration* out) {
     *out = absl::InfiniteDuration();
     return absl::OkStatus();
   }
-  bool parsed = false;
-  if (absl::SimpleAtod(text, &seconds)) {
-    parsed = std::isfinite(seconds);
-    *out = absl::Seconds(seconds);
-  } else {
-    parsed = absl::ParseDuration(text, out) && *out >= absl::ZeroDuration();
-  }
-  if (!parsed) {
+  if (!ParseSecondsOrDuration(text, out)) {
     return KeyError("keep-alive", absl::StrCat("'", text, "' is not a duration such as 5m or 1h, seconds, or forever"));
   }
   return absl::OkStatus();

@@ -178,6 +178,10 @@ TEST_F(ConfigTest, EveryBadValueIsNamed) {
   ExpectError({"--kv-budget", "0"}, "kv-budget");
   ExpectError({"--session-context", "0"}, "session-context");
   ExpectError({"--max-sessions", "0"}, "max-sessions");
+  ExpectError({"--max-loaded-models", "0"}, "max-loaded-models: 0 is out of range [1, 64]");
+  ExpectError({"--keep-alive", "soon"}, "keep-alive: 'soon' is not a duration");
+  ExpectError({"--keep-alive", "-5m"}, "keep-alive");
+  ExpectError({"--session-idle-timeout", "-1h"}, "session-idle-timeout");
   ExpectError({"--prefill-chunk", "0"}, "prefill-chunk");
   ExpectError({"--model", "../escape"}, "model: '../escape' leaves models-root");
   ExpectError({"--model", "/abs/tiny"}, "model: '/abs/tiny' must be relative");
@@ -188,6 +192,25 @@ TEST_F(ConfigTest, EveryBadValueIsNamed) {
   ExpectError({"--listen", "::1:80"}, "listen:");
   ExpectError({"--listen", "127.0.0.1:7070"}, "token-file: required with listen");
   ExpectError({"--no-such-flag"}, "--no-such-flag");
+}
+
+TEST_F(ConfigTest, SeveralModelsAndTheirKeepAlive) {
+  absl::StatusOr<OctodConfig> config = ParseOctodConfig(Args({}));
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->runtime.max_loaded_models, 3u);
+  EXPECT_EQ(config->runtime.keep_alive, absl::InfiniteDuration()) << "forever: until room is needed";
+  config = ParseOctodConfig(Args({"--max-loaded-models", "5", "--keep-alive", "30m"}));
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->runtime.max_loaded_models, 5u);
+  EXPECT_EQ(config->runtime.keep_alive, absl::Minutes(30));
+  for (const char* forever : {"forever", "-1"}) {
+    config = ParseOctodConfig(Args({"--keep-alive", forever}));
+    ASSERT_TRUE(config.ok()) << config.status();
+    EXPECT_EQ(config->runtime.keep_alive, absl::InfiniteDuration()) << forever;
+  }
+  config = ParseOctodConfig(Args({"--keep-alive", "90"}));
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->runtime.keep_alive, absl::Seconds(90));
 }
 
 // Unlike the budgets, an expert cache of 0 is a setting: no cache.
