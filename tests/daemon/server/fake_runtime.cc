@@ -369,7 +369,11 @@ RuntimeReport FakeRuntime::Report() {
   absl::MutexLock lock(&mu_);
   RuntimeReport report = report_;
   report.model = loaded_;
-  if (loaded_.has_value()) report.models.push_back(LoadedModelReport{.summary = *loaded_, .is_default = true});
+  if (loaded_.has_value()) {
+    LoadedModelReport& model = report.models.emplace_back();
+    model.summary = *loaded_;
+    model.is_default = true;
+  }
   report.serving = serving_;
   for (const auto& [id, session] : sessions_) report.sessions.push_back(session);
   return report;
