@@ -130,7 +130,7 @@ struct GenerateJob {
   SamplingParams sampling;
   // The output held to this grammar (GBNF, daemon/grammar/grammar.h); empty:
   // unconstrained. A bad grammar is INVALID_ARGUMENT naming "grammar". A
-  // constrained job does not speculate (its draft model is not used).
+  // draft model proposes only what the grammar allows.
   std::string grammar;
   // Speculative decoding for this request: a draft model under the models
   // root (unset or empty: the daemon's; "none": no draft), and the longest

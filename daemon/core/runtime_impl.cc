@@ -279,8 +279,7 @@ absl::StatusOr<std::shared_ptr<JobHandle>> RuntimeImpl::Submit(GenerateJob reque
   // Speculation: the request's draft model, or the daemon's. The session
   // keeps its draft cache for the same draft (cut to the reused prefix),
   // else gets a new one (or none).
-  absl::StatusOr<std::shared_ptr<DraftModel>> draft =
-      generation->constrained() ? std::shared_ptr<DraftModel>() : ResolveDraft(request, *m);
+  absl::StatusOr<std::shared_ptr<DraftModel>> draft = ResolveDraft(request, *m);
   if (!draft.ok()) return release(draft.status());
   const bool new_draft = session->draft != *draft;
   std::unique_ptr<KvCache> draft_kv;

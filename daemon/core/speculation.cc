@@ -13,11 +13,13 @@ namespace octo {
 namespace {
 
 // Greedy drafts on attention-only models may branch; the rest are chains
-// (sampling verifies a chain; a recurrent state follows one path).
+// (sampling verifies a chain; a recurrent state follows one path; a
+// grammar masks one path).
 bool UsesTree(Job& job) {
   const JobDraft& d = job.draft();
-  return d.settings.tree_nodes > 0 && job.generation().greedy() && !d.model->recurrent() &&
-         !job.session().kv->recurrent();
+  // A constrained job drafts a chain: each link from logits its grammar masked.
+  return d.settings.tree_nodes > 0 && job.generation().greedy() && !job.generation().constrained() &&
+         !d.model->recurrent() && !job.session().kv->recurrent();
 }
 
 // Grows `job`'s draft by the children of `parents` (-1: the root), whose

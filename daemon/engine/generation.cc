@@ -60,11 +60,25 @@ std::span<const int32_t> Generation::NextInput(size_t max_tokens) const {
 
 absl::StatusOr<std::optional<GeneratedToken>> Generation::Accept(std::span<const float> logits) {
   if (finished()) return absl::FailedPreconditionError("the generation has finished");
+  std::span<const float> drawn_from = logits;
+  OCTO_ASSIGN_OR_RETURN(const int32_t id, Draw(logits, &drawn_from));
+  return Take(id, drawn_from);
+}
+
+absl::StatusOr<int32_t> Generation::Draw(std::span<const float> logits, std::span<const float>* drawn_from) {
   OCTO_ASSIGN_OR_RETURN(const int32_t id, sampler_.Sample(logits, history_));
-  if (!grammar_.has_value()) return Take(id, logits);
+  if (!grammar_.has_value()) return id;
   // The fast path: the grammar takes the token drawn.
-  if (params_.top_logprobs == 0 && GrammarTakes(id)) return Take(id, logits);
+  if (params_.top_logprobs == 0 && GrammarTakes(id)) return id;
   // Else the draw again, from what the grammar allows.
+  OCTO_RETURN_IF_ERROR(MaskLogits(logits));
+  OCTO_ASSIGN_OR_RETURN(const int32_t allowed, sampler_.Sample(masked_, history_));
+  if (!GrammarTakes(allowed)) return absl::InternalError("the sampler drew a token the grammar refuses");
+  *drawn_from = masked_;
+  return allowed;
+}
+
+absl::Status Generation::MaskLogits(std::span<const float> logits) {
   grammar_->FillMask(grammar_vocab_->trie, mask_, &grammar_vocab_->masks);
   const bool can_end = grammar_->CanEnd();
   for (const int32_t end : grammar_vocab_->ends) {
@@ -83,9 +97,7 @@ absl::StatusOr<std::optional<GeneratedToken>> Generation::Accept(std::span<const
     return absl::FailedPreconditionError(
         "the output constraint cannot go on: no token of the model's vocabulary continues its grammar here");
   }
-  OCTO_ASSIGN_OR_RETURN(const int32_t allowed, sampler_.Sample(masked_, history_));
-  if (!GrammarTakes(allowed)) return absl::InternalError("the sampler drew a token the grammar refuses");
-  return Take(allowed, masked_);
+  return absl::OkStatus();
 }
 
 bool Generation::GrammarTakes(int32_t id) {

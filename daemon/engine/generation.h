@@ -83,6 +83,8 @@ class Generation {
   // grammar refuses it are the logits masked to what it allows and the
   // token drawn again -- and always when top_logprobs asks, so reported
   // log-probabilities are those of the constrained distribution then.
+  // Speculation too: a draft proposes from masked logits (a token the
+  // grammar refuses is never proposed) and verification draws as Accept.
   void Constrain(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const GrammarVocab> vocab);
   bool constrained() const { return grammar_.has_value(); }
 
@@ -139,6 +141,17 @@ class Generation {
   // Constrained: the token `id` continues the grammar (advancing it), or is
   // an end token where the grammar may end.
   bool GrammarTakes(int32_t id);
+  // Draws the next token from `logits` (Accept's draw: the grammar checks
+  // it, masks and draws again when it refuses, and advances);
+  // *drawn_from: the logits it came from (masked_ when masked).
+  absl::StatusOr<int32_t> Draw(std::span<const float> logits, std::span<const float>* drawn_from);
+  // masked_ = `logits` with every token the grammar refuses here at -inf;
+  // FAILED_PRECONDITION when none is left.
+  absl::Status MaskLogits(std::span<const float> logits);
+  // Advances the grammar over drafted `tokens` (each one it must take), up
+  // to an end token (*ended, when set, says so); the count advanced, to
+  // roll back. FAILED_PRECONDITION, with nothing advanced, for one it refuses.
+  absl::StatusOr<int> AdvanceGrammar(std::span<const int32_t> tokens, bool* ended);
 
   Tokenizer tokenizer_;
   Sampler sampler_;

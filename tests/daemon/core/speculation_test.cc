@@ -20,6 +20,8 @@
 #include <gtest/gtest.h>
 
 #include "storage/decompose.h"
+#include "daemon/grammar/json_grammar.h"
+#include "nlohmann/json.hpp"
 #include "tests/daemon/core/core_test_util.h"
 #include "tests/long_tests.h"
 #include "tests/shared_data.h"
@@ -339,6 +341,46 @@ TEST_F(SpeculationTest, SampledGenerationsWithADraftRepeatWithTheirSeed) {
   EXPECT_EQ(a->tokens, b->tokens);
   EXPECT_EQ(a->tokens.size(), 32u);
   EXPECT_GT(a->stats.draft_proposed, 0);
+}
+
+// A constrained job drafts only what its grammar allows, and verification
+// keeps the grammar's state exact: greedy, the same tokens (and
+// log-probabilities of the constrained distribution) as without a draft,
+// tree drafts asked for or not; sampled, every reply that ends is JSON.
+TEST_F(SpeculationTest, ConstrainedJobsWithADraftGiveTheirPlainTokens) {
+  for (int tree : {0, 8}) {
+    RuntimeOptions o = Options();
+    o.speculation.tree_nodes = tree;
+    auto runtime = Start(o);
+    ASSERT_NE(runtime, nullptr);
+    GenerateJob plain = Job(64, "none");
+    plain.grammar = kJsonObjectGrammar;
+    auto want = Submit(*runtime, plain);
+    ASSERT_TRUE(want->Wait());
+    GenerateJob drafted = plain;
+    drafted.draft_model = "near";
+    auto got = Submit(*runtime, drafted);
+    ASSERT_TRUE(got->Wait());
+    ExpectSameOutput(*want, *got, absl::StrCat("tree ", tree));
+    EXPECT_GT(got->stats.draft_proposed, 0) << "the draft proposed";
+    EXPECT_GT(got->stats.draft_accepted, 0) << "and some of it was kept";
+  }
+  auto runtime = Start(Options("near"));
+  ASSERT_NE(runtime, nullptr);
+  for (uint64_t seed = 1; seed <= 6; ++seed) {
+    GenerateJob job = Job(200, "");
+    job.sampling.temperature = 0.9;
+    job.sampling.top_logprobs = 0;
+    job.sampling.seed = seed;
+    job.grammar = kJsonObjectGrammar;
+    auto sink = Submit(*runtime, job);
+    ASSERT_TRUE(sink->Wait());
+    ASSERT_TRUE(sink->status.ok()) << sink->status;
+    if (sink->finish_reason == "stop") {
+      EXPECT_TRUE(nlohmann::json::accept(sink->text)) << "seed " << seed << ": " << sink->text;
+    }
+    EXPECT_GT(sink->stats.draft_proposed, 0);
+  }
 }
 
 TEST_F(SpeculationTest, ACancelledJobFreesBothCaches) {
