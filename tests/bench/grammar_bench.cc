@@ -1,7 +1,8 @@
 // grammar_bench: what constrained output costs per decoded token, on a
 // Qwen-sized vocabulary (151,936 tokens, the generator's byte-level BPE):
 // the fast path (the sampled token checked and taken) and the full mask (the
-// trie walked when the sampled token is refused), over a JSON-mode reply.
+// trie walked when the sampled token is refused), over replies in JSON mode
+// and held to three schemas. With no constraint the cost is nil (no check).
 // Two requests in turn share the model's mask cache. Prints each figure
 // beside the issue's target, in the same run.
 //
@@ -17,6 +18,7 @@
 #include "CLI/CLI.hpp"
 #include "daemon/grammar/grammar_matcher.h"
 #include "daemon/grammar/json_grammar.h"
+#include "daemon/grammar/json_schema.h"
 #include "tests/tools/model_presets.h"
 
 namespace {
@@ -70,47 +72,65 @@ int main(int argc, char** argv) {
   const octo::TokenTrie trie(bytes);
   const double trie_ms = Micros(Clock::now() - built) / 1000;
 
-  auto grammar = std::make_shared<const octo::Grammar>(*octo::Grammar::Parse(octo::kJsonObjectGrammar));
-  // Two requests in JSON mode, one after the other, sharing the model's
-  // mask cache as octod's generations do: the second finds the first's masks.
-  octo::MaskCache shared(64);
-  std::vector<uint8_t> allowed;
-  std::vector<double> mask_us, fast_us;
-  std::vector<size_t> slow_by_request;
-  for (int request = 0; request < 2; ++request) {
-    std::mt19937_64 rng(seed);
-    octo::GrammarMatcher matcher(grammar);
-    size_t slow = 0;
-    for (int step = 0; step < tokens; ++step) {
-      auto start = Clock::now();
-      matcher.FillMask(trie, allowed, &shared);
-      const double us = Micros(Clock::now() - start);
-      mask_us.push_back(us);
-      slow += us > 1000;
-      std::vector<int32_t> ok;
-      for (size_t id = 0; id < allowed.size(); ++id) {
-        if (allowed[id] != 0) ok.push_back(static_cast<int32_t>(id));
+  std::printf("grammar-bench: vocab=%u trie-nodes=%zu trie-build=%.0f ms steps=%d per grammar\n", vocab_size,
+              trie.nodes(), trie_ms, tokens);
+  // JSON mode, then schemas of the kinds clients send (json_schema_test's corpus has more).
+  const std::vector<std::pair<std::string, std::string>> constraints = {
+      {"json-mode", ""},
+      {"person", R"({"type":"object","properties":{"name":{"type":"string","maxLength":40},"age":{"type":"integer","minimum":0,"maximum":150},"email":{"type":"string","pattern":"^[a-z0-9.]+@[a-z0-9]+\\.[a-z]{2,4}$"}},"required":["name","age","email"],"additionalProperties":false})"},
+      {"recipe", R"({"type":"object","properties":{"title":{"type":"string"},"steps":{"type":"array","items":{"type":"object","properties":{"text":{"type":"string"},"minutes":{"type":"number","minimum":0,"maximum":600}},"required":["text","minutes"]}},"tags":{"type":"array","items":{"enum":["quick","vegan","spicy"]},"maxItems":3}},"required":["title","steps"]})"},
+      {"tool-call", R"({"anyOf":[{"type":"object","properties":{"name":{"const":"get_weather"},"arguments":{"type":"object","properties":{"city":{"type":"string"},"unit":{"enum":["celsius","fahrenheit"]}},"required":["city"]}},"required":["name","arguments"]},{"type":"object","properties":{"name":{"const":"search"},"arguments":{"type":"object","properties":{"query":{"type":"string"},"limit":{"type":"integer","minimum":1,"maximum":20}},"required":["query"]}},"required":["name","arguments"]}]})"},
+  };
+  for (const auto& [label, schema] : constraints) {
+    std::string text = octo::kJsonObjectGrammar;
+    if (!schema.empty()) {
+      absl::StatusOr<std::string> converted = octo::JsonSchemaToGrammar(nlohmann::ordered_json::parse(schema));
+      if (!converted.ok()) {
+        std::fprintf(stderr, "grammar_bench: %s: %s\n", label.c_str(), std::string(converted.status().message()).c_str());
+        return 1;
       }
-      if (ok.empty() || matcher.CanEnd()) {
-        matcher = octo::GrammarMatcher(grammar);  // a whole object: start the next
-        continue;
-      }
-      // The fast path: a sampled token the grammar takes, checked and taken.
-      const int32_t pick = ok[rng() % ok.size()];
-      start = Clock::now();
-      const bool took = matcher.Accept(bytes[pick]);
-      fast_us.push_back(Micros(Clock::now() - start));
-      if (!took) return 1;
+      text = *converted;
     }
-    slow_by_request.push_back(slow);
+    auto grammar = std::make_shared<const octo::Grammar>(*octo::Grammar::Parse(text));
+    // Two requests in turn, sharing the model's mask cache as octod's
+    // generations do: the second finds the first's masks.
+    octo::MaskCache shared(64);
+    std::vector<uint8_t> allowed;
+    std::vector<double> mask_us, fast_us;
+    std::vector<size_t> slow_by_request;
+    for (int request = 0; request < 2; ++request) {
+      std::mt19937_64 rng(seed);
+      octo::GrammarMatcher matcher(grammar);
+      size_t slow = 0;
+      for (int step = 0; step < tokens; ++step) {
+        auto start = Clock::now();
+        matcher.FillMask(trie, allowed, &shared);
+        const double us = Micros(Clock::now() - start);
+        mask_us.push_back(us);
+        slow += us > 1000;
+        std::vector<int32_t> ok;
+        for (size_t id = 0; id < allowed.size(); ++id) {
+          if (allowed[id] != 0) ok.push_back(static_cast<int32_t>(id));
+        }
+        if (ok.empty() || matcher.CanEnd()) {
+          matcher = octo::GrammarMatcher(grammar);  // a whole value: start the next
+          continue;
+        }
+        // The fast path: a sampled token the grammar takes, checked and taken.
+        const int32_t pick = ok[rng() % ok.size()];
+        start = Clock::now();
+        const bool took = matcher.Accept(bytes[pick]);
+        fast_us.push_back(Micros(Clock::now() - start));
+        if (!took) return 1;
+      }
+      slow_by_request.push_back(slow);
+    }
+    std::printf("grammar-mask: %-9s median=%.0f us (target <= 50) p99=%.0f us (target <= 1000) max=%.0f us; masks over "
+                "1 ms (a state's first trie walk): first request %zu, second %zu\n",
+                label.c_str(), Percentile(mask_us, 0.5), Percentile(mask_us, 0.99), Percentile(mask_us, 1.0),
+                slow_by_request[0], slow_by_request[1]);
+    std::printf("grammar-fast-path: %-9s median=%.1f us p99=%.1f us (target < 20)\n", label.c_str(),
+                Percentile(fast_us, 0.5), Percentile(fast_us, 0.99));
   }
-  std::printf("grammar-bench: vocab=%u trie-nodes=%zu trie-build=%.0f ms steps=%d\n", vocab_size, trie.nodes(),
-              trie_ms, tokens);
-  std::printf("grammar-mask: median=%.0f us (target <= 50) p99=%.0f us (target <= 1000) max=%.0f us; masks over 1 ms "
-              "(a state met for the first time walks the whole trie): first request %zu, second %zu\n",
-              Percentile(mask_us, 0.5), Percentile(mask_us, 0.99), Percentile(mask_us, 1.0), slow_by_request[0],
-              slow_by_request[1]);
-  std::printf("grammar-fast-path: median=%.1f us p99=%.1f us (target < 20)\n", Percentile(fast_us, 0.5),
-              Percentile(fast_us, 0.99));
   return 0;
 }
