@@ -195,6 +195,22 @@ absl::Status GrammarMatcher::Rollback(int n) {
   return absl::OkStatus();
 }
 
+// One mask's walk: the states met so far, each once, and the byte steps
+// between them, so a state the walk comes back to (a string's inside after
+// each character) is stepped once per byte, not once per trie node.
+struct GrammarMatcher::WalkMemo {
+  std::vector<State> states;
+  std::unordered_map<std::string, uint32_t> ids;            // a state's key -> its index
+  std::unordered_map<uint64_t, int64_t> steps;              // (state, byte) -> next state, -1 dead
+
+  uint32_t Intern(State state) {
+    std::string key = MaskCache::StateKey(state);
+    auto [it, added] = ids.emplace(std::move(key), static_cast<uint32_t>(states.size()));
+    if (added) states.push_back(std::move(state));
+    return it->second;
+  }
+};
+
 void GrammarMatcher::FillMask(const TokenTrie& trie, std::vector<uint8_t>& allowed, MaskCache* shared) const {
   const State& now = history_.back();
   for (auto it = masks_.begin(); it != masks_.end(); ++it) {
@@ -210,7 +226,8 @@ void GrammarMatcher::FillMask(const TokenTrie& trie, std::vector<uint8_t>& allow
     allowed = *found;
   } else {
     allowed.assign(trie.vocab_size(), 0);
-    Walk(trie, 0, now, allowed);
+    WalkMemo memo;
+    Walk(trie, 0, memo.Intern(now), memo, allowed);
     if (shared != nullptr) shared->Add(*grammar_, now, allowed);
   }
   if (masks_.size() >= kCachedMasks) masks_.pop_front();
@@ -220,6 +237,11 @@ void GrammarMatcher::FillMask(const TokenTrie& trie, std::vector<uint8_t>& allow
 std::string MaskCache::Key(const Grammar& grammar, const GrammarMatcher::State& state) {
   std::string key = grammar.source;
   key.push_back('\0');
+  return key + StateKey(state);
+}
+
+std::string MaskCache::StateKey(const GrammarMatcher::State& state) {
+  std::string key;
   auto put = [&key](uint32_t v) { key.append(reinterpret_cast<const char*>(&v), sizeof(v)); };
   put(state.code_point);
   put(state.pending);
@@ -264,13 +286,19 @@ size_t MaskCache::hits() const {
   return hits_;
 }
 
-void GrammarMatcher::Walk(const TokenTrie& trie, uint32_t node, const State& state,
+void GrammarMatcher::Walk(const TokenTrie& trie, uint32_t node, uint32_t state, WalkMemo& memo,
                           std::vector<uint8_t>& allowed) const {
   for (const auto& [byte, child] : trie.node(node).children) {
-    State next = state;
-    if (!Step(next, byte)) continue;  // nothing under this prefix
+    const uint64_t step = (uint64_t{state} << 8) | byte;
+    auto it = memo.steps.find(step);
+    if (it == memo.steps.end()) {
+      State next = memo.states[state];
+      const int64_t id = Step(next, byte) ? static_cast<int64_t>(memo.Intern(std::move(next))) : -1;
+      it = memo.steps.emplace(step, id).first;
+    }
+    if (it->second < 0) continue;  // nothing under this prefix
     for (const int32_t token : trie.node(child).tokens) allowed[token] = 1;
-    Walk(trie, child, next, allowed);
+    Walk(trie, child, static_cast<uint32_t>(it->second), memo, allowed);
   }
 }
 

@@ -89,7 +89,8 @@ class GrammarMatcher {
  private:
   // One byte into `state`; false when no stack can continue with it.
   bool Step(State& state, uint8_t byte) const;
-  void Walk(const TokenTrie& trie, uint32_t node, const State& state, std::vector<uint8_t>& allowed) const;
+  struct WalkMemo;
+  void Walk(const TokenTrie& trie, uint32_t node, uint32_t state, WalkMemo& memo, std::vector<uint8_t>& allowed) const;
 
   std::shared_ptr<const Grammar> grammar_;
   std::deque<State> history_;  // back(): the state now; the ones before it, to roll back to
@@ -116,6 +117,8 @@ class MaskCache {
   std::shared_ptr<const std::vector<uint8_t>> Find(const Grammar& grammar, const GrammarMatcher::State& state);
   void Add(const Grammar& grammar, const GrammarMatcher::State& state, std::vector<uint8_t> mask);
   size_t hits() const;
+  // A state as bytes: equal states, equal keys.
+  static std::string StateKey(const GrammarMatcher::State& state);
 
  private:
   static std::string Key(const Grammar& grammar, const GrammarMatcher::State& state);
