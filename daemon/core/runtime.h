@@ -445,7 +445,6 @@ class Runtime {
   // keep_alive; zero: unloaded as soon as no request, job or session holds
   // it). NOT_FOUND when it is not loaded.
   virtual absl::Status SetKeepAlive(const std::string& name, absl::Duration keep_alive) {
-    (void)keep_alive;
     return keep_alive == absl::ZeroDuration() ? UnloadModel(name) : absl::OkStatus();
   }
   virtual absl::StatusOr<std::vector<ModelSummary>> ListModels() = 0;

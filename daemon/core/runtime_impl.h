@@ -158,6 +158,9 @@ class RuntimeImpl : public Runtime {
   // Takes a model out of models_, with its sessions and drafts (its memory
   // goes when the last holder lets go).
   ModelSlot TakeModel(const std::string& name) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Lets go of an unloaded slot's weights and draft (outside mu_), keeping
+  // where it came from and its settings, to load it again.
+  static void Release(ModelSlot& slot);
   // Drafts loaded for `target`, forgotten.
   void DropDrafts(const std::string& target);
 

@@ -98,10 +98,7 @@ absl::StatusOr<ModelSummary> RuntimeImpl::LoadResolved(const ResolvedModel& reso
       evicted.push_back(TakeModel(resolved.name));
     }
   }
-  if (!evicted.empty()) {
-    evicted.back().model.reset();
-    evicted.back().draft.reset();
-  }
+  if (!evicted.empty()) Release(evicted.back());
   OCTO_ASSIGN_OR_RETURN(const Manifest manifest, ReadManifest(dir));
   OCTO_ASSIGN_OR_RETURN(const std::vector<uint64_t> layer_bytes, LayerFileSizes(manifest));
   absl::Status room = MakeModelRoom(resolved.name, layer_bytes, residency, vram, &evicted);

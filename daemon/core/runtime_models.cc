@@ -129,6 +129,11 @@ absl::Status RuntimeImpl::SetKeepAlive(const std::string& requested, absl::Durat
   return absl::OkStatus();
 }
 
+void RuntimeImpl::Release(ModelSlot& slot) {
+  slot.model.reset();
+  slot.draft.reset();
+}
+
 RuntimeImpl::ModelSlot RuntimeImpl::TakeModel(const std::string& name) {
   auto it = models_.find(name);
   ModelSlot slot = std::move(it->second);
@@ -228,8 +233,7 @@ absl::Status RuntimeImpl::MakeModelRoom(const std::string& name, const std::vect
     }
     // Its memory goes now, before the next look; where it came from stays,
     // to load it again if this load fails.
-    victim.model.reset();
-    victim.draft.reset();
+    Release(victim);
     evicted->push_back(std::move(victim));
   }
 }
@@ -270,7 +274,7 @@ absl::Status RuntimeImpl::UnloadModel(const std::string& requested) {
     }
     slot = TakeModel(name);
   }
-  slot = ModelSlot{};  // stops its loader and frees its memory, outside mu_
+  Release(slot);  // stops its loader and frees its memory, outside mu_
   Log(absl::StrCat("model unloaded: ", name));
   return absl::OkStatus();
 }

@@ -101,7 +101,7 @@ absl::Status Generation::MaskLogits(std::span<const float> logits) {
 }
 
 bool Generation::GrammarTakes(int32_t id) {
-  if (grammar_vocab_->IsEnd(id) || tokenizer_.IsEndOfGeneration(id)) return grammar_->CanEnd();
+  if (tokenizer_.IsEndOfGeneration(id)) return grammar_->CanEnd();
   if (id < 0 || static_cast<size_t>(id) >= grammar_vocab_->bytes.size()) return false;
   const std::string& bytes = grammar_vocab_->bytes[id];
   return !bytes.empty() && grammar_->Accept(bytes);

@@ -13,7 +13,7 @@ namespace octo {
 absl::StatusOr<int> Generation::AdvanceGrammar(std::span<const int32_t> tokens, bool* ended) {
   int advanced = 0;
   for (const int32_t t : tokens) {
-    if (grammar_vocab_->IsEnd(t) || tokenizer_.IsEndOfGeneration(t)) {
+    if (tokenizer_.IsEndOfGeneration(t)) {
       // The generation ends there: what a draft proposes after it is never kept.
       if (ended != nullptr) *ended = true;
       return advanced;

@@ -161,24 +161,24 @@ bool GrammarMatcher::Step(State& state, uint8_t byte) const {
   return Advance(*grammar_, state, cp);
 }
 
-bool GrammarMatcher::Accept(absl::string_view bytes) {
+std::optional<GrammarMatcher::State> GrammarMatcher::After(absl::string_view bytes) const {
   State next = history_.back();
   for (const char c : bytes) {
-    if (!Step(next, static_cast<uint8_t>(c))) return false;
+    if (!Step(next, static_cast<uint8_t>(c))) return std::nullopt;
   }
-  history_.push_back(std::move(next));
+  return next;
+}
+
+bool GrammarMatcher::Accept(absl::string_view bytes) {
+  std::optional<State> next = After(bytes);
+  if (!next.has_value()) return false;
+  history_.push_back(*std::move(next));
   ++accepted_;
   if (history_.size() > kMaxRollback + 1) history_.pop_front();
   return true;
 }
 
-bool GrammarMatcher::Allows(absl::string_view bytes) const {
-  State next = history_.back();
-  for (const char c : bytes) {
-    if (!Step(next, static_cast<uint8_t>(c))) return false;
-  }
-  return true;
-}
+bool GrammarMatcher::Allows(absl::string_view bytes) const { return After(bytes).has_value(); }
 
 bool GrammarMatcher::CanEnd() const {
   const State& now = history_.back();

@@ -18,6 +18,7 @@
 #include <deque>
 #include <list>
 #include <mutex>
+#include <optional>
 #include <unordered_map>
 #include <memory>
 #include <string>
@@ -87,6 +88,8 @@ class GrammarMatcher {
   };
 
  private:
+  // The state after `bytes`, or none when the grammar refuses them.
+  std::optional<State> After(absl::string_view bytes) const;
   // One byte into `state`; false when no stack can continue with it.
   bool Step(State& state, uint8_t byte) const;
   struct WalkMemo;

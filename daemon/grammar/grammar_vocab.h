@@ -3,7 +3,6 @@
 // generation (allowed only where the grammar is a whole match).
 #pragma once
 
-#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -23,12 +22,10 @@ struct GrammarVocab {
 
   std::vector<std::string> bytes;
   TokenTrie trie;
-  std::vector<int32_t> ends;
+  std::vector<int32_t> ends;  // the tokens that end a generation (Tokenizer::IsEndOfGeneration)
   // Masks shared by every constrained generation on this model (one
   // vocabulary's worth of bytes each).
   mutable MaskCache masks{kSharedMasks};
-
-  bool IsEnd(int32_t id) const { return std::find(ends.begin(), ends.end(), id) != ends.end(); }
 };
 
 }  // namespace octo
