@@ -7,6 +7,7 @@
 #include <span>
 
 #include "absl/strings/string_view.h"
+#include "daemon/chat/tool_calls.h"
 #include "daemon/chat/turn_style.h"
 
 namespace octo {
@@ -20,6 +21,7 @@ struct ChatFamily {
   std::array<absl::string_view, 3> markers = {};
   absl::string_view unless = {};
   TurnStyle style = {};
+  ToolFormat tools = ToolFormat::kGenericJson;  // how its models call tools
 };
 
 // Every family, in detection order.

@@ -87,8 +87,9 @@ absl::StatusOr<ChatRole> ParseRole(absl::string_view role, size_t index) {
   if (role == "system") return ChatRole::kSystem;
   if (role == "user") return ChatRole::kUser;
   if (role == "assistant") return ChatRole::kAssistant;
+  if (role == "tool") return ChatRole::kTool;
   return absl::InvalidArgumentError(absl::StrCat("message ", index, ": role \"", Excerpt(role),
-                                                 "\" is not one of system, user, assistant"));
+                                                 "\" is not one of system, user, assistant, tool"));
 }
 
 }  // namespace
@@ -134,6 +135,8 @@ absl::StatusOr<std::string> ChatTemplate::Apply(std::span<const ChatMessage> mes
 absl::string_view ChatTemplate::name() const { return family_->name; }
 
 bool ChatTemplate::renders_bos() const { return !family_->style.bos.empty(); }
+
+ToolFormat ChatTemplate::tool_format() const { return family_->tools; }
 
 std::vector<std::string> KnownChatTemplateNames() {
   std::vector<std::string> names;

@@ -27,6 +27,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "daemon/chat/tool_calls.h"
 
 namespace octo {
 
@@ -38,7 +39,9 @@ struct ModelChatTemplate;
 inline constexpr absl::string_view kFallbackChatTemplate = "chatml";
 
 struct ChatMessage {
-  std::string role;  // "system", "user" or "assistant"
+  // "system", "user", "assistant" or "tool" (a tool's result; an
+  // assistant's calls are in its content, as tool_calls.h renders them).
+  std::string role;
   std::string content;
 };
 
@@ -62,7 +65,7 @@ class ChatTemplate {
   // The prompt for `messages`, ending with the opening of the assistant's
   // turn when `add_generation_prompt` (formats whose user turn already opens
   // it add nothing). INVALID_ARGUMENT naming the message for a role other
-  // than system/user/assistant, and for conversations the family's template
+  // than system/user/assistant/tool, and for conversations the family's template
   // refuses (see TurnStyle: e.g. Gemma needs user/assistant to alternate).
   // Families without a system role fold a leading system message into a
   // user message, as their templates or llama.cpp do.
@@ -71,6 +74,8 @@ class ChatTemplate {
   absl::string_view name() const;
   // True when Apply's output contains the BOS token text (see above).
   bool renders_bos() const;
+  // How the family's models call tools (tool_calls.h).
+  ToolFormat tool_format() const;
 
  private:
   explicit ChatTemplate(const ChatFamily* family) : family_(family) {}

@@ -13,6 +13,7 @@ absl::string_view RoleName(ChatRole role) {
     case ChatRole::kSystem: return "system";
     case ChatRole::kUser: return "user";
     case ChatRole::kAssistant: return "assistant";
+    case ChatRole::kTool: return "tool";
   }
   return "?";
 }
@@ -34,8 +35,13 @@ absl::StatusOr<std::optional<size_t>> CheckShape(const TurnStyle& style, absl::s
       return absl::InvalidArgumentError(absl::StrCat(
           "message ", i, ": the ", family, " chat format has no system role; a system message may only come first"));
     }
-    const ChatRole expected = (i - first) % 2 == 0 ? ChatRole::kUser : ChatRole::kAssistant;
-    if (style.alternate && role != expected) {
+    // Tool results answer the assistant's calls in a user message's place;
+    // several in a row are one such place.
+    const ChatRole previous = i > first ? turns[i - 1].role : ChatRole::kAssistant;
+    if (role == ChatRole::kTool && previous == ChatRole::kTool) continue;
+    const ChatRole expected = previous == ChatRole::kAssistant ? ChatRole::kUser : ChatRole::kAssistant;
+    const ChatRole as = role == ChatRole::kTool ? ChatRole::kUser : role;
+    if (style.alternate && as != expected) {
       return absl::InvalidArgumentError(absl::StrCat("message ", i, ": the ", family,
                                                      " chat format needs user and assistant messages to alternate, "
                                                      "starting with user, after an optional system message; expected ",
@@ -85,6 +91,13 @@ absl::StatusOr<std::string> RenderTurns(const TurnStyle& style, absl::string_vie
       case ChatRole::kAssistant:
         absl::StrAppend(&out, style.assistant.prefix, Content(style.assistant, turn.content), style.assistant.suffix);
         break;
+      case ChatRole::kTool: {
+        const bool own = !style.tool.prefix.empty() || !style.tool.suffix.empty();
+        const TurnAffixes& affixes = own ? style.tool : style.user;
+        if (!own && style.bos_before_each_user) absl::StrAppend(&out, style.bos);
+        absl::StrAppend(&out, affixes.prefix, Content(affixes, turn.content), affixes.suffix);
+        break;
+      }
     }
   }
   if (add_generation_prompt) absl::StrAppend(&out, style.generation_prompt);

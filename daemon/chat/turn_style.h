@@ -17,7 +17,8 @@
 
 namespace octo {
 
-enum class ChatRole { kSystem, kUser, kAssistant };
+// kTool: a tool's result, sent back after the assistant called it.
+enum class ChatRole { kSystem, kUser, kAssistant, kTool };
 
 struct ChatTurn {
   ChatRole role;
@@ -44,6 +45,10 @@ struct TurnStyle {
   TurnAffixes system = {};
   TurnAffixes user = {};
   TurnAffixes assistant = {};
+  // A tool's result; a style without tool affixes writes it as a user
+  // message. Where roles alternate, a run of tool results takes a user
+  // message's place.
+  TurnAffixes tool = {};
   absl::string_view generation_prompt = {};  // opens the assistant's turn; "" for formats whose user turn does
   SystemPlacement system_placement = SystemPlacement::kOwnTurn;
   // The template refuses anything but user/assistant alternating, starting

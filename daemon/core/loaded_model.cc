@@ -4,7 +4,9 @@
 #include <map>
 
 #include "daemon/engine/model_files.h"
+#include "daemon/grammar/think_first.h"
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "storage/llama_file_type.h"
 #include "storage/status_macros.h"
@@ -51,6 +53,10 @@ ModelSummary SummarizeManifest(const Manifest& manifest, const std::string& path
   // The GGUF's own text, when it is the template octod chats in (not one
   // it fell back from).
   if (jinja != nullptr && chat.fallback_notice.empty()) s.chat_template_text = jinja->string_value;
+  if (jinja != nullptr) {
+    s.thinks = absl::StrContains(jinja->string_value, kThinkOpen);
+    s.template_tools = absl::StrContains(jinja->string_value, "tools");
+  }
   const GgufValue* tokens = manifest.FindTokenizerKey("tokenizer.ggml.tokens");
   for (const char* key : {"tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id"}) {
     const GgufValue* id = manifest.FindTokenizerKey(key);

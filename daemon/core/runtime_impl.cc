@@ -8,11 +8,13 @@
 #include <utility>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "daemon/core/model_name.h"
 #include "daemon/core/model_paths.h"
 #include "daemon/core/session_id.h"
+#include "daemon/grammar/think_first.h"
 #include "storage/bounded_json.h"
 #include "storage/byte_size.h"
 #include "storage/status_macros.h"
@@ -270,6 +272,11 @@ absl::StatusOr<std::shared_ptr<JobHandle>> RuntimeImpl::Submit(GenerateJob reque
   if (!request.grammar.empty()) {
     absl::StatusOr<Grammar> grammar = Grammar::Parse(request.grammar);
     if (!grammar.ok()) return release(Annotate(grammar.status(), "grammar"));
+    // A reasoning model thinks first; the constraint holds after its thought
+    // (unless the grammar writes the thought itself).
+    if (m->summary().thinks && !absl::StrContains(request.grammar, kThinkOpen)) {
+      grammar = ThinkFirst(*std::move(grammar));
+    }
     generation->Constrain(std::make_shared<const Grammar>(*std::move(grammar)), m->grammar_vocab());
   }
   generation->InputFed(cached);

@@ -86,9 +86,8 @@ absl::Status ReadCommon(const FieldReader& fields, OllamaRequest* request) {
       return fields.Error("format", "expected \"json\" or a JSON Schema object");
     }
   }
-  if (const nlohmann::json* tools = fields.Find("tools"); tools != nullptr && !tools->empty()) {
-    return fields.Unsupported("tools", "no tool calls");
-  }
+  bool think = true;  // a thinking model's thought is reported apart either way
+  OCTO_RETURN_IF_ERROR(fields.Bool("think", &think));
   if (const nlohmann::json* images = fields.Find("images"); images != nullptr && !images->empty()) {
     return fields.Unsupported("images", "text models only");
   }
@@ -121,6 +120,9 @@ absl::StatusOr<OllamaRequest> ParseOllamaGenerate(const nlohmann::json& body) {
   OllamaRequest request;
   const FieldReader fields(body);
   OCTO_RETURN_IF_ERROR(ReadCommon(fields, &request));
+  if (const nlohmann::json* tools = fields.Find("tools"); tools != nullptr && !tools->empty()) {
+    return fields.Unsupported("tools", "tools are for /api/chat");
+  }
   OCTO_RETURN_IF_ERROR(fields.String("prompt", &request.prompt));
   OCTO_RETURN_IF_ERROR(fields.String("system", &request.system));
   OCTO_RETURN_IF_ERROR(fields.Bool("raw", &request.raw));
@@ -131,10 +133,11 @@ absl::StatusOr<OllamaRequest> ParseOllamaGenerate(const nlohmann::json& body) {
   return request;
 }
 
-absl::StatusOr<OllamaRequest> ParseOllamaChat(const nlohmann::json& body) {
+absl::StatusOr<OllamaRequest> ParseOllamaChat(const nlohmann::json& body, absl::string_view text) {
   OllamaRequest request;
   const FieldReader fields(body);
   OCTO_RETURN_IF_ERROR(ReadCommon(fields, &request));
+  OCTO_RETURN_IF_ERROR(ReadTools(fields, text, /*openai=*/false, &request.tools));
   const nlohmann::json* messages = fields.Find("messages");
   if (messages == nullptr) return request;  // only loads (or unloads) the model
   if (!messages->is_array()) return fields.Error("messages", "expected an array of messages");
@@ -145,13 +148,15 @@ absl::StatusOr<OllamaRequest> ParseOllamaChat(const nlohmann::json& body) {
     const std::string name = absl::StrCat("messages[", i, "]");
     if (!(*messages)[i].is_object()) return fields.Error(name, "expected an object with role and content");
     const FieldReader m((*messages)[i], name + ".");
-    ChatMessage message;
+    ToolChatMessage message;
     OCTO_RETURN_IF_ERROR(m.Require("role"));
     OCTO_RETURN_IF_ERROR(m.String("role", &message.role));
     OCTO_RETURN_IF_ERROR(m.String("content", &message.content));
-    if (message.role != "system" && message.role != "user" && message.role != "assistant") {
-      return m.Error("role", absl::StrCat(QuotePrefix(message.role), " is not system, user or assistant"));
+    if (message.role != "system" && message.role != "user" && message.role != "assistant" && message.role != "tool") {
+      return m.Error("role", absl::StrCat(QuotePrefix(message.role), " is not system, user, assistant or tool"));
     }
+    if (message.role == "assistant") OCTO_RETURN_IF_ERROR(ReadToolCalls(m, /*openai=*/false, &message.calls));
+    if (message.role == "tool") OCTO_RETURN_IF_ERROR(m.String("tool_name", &message.tool_name));
     if (const nlohmann::json* images = m.Find("images"); images != nullptr && !images->empty()) {
       return m.Unsupported("images", "text models only");
     }
@@ -219,6 +224,8 @@ nlohmann::json OllamaRunningEntry(const LoadedModelReport& model, const std::str
 nlohmann::json OllamaCapabilities(const ModelSummary& model) {
   nlohmann::json capabilities = {"completion"};
   if (model.pooling != "rank") capabilities.push_back("embedding");  // every decoder embeds (/api/embed)
+  if (model.template_tools) capabilities.push_back("tools");
+  if (model.thinks) capabilities.push_back("thinking");
   return capabilities;
 }
 

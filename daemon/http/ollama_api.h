@@ -4,15 +4,18 @@
 //
 //   POST /api/generate  model, prompt, system, template, raw, context (token
 //     ids from an earlier reply), stream (default true), options, keep_alive
-//   POST /api/chat      model, messages[{role, content}], template, stream,
-//     options, keep_alive
+//   POST /api/chat      model, messages[{role, content, tool_calls,
+//     tool_name}], tools, template, stream, options, keep_alive, think
 //   options: temperature, top_k, top_p, min_p, seed (< 0: random),
 //     num_predict (-1 and -2: no limit), stop, repeat_penalty,
 //     repeat_last_n, frequency_penalty, presence_penalty; others (num_ctx,
 //     num_gpu, ...) are ignored, as Ollama ignores what a runner lacks.
 // Unset options take Ollama's defaults: temperature 0.8, top_k 40, top_p
 // 0.9, min_p 0, repeat_penalty 1.1 over the last 64 tokens.
-// Refused with 400: images, format (structured output), tools.
+// format: "json" or a JSON Schema, the reply held to it. Replies carry a
+// thinking model's thought apart (message.thinking, or "thinking" beside
+// "response") and /api/chat's tool calls in message.tool_calls.
+// Refused with 400: images, and tools on /api/generate.
 // /api/generate without raw makes the prompt a chat: `system` (if any) and
 // the prompt as the user's message, through the model's chat template; raw
 // sends the prompt as is and ignores system and template, as Ollama does.
@@ -31,6 +34,7 @@
 #include "absl/time/time.h"
 #include "daemon/chat/chat_template.h"
 #include "daemon/core/runtime.h"
+#include "daemon/http/tool_fields.h"
 #include "nlohmann/json.hpp"
 
 namespace octo {
@@ -58,8 +62,10 @@ struct OllamaRequest {
   std::string system;
   bool raw = false;                 // the prompt as is, no chat template
   std::vector<int32_t> context;     // an earlier exchange's tokens, continued
-  // /api/chat
-  std::vector<ChatMessage> messages;
+  // /api/chat: the messages as sent, and the tools offered (rendered into
+  // the job once the model's chat family is known: tool_fields.h)
+  std::vector<ToolChatMessage> messages;
+  ToolFields tools;
   // keep_alive (ReadKeepAlive); 0 ("0", "0s", 0) unloads the model: with
   // nothing to generate, the request only loads (or unloads) the model.
   std::optional<absl::Duration> keep_alive;
@@ -74,7 +80,8 @@ class FieldReader;
 absl::Status ReadKeepAlive(const FieldReader& fields, std::optional<absl::Duration>* keep_alive);
 
 absl::StatusOr<OllamaRequest> ParseOllamaGenerate(const nlohmann::json& body);
-absl::StatusOr<OllamaRequest> ParseOllamaChat(const nlohmann::json& body);
+// `text`: the body's text, for the tools' parameters in written order.
+absl::StatusOr<OllamaRequest> ParseOllamaChat(const nlohmann::json& body, absl::string_view text = {});
 
 // UTC now, or seconds_from_now later, as Ollama writes it:
 // "2026-11-21T10:22:45.123456789Z".
@@ -94,8 +101,9 @@ nlohmann::json OllamaModelEntry(const ModelSummary& model, const std::string& mo
 inline constexpr char kOllamaForever[] = "9999-12-31T23:59:59Z";
 nlohmann::json OllamaRunningEntry(const LoadedModelReport& model, const std::string& modified_at);
 
-// What the model can do, as /api/show lists it: "completion", and
-// "embedding" unless it is a reranker.
+// What the model can do, as /api/show lists it: "completion"; "embedding"
+// unless it is a reranker; "tools" when its chat template takes a tool
+// list; "thinking" when it thinks in <think>...</think>.
 nlohmann::json OllamaCapabilities(const ModelSummary& model);
 
 // The reply of /api/show.

@@ -3,13 +3,16 @@
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
+#include "daemon/chat/reply_splitter.h"
 #include "daemon/http/http_status.h"
 #include "daemon/http/job_events.h"
 #include "daemon/http/json_fields.h"
 #include "daemon/http/model_select.h"
-#include "daemon/http/schema_constraint.h"
 #include "daemon/http/ollama_api.h"
 #include "daemon/http/ollama_manage.h"
+#include "daemon/http/schema_constraint.h"
+#include "daemon/http/tool_fields.h"
+#include "storage/status_macros.h"
 
 namespace octo {
 namespace {
@@ -19,30 +22,35 @@ double SecondsSince(std::chrono::steady_clock::time_point start) {
 }
 
 // Turns a job's events into Ollama's reply: one JSON object, or NDJSON
-// lines. For /api/generate the text is "response"; for /api/chat it is
-// "message": {"role": "assistant", "content"}.
+// lines. For /api/generate the text is "response" (a thinking model's
+// thought "thinking"); for /api/chat it is "message": {"role": "assistant",
+// "content", "thinking", "tool_calls"} (reply_splitter.h splits them).
 class OllamaWriter {
  public:
   OllamaWriter(const OllamaRequest& request, bool chat, HttpExchange& exchange, const HttpRequest& http_request,
-               double load_seconds, std::vector<int32_t> prompt_tokens)
+               double load_seconds, std::vector<int32_t> prompt_tokens, bool thinks, std::optional<ToolFormat> tools)
       : request_(request),
         chat_(chat),
         exchange_(exchange),
         received_(http_request.received),
         load_seconds_(load_seconds),
-        context_(std::move(prompt_tokens)) {}
+        context_(std::move(prompt_tokens)),
+        splitter_(thinks, tools) {}
 
   bool On(const JobEvent& event) {
     switch (event.kind) {
       case JobEvent::Kind::kStarted:
         return !request_.stream || exchange_.StartStream("application/x-ndjson");
-      case JobEvent::Kind::kToken:
+      case JobEvent::Kind::kToken: {
         context_.push_back(event.token.id);
+        const ReplySplitter::Delta delta = splitter_.Add(WireText(event.token.text));
         if (!request_.stream) {
-          text_ += WireText(event.token.text);
+          Append(delta);
           return true;
         }
-        return SendLine(Reply(WireText(event.token.text), false));
+        if (delta.content.empty() && delta.reasoning.empty()) return true;  // held back
+        return SendLine(Reply(delta, {}, false));
+      }
       case JobEvent::Kind::kDone:
         OnDone(event);
         return true;
@@ -59,8 +67,19 @@ class OllamaWriter {
       exchange_.EndStream();
       return;
     }
-    const std::string tail = WireText(event.tail);
-    nlohmann::json last = Reply(request_.stream ? tail : text_ + tail, true);
+    ReplySplitter::Delta rest = splitter_.Add(WireText(event.tail));
+    ReplySplitter::Final final = splitter_.Finish();
+    rest.reasoning += final.rest.reasoning;
+    rest.content += final.rest.content;
+    if (!request_.stream) {
+      Append(rest);
+      rest = whole_;
+    } else if (!final.calls.empty()) {
+      // The calls in a line of their own before the last, as Ollama streams them.
+      SendLine(Reply(rest, final.calls, false));
+      rest = {};
+    }
+    nlohmann::json last = Reply(rest, request_.stream ? std::vector<ToolCall>() : final.calls, true);
     last["done_reason"] = event.finish_reason == "context" ? "length" : event.finish_reason;
     if (!chat_) last["context"] = context_;
     last.update(OllamaDoneStats(event.stats, SecondsSince(received_), load_seconds_));
@@ -69,12 +88,21 @@ class OllamaWriter {
     exchange_.EndStream();
   }
 
-  nlohmann::json Reply(const std::string& text, bool done) const {
+  void Append(const ReplySplitter::Delta& delta) {
+    whole_.reasoning += delta.reasoning;
+    whole_.content += delta.content;
+  }
+
+  nlohmann::json Reply(const ReplySplitter::Delta& delta, const std::vector<ToolCall>& calls, bool done) const {
     nlohmann::json reply = {{"model", request_.model}, {"created_at", OllamaTimestamp()}};
     if (chat_) {
-      reply["message"] = {{"role", "assistant"}, {"content", text}};
+      nlohmann::json message = {{"role", "assistant"}, {"content", delta.content}};
+      if (!delta.reasoning.empty()) message["thinking"] = delta.reasoning;
+      if (!calls.empty()) message["tool_calls"] = OllamaToolCalls(calls);
+      reply["message"] = std::move(message);
     } else {
-      reply["response"] = text;
+      reply["response"] = delta.content;
+      if (!delta.reasoning.empty()) reply["thinking"] = delta.reasoning;
     }
     reply["done"] = done;
     return reply;
@@ -88,7 +116,8 @@ class OllamaWriter {
   const std::chrono::steady_clock::time_point received_;
   const double load_seconds_;
   std::vector<int32_t> context_;  // prompt tokens, then each generated token
-  std::string text_;              // the whole reply, when not streamed
+  ReplySplitter splitter_;
+  ReplySplitter::Delta whole_;    // the whole reply, when not streamed
 };
 
 // The core job for a request: its prompt as tokens (so /api/generate can
@@ -107,7 +136,8 @@ absl::StatusOr<GenerateJob> OllamaJob(Runtime& runtime, const OllamaRequest& req
   if (request.num_keep >= 0) job.truncate_keep = request.num_keep;
   if (chat) {
     job.chat = true;
-    job.messages = request.messages;
+    OCTO_RETURN_IF_ERROR(
+        PrepareToolChat(request.tools, request.messages, ToolFormatFor(model, request.chat_template), &job));
   } else if (!request.raw && (!model.chat_template.empty() || !job.chat_template.empty())) {
     // Not raw: system and prompt as a chat, as Ollama does. The core's
     // summaries always name a family (chatml for a model without a template
@@ -159,7 +189,7 @@ void LoadOnly(Runtime& runtime, const OllamaRequest& request, bool chat, HttpExc
 void ServeGeneration(Runtime& runtime, const HttpRequest& http_request, HttpExchange& exchange, bool chat) {
   absl::StatusOr<nlohmann::json> body = ParseJsonObject(http_request.body);
   if (!body.ok()) return exchange.ReplyError(body.status());
-  absl::StatusOr<OllamaRequest> request = chat ? ParseOllamaChat(*body) : ParseOllamaGenerate(*body);
+  absl::StatusOr<OllamaRequest> request = chat ? ParseOllamaChat(*body, http_request.body) : ParseOllamaGenerate(*body);
   if (!request.ok()) return exchange.ReplyError(request.status());
   const bool nothing_to_generate = chat ? request->messages.empty() : request->prompt.empty() && request->context.empty();
   if (nothing_to_generate && request->unload) {
@@ -179,7 +209,10 @@ void ServeGeneration(Runtime& runtime, const HttpRequest& http_request, HttpExch
   absl::StatusOr<GenerateJob> job = OllamaJob(runtime, *request, chat, model->summary);
   if (!job.ok()) return exchange.ReplyError(job.status());
   job->owner = http_request.caller.credential;
-  OllamaWriter writer(*request, chat, exchange, http_request, model->load_seconds, job->prompt_tokens);
+  std::optional<ToolFormat> tools;
+  if (chat && request->tools.offered()) tools = ToolFormatFor(model->summary, request->chat_template);
+  OllamaWriter writer(*request, chat, exchange, http_request, model->load_seconds, job->prompt_tokens,
+                      model->summary.thinks, tools);
   const absl::Status submitted =
       RunJob(runtime, *std::move(job), exchange, [&writer](const JobEvent& event) { return writer.On(event); });
   if (!submitted.ok()) exchange.ReplyError(submitted);

@@ -6,6 +6,7 @@
 #include "daemon/grammar/grammar.h"
 #include "daemon/grammar/json_grammar.h"
 #include "daemon/http/json_fields.h"
+#include "daemon/http/tool_fields.h"
 #include "storage/bounded_json.h"
 #include "storage/status_macros.h"
 
@@ -97,9 +98,12 @@ absl::Status ReadCommon(const FieldReader& fields, OpenAiRequest* request) {
   if (const nlohmann::json* bias = fields.Find("logit_bias"); bias != nullptr && !bias->empty()) {
     return fields.Unsupported("logit_bias", "no logit bias");
   }
-  for (const char* key : {"tools", "functions"}) {
-    if (const nlohmann::json* value = fields.Find(key); value != nullptr && !value->empty()) {
-      return fields.Unsupported(key, "no tool calls");
+  if (const nlohmann::json* value = fields.Find("functions"); value != nullptr && !value->empty()) {
+    return fields.Unsupported("functions", "the deprecated functions field is not taken: use tools");
+  }
+  if (!request->chat) {
+    if (const nlohmann::json* value = fields.Find("tools"); value != nullptr && !value->empty()) {
+      return fields.Unsupported("tools", "tools are for /v1/chat/completions");
     }
   }
   return ReadConstraint(fields, request);
@@ -128,7 +132,7 @@ absl::StatusOr<std::string> MessageContent(const nlohmann::json& message, const 
   return text;
 }
 
-absl::Status ReadMessages(const FieldReader& fields, std::vector<ChatMessage>* messages) {
+absl::Status ReadMessages(const FieldReader& fields, std::vector<ToolChatMessage>* messages) {
   OCTO_RETURN_IF_ERROR(fields.Require("messages"));
   const nlohmann::json& list = *fields.Find("messages");
   if (!list.is_array() || list.empty()) return fields.Error("messages", "expected a non-empty array of messages");
@@ -138,15 +142,18 @@ absl::Status ReadMessages(const FieldReader& fields, std::vector<ChatMessage>* m
   for (size_t i = 0; i < list.size(); ++i) {
     const std::string name = absl::StrCat("messages[", i, "]");
     if (!list[i].is_object()) return fields.Error(name, "expected an object with role and content");
-    ChatMessage message;
+    ToolChatMessage message;
     const FieldReader message_fields(list[i], name + ".");
     OCTO_RETURN_IF_ERROR(message_fields.Require("role"));
     OCTO_RETURN_IF_ERROR(message_fields.String("role", &message.role));
     if (message.role == "developer") message.role = "system";  // OpenAI's newer name for it
-    if (message.role != "system" && message.role != "user" && message.role != "assistant") {
-      return message_fields.Error("role", absl::StrCat(QuotePrefix(message.role), " is not system, user or assistant"));
+    if (message.role != "system" && message.role != "user" && message.role != "assistant" && message.role != "tool") {
+      return message_fields.Error("role",
+                                  absl::StrCat(QuotePrefix(message.role), " is not system, user, assistant or tool"));
     }
     OCTO_ASSIGN_OR_RETURN(message.content, MessageContent(list[i], name));
+    if (message.role == "assistant") OCTO_RETURN_IF_ERROR(ReadToolCalls(message_fields, /*openai=*/true, &message.calls));
+    if (message.role == "tool") OCTO_RETURN_IF_ERROR(message_fields.String("tool_call_id", &message.tool_call_id));
     messages->push_back(std::move(message));
   }
   return absl::OkStatus();
@@ -178,13 +185,14 @@ std::vector<int> Bytes(const std::string& text) {
 
 }  // namespace
 
-absl::StatusOr<OpenAiRequest> ParseChatCompletionRequest(const nlohmann::json& body) {
+absl::StatusOr<OpenAiRequest> ParseChatCompletionRequest(const nlohmann::json& body, absl::string_view text) {
   OpenAiRequest request;
   request.chat = true;
   request.job.chat = true;
   const FieldReader fields(body);
   OCTO_RETURN_IF_ERROR(ReadCommon(fields, &request));
-  OCTO_RETURN_IF_ERROR(ReadMessages(fields, &request.job.messages));
+  OCTO_RETURN_IF_ERROR(ReadMessages(fields, &request.messages));
+  OCTO_RETURN_IF_ERROR(ReadTools(fields, text, /*openai=*/true, &request.tools));
   OCTO_RETURN_IF_ERROR(fields.String("chat_template", &request.job.chat_template));
   SamplingParams& s = request.job.sampling;
   OCTO_RETURN_IF_ERROR(fields.Integer("max_tokens", 0, kMaxJsonInt32, &s.max_tokens));

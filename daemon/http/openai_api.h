@@ -5,8 +5,11 @@
 // Requests (unknown fields are ignored; a known one of the wrong type or
 // range is 400 naming it):
 //   POST /v1/chat/completions  model, messages[{role, content}] (content a
-//     string or text parts), max_completion_tokens | max_tokens, stream,
-//     stream_options.include_usage, logprobs, top_logprobs (0..20)
+//     string or text parts; role system, developer, user, assistant (with
+//     tool_calls) or tool (with tool_call_id)), max_completion_tokens |
+//     max_tokens, stream, stream_options.include_usage, logprobs,
+//     top_logprobs (0..20), tools, tool_choice, parallel_tool_calls
+//     (tool_fields.h), response_format
 //   POST /v1/completions  model, prompt (a string, or token ids, or a list
 //     holding one of those), max_tokens (default 16, as OpenAI's), stream,
 //     stream_options.include_usage, logprobs (0..5 alternatives)
@@ -17,8 +20,9 @@
 // Unset sampling fields take OpenAI's defaults, not the core's: temperature
 // 1, top_p 1, and top_k, min_p and repeat penalties off.
 // Refused with 400 rather than ignored, because the answer would not be
-// what was asked: n > 1, best_of > 1, echo, suffix, logit_bias, tools,
-// functions, response_format other than text, images in messages.
+// what was asked: n > 1, best_of > 1, echo, suffix, logit_bias, functions
+// (the deprecated form of tools), tools on /v1/completions, images in
+// messages, and vLLM's guided_* fields.
 #pragma once
 
 #include <cstdint>
@@ -26,7 +30,9 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "daemon/core/runtime.h"
+#include "daemon/http/tool_fields.h"
 #include "nlohmann/json.hpp"
 
 namespace octo {
@@ -46,9 +52,15 @@ struct OpenAiRequest {
   // 400 names. Empty: none.
   std::vector<std::string> schema_path;
   std::string schema_field;
+  // Chat: the messages as sent and the tools offered; the route renders
+  // them into job.messages once it knows the model's chat family.
+  std::vector<ToolChatMessage> messages;
+  ToolFields tools;
 };
 
-absl::StatusOr<OpenAiRequest> ParseChatCompletionRequest(const nlohmann::json& body);
+// `text`: the body's text, for the tools' parameters in written order
+// (empty: key order).
+absl::StatusOr<OpenAiRequest> ParseChatCompletionRequest(const nlohmann::json& body, absl::string_view text = {});
 absl::StatusOr<OpenAiRequest> ParseCompletionRequest(const nlohmann::json& body);
 
 // OpenAI's finish_reason for the core's ("context" is "length" there).

@@ -5,12 +5,14 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "daemon/chat/reply_splitter.h"
 #include "daemon/http/http_status.h"
 #include "daemon/http/job_events.h"
 #include "daemon/http/json_fields.h"
 #include "daemon/http/model_select.h"
-#include "daemon/http/schema_constraint.h"
 #include "daemon/http/openai_api.h"
+#include "daemon/http/schema_constraint.h"
+#include "daemon/http/tool_fields.h"
 
 namespace octo {
 namespace {
@@ -22,13 +24,18 @@ std::string ResponseId(absl::string_view prefix) {
 
 // Turns a job's events into one completion: a JSON reply, or a stream of
 // server-sent events.
+// A chat's reply is split into reasoning_content (a thinking model's
+// thought), content and tool_calls as it comes (reply_splitter.h).
 class CompletionWriter {
  public:
-  CompletionWriter(const OpenAiRequest& request, HttpExchange& exchange)
+  CompletionWriter(const OpenAiRequest& request, HttpExchange& exchange, bool thinks, std::optional<ToolFormat> tools)
       : request_(request),
         exchange_(exchange),
         id_(ResponseId(request.chat ? "chatcmpl" : "cmpl")),
-        created_(std::time(nullptr)) {}
+        created_(std::time(nullptr)),
+        thinks_(thinks),
+        tools_(tools),
+        splitter_(thinks, tools) {}
 
   bool On(const JobEvent& event) {
     switch (event.kind) {
@@ -62,7 +69,10 @@ class CompletionWriter {
       logprobs = request_.chat ? nlohmann::json{{"content", {ChatLogprobEntry(token)}}}
                                : CompletionLogprobs({token}, offset);
     }
-    return SendChoice(Delta(token.text), logprobs, nullptr);
+    if (!request_.chat) return SendChoice(nlohmann::json(token.text), logprobs, nullptr);
+    const ReplySplitter::Delta delta = splitter_.Add(token.text);
+    if (delta.reasoning.empty() && delta.content.empty() && logprobs.is_null()) return true;  // held back
+    return SendChoice(ChatDelta(delta), logprobs, nullptr);
   }
 
   void OnDone(const JobEvent& event) {
@@ -81,13 +91,27 @@ class CompletionWriter {
     }
     const std::string tail = WireText(event.tail);
     text_ += tail;
-    const std::string finish_reason = OpenAiFinishReason(event.finish_reason);
+    std::string finish_reason = OpenAiFinishReason(event.finish_reason);
     if (!request_.stream) {
       exchange_.ReplyJson(200, WholeResponse(finish_reason, event.stats));
       return;
     }
-    if (!tail.empty()) SendChoice(Delta(tail), nullptr, nullptr);
-    SendChoice(request_.chat ? nlohmann::json::object() : nlohmann::json(""), nullptr, finish_reason);
+    if (!request_.chat) {
+      if (!tail.empty()) SendChoice(nlohmann::json(tail), nullptr, nullptr);
+      SendChoice(nlohmann::json(""), nullptr, finish_reason);
+    } else {
+      ReplySplitter::Delta last = splitter_.Add(tail);
+      ReplySplitter::Final rest = splitter_.Finish();
+      last.reasoning += rest.rest.reasoning;
+      last.content += rest.rest.content;
+      if (!last.reasoning.empty() || !last.content.empty()) SendChoice(ChatDelta(last), nullptr, nullptr);
+      if (!rest.calls.empty()) {
+        for (ToolCall& call : rest.calls) call.id = NewToolCallId();
+        SendChoice({{"tool_calls", OpenAiToolCalls(rest.calls, /*with_index=*/true)}}, nullptr, nullptr);
+        finish_reason = "tool_calls";
+      }
+      SendChoice(nlohmann::json::object(), nullptr, finish_reason);
+    }
     if (request_.include_usage) {
       nlohmann::json chunk = Envelope(true);
       chunk["choices"] = nlohmann::json::array();
@@ -97,8 +121,11 @@ class CompletionWriter {
     Finish();
   }
 
-  nlohmann::json Delta(const std::string& text) const {
-    return request_.chat ? nlohmann::json{{"content", text}} : nlohmann::json(text);
+  static nlohmann::json ChatDelta(const ReplySplitter::Delta& delta) {
+    nlohmann::json out = nlohmann::json::object();
+    if (!delta.reasoning.empty()) out["reasoning_content"] = delta.reasoning;
+    if (!delta.content.empty() || delta.reasoning.empty()) out["content"] = delta.content;
+    return out;
   }
 
   nlohmann::json Envelope(bool chunk) const {
@@ -124,10 +151,19 @@ class CompletionWriter {
     exchange_.EndStream();
   }
 
-  nlohmann::json WholeResponse(const std::string& finish_reason, const JobStats& stats) const {
+  nlohmann::json WholeResponse(const std::string& finish_reason, const JobStats& stats) {
     nlohmann::json choice = {{"index", 0}, {"finish_reason", finish_reason}, {"logprobs", nullptr}};
     if (request_.chat) {
-      choice["message"] = {{"role", "assistant"}, {"content", text_}};
+      ReplySplitter::Whole reply = ReplySplitter::Split(thinks_, tools_, text_);
+      nlohmann::json message = {{"role", "assistant"}, {"content", reply.content}};
+      if (!reply.reasoning.empty()) message["reasoning_content"] = reply.reasoning;
+      if (!reply.calls.empty()) {
+        for (ToolCall& call : reply.calls) call.id = NewToolCallId();
+        if (reply.content.empty()) message["content"] = nullptr;  // as OpenAI: calls only
+        message["tool_calls"] = OpenAiToolCalls(reply.calls, /*with_index=*/false);
+        choice["finish_reason"] = "tool_calls";
+      }
+      choice["message"] = std::move(message);
       if (request_.logprobs) {
         nlohmann::json content = nlohmann::json::array();
         for (const GeneratedToken& token : tokens_) content.push_back(ChatLogprobEntry(token));
@@ -149,12 +185,16 @@ class CompletionWriter {
   const int64_t created_;
   std::string text_;
   std::vector<GeneratedToken> tokens_;  // kept for the whole (not streamed) reply
+  const bool thinks_;
+  const std::optional<ToolFormat> tools_;
+  ReplySplitter splitter_;  // a stream's
 };
 
 void ServeCompletion(Runtime& runtime, const HttpRequest& http_request, HttpExchange& exchange, bool chat) {
   absl::StatusOr<nlohmann::json> body = ParseJsonObject(http_request.body);
   if (!body.ok()) return exchange.ReplyError(body.status());
-  absl::StatusOr<OpenAiRequest> request = chat ? ParseChatCompletionRequest(*body) : ParseCompletionRequest(*body);
+  absl::StatusOr<OpenAiRequest> request =
+      chat ? ParseChatCompletionRequest(*body, http_request.body) : ParseCompletionRequest(*body);
   if (!request.ok()) return exchange.ReplyError(request.status());
   if (!request->schema_path.empty()) {
     if (absl::Status schema = SchemaGrammar(http_request.body, request->schema_path, request->schema_field,
@@ -168,7 +208,16 @@ void ServeCompletion(Runtime& runtime, const HttpRequest& http_request, HttpExch
   request->job.model = model->summary.path;
   request->job.owner = http_request.caller.credential;
   request->job.origin = chat ? "POST /v1/chat/completions" : "POST /v1/completions";
-  CompletionWriter writer(*request, exchange);
+  std::optional<ToolFormat> tools;
+  if (chat) {
+    const ToolFormat format = ToolFormatFor(model->summary, request->job.chat_template);
+    if (absl::Status prepared = PrepareToolChat(request->tools, request->messages, format, &request->job);
+        !prepared.ok()) {
+      return exchange.ReplyError(prepared);
+    }
+    if (request->tools.offered()) tools = format;
+  }
+  CompletionWriter writer(*request, exchange, chat && model->summary.thinks, tools);
   const absl::Status submitted =
       RunJob(runtime, std::move(request->job), exchange, [&writer](const JobEvent& event) { return writer.On(event); });
   if (!submitted.ok()) exchange.ReplyError(submitted);

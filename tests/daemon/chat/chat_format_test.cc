@@ -170,11 +170,11 @@ TEST(ChatFormatTest, EmptyConversationIsBosAndGenerationPrompt) {
 }
 
 TEST(ChatFormatTest, UnknownRoleIsRejectedNamingTheMessage) {
-  const std::vector<ChatMessage> chat = {{"user", "Hi"}, {"tool", "42"}};
+  const std::vector<ChatMessage> chat = {{"user", "Hi"}, {"robot", "42"}};
   const absl::StatusOr<std::string> prompt = ChatTemplate::FromName("chatml").value().Apply(chat, true);
   ASSERT_EQ(prompt.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(std::string(prompt.status().message()).find("message 1"), std::string::npos) << prompt.status();
-  EXPECT_NE(std::string(prompt.status().message()).find("\"tool\""), std::string::npos) << prompt.status();
+  EXPECT_NE(std::string(prompt.status().message()).find("\"robot\""), std::string::npos) << prompt.status();
 }
 
 TEST(ChatFormatTest, FamiliesThatNeedAlternationRefuseOtherwise) {

@@ -5,6 +5,7 @@
 // regular grammar, every string up to four characters is accepted exactly
 // when std::regex matches it.
 #include "daemon/grammar/grammar_matcher.h"
+#include "daemon/grammar/think_first.h"
 
 #include <memory>
 #include <random>
@@ -192,6 +193,39 @@ TEST(GrammarMatcherTest, ARegularGrammarAgreesWithStdRegex) {
       const bool matched = m.Accept(s) && m.CanEnd();
       EXPECT_EQ(matched, std::regex_match(s, re)) << c.grammar << " on '" << s << "'";
     }
+  }
+}
+
+// A reasoning model's constraint starts after its thought: the thought is
+// any text up to the first "</think>" (checked against a direct reading on
+// random texts made of the tag's pieces), and a reply without one matches
+// the grammar alone.
+TEST(ThinkFirst, TheConstraintHoldsAfterTheFirstCloseTag) {
+  auto g = std::make_shared<const Grammar>(ThinkFirst(*Parse(R"(root ::= "{}")")));
+  auto matches = [&](const std::string& text) {
+    GrammarMatcher m(g);
+    return m.Accept(text) && m.CanEnd();
+  };
+  EXPECT_TRUE(matches("{}"));
+  EXPECT_TRUE(matches("<think>\nweigh it\n</think>\n\n{}"));
+  EXPECT_TRUE(matches("\n<think>a < b, </thin </think>{}"));
+  EXPECT_FALSE(matches("<think>x</think>not json"));
+  EXPECT_FALSE(matches("<think>x</think>{}</think>{}"));
+  EXPECT_FALSE(matches("<think>never closed {}"));
+  const std::vector<std::string> pieces = {"<", "/", "t", "hink", ">", "x", "</think>", "<think>", "</", "\n"};
+  std::mt19937 random(7);
+  for (int i = 0; i < 3000; ++i) {
+    std::string body;
+    const int n = static_cast<int>(random() % 8);
+    for (int k = 0; k < n; ++k) body += pieces[random() % pieces.size()];
+    const std::string text = "<think>" + body + (random() % 2 ? "</think>{}" : "{}");
+    // Direct: the thought ends at the first "</think>" after the opening
+    // tag; up to 8 blanks may follow it.
+    const size_t close = text.find("</think>", 7);
+    std::string after = close == std::string::npos ? "" : text.substr(close + 8);
+    const size_t blanks = std::min<size_t>(after.find_first_not_of(" \t\n"), 8);
+    const bool expected = close != std::string::npos && after.substr(std::min(blanks, after.size())) == "{}";
+    EXPECT_EQ(matches(text), expected) << text;
   }
 }
 

@@ -18,8 +18,8 @@ TEST(OpenAiParse, ChatDefaultsAreOpenAis) {
   ASSERT_TRUE(request.ok()) << request.status();
   EXPECT_EQ(request->model, "m");
   EXPECT_TRUE(request->job.chat);
-  ASSERT_EQ(request->job.messages.size(), 1u);
-  EXPECT_EQ(request->job.messages[0].content, "Hi");
+  ASSERT_EQ(request->messages.size(), 1u);
+  EXPECT_EQ(request->messages[0].content, "Hi");
   const SamplingParams& s = request->job.sampling;
   EXPECT_EQ(s.temperature, 1.0);
   EXPECT_EQ(s.top_p, 1.0);
@@ -57,8 +57,52 @@ TEST(OpenAiParse, ChatReadsEveryField) {
   EXPECT_TRUE(request->include_usage);
   EXPECT_TRUE(request->logprobs);
   EXPECT_EQ(request->job.chat_template, "chatml");
-  EXPECT_EQ(request->job.messages[0].role, "system") << "developer is OpenAI's newer name for system";
-  EXPECT_EQ(request->job.messages[1].content, "ab");
+  EXPECT_EQ(request->messages[0].role, "system") << "developer is OpenAI's newer name for system";
+  EXPECT_EQ(request->messages[1].content, "ab");
+}
+
+// Tools, tool_choice, an assistant's calls and a tool's result, as the
+// openai SDKs send a tool round trip; the parameters keep their written order.
+TEST(OpenAiParse, ToolsAndTheirMessages) {
+  const std::string text = R"j({"model": "m", "messages": [
+      {"role": "user", "content": "Weather in Paris?"},
+      {"role": "assistant", "content": null, "tool_calls": [{"id": "call_1", "type": "function",
+        "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}}]},
+      {"role": "tool", "tool_call_id": "call_1", "content": "18 C"}],
+    "tools": [{"type": "function", "function": {"name": "get_weather", "description": "Weather now",
+      "parameters": {"type": "object", "properties": {"unit": {"type": "string"}, "city": {"type": "string"}},
+                     "required": ["city"]}}}],
+    "tool_choice": {"type": "function", "function": {"name": "get_weather"}}, "parallel_tool_calls": false})j";
+  const json body = json::parse(text);
+  const absl::StatusOr<OpenAiRequest> request = ParseChatCompletionRequest(body, text);
+  ASSERT_TRUE(request.ok()) << request.status();
+  ASSERT_EQ(request->tools.tools.size(), 1u);
+  const ToolFunction& tool = request->tools.tools[0];
+  EXPECT_EQ(tool.name, "get_weather");
+  EXPECT_EQ(tool.description, "Weather now");
+  EXPECT_EQ(tool.parameters["properties"].begin().key(), "unit") << "written order, not key order";
+  EXPECT_EQ(request->tools.choice.mode, ToolChoice::Mode::kNamed);
+  EXPECT_EQ(request->tools.choice.name, "get_weather");
+  EXPECT_FALSE(request->tools.choice.parallel);
+  ASSERT_EQ(request->messages.size(), 3u);
+  ASSERT_EQ(request->messages[1].calls.size(), 1u);
+  EXPECT_EQ(request->messages[1].calls[0].id, "call_1");
+  EXPECT_EQ(request->messages[1].calls[0].arguments, "{\"city\": \"Paris\"}");
+  EXPECT_EQ(request->messages[2].role, "tool");
+  EXPECT_EQ(request->messages[2].tool_call_id, "call_1");
+  // Ollama's spelling: arguments an object, the result named by tool_name.
+  const json ollama = {{"model", "m"},
+                       {"messages", {{{"role", "assistant"}, {"content", ""},
+                                      {"tool_calls", {{{"function", {{"name", "f"}, {"arguments", {{"x", 1}}}}}}}}},
+                                     {{"role", "tool"}, {"content", "2"}, {"tool_name", "f"}}}},
+                       {"tools", {{{"type", "function"}, {"function", {{"name", "f"}}}}}}};
+  const absl::StatusOr<OllamaRequest> chat = ParseOllamaChat(ollama);
+  ASSERT_TRUE(chat.ok()) << chat.status();
+  EXPECT_EQ(chat->messages[0].calls[0].arguments, "{\"x\":1}");
+  EXPECT_EQ(chat->messages[1].tool_name, "f");
+  EXPECT_TRUE(chat->tools.offered());
+  EXPECT_EQ(ParseOllamaGenerate({{"model", "m"}, {"tools", ollama["tools"]}}).status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 // Each bad body -> 400 with a message starting with the field it names.
@@ -68,7 +112,11 @@ TEST(OpenAiParse, BadChatFieldsAreNamed) {
       {{{"model", 3}}, "model"},
       {{{"messages", nullptr}}, "messages"},
       {{{"messages", json::array()}}, "messages"},
-      {{{"messages", {{{"role", "tool"}, {"content", "x"}}}}}, "messages[0].role"},
+      {{{"messages", {{{"role", "robot"}, {"content", "x"}}}}}, "messages[0].role"},
+      {{{"messages", {{{"role", "assistant"}, {"tool_calls", {{{"function", {{"arguments", "{}"}}}}}}}}}},
+       "messages[0].tool_calls[0].function.name"},
+      {{{"messages", {{{"role", "assistant"}, {"tool_calls", {{{"function", {{"name", "f"}, {"arguments", 5}}}}}}}}}},
+       "messages[0].tool_calls[0].function.arguments"},
       {{{"messages", {{{"content", "x"}}}}}, "messages[0].role"},
       {{{"messages", {{{"role", "user"}, {"content", 5}}}}}, "messages[0].content"},
       {{{"messages", {{{"role", "user"}, {"content", {{{"type", "image_url"}}}}}}}}, "messages[0].content[0]"},
@@ -83,7 +131,18 @@ TEST(OpenAiParse, BadChatFieldsAreNamed) {
       {{{"top_logprobs", 2}}, "top_logprobs"},
       {{{"n", 2}}, "n"},
       {{{"logit_bias", {{"50256", -100}}}}, "logit_bias"},
-      {{{"tools", {{{"type", "function"}}}}}, "tools"},
+      {{{"tools", {{{"type", "function"}}}}}, "tools[0].function"},
+      {{{"tools", {{{"type", "function"}, {"function", {{"description", "no name"}}}}}}}, "tools[0].function.name"},
+      {{{"tools", {{{"type", "function"}, {"function", {{"name", "has space"}}}}}}}, "tools[0].function.name"},
+      {{{"tools", {{{"type", "function"}, {"function", {{"name", "f"}, {"parameters", "x"}}}}}}},
+       "tools[0].function.parameters"},
+      {{{"tools", {{{"type", "retrieval"}}}}}, "tools[0].type"},
+      {{{"tools", {{{"function", {{"name", "f"}}}}, {{"function", {{"name", "f"}}}}}}}, "tools[1]"},
+      {{{"tools", {{{"function", {{"name", "f"}}}}}}, {"tool_choice", {{"type", "function"}, {"function", {{"name", "g"}}}}}},
+       "tool_choice"},
+      {{{"tools", {{{"function", {{"name", "f"}}}}}}, {"tool_choice", "sometimes"}}, "tool_choice"},
+      {{{"tool_choice", "required"}}, "tool_choice"},
+      {{{"functions", {{{"name", "f"}}}}}, "functions"},
       {{{"response_format", {{"type", "json_schema"}}}}, "response_format"},
       {{{"response_format", "json"}}, "response_format"},
       {{{"grammar", "root ::= \"a"}}, "grammar"},

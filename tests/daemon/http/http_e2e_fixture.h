@@ -6,6 +6,9 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <utility>
 #include <vector>
@@ -52,6 +55,35 @@ inline const std::string& NodePath() {
   static const std::string path = FindCommand("node");
   return path;
 }
+
+// Overwrites the value of the string key `key` in the GGUF at `path` with
+// `text` padded with spaces to the value's length, in place: the file keeps
+// its size and layout. Blank (text ""), a chat template reads as "the
+// model has none".
+inline void ReplaceGgufString(const std::string& path, const std::string& key, const std::string& text) {
+  std::fstream file(path, std::ios::in | std::ios::out | std::ios::binary);
+  ASSERT_TRUE(file) << path;
+  std::string bytes((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  auto u64 = [](uint64_t v) { return std::string(reinterpret_cast<const char*>(&v), sizeof(v)); };  // little-endian
+  // A KV pair: key (u64 length, bytes), value type (u32; 8 = string), value (u64 length, bytes).
+  const size_t at = bytes.find(u64(key.size()) + key);
+  ASSERT_NE(at, std::string::npos) << key << " is not in " << path;
+  size_t pos = at + sizeof(uint64_t) + key.size();
+  uint32_t type = 0;
+  uint64_t length = 0;
+  ASSERT_LE(pos + sizeof(type) + sizeof(length), bytes.size());
+  std::memcpy(&type, bytes.data() + pos, sizeof(type));
+  std::memcpy(&length, bytes.data() + pos + sizeof(type), sizeof(length));
+  ASSERT_EQ(type, 8u) << key << " is not a string";
+  ASSERT_LE(text.size(), length) << "the new value must fit the old one";
+  pos += sizeof(type) + sizeof(length);
+  ASSERT_LE(pos + length, bytes.size());
+  file.seekp(static_cast<std::streamoff>(pos));
+  file << text << std::string(length - text.size(), ' ');
+  ASSERT_TRUE(file.flush()) << path;
+}
+
+inline void BlankGgufString(const std::string& path, const std::string& key) { ReplaceGgufString(path, key, ""); }
 
 class HttpE2eTest : public OctodTest {
  protected:

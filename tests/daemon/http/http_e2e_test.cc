@@ -29,31 +29,6 @@ namespace {
 
 using nlohmann::json;
 
-// Overwrites the value of the string key `key` in the GGUF at `path` with
-// spaces, in place: the file keeps its size and layout, and the key reads
-// as blank (a chat template: "the model has none").
-void BlankGgufString(const std::string& path, const std::string& key) {
-  std::fstream file(path, std::ios::in | std::ios::out | std::ios::binary);
-  ASSERT_TRUE(file) << path;
-  std::string bytes((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
-  auto u64 = [](uint64_t v) { return std::string(reinterpret_cast<const char*>(&v), sizeof(v)); };  // little-endian
-  // A KV pair: key (u64 length, bytes), value type (u32; 8 = string), value (u64 length, bytes).
-  const size_t at = bytes.find(u64(key.size()) + key);
-  ASSERT_NE(at, std::string::npos) << key << " is not in " << path;
-  size_t pos = at + sizeof(uint64_t) + key.size();
-  uint32_t type = 0;
-  uint64_t length = 0;
-  ASSERT_LE(pos + sizeof(type) + sizeof(length), bytes.size());
-  std::memcpy(&type, bytes.data() + pos, sizeof(type));
-  std::memcpy(&length, bytes.data() + pos + sizeof(type), sizeof(length));
-  ASSERT_EQ(type, 8u) << key << " is not a string";
-  pos += sizeof(type) + sizeof(length);
-  ASSERT_LE(pos + length, bytes.size());
-  file.seekp(static_cast<std::streamoff>(pos));
-  file << std::string(length, ' ');
-  ASSERT_TRUE(file.flush()) << path;
-}
-
 size_t Occurrences(const std::string& text, const std::string& needle) {
   size_t count = 0;
   for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + needle.size())) ++count;

@@ -141,7 +141,7 @@ TEST_F(HttpHostileTest, ErrorMessagesQuoteAShortPrefixOfWhatWasSent) {
           absl::StrCat(R"({"model": )", json(long_text).dump(), R"(, "messages": []})"), 404, "not found"});
   Expect({"a megabyte role", "/v1/chat/completions",
           absl::StrCat(R"({"model": "tiny", "messages": [{"role": )", json(long_text).dump(), R"(, "content": "x"}]})"),
-          400, "is not system, user or assistant"});
+          400, "is not system, user, assistant or tool"});
   Expect({"a megabyte string for an integer", "/v1/completions", CompletionWith("max_tokens", json(long_text).dump()),
           400, "max_tokens: expected an integer, got a string"});
   Expect({"a megabyte unterminated string", "/v1/completions", "{\"model\": \"" + long_text, 400,

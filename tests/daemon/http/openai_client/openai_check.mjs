@@ -10,6 +10,11 @@
 // (the SDK asks for base64 unless told "float", and decodes it).
 // json-schema: a chat whose reply is held to a person schema (response_format
 // json_schema, strict), and the line is {"text", "finish_reason", "parsed"}.
+// tools: a tool round trip as an agent makes it: a required call to
+// get_weather (whole), its result sent back as a tool message, the answer;
+// then the same call streamed, its tool_call deltas gathered as the SDK's
+// users do. The line is {"call", "finish_reason", "answer", "answer_finish",
+// "streamed_call", "streamed_finish"}.
 // Chat requests render with the chatml template (a field the SDK passes on
 // as it is) and ask for logprobs; all are greedy (temperature 0).
 import OpenAI from 'openai';
@@ -45,6 +50,50 @@ async function run() {
     let parsed = null;
     try { parsed = JSON.parse(text); } catch { parsed = null; }
     return { text, finish_reason: reply.choices[0].finish_reason, parsed };
+  }
+  if (mode === 'tools') {
+    const tools = [{
+      type: 'function',
+      function: {
+        name: 'get_weather',
+        description: 'The weather in a city now',
+        parameters: {
+          type: 'object',
+          properties: { city: { type: 'string', maxLength: 16 }, unit: { enum: ['C', 'F'] } },
+          required: ['city', 'unit'],
+          additionalProperties: false,
+        },
+      },
+    }];
+    const messages = [{ role: 'user', content: prompt }];
+    const request = { ...common, temperature: 1, seed: 5, tools, tool_choice: 'required', parallel_tool_calls: false };
+    const first = await client.chat.completions.create({ ...request, messages });
+    const call = first.choices[0].message.tool_calls[0];
+    messages.push(first.choices[0].message);
+    messages.push({ role: 'tool', tool_call_id: call.id, content: '{"temperature": 18}' });
+    const answer = await client.chat.completions.create({ ...common, messages, tools, tool_choice: 'none' });
+    const stream = await client.chat.completions.create({ ...request, messages: messages.slice(0, 1), stream: true });
+    const streamed = {};
+    let streamedFinish = null;
+    for await (const chunk of stream) {
+      const choice = chunk.choices[0];
+      if (!choice) continue;
+      for (const delta of choice.delta.tool_calls ?? []) {
+        const entry = streamed[delta.index] ?? (streamed[delta.index] = { id: '', name: '', arguments: '' });
+        if (delta.id) entry.id = delta.id;
+        if (delta.function?.name) entry.name += delta.function.name;
+        if (delta.function?.arguments) entry.arguments += delta.function.arguments;
+      }
+      if (choice.finish_reason) streamedFinish = choice.finish_reason;
+    }
+    return {
+      call: { id: call.id, name: call.function.name, arguments: call.function.arguments },
+      finish_reason: first.choices[0].finish_reason,
+      answer: answer.choices[0].message.content,
+      answer_finish: answer.choices[0].finish_reason,
+      streamed_call: streamed[0] ?? null,
+      streamed_finish: streamedFinish,
+    };
   }
   const result = { pieces: [], text: '', finish_reason: null, usage: null };
   if (mode === 'chat-stream' || mode === 'chat') {
