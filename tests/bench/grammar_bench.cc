@@ -4,9 +4,12 @@
 // trie walked when the sampled token is refused), over replies in JSON mode
 // and held to three schemas. With no constraint the cost is nil (no check).
 // Two requests in turn share the model's mask cache. Prints each figure
-// beside the target, in the same run.
+// beside the target, in the same run; with --decode-model, also
+// beside the decode step it rides on: that model's batch-1 decode step on
+// the CPU engine, timed in the same run (grammar_bench.sh makes a
+// Qwen3-0.6B-shaped model for it).
 //
-//   grammar_bench [--vocab N] [--tokens N] [--seed S]
+//   grammar_bench [--vocab N] [--tokens N] [--seed S] [--decode-model DIR] [--threads N]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -16,6 +19,7 @@
 #include <vector>
 
 #include "CLI/CLI.hpp"
+#include "daemon/engine/model.h"
 #include "daemon/grammar/grammar_matcher.h"
 #include "daemon/grammar/json_grammar.h"
 #include "daemon/grammar/json_schema.h"
@@ -33,6 +37,31 @@ double Percentile(std::vector<double> v, double p) {
   return v[std::min(v.size() - 1, static_cast<size_t>(p * (v.size() - 1) + 0.5))];
 }
 
+// The median time of one batch-1 decode step (one token through every
+// layer and the lm_head) of the model in `dir`, after an 8-token prompt.
+absl::StatusOr<double> DecodeStepMs(const std::string& dir, int threads, int steps) {
+  octo::ModelOptions options;
+  options.n_threads = threads;
+  absl::StatusOr<std::unique_ptr<octo::Model>> model = octo::Model::Open(dir, options);
+  if (!model.ok()) return model.status();
+  const uint32_t vocab = (*model)->config().vocab_size;
+  auto kv = (*model)->NewCache(8 + steps);
+  std::vector<int32_t> prompt;
+  for (int i = 0; i < 8; ++i) prompt.push_back(static_cast<int32_t>((1000 + 7919 * i) % vocab));
+  octo::SequenceStep step{.kv = kv.get(), .tokens = prompt};
+  std::vector<float> logits;
+  if (absl::Status s = (*model)->Forward(std::span<const octo::SequenceStep>(&step, 1), logits); !s.ok()) return s;
+  std::vector<double> ms;
+  for (int t = 0; t < steps; ++t) {
+    const int32_t next = static_cast<int32_t>((31 + 104729 * t) % vocab);
+    step.tokens = std::span<const int32_t>(&next, 1);
+    const auto start = Clock::now();
+    if (absl::Status s = (*model)->Forward(std::span<const octo::SequenceStep>(&step, 1), logits); !s.ok()) return s;
+    ms.push_back(Micros(Clock::now() - start) / 1000);
+  }
+  return Percentile(ms, 0.5);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -43,7 +72,22 @@ int main(int argc, char** argv) {
   app.add_option("--vocab", vocab_size, "Vocabulary size");
   app.add_option("--tokens", tokens, "Tokens of the simulated reply");
   app.add_option("--seed", seed, "Which allowed token each step takes");
+  std::string decode_model;
+  int threads = 0;
+  app.add_option("--decode-model", decode_model, "A model directory whose decode step to time beside the mask");
+  app.add_option("--threads", threads, "The engine's threads for the decode step (0: all cores)");
   CLI11_PARSE(app, argc, argv);
+
+  double step_ms = 0;
+  if (!decode_model.empty()) {
+    absl::StatusOr<double> timed = DecodeStepMs(decode_model, threads, 16);
+    if (!timed.ok()) {
+      std::fprintf(stderr, "grammar_bench: %s: %s\n", decode_model.c_str(), std::string(timed.status().message()).c_str());
+      return 1;
+    }
+    step_ms = *timed;
+    std::printf("decode-step: %s batch=1 median=%.1f ms (CPU engine, this machine)\n", decode_model.c_str(), step_ms);
+  }
 
   absl::StatusOr<octo::testing::ModelShape> shape = octo::testing::FindPreset("qwen3-8b");  // Qwen's tokenizer
   if (!shape.ok()) return 1;
@@ -131,6 +175,15 @@ int main(int argc, char** argv) {
                 slow_by_request[0], slow_by_request[1]);
     std::printf("grammar-fast-path: %-9s median=%.1f us p99=%.1f us (target < 20)\n", label.c_str(),
                 Percentile(fast_us, 0.5), Percentile(fast_us, 0.99));
+    if (step_ms > 0) {
+      // A step that draws a refused token pays the mask; one whose draw the
+      // grammar takes pays the fast path.
+      std::printf("grammar-vs-decode: %-9s mask median %.4f%% and p99 %.3f%% of the %.1f ms decode step; fast path "
+                  "median %.5f%%\n",
+                  label.c_str(), 100 * Percentile(mask_us, 0.5) / 1000 / step_ms,
+                  100 * Percentile(mask_us, 0.99) / 1000 / step_ms, step_ms,
+                  100 * Percentile(fast_us, 0.5) / 1000 / step_ms);
+    }
   }
   return 0;
 }

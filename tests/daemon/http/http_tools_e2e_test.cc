@@ -9,12 +9,14 @@
 #include <cstdio>
 #include <filesystem>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
 #include "tests/daemon/grammar/schema_validator.h"
 #include "tests/daemon/http/http_e2e_fixture.h"
+#include "tests/shared_data.h"
 
 namespace octo::testing {
 namespace {
@@ -142,6 +144,82 @@ TEST_F(HttpToolsE2eTest, RequiredAndNamedCallsAreAlwaysValidCalls) {
       if (seed <= 4) EXPECT_EQ(Chat(request, /*stream=*/true), whole) << "streamed and whole agree";
     }
     std::printf("%s: %d of %d replies made more than one call\n", c.model.c_str(), parallel, c.seeds);
+  }
+}
+
+// A trained model (../shared's stories260K, a llama2-family SentencePiece
+// model that has never seen a tool) asked for a required call: every seed's
+// reply is a valid call.
+TEST_F(HttpToolsE2eTest, ATrainedModelsRequiredCallsAreValidForEverySeed) {
+  if (CurlPath().empty()) GTEST_SKIP() << "curl is not installed";
+  OCTO_REQUIRE_SHARED("models/stories260K.gguf");
+  ASSERT_TRUE(CachedDecompose(SharedPath("models/stories260K.gguf"), ModelDir("stories")));
+  StartWithHttp({}, "stories");
+  for (int seed = 1; seed <= 20; ++seed) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    const json request = {{"model", "stories"},
+                          {"messages", {{{"role", "user"}, {"content", "Once upon a time, the weather"}}}},
+                          {"tools", Tools()},
+                          {"tool_choice", "required"},
+                          {"parallel_tool_calls", false},
+                          {"max_tokens", 400},
+                          {"temperature", 0.8},
+                          {"seed", seed}};
+    const Reply reply = Chat(request, /*stream=*/false);
+    EXPECT_EQ(reply.finish, "tool_calls");
+    ASSERT_EQ(reply.calls.size(), 1u) << "parallel_tool_calls false";
+    EXPECT_EQ(CheckCall(reply.calls[0].first, reply.calls[0].second), "") << reply.calls[0].second;
+  }
+}
+
+// Eight clients at once, each with its own schema or tool: each reply
+// holds to its own constraint (one matcher per request, batched together).
+TEST_F(HttpToolsE2eTest, EightConcurrentConstrainedRequestsEachHoldToTheirOwn) {
+  if (CurlPath().empty()) GTEST_SKIP() << "curl is not installed";
+  StartWithHttp();
+  const std::vector<ojson> schemas = {
+      ojson::parse(R"({"type": "object", "properties": {"n": {"type": "integer", "minimum": 0, "maximum": 9}}, "required": ["n"]})"),
+      ojson::parse(R"({"type": "array", "items": {"type": "boolean"}, "minItems": 1, "maxItems": 3})"),
+      ojson::parse(R"({"type": "object", "properties": {"tag": {"enum": ["a", "b"]}}, "required": ["tag"], "additionalProperties": false})"),
+      ojson::parse(R"({"type": "string", "maxLength": 5})"),
+      ojson::parse(R"({"type": "object", "properties": {"when": {"type": "string", "format": "date"}}, "required": ["when"]})"),
+      ojson::parse(R"({"anyOf": [{"type": "null"}, {"type": "integer", "minimum": -3, "maximum": 3}]})"),
+  };
+  std::vector<Reply> replies(8);
+  std::vector<std::thread> clients;
+  for (size_t i = 0; i < replies.size(); ++i) {
+    clients.emplace_back([&, i] {
+      json request = {{"model", "tiny"},
+                      {"messages", {{{"role", "user"}, {"content", "Answer."}}}},
+                      {"max_tokens", 600},
+                      {"temperature", 1.0},
+                      {"seed", static_cast<int>(i) + 1}};
+      if (i < schemas.size()) {
+        request["response_format"] = {{"type", "json_schema"},
+                                      {"json_schema", {{"name", "s"}, {"schema", json::parse(schemas[i].dump())}}}};
+      } else {
+        request["tools"] = Tools();
+        request["tool_choice"] = {{"type", "function"}, {"function", {{"name", i % 2 ? "search" : "get_weather"}}}};
+      }
+      replies[i] = Chat(request, /*stream=*/i % 2 == 1);
+    });
+  }
+  for (std::thread& client : clients) client.join();
+  for (size_t i = 0; i < replies.size(); ++i) {
+    SCOPED_TRACE("client " + std::to_string(i));
+    if (i < schemas.size()) {
+      ASSERT_EQ(replies[i].finish, "stop") << replies[i].content;
+      const ojson value = ojson::parse(replies[i].content, nullptr, false);
+      ASSERT_FALSE(value.is_discarded()) << replies[i].content;
+      EXPECT_EQ(SchemaValidator(schemas[i]).Check(value), "") << replies[i].content;
+    } else {
+      EXPECT_EQ(replies[i].finish, "tool_calls");
+      ASSERT_FALSE(replies[i].calls.empty());
+      for (const auto& [name, arguments] : replies[i].calls) {
+        EXPECT_EQ(name, i % 2 ? "search" : "get_weather");
+        EXPECT_EQ(CheckCall(name, arguments), "") << arguments;
+      }
+    }
   }
 }
 
