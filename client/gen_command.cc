@@ -15,6 +15,7 @@
 #include "daemon/core/model_name.h"
 #include "daemon/core/session_id.h"
 #include "daemon/core/speculation_settings.h"
+#include "daemon/grammar/json_schema.h"
 #include "nlohmann/json.hpp"
 
 namespace octo {
@@ -319,12 +320,39 @@ absl::Status CheckGenFlags(const GenFlags& flags) {
   return absl::OkStatus();
 }
 
+namespace {
+
+// --json-schema FILE as the grammar it holds the output to (json_schema.h),
+// properties in the order the file writes them.
+absl::StatusOr<std::string> SchemaFileGrammar(const std::string& path) {
+  std::ifstream file(path, std::ios::binary);
+  if (!file) return absl::NotFoundError(absl::StrCat("--json-schema: cannot read ", path));
+  const std::string text((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  const nlohmann::ordered_json schema = nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (schema.is_discarded()) return absl::InvalidArgumentError(absl::StrCat("--json-schema: ", path, " is not JSON"));
+  absl::StatusOr<std::string> grammar = JsonSchemaToGrammar(schema);
+  if (!grammar.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--json-schema: ", path, ": ", grammar.status().message()));
+  }
+  return grammar;
+}
+
+}  // namespace
+
 int RunGen(const GenFlags& given, OctoClient& client, std::istream& in, std::FILE* out, std::FILE* err) {
   GenFlags flags = given;
   if (!flags.grammar_file.empty()) {
     std::ifstream file(flags.grammar_file, std::ios::binary);
     if (!file) return Fail(absl::NotFoundError(absl::StrCat("--grammar: cannot read ", flags.grammar_file)), client, err);
     flags.grammar.assign(std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>());
+  }
+  if (!flags.json_schema_file.empty()) {
+    if (!flags.grammar.empty()) {
+      return Fail(absl::InvalidArgumentError("give --grammar or --json-schema, not both"), client, err);
+    }
+    absl::StatusOr<std::string> grammar = SchemaFileGrammar(flags.json_schema_file);
+    if (!grammar.ok()) return Fail(grammar.status(), client, err);
+    flags.grammar = *std::move(grammar);
   }
   if (absl::Status loaded = EnsureModel(flags, client, err); !loaded.ok()) return Fail(loaded, client, err);
   // --session NAME: the caller's session of that name, opened when missing

@@ -44,6 +44,7 @@ struct GenFlags {
   std::string session;            // continue this session
   std::string model;              // run on this model, loaded beside the others when it is not
   std::string grammar_file;       // --grammar: hold the output to the GBNF grammar in this file
+  std::string json_schema_file;   // --json-schema: ... to the JSON Schema in this file
   std::string grammar;            // its text (RunGen reads it)
   uint32_t context = 0;           // positions for a new --chat session (0: octod's default)
   bool json = false;

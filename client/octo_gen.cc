@@ -43,6 +43,8 @@ int main(int argc, char** argv) {
                  "Model to run (a name under octod's models root); octod loads it beside its others when needed");
   app.add_option("--grammar", flags.grammar_file,
                  "Hold the output to the GBNF grammar in FILE (llama.cpp's format; the rule root first)");
+  app.add_option("--json-schema", flags.json_schema_file,
+                 "Hold the output to the JSON Schema in FILE (the keywords of daemon/grammar/json_schema.h)");
   app.add_option("--session", flags.session,
                  "Use this named session, opened on first use and kept after the run (its cache keeps earlier "
                  "turns), or a session id");

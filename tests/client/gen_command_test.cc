@@ -2,11 +2,16 @@
 // socket, with a FakeRuntime: what it prints, what it asks octod.
 #include "client/gen_command.h"
 
+#include <stdlib.h>
+
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <sstream>
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/match.h"
+#include "daemon/grammar/grammar_matcher.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/daemon/server/test_server.h"
@@ -106,6 +111,41 @@ TEST_F(GenCommandTest, OnlyGivenSamplingFlagsAreSent) {
   EXPECT_EQ(sent.max_tokens, 5);
   EXPECT_EQ(sent.seed, std::optional<uint64_t>(0));
   EXPECT_EQ(sent.top_k, SamplingParams().top_k);
+}
+
+// --grammar sends the file's GBNF; --json-schema sends the schema's grammar
+// (properties in the file's order); a schema the converter refuses is an
+// error naming the flag and the keyword, and nothing is sent.
+TEST_F(GenCommandTest, GrammarAndJsonSchemaFilesBecomeTheRequestsGrammar) {
+  char dir_template[] = "/tmp/octo-gen-test-XXXXXX";
+  const std::string dir = mkdtemp(dir_template);
+  const std::string gbnf = dir + "/digits.gbnf", schema = dir + "/point.json", bad = dir + "/bad.json";
+  std::ofstream(gbnf) << "root ::= [0-9]+";
+  std::ofstream(schema) << R"({"type": "object", "properties": {"y": {"type": "integer"}, "x": {"type": "integer"}},
+                              "required": ["y", "x"], "additionalProperties": false})";
+  std::ofstream(bad) << R"({"type": "integer", "multipleOf": 4})";
+  runtime().SetScript({});
+  GenFlags flags = Flags({"x"});
+  flags.grammar_file = gbnf;
+  EXPECT_EQ(Run(flags), 0) << err_.str();
+  EXPECT_EQ(runtime().last_job().grammar, "root ::= [0-9]+");
+  flags.grammar_file.clear();
+  flags.json_schema_file = schema;
+  EXPECT_EQ(Run(flags), 0) << err_.str();
+  const std::string sent = runtime().last_job().grammar;
+  EXPECT_TRUE(absl::StartsWith(sent, "root ::= ")) << sent;
+  const auto matches = [&](const std::string& text) {
+    GrammarMatcher matcher(std::make_shared<const Grammar>(*Grammar::Parse(sent)));
+    return matcher.Accept(text) && matcher.CanEnd();
+  };
+  EXPECT_TRUE(matches(R"({"y": 1, "x": 2})")) << sent;
+  EXPECT_FALSE(matches(R"({"x": 2, "y": 1})")) << "the file's order: " << sent;
+  flags.json_schema_file = bad;
+  EXPECT_NE(Run(flags), 0);
+  EXPECT_TRUE(absl::StrContains(err_.str(), "--json-schema")) << err_.str();
+  EXPECT_TRUE(absl::StrContains(err_.str(), "multipleOf")) << err_.str();
+  EXPECT_EQ(runtime().last_job().grammar, sent) << "nothing sent";
+  std::filesystem::remove_all(dir);
 }
 
 TEST_F(GenCommandTest, StopTakesOneStringPerFlag) {
