@@ -8,6 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "daemon/grammar/json_schema.h"
+#include "daemon/grammar/think_first.h"
 #include "storage/status_macros.h"
 
 namespace octo {
@@ -342,6 +343,23 @@ absl::StatusOr<std::string> ToolCallGrammar(ToolFormat format, std::span<const T
   OCTO_ASSIGN_OR_RETURN(const std::string converted, JsonSchemaToGrammar(schema));
   const bool parallel = choice.parallel && format != ToolFormat::kLlama3;
   return WrapCallGrammar(converted, CallSyntax(format, parallel));
+}
+
+std::string LazyToolCallGrammar(ToolFormat format, std::span<const ToolFunction> tools, const ToolChoice& choice) {
+  if (format != ToolFormat::kHermes || tools.empty()) return std::string();
+  const absl::StatusOr<std::string> whole =
+      ToolCallGrammar(format, tools, {ToolChoice::Mode::kRequired, "", choice.parallel});
+  if (!whole.ok()) return std::string();  // a schema the grammar cannot hold: the calls are parsed unheld
+  // The required grammar's rules, its root replaced: free text until the
+  // tag, then the call (and more, when parallel).
+  const std::string rules = whole->substr(whole->find('\n') + 1);
+  const std::string block = absl::StrCat("[ \\t\\n]{0,4} ", kCallRule, " [ \\t\\n]{0,4} \"", kHermesClose, "\"");
+  const std::string more =
+      choice.parallel ? absl::StrCat("( [ \\t\\n]{0,4} \"", kHermesOpen, "\" ", block, " ){0,", kMaxParallelToolCalls - 1, "} ")
+                      : std::string();
+  return absl::StrCat("root ::= text-0\n",
+                      TextUntilRules(kHermesOpen, "text", absl::StrCat(block, " ", more, "[ \\t\\n]{0,4}"), true),
+                      rules);
 }
 
 ParsedReply ParseToolCalls(ToolFormat format, absl::string_view text) {

@@ -86,6 +86,15 @@ std::string ToolResultContent(ToolFormat format, absl::string_view name, absl::s
 absl::StatusOr<std::string> ToolCallGrammar(ToolFormat format, std::span<const ToolFunction> tools,
                                             const ToolChoice& choice);
 
+// tool_choice auto's grammar (a lazy one): any text, but from the format's
+// call tag on, well-formed calls as ToolCallGrammar holds them, so a model
+// that starts a call writes a valid one. Only for formats whose calls open
+// with a tag a grammar can see (kHermes: Mistral's [TOOL_CALLS] is a control
+// token, and a JSON-first reply may be an answer); "" for the others, and
+// when a function's schema cannot be held to (the calls are parsed as the
+// model writes them then).
+std::string LazyToolCallGrammar(ToolFormat format, std::span<const ToolFunction> tools, const ToolChoice& choice);
+
 struct ParsedReply {
   std::string content;          // what the model wrote besides its calls
   std::vector<ToolCall> calls;  // ids empty: the caller gives them

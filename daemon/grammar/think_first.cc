@@ -5,31 +5,28 @@
 #include "absl/strings/str_cat.h"
 
 namespace octo {
-namespace {
 
-// Rules think-0 .. think-N for "any text, then the first kThinkClose":
-// think-i has matched the tag's first i characters. The tag's first
-// character appears in it only there, so a mismatch falls back to think-1
-// on that character and to think-0 on any other.
-std::string ThoughtRules() {
-  const absl::string_view tag = kThinkClose;
-  std::string rules = absl::StrCat("think-0 ::= \"", tag.substr(0, 1), "\" think-1 | [^", tag.substr(0, 1),
-                                   "] think-0\n");
+std::string TextUntilRules(absl::string_view tag, absl::string_view name, absl::string_view after, bool may_end) {
+  // NAME-i has matched the tag's first i characters; a character that does
+  // not continue it goes back to NAME-1 when it is the tag's first, else to
+  // NAME-0.
+  const absl::string_view first = tag.substr(0, 1);
+  const std::string end = may_end ? " | \"\"" : "";
+  std::string rules = absl::StrCat(name, "-0 ::= \"", first, "\" ", name, "-1 | [^", first, "] ", name, "-0", end, "\n");
   for (size_t i = 1; i < tag.size(); ++i) {
-    const std::string next = i + 1 < tag.size() ? absl::StrCat(" think-", i + 1) : "";
-    absl::StrAppend(&rules, "think-", i, " ::= \"", tag.substr(i, 1), "\"", next, " | \"", tag.substr(0, 1),
-                    "\" think-1 | [^", tag.substr(i, 1), tag.substr(0, 1), "] think-0\n");
+    const std::string next = i + 1 < tag.size() ? absl::StrCat(" ", name, "-", i + 1) : absl::StrCat(" ", after);
+    absl::StrAppend(&rules, name, "-", i, " ::= \"", tag.substr(i, 1), "\"", next, " | \"", first, "\" ", name,
+                    "-1 | [^", tag.substr(i, 1), first, "] ", name, "-0", end, "\n");
   }
   return rules;
 }
-
-}  // namespace
 
 Grammar ThinkFirst(Grammar grammar) {
   using Kind = GrammarElement::Kind;
   // The thought, before a placeholder rule that becomes `grammar`'s root.
   const std::string text = absl::StrCat("root ::= [ \\t\\n]{0,4} \"", kThinkOpen,
-                                        "\" think-0 [ \\t\\n]{0,8} then | then\nthen ::= \"x\"\n", ThoughtRules());
+                                        "\" think-0 | then\nthen ::= \"x\"\n",
+                                        TextUntilRules(kThinkClose, "think", "[ \\t\\n]{0,8} then", false));
   absl::StatusOr<Grammar> thought = Grammar::Parse(text);
   if (!thought.ok()) return grammar;  // not reached: the text above is fixed and parses
   const uint32_t offset = static_cast<uint32_t>(grammar.rules.size());

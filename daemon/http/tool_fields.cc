@@ -130,7 +130,11 @@ absl::Status PrepareToolChat(const ToolFields& tools, std::span<const ToolChatMe
                              GenerateJob* job) {
   job->messages = ToolChatMessages(format, tools.tools, tools.choice, messages);
   using Mode = ToolChoice::Mode;
-  if (tools.tools.empty() || (tools.choice.mode != Mode::kRequired && tools.choice.mode != Mode::kNamed)) {
+  if (!tools.offered()) return absl::OkStatus();
+  if (tools.choice.mode == Mode::kAuto) {
+    // A call the model starts is held to its schema; a response format or
+    // grammar asked beside auto tools holds the whole reply instead.
+    if (job->grammar.empty()) job->grammar = LazyToolCallGrammar(format, tools.tools, tools.choice);
     return absl::OkStatus();
   }
   if (!job->grammar.empty()) {

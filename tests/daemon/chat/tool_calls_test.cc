@@ -111,6 +111,27 @@ TEST(ToolCalls, AFunctionSchemaTheGrammarCannotHoldIsNamed) {
             absl::StatusCode::kInvalidArgument);
 }
 
+// auto's lazy grammar: free text passes untouched; from the tag on, only
+// a well-formed call to a known function with valid arguments.
+TEST(ToolCalls, AutosLazyGrammarHoldsOnlyWhatFollowsTheCallTag) {
+  const std::vector<ToolFunction> tools = Tools();
+  const std::string lazy = LazyToolCallGrammar(ToolFormat::kHermes, tools, {});
+  ASSERT_FALSE(lazy.empty());
+  EXPECT_TRUE(Matches(lazy, ""));
+  EXPECT_TRUE(Matches(lazy, "It is sunny. <b>Bold</b> a < b, <tool"));
+  EXPECT_TRUE(Matches(lazy, "Checking.\n" + Written(ToolFormat::kHermes, {{"", "get_weather", R"({"city":"Oslo"})"}})));
+  EXPECT_TRUE(Matches(lazy, Written(ToolFormat::kHermes, {{"", "ping", "{}"}, {"", "make_tree", R"({"root":{"label":3}})"}})));
+  EXPECT_FALSE(Matches(lazy, "<tool_call>\n{\"name\": \"launch\", \"arguments\": {}}\n</tool_call>"));
+  EXPECT_FALSE(Matches(lazy, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"unit\": \"C\"}}\n</tool_call>"));
+  EXPECT_FALSE(Matches(lazy, "<tool_call>not JSON"));
+  EXPECT_FALSE(Matches(lazy, "<tool_call>\n{\"name\": \"ping\", \"arguments\": {}}"))
+      << "a call ends with its closing tag";
+  // Formats whose calls a grammar cannot see start: none.
+  for (const ToolFormat format : {ToolFormat::kGenericJson, ToolFormat::kLlama3, ToolFormat::kMistral}) {
+    EXPECT_EQ(LazyToolCallGrammar(format, tools, {}), "") << ToolFormatName(format);
+  }
+}
+
 TEST(ToolCalls, ContentAroundCallsIsKeptAndBrokenCallsStayContent) {
   const ParsedReply hermes = ParseToolCalls(
       ToolFormat::kHermes, "Let me look.\n<tool_call>\n{\"name\": \"ping\", \"arguments\": {}}\n</tool_call>");

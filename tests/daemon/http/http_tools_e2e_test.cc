@@ -145,6 +145,20 @@ TEST_F(HttpToolsE2eTest, RequiredAndNamedCallsAreAlwaysValidCalls) {
     }
     std::printf("%s: %d of %d replies made more than one call\n", c.model.c_str(), parallel, c.seeds);
   }
+  // auto: the model writes what it likes; a call it makes is valid (Qwen's
+  // format is held from its <tool_call> tag on).
+  for (int seed = 1; seed <= 4; ++seed) {
+    const json request = {{"model", "qwen"},
+                          {"messages", {{{"role", "user"}, {"content", "Weather?"}}}},
+                          {"tools", Tools()},
+                          {"max_tokens", 60},
+                          {"temperature", 1.0},
+                          {"seed", seed}};
+    const Reply reply = Chat(request, /*stream=*/false);
+    EXPECT_TRUE(reply.finish == "stop" || reply.finish == "length" || reply.finish == "tool_calls") << reply.finish;
+    for (const auto& [name, arguments] : reply.calls) EXPECT_EQ(CheckCall(name, arguments), "") << arguments;
+    EXPECT_EQ(Chat(request, /*stream=*/true), reply);
+  }
 }
 
 // A trained model (../shared's stories260K, a llama2-family SentencePiece
