@@ -49,7 +49,7 @@ TEST_F(HttpGrammarE2eTest, JsonModeRepliesParseAndStreamAsTheyAreWhole) {
   if (CurlPath().empty()) GTEST_SKIP() << "curl is not installed";
   StartWithHttp();
   int whole = 0;
-  for (int seed = 1; seed <= 6; ++seed) {
+  for (int seed = 1; seed <= 20; ++seed) {
     const json constraint = {{"response_format", {{"type", "json_object"}}}, {"seed", seed}};
     const auto [text, finish] = Chat(constraint, /*stream=*/false);
     if (finish == "stop") {
