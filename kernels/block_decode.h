@@ -224,6 +224,24 @@ struct Decoder<GgmlType::kIQ4_XS> {
   }
 };
 
+template <>
+struct Decoder<GgmlType::kTQ1_0> {
+  static constexpr int kElements = cpu::kQKK, kBytes = sizeof(cpu::BlockTq1_0);
+  OCTO_HD static float Element(const uint8_t* p, int j) {
+    const auto& b = *reinterpret_cast<const cpu::BlockTq1_0*>(p);
+    return static_cast<float>(cpu::Tq1Trit(b, j)) * HalfBits(b.d);
+  }
+};
+
+template <>
+struct Decoder<GgmlType::kTQ2_0> {
+  static constexpr int kElements = cpu::kQKK, kBytes = sizeof(cpu::BlockTq2_0);
+  OCTO_HD static float Element(const uint8_t* p, int j) {
+    const auto& b = *reinterpret_cast<const cpu::BlockTq2_0*>(p);
+    return static_cast<float>(cpu::Tq2Trit(b, j)) * HalfBits(b.d);
+  }
+};
+
 // f(Decoder<type>{}) for `type`, or `unknown` for a value outside GgmlType
 // (a cast of an unchecked id). The one switch over the types for every user.
 template <typename R, typename F>
@@ -244,6 +262,8 @@ R WithDecoder(GgmlType type, R unknown, F&& f) {
     case GgmlType::kQ5_K: return f(Decoder<GgmlType::kQ5_K>{});
     case GgmlType::kQ6_K: return f(Decoder<GgmlType::kQ6_K>{});
     case GgmlType::kIQ4_XS: return f(Decoder<GgmlType::kIQ4_XS>{});
+    case GgmlType::kTQ1_0: return f(Decoder<GgmlType::kTQ1_0>{});
+    case GgmlType::kTQ2_0: return f(Decoder<GgmlType::kTQ2_0>{});
   }
   return unknown;
 }

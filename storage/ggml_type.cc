@@ -13,7 +13,7 @@ namespace octo {
 namespace {
 
 // Block geometry from the ggml block structs (fp16 scales, packed quants).
-constexpr std::array<GgmlTypeInfo, 15> kTypes = {{
+constexpr std::array<GgmlTypeInfo, 17> kTypes = {{
     {GgmlType::kF32, "F32", 1, 4},
     {GgmlType::kF16, "F16", 1, 2},
     {GgmlType::kQ4_0, "Q4_0", 32, 18},     // d, qs[16]
@@ -29,6 +29,8 @@ constexpr std::array<GgmlTypeInfo, 15> kTypes = {{
     {GgmlType::kIQ4_NL, "IQ4_NL", 32, 18}, // d, qs[16]
     {GgmlType::kIQ4_XS, "IQ4_XS", 256, 136},  // d, scales_h, scales_l[4], qs[128]
     {GgmlType::kBF16, "BF16", 1, 2},
+    {GgmlType::kTQ1_0, "TQ1_0", 256, 54},  // qs[48], qh[4], d
+    {GgmlType::kTQ2_0, "TQ2_0", 256, 66},  // qs[64], d
 }};
 
 // Names of ggml types that exist but that Octo does not read, for the error.
@@ -50,8 +52,6 @@ absl::string_view KnownButUnsupportedName(uint32_t id) {
     case 27: return "I64";
     case 28: return "F64";
     case 29: return "IQ1_M";
-    case 34: return "TQ1_0";
-    case 35: return "TQ2_0";
     case 39: return "MXFP4";
     default: return {};
   }

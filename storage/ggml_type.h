@@ -30,6 +30,8 @@ enum class GgmlType : uint32_t {
   kIQ4_NL = 20,
   kIQ4_XS = 23,
   kBF16 = 30,
+  kTQ1_0 = 34,
+  kTQ2_0 = 35,
 };
 
 struct GgmlTypeInfo {

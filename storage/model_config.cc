@@ -124,7 +124,7 @@ bool IsDeltaNetLayer(const ModelConfig& c, uint32_t layer) {
 
 bool IsSupportedArchitecture(absl::string_view arch) {
   return arch == "llama" || arch == "mistral" || arch == "qwen2" || arch == "qwen3" || arch == "qwen2moe" ||
-         arch == "qwen3moe" || IsHybridArchitecture(arch);
+         arch == "qwen3moe" || arch == "bitnet" || IsHybridArchitecture(arch);
 }
 
 absl::StatusOr<ModelConfig> ModelConfigFromGguf(const GgufFile& gguf) {
@@ -136,7 +136,7 @@ absl::StatusOr<ModelConfig> ModelConfigFromGguf(const GgufFile& gguf) {
   if (!IsSupportedArchitecture(c.architecture)) {
     return absl::UnimplementedError(absl::StrCat("architecture ", QuotePrefix(c.architecture),
                                                  " is not supported (llama, mistral, qwen2, qwen3, qwen2moe, qwen3moe, qwen3next, qwen35, "
-                                                 "qwen35moe are)"));
+                                                 "qwen35moe and bitnet are)"));
   }
   if (const GgufValue* name = gguf.Find("general.name"); name != nullptr && name->AsString().ok()) {
     c.name = std::string(*name->AsString());

@@ -28,7 +28,7 @@ Pooling DefaultPooling(absl::string_view architecture);
 
 struct ModelConfig {
   std::string architecture;    // general.architecture: llama, mistral, qwen2, qwen3, qwen2moe, qwen3moe,
-                               // qwen3next, qwen35, qwen35moe
+                               // qwen3next, qwen35, qwen35moe, bitnet (llama with sub-norms, NEOX rope)
   std::string name;            // general.name, informational
   uint32_t dim = 0;            // embedding_length
   uint32_t hidden_dim = 0;     // feed_forward_length (dense FFN width)

@@ -132,6 +132,10 @@ absl::Status CheckModelTensors(const ModelConfig& c, const ShapeLookup& lookup) 
     OCTO_RETURN_IF_ERROR(Expect(lookup, b + "attn_v.bias", {kv_dim}, false));
     OCTO_RETURN_IF_ERROR(Expect(lookup, b + "attn_q_norm.weight", {c.head_dim}, false));
     OCTO_RETURN_IF_ERROR(Expect(lookup, b + "attn_k_norm.weight", {c.head_dim}, false));
+    // BitNet's sub-norms: its own (other architectures do not read them).
+    const bool bitnet = c.architecture == "bitnet";
+    OCTO_RETURN_IF_ERROR(Expect(lookup, b + "attn_sub_norm.weight", {q_dim}, bitnet));
+    OCTO_RETURN_IF_ERROR(Expect(lookup, b + "ffn_sub_norm.weight", {c.hidden_dim}, bitnet));
     OCTO_RETURN_IF_ERROR(CheckFfn(c, b, lookup));
   }
   return absl::OkStatus();

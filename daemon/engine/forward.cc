@@ -80,8 +80,9 @@ absl::Status ResidualAndFfn(const ModelConfig& c, const LayerWeights& lw, uint32
     // Routed experts (and the gated shared one, where the model has it).
     OCTO_RETURN_IF_ERROR(MoeFfn(c, lw, layer, layers, n, s, backend));
   } else {
-    // gate, up; silu(gate) * up; down.
-    OCTO_RETURN_IF_ERROR(SwiGlu(lw.w_gate, lw.w_up, lw.w_down, s.xb.data(), s.xb.data(), n, s, backend));
+    // gate, up; silu(gate) * up (BitNet: RMS-normed); down.
+    OCTO_RETURN_IF_ERROR(
+        SwiGlu(lw.w_gate, lw.w_up, lw.w_down, s.xb.data(), s.xb.data(), n, s, backend, lw.ffn_sub_norm, c.norm_eps));
   }
   return absl::OkStatus();
 }
@@ -89,7 +90,7 @@ absl::Status ResidualAndFfn(const ModelConfig& c, const LayerWeights& lw, uint32
 }  // namespace
 
 absl::Status SwiGlu(const WeightMatrix& gate, const WeightMatrix& up, const WeightMatrix& down, const float* in,
-                    float* out, int n, RunState& s, Backend& backend) {
+                    float* out, int n, RunState& s, Backend& backend, const float* sub_norm, float eps) {
   const size_t width = static_cast<size_t>(gate.rows);
   OCTO_RETURN_IF_ERROR(s.hb.Grow(backend, n * width));
   OCTO_RETURN_IF_ERROR(s.hb2.Grow(backend, n * width));
@@ -97,6 +98,9 @@ absl::Status SwiGlu(const WeightMatrix& gate, const WeightMatrix& up, const Weig
   float* const gate_up_out[] = {s.hb.data(), s.hb2.data()};
   OCTO_RETURN_IF_ERROR(backend.MatMulGroup(gate_up, in, gate_up_out, n));
   OCTO_RETURN_IF_ERROR(backend.SiluMul(s.hb.data(), s.hb2.data(), s.hb.data(), static_cast<int64_t>(n) * width));
+  if (sub_norm != nullptr) {
+    OCTO_RETURN_IF_ERROR(backend.RmsNorm(s.hb.data(), sub_norm, s.hb.data(), n, static_cast<int>(width), eps));
+  }
   return backend.MatMul(down, s.hb.data(), out, n);
 }
 
@@ -225,6 +229,10 @@ absl::Status ForwardLlama(const ModelView& model, std::span<const SequenceStep> 
       // The hybrid's output gate: each head's output times sigmoid(its gate).
       if (lw.gated_q) {
         OCTO_RETURN_IF_ERROR(backend.SigmoidMul(s.gate.data(), s.att.data(), static_cast<int64_t>(n) * q_dim));
+      }
+      // BitNet: the attention output RMS-normed before its projection.
+      if (lw.attn_sub_norm != nullptr) {
+        OCTO_RETURN_IF_ERROR(backend.RmsNorm(s.att.data(), lw.attn_sub_norm, s.att.data(), n, q_dim, c.norm_eps));
       }
       // Output projection, then residual and FFN.
       OCTO_RETURN_IF_ERROR(backend.MatMul(lw.wo, s.att.data(), s.xb.data(), n));

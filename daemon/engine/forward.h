@@ -78,9 +78,12 @@ absl::Status ForwardLlama(const ModelView& model, std::span<const SequenceStep> 
                           Backend& backend, std::vector<float>& logits, std::vector<float>* hidden = nullptr);
 
 // The dense FFN down(silu(gate · in) * (up · in)) for n rows of `in`
-// (n, dim) into `out` (n, dim); s.hb/s.hb2 hold (n, width).
+// (n, dim) into `out` (n, dim); s.hb/s.hb2 hold (n, width). With
+// `sub_norm` (BitNet's ffn_sub_norm), the product is RMS-normed (eps)
+// before down.
 absl::Status SwiGlu(const WeightMatrix& gate, const WeightMatrix& up, const WeightMatrix& down, const float* in,
-                    float* out, int n, RunState& s, Backend& backend);
+                    float* out, int n, RunState& s, Backend& backend, const float* sub_norm = nullptr,
+                    float eps = 0.0f);
 
 // The mixture-of-experts FFN of one layer (forward_moe.cc): for the n rows of
 // s.xb, route, run the chosen experts (and the shared one), and write the

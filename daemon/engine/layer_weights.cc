@@ -92,6 +92,10 @@ absl::StatusOr<LayerWeights> BindLayerWeights(const ModelConfig& config, const M
   OCTO_RETURN_IF_ERROR(BindOptional(BindF32, file, bytes, b + "attn_q_norm.weight", &w.q_norm));
   OCTO_RETURN_IF_ERROR(BindOptional(BindF32, file, bytes, b + "attn_k_norm.weight", &w.k_norm));
   OCTO_ASSIGN_OR_RETURN(w.ffn_norm, BindF32(file, bytes, b + "ffn_norm.weight"));
+  if (config.architecture == "bitnet") {
+    OCTO_ASSIGN_OR_RETURN(w.attn_sub_norm, BindF32(file, bytes, b + "attn_sub_norm.weight"));
+    OCTO_ASSIGN_OR_RETURN(w.ffn_sub_norm, BindF32(file, bytes, b + "ffn_sub_norm.weight"));
+  }
   OCTO_RETURN_IF_ERROR(BindFfn(config, file, bytes, w));
   return w;
 }

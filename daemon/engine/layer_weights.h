@@ -28,6 +28,10 @@ struct LayerWeights {
   const float* q_norm = nullptr;     // (head_dim)  qwen3 per-head RMSNorm, else null
   const float* k_norm = nullptr;     // (head_dim)
   const float* ffn_norm = nullptr;   // (dim)
+  // BitNet's sub-norms, else null: an RMSNorm of the attention output before
+  // wo, and of silu(gate) * up before w_down.
+  const float* attn_sub_norm = nullptr;  // (n_heads * head_dim)
+  const float* ffn_sub_norm = nullptr;   // (hidden_dim)
 
   // Dense FFN (n_experts == 0).
   WeightMatrix w_gate;  // (hidden_dim, dim)

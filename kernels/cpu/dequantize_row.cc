@@ -209,4 +209,23 @@ void DequantizeRowIq4Xs(const void* w, int64_t cols, float* out) {
   }
 }
 
+// TQ1_0 / TQ2_0: (float)(digit - 1) * d, as ggml writes it, in element order.
+void DequantizeRowTq1_0(const void* w, int64_t cols, float* out) {
+  const auto* blocks = static_cast<const BlockTq1_0*>(w);
+  for (int64_t b = 0; b < cols / kQKK; ++b) {
+    const float d = Fp16ToFp32(blocks[b].d);
+    for (int j = 0; j < kQKK; ++j) out[j] = static_cast<float>(Tq1Trit(blocks[b], j)) * d;
+    out += kQKK;
+  }
+}
+
+void DequantizeRowTq2_0(const void* w, int64_t cols, float* out) {
+  const auto* blocks = static_cast<const BlockTq2_0*>(w);
+  for (int64_t b = 0; b < cols / kQKK; ++b) {
+    const float d = Fp16ToFp32(blocks[b].d);
+    for (int j = 0; j < kQKK; ++j) out[j] = static_cast<float>(Tq2Trit(blocks[b], j)) * d;
+    out += kQKK;
+  }
+}
+
 }  // namespace octo::cpu

@@ -22,6 +22,12 @@
 //    l + 96 -> ql[l + 32] >> 4; their top 2 bits are qh[l] bits 0-1, 2-3,
 //    4-5, 6-7.
 //  - IQ4_XS: 32-element sub-blocks laid out as IQ4_NL blocks without the d.
+//  - TQ1_0: five trits per byte of qs and four per byte of qh, each a base-3
+//    digit of the byte read as a fraction of 256 (Tq1Digit). Elements 0..159
+//    are digit j / 32 of qs[j % 32]; 160..239 digit (j - 160) / 16 of
+//    qs[32 + (j - 160) % 16]; 240..255 digit (j - 240) / 4 of qh[(j - 240) % 4].
+//  - TQ2_0: each 128-element half takes 32 bytes of qs; bits 2l..2l+1 of byte
+//    m are element 32l + m of that half (as Q2_K, without scales).
 #pragma once
 
 #include <bit>
@@ -148,6 +154,41 @@ struct BlockIq4Xs {
   uint8_t qs[kQKK / 2];
 };
 static_assert(sizeof(BlockIq4Xs) == 136);
+
+// --- Ternary blocks (BitNet b1.58): x = d * t, t in {-1, 0, 1} --------------
+
+struct BlockTq1_0 {  // 1.6875 bits per weight
+  uint8_t qs[(kQKK - 4 * kQKK / 64) / 5];  // 48 bytes, five trits each
+  uint8_t qh[kQKK / 64];                   // 4 bytes, four trits each
+  uint16_t d;
+};
+static_assert(sizeof(BlockTq1_0) == 54);
+
+struct BlockTq2_0 {  // 2.0625 bits per weight: t + 1 in two bits
+  uint8_t qs[kQKK / 4];
+  uint16_t d;
+};
+static_assert(sizeof(BlockTq2_0) == 66);
+
+// Digit n (0..4) of a TQ1_0 byte: the byte is a base-3 number scaled to
+// 0..255, so multiplying by 3^n (mod 256) brings digit n to the top, and
+// (q * 3) >> 8 reads it (0, 1 or 2).
+OCTO_HD inline int Tq1Digit(uint8_t byte, int n) {
+  uint8_t q = byte;
+  for (int k = 0; k < n; ++k) q = static_cast<uint8_t>(q * 3);
+  return (static_cast<uint16_t>(q) * 3) >> 8;
+}
+
+// Element j's trit (-1, 0 or 1) of a TQ1_0 / TQ2_0 block.
+OCTO_HD inline int Tq1Trit(const BlockTq1_0& b, int j) {
+  if (j < 160) return Tq1Digit(b.qs[j % 32], j / 32) - 1;
+  if (j < 240) return Tq1Digit(b.qs[32 + (j - 160) % 16], (j - 160) / 16) - 1;
+  return Tq1Digit(b.qh[(j - 240) % 4], (j - 240) / 4) - 1;
+}
+OCTO_HD inline int Tq2Trit(const BlockTq2_0& b, int j) {
+  const int half = j / 128, l = (j % 128) / 32, m = j % 32;
+  return ((b.qs[32 * half + m] >> (2 * l)) & 3) - 1;
+}
 
 // A Q8_0 activation row as MatMul keeps it: the ggml blocks, then (from byte
 // Q8_0SideOffset(cols)) one Q8_0Side per block, derived from the block: its

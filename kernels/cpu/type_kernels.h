@@ -81,6 +81,8 @@ void DequantizeRowQ5_K(const void* w, int64_t cols, float* out);
 void DequantizeRowQ6_K(const void* w, int64_t cols, float* out);
 void DequantizeRowIq4Nl(const void* w, int64_t cols, float* out);
 void DequantizeRowIq4Xs(const void* w, int64_t cols, float* out);
+void DequantizeRowTq1_0(const void* w, int64_t cols, float* out);
+void DequantizeRowTq2_0(const void* w, int64_t cols, float* out);
 
 // --- Portable dot products (vec_dot_float.cc, vec_dot_q32.cc, vec_dot_kquants.cc)
 float VecDotF32(const void* w, const void* x, int64_t cols);
@@ -98,6 +100,12 @@ float VecDotQ4_K(const void* w, const void* x, int64_t cols);
 float VecDotQ5_K(const void* w, const void* x, int64_t cols);
 float VecDotQ6_K(const void* w, const void* x, int64_t cols);
 float VecDotIq4Xs(const void* w, const void* x, int64_t cols);
+float VecDotTq1_0(const void* w, const void* x, int64_t cols);  // vec_dot_ternary.cc
+float VecDotTq2_0(const void* w, const void* x, int64_t cols);
+// The same sums in llama.cpp's AVX2 order (eight lanes; vec_dot_ternary.cc),
+// the SIMD builds' ternary dot.
+float VecDotTq1_0Lanes(const void* w, const void* x, int64_t cols);
+float VecDotTq2_0Lanes(const void* w, const void* x, int64_t cols);
 
 // --- AVX2 dot products (the same files with _avx2) ------------------------------
 #if defined(__x86_64__)

@@ -267,6 +267,43 @@ struct Q8Weights<GgmlType::kIQ4_XS> {
   }
 };
 
+// TQ2_0: chunk c is bit pair c % 4 of the 32 bytes of half c / 4; each
+// pair less 1 is the trit.
+template <>
+struct Q8Weights<GgmlType::kTQ2_0> {
+  static constexpr int kChunks = 8, kBytes = 66;
+  static constexpr bool kHalves = false, kMins = false;
+  __device__ __forceinline__ static Chunk Unpack(const uint8_t* b, int chunk) {
+    Chunk c{};
+    const uint8_t* qs = b + 32 * (chunk / 4);
+#pragma unroll
+    for (int w = 0; w < 8; ++w) c.q[w] = SubBytes((Load4(qs + 4 * w) >> (2 * (chunk % 4))) & 0x03030303u, 1);
+    c.d[0] = c.d[1] = Half(b + 64);
+    return c;
+  }
+};
+
+// TQ1_0: the chunk's 32 trits by element (quant_blocks.h's base-3 digits).
+template <>
+struct Q8Weights<GgmlType::kTQ1_0> {
+  static constexpr int kChunks = 8, kBytes = 54;
+  static constexpr bool kHalves = false, kMins = false;
+  __device__ __forceinline__ static Chunk Unpack(const uint8_t* b, int chunk) {
+    Chunk c{};
+    const auto& block = *reinterpret_cast<const cpu::BlockTq1_0*>(b);
+#pragma unroll
+    for (int w = 0; w < 8; ++w) {
+      uint32_t word = 0;
+      for (int k = 0; k < 4; ++k) {
+        word |= static_cast<uint32_t>(static_cast<uint8_t>(cpu::Tq1Trit(block, 32 * chunk + 4 * w + k))) << (8 * k);
+      }
+      c.q[w] = static_cast<int>(word);
+    }
+    c.d[0] = c.d[1] = Half(b + 52);
+    return c;
+  }
+};
+
 // dx * sum over the chunk of (d * q - m) * xq, with xq the chunk's 32
 // activation quants as eight words.
 template <typename W>
@@ -316,6 +353,8 @@ R WithQ8Weights(GgmlType type, R other, F&& f) {
     case GgmlType::kQ5_K: return f(Q8Weights<GgmlType::kQ5_K>{});
     case GgmlType::kQ6_K: return f(Q8Weights<GgmlType::kQ6_K>{});
     case GgmlType::kIQ4_XS: return f(Q8Weights<GgmlType::kIQ4_XS>{});
+    case GgmlType::kTQ1_0: return f(Q8Weights<GgmlType::kTQ1_0>{});
+    case GgmlType::kTQ2_0: return f(Q8Weights<GgmlType::kTQ2_0>{});
     default: return other;
   }
 }

@@ -300,6 +300,52 @@ TEST(DequantizeTest, Iq4XsByHand) {
   EXPECT_EQ(got[255], 31.0f);
 }
 
+// TQ1_0 by hand: trits written as the format packs them (five base-3
+// digits per qs byte, four per qh byte, the first digit most significant,
+// the byte the number scaled up to 0..255 and rounded up), then read back
+// in element order: element j from digit j / 32 of qs[j % 32], 160 + j from
+// digit j / 16 of qs[32 + j % 16], 240 + j from digit j / 4 of qh[j % 4].
+uint8_t PackTrits(const int* digits, int n) {
+  int value = 0;
+  for (int k = 0; k < n; ++k) value = 3 * value + digits[k];
+  for (int k = n; k < 5; ++k) value *= 3;  // qh bytes: four digits, the fifth 0
+  return static_cast<uint8_t>((value * 256 + 242) / 243);
+}
+
+TEST(DequantizeTest, TernaryByHand) {
+  std::vector<int> trit(256);
+  for (int j = 0; j < 256; ++j) trit[j] = (j * 7 + j / 5) % 3 - 1;  // an irregular pattern of -1, 0, 1
+  BlockTq1_0 b1{};
+  b1.d = 0x4000;  // 2
+  for (int m = 0; m < 32; ++m) {
+    int digits[5];
+    for (int n = 0; n < 5; ++n) digits[n] = trit[32 * n + m] + 1;
+    b1.qs[m] = PackTrits(digits, 5);
+  }
+  for (int m = 0; m < 16; ++m) {
+    int digits[5];
+    for (int n = 0; n < 5; ++n) digits[n] = trit[160 + 16 * n + m] + 1;
+    b1.qs[32 + m] = PackTrits(digits, 5);
+  }
+  for (int m = 0; m < 4; ++m) {
+    int digits[4];
+    for (int n = 0; n < 4; ++n) digits[n] = trit[240 + 4 * n + m] + 1;
+    b1.qh[m] = PackTrits(digits, 4);
+  }
+  // TQ2_0: element 32l + m of half h in bits 2l of qs[32h + m], as t + 1.
+  BlockTq2_0 b2{};
+  b2.d = 0x4000;
+  for (int j = 0; j < 256; ++j) {
+    b2.qs[32 * (j / 128) + j % 32] |= static_cast<uint8_t>((trit[j] + 1) << (2 * ((j % 128) / 32)));
+  }
+  const std::vector<float> got1 = DequantizeBlock(GgmlType::kTQ1_0, b1, 256);
+  const std::vector<float> got2 = DequantizeBlock(GgmlType::kTQ2_0, b2, 256);
+  for (int j = 0; j < 256; ++j) {
+    EXPECT_EQ(got1[j], 2.0f * trit[j]) << "TQ1_0 element " << j;
+    EXPECT_EQ(got2[j], 2.0f * trit[j]) << "TQ2_0 element " << j;
+  }
+}
+
 TEST(DequantizeTest, FloatTypesByHand) {
   // fp16: 1, -2, the smallest subnormal 2^-24, the largest finite 65504.
   const uint16_t f16[4] = {0x3C00, 0xC000, 0x0001, 0x7BFF};

@@ -34,6 +34,8 @@ inline std::vector<size_t> Fp16FieldOffsets(GgmlType type) {
     case GgmlType::kQ6_K: return {offsetof(BlockQ6_K, d)};
     case GgmlType::kIQ4_NL: return {offsetof(BlockIq4Nl, d)};
     case GgmlType::kIQ4_XS: return {offsetof(BlockIq4Xs, d)};
+    case GgmlType::kTQ1_0: return {offsetof(BlockTq1_0, d)};
+    case GgmlType::kTQ2_0: return {offsetof(BlockTq2_0, d)};
     default: return {};
   }
 }

@@ -13,10 +13,10 @@
 
 namespace octo::testing {
 
-std::vector<ReferenceRecord> LoadReferenceRecords() {
+std::vector<ReferenceRecord> LoadReferenceRecords(const std::string& file) {
   std::vector<ReferenceRecord> records;
-  std::ifstream in(SharedPath("reference/llamacpp-greedy.jsonl"));
-  EXPECT_TRUE(in.good()) << "cannot read the reference file";
+  std::ifstream in(SharedPath(file));
+  EXPECT_TRUE(in.good()) << "cannot read " << file;
   std::string line;
   while (std::getline(in, line)) {
     if (line.empty()) continue;

@@ -20,9 +20,10 @@ struct ReferenceRecord {
   std::vector<std::vector<std::pair<int32_t, double>>> top5;
 };
 
-// Every record of the file; an empty vector (and a test failure) if it cannot
-// be read.
-std::vector<ReferenceRecord> LoadReferenceRecords();
+// Every record of `file` (under ../shared); an empty vector (and a test
+// failure) if it cannot be read. The others beside the default:
+// llamacpp-greedy-bitnet.jsonl, llamacpp-greedy-lowbit.jsonl.
+std::vector<ReferenceRecord> LoadReferenceRecords(const std::string& file = "reference/llamacpp-greedy.jsonl");
 
 // ../shared/models/<model> decomposed into a layer directory, once per test
 // process (later calls return the same directory). Fails the test on error.
