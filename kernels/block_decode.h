@@ -16,6 +16,7 @@
 #include "kernels/cpu/quant_blocks.h"
 #include "kernels/half.h"
 #include "kernels/host_device.h"
+#include "kernels/iq_blocks.h"
 #include "storage/ggml_type.h"
 
 #if defined(__CUDACC__)
@@ -242,6 +243,32 @@ struct Decoder<GgmlType::kTQ2_0> {
   }
 };
 
+// The IQ1-IQ3 types: ((d * ls) * factor) * L, as kernels/iq_blocks.h says.
+template <typename T>
+struct IqDecoder {
+  static constexpr int kElements = cpu::kQKK, kBytes = sizeof(typename T::Block);
+  OCTO_HD static float Element(const uint8_t* p, int j) {
+    const auto& b = *reinterpret_cast<const typename T::Block*>(p);
+    int L[8];
+    T::Levels(b, j / 8, L);
+    return (HalfBits(T::DBits(b)) * static_cast<float>(T::Scale(b, j / 8))) * T::kFactor * static_cast<float>(L[j % 8]);
+  }
+};
+template <>
+struct Decoder<GgmlType::kIQ2_XXS> : IqDecoder<cpu::iq::Iq2XxsTraits> {};
+template <>
+struct Decoder<GgmlType::kIQ2_XS> : IqDecoder<cpu::iq::Iq2XsTraits> {};
+template <>
+struct Decoder<GgmlType::kIQ2_S> : IqDecoder<cpu::iq::Iq2STraits> {};
+template <>
+struct Decoder<GgmlType::kIQ3_XXS> : IqDecoder<cpu::iq::Iq3XxsTraits> {};
+template <>
+struct Decoder<GgmlType::kIQ3_S> : IqDecoder<cpu::iq::Iq3STraits> {};
+template <>
+struct Decoder<GgmlType::kIQ1_S> : IqDecoder<cpu::iq::Iq1STraits> {};
+template <>
+struct Decoder<GgmlType::kIQ1_M> : IqDecoder<cpu::iq::Iq1MTraits> {};
+
 // f(Decoder<type>{}) for `type`, or `unknown` for a value outside GgmlType
 // (a cast of an unchecked id). The one switch over the types for every user.
 template <typename R, typename F>
@@ -264,6 +291,13 @@ R WithDecoder(GgmlType type, R unknown, F&& f) {
     case GgmlType::kIQ4_XS: return f(Decoder<GgmlType::kIQ4_XS>{});
     case GgmlType::kTQ1_0: return f(Decoder<GgmlType::kTQ1_0>{});
     case GgmlType::kTQ2_0: return f(Decoder<GgmlType::kTQ2_0>{});
+    case GgmlType::kIQ2_XXS: return f(Decoder<GgmlType::kIQ2_XXS>{});
+    case GgmlType::kIQ2_XS: return f(Decoder<GgmlType::kIQ2_XS>{});
+    case GgmlType::kIQ2_S: return f(Decoder<GgmlType::kIQ2_S>{});
+    case GgmlType::kIQ3_XXS: return f(Decoder<GgmlType::kIQ3_XXS>{});
+    case GgmlType::kIQ3_S: return f(Decoder<GgmlType::kIQ3_S>{});
+    case GgmlType::kIQ1_S: return f(Decoder<GgmlType::kIQ1_S>{});
+    case GgmlType::kIQ1_M: return f(Decoder<GgmlType::kIQ1_M>{});
   }
   return unknown;
 }

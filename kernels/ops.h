@@ -164,7 +164,7 @@ absl::Status AddRmsNorm(float* x, const float* delta, const float* weight, float
 //   F32 -> F32     F16 -> F16     BF16 -> BF16
 //   Q4_0, Q5_0, Q8_0, IQ4_NL -> Q8_0 (32-wide blocks, fp16 scale)
 //   Q4_1, Q5_1               -> Q8_1 (Q8_0 plus the block sum d * sum(q))
-//   Q2_K..Q6_K, IQ4_XS, TQ1_0, TQ2_0 -> Q8_K (256-wide, fp32 scale, 16-wide sums)
+//   Q2_K..Q6_K, IQ1-IQ4_XS, TQ1_0, TQ2_0 -> Q8_K (256-wide, fp32 scale, 16-wide sums)
 // This rounding is what makes our logits track llama.cpp's: the encodings
 // are bit for bit those of llama.cpp's x86 build (the exact rules are in
 // kernels/cpu/quantize_activation.h). Within a block the integer products

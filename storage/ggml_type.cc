@@ -13,7 +13,7 @@ namespace octo {
 namespace {
 
 // Block geometry from the ggml block structs (fp16 scales, packed quants).
-constexpr std::array<GgmlTypeInfo, 17> kTypes = {{
+constexpr std::array<GgmlTypeInfo, 24> kTypes = {{
     {GgmlType::kF32, "F32", 1, 4},
     {GgmlType::kF16, "F16", 1, 2},
     {GgmlType::kQ4_0, "Q4_0", 32, 18},     // d, qs[16]
@@ -26,8 +26,15 @@ constexpr std::array<GgmlTypeInfo, 17> kTypes = {{
     {GgmlType::kQ4_K, "Q4_K", 256, 144},   // d, dmin, scales[12], qs[128]
     {GgmlType::kQ5_K, "Q5_K", 256, 176},   // d, dmin, scales[12], qh[32], qs[128]
     {GgmlType::kQ6_K, "Q6_K", 256, 210},   // ql[128], qh[64], scales[16], d
+    {GgmlType::kIQ2_XXS, "IQ2_XXS", 256, 66},  // d, qs[32] (u16)
+    {GgmlType::kIQ2_XS, "IQ2_XS", 256, 74},    // d, qs[32] (u16), scales[8]
+    {GgmlType::kIQ3_XXS, "IQ3_XXS", 256, 98},  // d, qs[96]
+    {GgmlType::kIQ1_S, "IQ1_S", 256, 50},      // d, qs[32], qh[8] (u16)
     {GgmlType::kIQ4_NL, "IQ4_NL", 32, 18}, // d, qs[16]
+    {GgmlType::kIQ3_S, "IQ3_S", 256, 110},     // d, qs[64], qh[8], signs[32], scales[4]
+    {GgmlType::kIQ2_S, "IQ2_S", 256, 82},      // d, qs[64], qh[8], scales[8]
     {GgmlType::kIQ4_XS, "IQ4_XS", 256, 136},  // d, scales_h, scales_l[4], qs[128]
+    {GgmlType::kIQ1_M, "IQ1_M", 256, 56},      // qs[32], qh[16], scales[8] (d in the scales' top nibbles)
     {GgmlType::kBF16, "BF16", 1, 2},
     {GgmlType::kTQ1_0, "TQ1_0", 256, 54},  // qs[48], qh[4], d
     {GgmlType::kTQ2_0, "TQ2_0", 256, 66},  // qs[64], d
@@ -40,18 +47,11 @@ absl::string_view KnownButUnsupportedName(uint32_t id) {
     case 5: return "Q4_3 (removed from ggml)";
     case 9: return "Q8_1";
     case 15: return "Q8_K";
-    case 16: return "IQ2_XXS";
-    case 17: return "IQ2_XS";
-    case 18: return "IQ3_XXS";
-    case 19: return "IQ1_S";
-    case 21: return "IQ3_S";
-    case 22: return "IQ2_S";
     case 24: return "I8";
     case 25: return "I16";
     case 26: return "I32";
     case 27: return "I64";
     case 28: return "F64";
-    case 29: return "IQ1_M";
     case 39: return "MXFP4";
     default: return {};
   }

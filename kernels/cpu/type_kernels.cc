@@ -49,6 +49,13 @@ constexpr TypeKernels kTypeKernels[] = {
      OCTO_AVX2(VecDotTileIq4XsAvx2)},
     {GgmlType::kTQ1_0, ActType::kQ8_K, DequantizeRowTq1_0, VecDotTq1_0, OCTO_AVX2(VecDotTq1_0Lanes), nullptr},
     {GgmlType::kTQ2_0, ActType::kQ8_K, DequantizeRowTq2_0, VecDotTq2_0, OCTO_AVX2(VecDotTq2_0Lanes), nullptr},
+    {GgmlType::kIQ2_XXS, ActType::kQ8_K, DequantizeRowIq2Xxs, VecDotIq2Xxs, OCTO_AVX2(VecDotIq2XxsLanes), nullptr},
+    {GgmlType::kIQ2_XS, ActType::kQ8_K, DequantizeRowIq2Xs, VecDotIq2Xs, OCTO_AVX2(VecDotIq2XsLanes), nullptr},
+    {GgmlType::kIQ2_S, ActType::kQ8_K, DequantizeRowIq2S, VecDotIq2S, OCTO_AVX2(VecDotIq2SLanes), nullptr},
+    {GgmlType::kIQ3_XXS, ActType::kQ8_K, DequantizeRowIq3Xxs, VecDotIq3Xxs, OCTO_AVX2(VecDotIq3XxsLanes), nullptr},
+    {GgmlType::kIQ3_S, ActType::kQ8_K, DequantizeRowIq3S, VecDotIq3S, OCTO_AVX2(VecDotIq3SLanes), nullptr},
+    {GgmlType::kIQ1_S, ActType::kQ8_K, DequantizeRowIq1S, VecDotIq1S, OCTO_AVX2(VecDotIq1SLanes), nullptr},
+    {GgmlType::kIQ1_M, ActType::kQ8_K, DequantizeRowIq1M, VecDotIq1M, OCTO_AVX2(VecDotIq1MLanes), nullptr},
 };
 
 #undef OCTO_AVX2

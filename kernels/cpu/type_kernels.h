@@ -82,6 +82,13 @@ void DequantizeRowQ6_K(const void* w, int64_t cols, float* out);
 void DequantizeRowIq4Nl(const void* w, int64_t cols, float* out);
 void DequantizeRowIq4Xs(const void* w, int64_t cols, float* out);
 void DequantizeRowTq1_0(const void* w, int64_t cols, float* out);
+void DequantizeRowIq2Xxs(const void* w, int64_t cols, float* out);  // vec_dot_iq.cc, as the dots below
+void DequantizeRowIq2Xs(const void* w, int64_t cols, float* out);
+void DequantizeRowIq2S(const void* w, int64_t cols, float* out);
+void DequantizeRowIq3Xxs(const void* w, int64_t cols, float* out);
+void DequantizeRowIq3S(const void* w, int64_t cols, float* out);
+void DequantizeRowIq1S(const void* w, int64_t cols, float* out);
+void DequantizeRowIq1M(const void* w, int64_t cols, float* out);
 void DequantizeRowTq2_0(const void* w, int64_t cols, float* out);
 
 // --- Portable dot products (vec_dot_float.cc, vec_dot_q32.cc, vec_dot_kquants.cc)
@@ -102,6 +109,20 @@ float VecDotQ6_K(const void* w, const void* x, int64_t cols);
 float VecDotIq4Xs(const void* w, const void* x, int64_t cols);
 float VecDotTq1_0(const void* w, const void* x, int64_t cols);  // vec_dot_ternary.cc
 float VecDotTq2_0(const void* w, const void* x, int64_t cols);
+float VecDotIq2Xxs(const void* w, const void* x, int64_t cols);
+float VecDotIq2Xs(const void* w, const void* x, int64_t cols);
+float VecDotIq2S(const void* w, const void* x, int64_t cols);
+float VecDotIq3Xxs(const void* w, const void* x, int64_t cols);
+float VecDotIq3S(const void* w, const void* x, int64_t cols);
+float VecDotIq1S(const void* w, const void* x, int64_t cols);
+float VecDotIq1M(const void* w, const void* x, int64_t cols);
+float VecDotIq2XxsLanes(const void* w, const void* x, int64_t cols);  // ggml's AVX2 order
+float VecDotIq2XsLanes(const void* w, const void* x, int64_t cols);
+float VecDotIq2SLanes(const void* w, const void* x, int64_t cols);
+float VecDotIq3XxsLanes(const void* w, const void* x, int64_t cols);
+float VecDotIq3SLanes(const void* w, const void* x, int64_t cols);
+float VecDotIq1SLanes(const void* w, const void* x, int64_t cols);
+float VecDotIq1MLanes(const void* w, const void* x, int64_t cols);
 // The same sums in llama.cpp's AVX2 order (eight lanes; vec_dot_ternary.cc),
 // the SIMD builds' ternary dot.
 float VecDotTq1_0Lanes(const void* w, const void* x, int64_t cols);

@@ -10,7 +10,7 @@
 //            amax = max |x| over the chunk; q = rint(x * (127 / amax))
 //            (halves to even), 0 when amax = 0; d = amax / 127 rounded to
 //            fp16, as the CPU stores it.
-//   kPer256  (the Q8_K rule: the K-quants, IQ4_XS, TQ1_0 and TQ2_0): over 256 elements,
+//   kPer256  (the Q8_K rule: the K-quants, IQ1-IQ3, IQ4_XS, TQ1_0 and TQ2_0): over 256 elements,
 //            max = the x of largest |x| (the first on ties), sign kept;
 //            iscale = -127 / max; q = min(127, rint(iscale * x)); d = 1 /
 //            iscale in fp32, written to each of the block's 8 chunks.
@@ -58,6 +58,13 @@ inline constexpr ActQ8Rule ActQ8RuleFor(GgmlType type) {
     case GgmlType::kIQ4_XS:
     case GgmlType::kTQ1_0:
     case GgmlType::kTQ2_0:
+    case GgmlType::kIQ2_XXS:
+    case GgmlType::kIQ2_XS:
+    case GgmlType::kIQ2_S:
+    case GgmlType::kIQ3_XXS:
+    case GgmlType::kIQ3_S:
+    case GgmlType::kIQ1_S:
+    case GgmlType::kIQ1_M:
       return ActQ8Rule::kPer256;
     default:
       return ActQ8Rule::kPer32;

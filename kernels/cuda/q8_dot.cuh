@@ -304,6 +304,45 @@ struct Q8Weights<GgmlType::kTQ1_0> {
   }
 };
 
+// IQ1-IQ3 (kernels/iq_blocks.h): chunk c is groups 4c..4c+3, each half two
+// groups of one scale; q the groups' integer levels, d[h] = (d * ls) * factor.
+template <typename T>
+struct IqQ8Weights {
+  static constexpr int kChunks = 8, kBytes = sizeof(typename T::Block);
+  static constexpr bool kHalves = true, kMins = false;
+  __device__ __forceinline__ static Chunk Unpack(const uint8_t* b, int chunk) {
+    Chunk c{};
+    const auto& block = *reinterpret_cast<const typename T::Block*>(b);
+    const float d = block_decode::HalfBits(T::DBits(block));
+#pragma unroll
+    for (int g = 0; g < 4; ++g) {
+      int L[8];
+      T::Levels(block, 4 * chunk + g, L);
+      for (int w = 0; w < 2; ++w) {
+        uint32_t word = 0;
+        for (int k = 0; k < 4; ++k) word |= static_cast<uint32_t>(static_cast<uint8_t>(L[4 * w + k])) << (8 * k);
+        c.q[2 * g + w] = static_cast<int>(word);
+      }
+    }
+    for (int h = 0; h < 2; ++h) c.d[h] = (d * static_cast<float>(T::Scale(block, 4 * chunk + 2 * h))) * T::kFactor;
+    return c;
+  }
+};
+template <>
+struct Q8Weights<GgmlType::kIQ2_XXS> : IqQ8Weights<cpu::iq::Iq2XxsTraits> {};
+template <>
+struct Q8Weights<GgmlType::kIQ2_XS> : IqQ8Weights<cpu::iq::Iq2XsTraits> {};
+template <>
+struct Q8Weights<GgmlType::kIQ2_S> : IqQ8Weights<cpu::iq::Iq2STraits> {};
+template <>
+struct Q8Weights<GgmlType::kIQ3_XXS> : IqQ8Weights<cpu::iq::Iq3XxsTraits> {};
+template <>
+struct Q8Weights<GgmlType::kIQ3_S> : IqQ8Weights<cpu::iq::Iq3STraits> {};
+template <>
+struct Q8Weights<GgmlType::kIQ1_S> : IqQ8Weights<cpu::iq::Iq1STraits> {};
+template <>
+struct Q8Weights<GgmlType::kIQ1_M> : IqQ8Weights<cpu::iq::Iq1MTraits> {};
+
 // dx * sum over the chunk of (d * q - m) * xq, with xq the chunk's 32
 // activation quants as eight words.
 template <typename W>
@@ -355,6 +394,13 @@ R WithQ8Weights(GgmlType type, R other, F&& f) {
     case GgmlType::kIQ4_XS: return f(Q8Weights<GgmlType::kIQ4_XS>{});
     case GgmlType::kTQ1_0: return f(Q8Weights<GgmlType::kTQ1_0>{});
     case GgmlType::kTQ2_0: return f(Q8Weights<GgmlType::kTQ2_0>{});
+    case GgmlType::kIQ2_XXS: return f(Q8Weights<GgmlType::kIQ2_XXS>{});
+    case GgmlType::kIQ2_XS: return f(Q8Weights<GgmlType::kIQ2_XS>{});
+    case GgmlType::kIQ2_S: return f(Q8Weights<GgmlType::kIQ2_S>{});
+    case GgmlType::kIQ3_XXS: return f(Q8Weights<GgmlType::kIQ3_XXS>{});
+    case GgmlType::kIQ3_S: return f(Q8Weights<GgmlType::kIQ3_S>{});
+    case GgmlType::kIQ1_S: return f(Q8Weights<GgmlType::kIQ1_S>{});
+    case GgmlType::kIQ1_M: return f(Q8Weights<GgmlType::kIQ1_M>{});
     default: return other;
   }
 }

@@ -14,6 +14,7 @@
 #include "kernels/cpu/quant_blocks.h"
 #include "kernels/cpu/quantize_activation.h"
 #include "kernels/half.h"
+#include "kernels/iq_blocks.h"
 #include "storage/ggml_type.h"
 
 namespace octo::testing {
@@ -36,6 +37,12 @@ inline std::vector<size_t> Fp16FieldOffsets(GgmlType type) {
     case GgmlType::kIQ4_XS: return {offsetof(BlockIq4Xs, d)};
     case GgmlType::kTQ1_0: return {offsetof(BlockTq1_0, d)};
     case GgmlType::kTQ2_0: return {offsetof(BlockTq2_0, d)};
+    case GgmlType::kIQ2_XXS: return {offsetof(BlockIq2Xxs, d)};
+    case GgmlType::kIQ2_XS: return {offsetof(BlockIq2Xs, d)};
+    case GgmlType::kIQ2_S: return {offsetof(BlockIq2S, d)};
+    case GgmlType::kIQ3_XXS: return {offsetof(BlockIq3Xxs, d)};
+    case GgmlType::kIQ3_S: return {offsetof(BlockIq3S, d)};
+    case GgmlType::kIQ1_S: return {offsetof(BlockIq1S, d)};
     default: return {};
   }
 }
@@ -72,6 +79,11 @@ inline std::vector<uint8_t> RandomWeights(GgmlType type, int64_t rows, int64_t c
     for (size_t offset : fields) {
       const uint16_t scale = RandomScale(rng);
       std::memcpy(bytes.data() + blk * info.type_size + offset, &scale, 2);
+    }
+    if (type == GgmlType::kIQ1_M) {  // d's fp16 bits in the top nibbles of the four scale words
+      const uint16_t scale = RandomScale(rng);
+      uint8_t* words = bytes.data() + blk * info.type_size + offsetof(octo::cpu::BlockIq1M, scales);
+      for (int k = 0; k < 4; ++k) words[2 * k + 1] = static_cast<uint8_t>((words[2 * k + 1] & 0x0F) | (((scale >> (4 * k)) & 0xF) << 4));
     }
   }
   return bytes;

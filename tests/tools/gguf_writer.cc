@@ -353,7 +353,36 @@ constexpr ScaleLayout kScaleLayouts[] = {
     {GgmlType::kQ6_K, 208, -1, 7.3e-6f, 2.2e-5f, 0, 0},      // w = d*sc*(q-32), sc i8
     {GgmlType::kIQ4_NL, 0, -1, 1.5e-4f, 4.5e-4f, 0, 0},      // w = d*kvalues[q]
     {GgmlType::kIQ4_XS, 0, -1, 8.0e-6f, 2.4e-5f, 0, 0},      // w = d*(ls-32)*kvalues[q]
+    {GgmlType::kTQ1_0, 52, -1, 1.5e-2f, 4.5e-2f, 0, 0},      // w = d*t, t in -1..1
+    {GgmlType::kTQ2_0, 64, -1, 1.5e-2f, 4.5e-2f, 0, 0},
+    // IQ: w = d * ls * factor * L (kernels/iq_blocks.h); ls ~ 16 (IQ1: ~8).
+    {GgmlType::kIQ2_XXS, 0, -1, 2.0e-4f, 6.0e-4f, 0, 0},     // L up to 43, factor 1/8
+    {GgmlType::kIQ2_XS, 0, -1, 2.0e-4f, 6.0e-4f, 0, 0},
+    {GgmlType::kIQ2_S, 0, -1, 2.0e-4f, 6.0e-4f, 0, 0},
+    {GgmlType::kIQ3_XXS, 0, -1, 8.0e-5f, 2.4e-4f, 0, 0},     // L up to 62, factor 1/4
+    {GgmlType::kIQ3_S, 0, -1, 8.0e-5f, 2.4e-4f, 0, 0},       // L up to 15, factor 1
+    {GgmlType::kIQ1_S, 0, -1, 1.5e-3f, 4.5e-3f, 0, 0},       // L = 8t +- 1, factor 1/8
+    {GgmlType::kIQ1_M, -1, -1, 1.5e-3f, 4.5e-3f, 0, 0},      // d in the scale words' top nibbles
 };
+
+// IQ1_M keeps d's fp16 bits in the top nibble of its four scale words
+// (bytes 48..55), 4 bits a word, lowest first.
+void PutIq1MScale(uint8_t* block, float value) {
+  const uint16_t bits = FloatToHalf(value);
+  for (int k = 0; k < 4; ++k) {
+    uint8_t& high = block[48 + 2 * k + 1];
+    high = static_cast<uint8_t>((high & 0x0F) | (((bits >> (4 * k)) & 0xF) << 4));
+  }
+}
+
+// TQ2_0 stores t + 1 in two bits: 3 is no trit; make it 1 (t = 0).
+void FixTq2Pairs(uint8_t* block) {
+  for (int i = 0; i < 64; ++i) {
+    for (int pair = 0; pair < 4; ++pair) {
+      if (((block[i] >> (2 * pair)) & 3) == 3) block[i] = static_cast<uint8_t>(block[i] & ~(2 << (2 * pair)));
+    }
+  }
+}
 
 void PutHalf(uint8_t* at, float value) {
   const uint16_t bits = FloatToHalf(value);
@@ -393,7 +422,9 @@ absl::Status FillRandomBlocks(const GgmlTypeInfo& type, std::span<uint8_t> out, 
     for (size_t at = 0; at < out.size(); at += type.type_size) {
       uint8_t* block = out.data() + at;
       const float d = rng.Uniform(layout.d_lo, layout.d_hi);
-      PutHalf(block + layout.d_offset, d);
+      if (layout.d_offset >= 0) PutHalf(block + layout.d_offset, d);
+      if (type.type == GgmlType::kIQ1_M) PutIq1MScale(block, d);
+      if (type.type == GgmlType::kTQ2_0) FixTq2Pairs(block);
       if (layout.min_offset >= 0) PutHalf(block + layout.min_offset, d * rng.Uniform(layout.min_lo, layout.min_hi));
     }
     return absl::OkStatus();

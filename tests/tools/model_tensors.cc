@@ -34,6 +34,15 @@ uint32_t FileTypeFor(GgmlType type) {
     case GgmlType::kIQ4_NL: return 25;
     case GgmlType::kIQ4_XS: return 30;
     case GgmlType::kBF16: return 32;
+    case GgmlType::kIQ2_XXS: return 19;
+    case GgmlType::kIQ2_XS: return 20;
+    case GgmlType::kIQ3_XXS: return 23;
+    case GgmlType::kIQ1_S: return 24;
+    case GgmlType::kIQ3_S: return 26;
+    case GgmlType::kIQ2_S: return 28;
+    case GgmlType::kIQ1_M: return 31;
+    case GgmlType::kTQ1_0: return 36;
+    case GgmlType::kTQ2_0: return 37;
   }
   return 0;
 }

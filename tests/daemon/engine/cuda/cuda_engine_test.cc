@@ -243,7 +243,8 @@ TEST(CudaLlamaCppReference, GreedyTokensDivergeOnlyAtNearTies) {
   // Every model once (its first prompt) in CI; every record in the long form
   // (tests/run_long_tests.sh): through the executor, a record takes seconds.
   std::vector<ReferenceRecord> records;
-  for (const char* file : {"reference/llamacpp-greedy.jsonl", "reference/llamacpp-greedy-bitnet.jsonl"}) {
+  for (const char* file : {"reference/llamacpp-greedy.jsonl", "reference/llamacpp-greedy-bitnet.jsonl",
+                           "reference/llamacpp-greedy-lowbit.jsonl"}) {
     for (ReferenceRecord& r : LoadReferenceRecords(file)) {
       const bool seen = std::any_of(records.begin(), records.end(),
                                     [&](const ReferenceRecord& kept) { return kept.model == r.model; });

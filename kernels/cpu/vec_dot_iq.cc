@@ -1,0 +1,138 @@
+// The IQ1-IQ3 types on the CPU (kernels/iq_blocks.h has the encodings):
+// dequantizers giving ggml's floats, and dot products with Q8_K activations
+// as ggml's CPU backend takes them: per block, sum over the groups of the
+// integer scale times sum(L * q8), exactly in integers; then
+// (d_w * d_x) * that, times the type's factor per block (IQ1) or once at
+// the end (the others); and the same sums in ggml's AVX2 order (Lanes).
+#include <cmath>
+#include <cstdint>
+#include <type_traits>
+
+#include "kernels/cpu/quant_blocks.h"
+#include "kernels/cpu/type_kernels.h"
+#include "kernels/half.h"
+#include "kernels/iq_blocks.h"
+
+namespace octo::cpu {
+namespace {
+
+using namespace iq;
+
+template <typename T>
+void DequantizeIq(const void* w, int64_t cols, float* out) {
+  const auto* blocks = static_cast<const typename T::Block*>(w);
+  for (int64_t b = 0; b < cols / kQKK; ++b) {
+    const typename T::Block& block = blocks[b];
+    const float d = Fp16ToFp32(T::DBits(block));
+    for (int g = 0; g < kQKK / 8; ++g, out += 8) {
+      int L[8];
+      T::Levels(block, g, L);
+      const float dl = (d * static_cast<float>(T::Scale(block, g))) * T::kFactor;
+      for (int j = 0; j < 8; ++j) out[j] = dl * static_cast<float>(L[j]);
+    }
+  }
+}
+
+template <typename T>
+int32_t BlockSum(const typename T::Block& block, const int8_t* q8) {
+  int32_t sum = 0;
+  for (int g = 0; g < kQKK / 8; ++g) {
+    int L[8];
+    T::Levels(block, g, L);
+    int32_t part = 0;
+    for (int j = 0; j < 8; ++j) part += L[j] * q8[8 * g + j];
+    sum += T::Scale(block, g) * part;
+  }
+  return sum;
+}
+
+template <typename T>
+float VecDotIq(const void* w, const void* x, int64_t cols) {
+  const auto* wb = static_cast<const typename T::Block*>(w);
+  const auto* xb = static_cast<const BlockQ8_K*>(x);
+  float sum = 0.0f;
+  for (int64_t b = 0; b < cols / kQKK; ++b) {
+    const float d = Fp16ToFp32(T::DBits(wb[b])) * xb[b].d;
+    const float block = static_cast<float>(BlockSum<T>(wb[b], xb[b].qs));
+    sum += T::kFactorPerBlock ? d * (block * T::kFactor) : d * block;
+  }
+  return T::kFactorPerBlock ? sum : T::kFactor * sum;
+}
+
+// ggml's AVX2 order, the SIMD builds' dot: eight int32 lanes per block,
+// lane m the scaled products ls * L * q8 of the elements at positions
+// 4m..4m+3 of every 32; lane by lane fma(d_w * d_x, lane, acc) over the
+// blocks; then factor * (((0 + 4) + (2 + 6)) + ((1 + 5) + (3 + 7))). IQ1
+// sums its +-1 shifts apart: IQ1_S in one float per row (d times the
+// block's integer sum), IQ1_M in eight more lanes; each times 1/8 at the end
+// beside the grid's lanes.
+float Sum8(const float* v) { return ((v[0] + v[4]) + (v[2] + v[6])) + ((v[1] + v[5]) + (v[3] + v[7])); }
+
+template <typename T>
+constexpr bool kIq1 = std::is_same_v<T, Iq1STraits> || std::is_same_v<T, Iq1MTraits>;
+
+template <typename T>
+float VecDotIqLanes(const void* w, const void* x, int64_t cols) {
+  const auto* wb = static_cast<const typename T::Block*>(w);
+  const auto* xb = static_cast<const BlockQ8_K*>(x);
+  float acc[8] = {}, acc_shift[8] = {};
+  float shift_total = 0.0f;
+  for (int64_t b = 0; b < cols / kQKK; ++b) {
+    int32_t lane[8] = {}, lane_shift[8] = {};
+    int32_t shift_sum = 0;
+    for (int g = 0; g < kQKK / 8; ++g) {
+      int L[8];
+      T::Levels(wb[b], g, L);
+      const int ls = T::Scale(wb[b], g);
+      for (int j = 0; j < 8; ++j) {
+        const int e = 8 * g + j, m = (e % 32) / 4;
+        const int q = xb[b].qs[e];
+        if constexpr (kIq1<T>) {
+          const int shift = T::Shift(wb[b], g);
+          lane[m] += ls * ((L[j] - shift) / 8) * q;
+          lane_shift[m] += ls * shift * q;
+          shift_sum += ls * shift * q;
+        } else {
+          lane[m] += ls * L[j] * q;
+        }
+      }
+    }
+    const float d = xb[b].d * Fp16ToFp32(T::DBits(wb[b]));
+    for (int m = 0; m < 8; ++m) {
+      acc[m] = std::fma(d, static_cast<float>(lane[m]), acc[m]);
+      acc_shift[m] = std::fma(d, static_cast<float>(lane_shift[m]), acc_shift[m]);
+    }
+    shift_total = std::fma(d, static_cast<float>(shift_sum), shift_total);
+  }
+  if constexpr (std::is_same_v<T, Iq1STraits>) return Sum8(acc) + T::kFactor * shift_total;
+  if constexpr (std::is_same_v<T, Iq1MTraits>) return Sum8(acc) + T::kFactor * Sum8(acc_shift);
+  return T::kFactor * Sum8(acc);
+}
+
+}  // namespace
+
+float VecDotIq2XxsLanes(const void* w, const void* x, int64_t cols) { return VecDotIqLanes<Iq2XxsTraits>(w, x, cols); }
+float VecDotIq2XsLanes(const void* w, const void* x, int64_t cols) { return VecDotIqLanes<Iq2XsTraits>(w, x, cols); }
+float VecDotIq2SLanes(const void* w, const void* x, int64_t cols) { return VecDotIqLanes<Iq2STraits>(w, x, cols); }
+float VecDotIq3XxsLanes(const void* w, const void* x, int64_t cols) { return VecDotIqLanes<Iq3XxsTraits>(w, x, cols); }
+float VecDotIq3SLanes(const void* w, const void* x, int64_t cols) { return VecDotIqLanes<Iq3STraits>(w, x, cols); }
+float VecDotIq1SLanes(const void* w, const void* x, int64_t cols) { return VecDotIqLanes<Iq1STraits>(w, x, cols); }
+float VecDotIq1MLanes(const void* w, const void* x, int64_t cols) { return VecDotIqLanes<Iq1MTraits>(w, x, cols); }
+
+void DequantizeRowIq2Xxs(const void* w, int64_t cols, float* out) { DequantizeIq<Iq2XxsTraits>(w, cols, out); }
+void DequantizeRowIq2Xs(const void* w, int64_t cols, float* out) { DequantizeIq<Iq2XsTraits>(w, cols, out); }
+void DequantizeRowIq2S(const void* w, int64_t cols, float* out) { DequantizeIq<Iq2STraits>(w, cols, out); }
+void DequantizeRowIq3Xxs(const void* w, int64_t cols, float* out) { DequantizeIq<Iq3XxsTraits>(w, cols, out); }
+void DequantizeRowIq3S(const void* w, int64_t cols, float* out) { DequantizeIq<Iq3STraits>(w, cols, out); }
+void DequantizeRowIq1S(const void* w, int64_t cols, float* out) { DequantizeIq<Iq1STraits>(w, cols, out); }
+void DequantizeRowIq1M(const void* w, int64_t cols, float* out) { DequantizeIq<Iq1MTraits>(w, cols, out); }
+
+float VecDotIq2Xxs(const void* w, const void* x, int64_t cols) { return VecDotIq<Iq2XxsTraits>(w, x, cols); }
+float VecDotIq2Xs(const void* w, const void* x, int64_t cols) { return VecDotIq<Iq2XsTraits>(w, x, cols); }
+float VecDotIq2S(const void* w, const void* x, int64_t cols) { return VecDotIq<Iq2STraits>(w, x, cols); }
+float VecDotIq3Xxs(const void* w, const void* x, int64_t cols) { return VecDotIq<Iq3XxsTraits>(w, x, cols); }
+float VecDotIq3S(const void* w, const void* x, int64_t cols) { return VecDotIq<Iq3STraits>(w, x, cols); }
+float VecDotIq1S(const void* w, const void* x, int64_t cols) { return VecDotIq<Iq1STraits>(w, x, cols); }
+float VecDotIq1M(const void* w, const void* x, int64_t cols) { return VecDotIq<Iq1MTraits>(w, x, cols); }
+
+}  // namespace octo::cpu
