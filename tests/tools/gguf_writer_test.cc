@@ -288,7 +288,8 @@ TEST(ModelTensorsTest, EveryPresetListsConsistentTensors) {
       size_t per_model = 2 + (shape.tied_embeddings ? 0 : 1);
       for (uint32_t l = 0; l < shape.n_layers; ++l) {
         if (!IsHybrid(shape)) {
-          per_model += 6 + ffn + (shape.qkv_bias ? 3 : 0) + (shape.qk_norm ? 2 : 0);
+          per_model += 6 + ffn + (shape.qkv_bias ? 3 : 0) + (shape.qk_norm ? 2 : 0) +
+                       (shape.architecture == "bitnet" ? 2 : 0);  // BitNet's sub-norms
         } else if (IsAttentionLayer(shape, l)) {  // norm, q, k, v, q/k norms, output, post norm
           per_model += 8 + ffn;
         } else {  // norm, qkv, gate, conv, dt, a, ba (or beta + alpha), ssm norm, out, post norm

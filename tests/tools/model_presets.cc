@@ -123,6 +123,14 @@ std::vector<ModelShape> MakePresets() {
   p.back().qk_norm = true;
   p.back().n_experts = 128;
   p.back().n_experts_used = 8;
+  // BitNet b1.58 2B4T (ternary matrices: --type TQ1_0 or TQ2_0), and a
+  // BitNet of Llama-3-8B's shape for the 8B benchmarks.
+  p.push_back(Shape("bitnet-b1.58-2b", "bitnet", 2560, 6912, 30, 20, 5, 128, 128256, 4096, 500000.0f, 1e-5f, "gpt2",
+                    "llama-bpe"));
+  p.back().tied_embeddings = true;
+  p.push_back(Shape("bitnet-8b", "bitnet", 4096, 14336, 32, 32, 8, 128, 128256, 8192, 500000.0f, 1e-5f, "gpt2",
+                    "llama-bpe"));
+  p.back().tied_embeddings = true;
   // Tiny shapes for tests: every row a whole number of 256-element blocks.
   p.push_back(Shape("tiny", "llama", 256, 768, 2, 8, 4, 32, 512, 2048, 10000.0f, 1e-5f, "llama", ""));
   p.push_back(p.back());
@@ -131,6 +139,8 @@ std::vector<ModelShape> MakePresets() {
   p.back().n_experts_used = 2;
   p.push_back(Shape("tiny-qwen2", "qwen2", 256, 768, 2, 8, 4, 32, 600, 2048, 1e6f, 1e-6f, "gpt2", "qwen2"));
   p.back().qkv_bias = true;
+  p.push_back(Shape("tiny-bitnet", "bitnet", 256, 768, 2, 8, 4, 32, 512, 2048, 10000.0f, 1e-5f, "llama", ""));
+  p.back().tied_embeddings = true;
   // n_heads * head_dim (512) != dim, as in real Qwen3.
   p.push_back(Shape("tiny-qwen3", "qwen3", 256, 768, 2, 8, 4, 64, 600, 2048, 1e6f, 1e-6f, "gpt2", "qwen2"));
   p.back().qk_norm = true;
@@ -245,7 +255,7 @@ absl::Status ValidateShape(const ModelShape& s) {
         absl::StrCat(s.name, ": a shared expert needs qwen2moe, qwen3next or qwen35moe experts"));
   }
   if (s.architecture != "llama" && s.architecture != "qwen2" && s.architecture != "qwen3" &&
-      s.architecture != "qwen2moe" && s.architecture != "qwen3moe" && !IsHybrid(s)) {
+      s.architecture != "qwen2moe" && s.architecture != "qwen3moe" && s.architecture != "bitnet" && !IsHybrid(s)) {
     return absl::InvalidArgumentError(absl::StrCat(s.name, ": unknown architecture '", s.architecture, "'"));
   }
   if (IsHybrid(s)) OCTO_RETURN_IF_ERROR(ValidateHybrid(s));

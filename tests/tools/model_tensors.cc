@@ -203,6 +203,10 @@ absl::StatusOr<std::vector<TensorSpec>> BuildTensorList(const ModelShape& s, con
       b.Norm(blk + "attn_q_norm.weight", s.head_dim);
       b.Norm(blk + "attn_k_norm.weight", s.head_dim);
     }
+    if (s.architecture == "bitnet") {  // RMSNorms before attn_output and ffn_down
+      b.Norm(blk + "attn_sub_norm.weight", q_dim);
+      b.Norm(blk + "ffn_sub_norm.weight", s.hidden_dim);
+    }
     b.Weight(blk + "attn_output.weight", {q_dim, s.dim});
     b.Norm(blk + "ffn_norm.weight", s.dim);
     AddFfn(s, blk, more_bits, b);

@@ -151,15 +151,18 @@ void Softmax(Vec& x) {
 double RoundToFp16(double v) { return Fp16ToFp32(Fp32ToFp16(static_cast<float>(v))); }
 
 // down · (silu(gate · x) * (up · x)); gate/up (width, dim), down (dim, width).
-Vec SwiGlu(const double* gate, const double* up, const double* down, const Vec& x, size_t width) {
+// With `sub_norm` (BitNet's ffn_sub_norm), the product RMS-normed first.
+Vec SwiGlu(const double* gate, const double* up, const double* down, const Vec& x, size_t width,
+           const Vec& sub_norm = {}, double eps = 0) {
   Vec g = MatVec(gate, x.data(), width, x.size());
   const Vec u = MatVec(up, x.data(), width, x.size());
   for (size_t i = 0; i < width; ++i) g[i] = g[i] / (1.0 + std::exp(-g[i])) * u[i];
+  if (!sub_norm.empty()) RmsNorm(g.data(), sub_norm.data(), width, eps);
   return MatVec(down, g.data(), x.size(), width);
 }
 
 bool IsNeox(const std::string& arch) {
-  return arch == "qwen2" || arch == "qwen3" || arch == "qwen2moe" || arch == "qwen3moe";
+  return arch == "qwen2" || arch == "qwen3" || arch == "qwen2moe" || arch == "qwen3moe" || arch == "bitnet";
 }
 
 // --- Weights -----------------------------------------------------------------
@@ -169,6 +172,7 @@ struct RefLayer {
   Vec attn_norm, wq, wk, wv, wo;   // norms (dim); wq (q_dim, dim); wk/wv (kv_dim, dim); wo (dim, q_dim)
   Vec bq, bk, bv;                  // (q_dim), (kv_dim), (kv_dim) or empty
   Vec q_norm, k_norm;              // (head_dim) or empty
+  Vec attn_sub_norm, ffn_sub_norm; // BitNet: (q_dim), (hidden) or empty
   Vec ffn_norm;                    // (dim)
   Vec w_gate, w_up, w_down;        // dense: (hidden, dim), (hidden, dim), (dim, hidden)
   Vec router;                      // (n_experts, dim)
@@ -270,6 +274,10 @@ absl::StatusOr<std::unique_ptr<ReferenceForward>> ReferenceForward::Load(const s
     OCTO_ASSIGN_OR_RETURN(L.q_norm, t.GetOptional(b + "attn_q_norm.weight", {head_dim}));
     OCTO_ASSIGN_OR_RETURN(L.k_norm, t.GetOptional(b + "attn_k_norm.weight", {head_dim}));
     OCTO_ASSIGN_OR_RETURN(L.ffn_norm, t.Get(b + "ffn_norm.weight", {dim}));
+    if (c.architecture == "bitnet") {
+      OCTO_ASSIGN_OR_RETURN(L.attn_sub_norm, t.Get(b + "attn_sub_norm.weight", {q_dim}));
+      OCTO_ASSIGN_OR_RETURN(L.ffn_sub_norm, t.Get(b + "ffn_sub_norm.weight", {c.hidden_dim}));
+    }
     if (c.n_experts == 0) {
       const uint64_t hidden = c.hidden_dim;
       OCTO_ASSIGN_OR_RETURN(L.w_gate, t.Get(b + "ffn_gate.weight", {dim, hidden}));
@@ -375,13 +383,15 @@ absl::StatusOr<std::vector<double>> ReferenceForward::Step(int32_t token) {
         for (size_t i = 0; i < head_dim; ++i) att[h * head_dim + i] += scores[t] * vt[i];
       }
     }
-    // Output projection + residual.
+    // BitNet: the attention output RMS-normed; output projection + residual.
+    if (!L.attn_sub_norm.empty()) RmsNorm(att.data(), L.attn_sub_norm.data(), att.size(), eps);
     const Vec o = MatVec(L.wo, att, dim);
     for (size_t i = 0; i < dim; ++i) x[i] += o[i];
     // FFN norm, FFN (dense or experts), residual.
     const Vec xf = RmsNormed(x, L.ffn_norm, eps);
-    const Vec f = c.n_experts == 0 ? SwiGlu(L.w_gate.data(), L.w_up.data(), L.w_down.data(), xf, c.hidden_dim)
-                                   : MoeFfn(c, L, xf, min_router_margin_);
+    const Vec f = c.n_experts == 0
+                      ? SwiGlu(L.w_gate.data(), L.w_up.data(), L.w_down.data(), xf, c.hidden_dim, L.ffn_sub_norm, eps)
+                      : MoeFfn(c, L, xf, min_router_margin_);
     for (size_t i = 0; i < dim; ++i) x[i] += f[i];
   }
 

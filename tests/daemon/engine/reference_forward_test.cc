@@ -242,6 +242,8 @@ std::vector<Case> AllCases() {
                    .wrong = {{"full rope", WithConfig([](ModelConfig& c) { c.rope_dim = c.head_dim; })}}});
   cases.push_back({.name = "qwen3", .preset = "tiny-qwen3",
                    .wrong = {{"no q norm", Ignoring({"attn_q_norm.weight"})}, {"normal rope", WithConfig(as("llama"))}}});
+  cases.push_back({.name = "bitnet", .preset = "tiny-bitnet",
+                   .wrong = {{"normal rope", WithConfig(as("llama"))}}});
   cases.push_back({.name = "llama_moe", .preset = "tiny-moe",
                    .wrong = {{"one expert per token", WithConfig([](ModelConfig& c) { c.n_experts_used = 1; })}}});
   cases.push_back({.name = "qwen3moe", .preset = "tiny-qwen3moe",

@@ -198,7 +198,7 @@ TEST_P(CudaGeneratedModel, HiddenStatesMatchAloneAndTheCpuBackend) {
 
 INSTANTIATE_TEST_SUITE_P(Presets, CudaGeneratedModel,
                          ::testing::Values("tiny", "tiny-moe", "tiny-qwen2", "tiny-qwen3", "tiny-qwen3moe",
-                                           "tiny-qwen35", "tiny-qwen35moe", "tiny-qwen3next"),
+                                           "tiny-qwen35", "tiny-qwen35moe", "tiny-qwen3next", "tiny-bitnet"),
                          PresetParamName());
 
 // ../shared's trained models: the tiers agree on real weights too.
