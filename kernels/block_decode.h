@@ -243,6 +243,34 @@ struct Decoder<GgmlType::kTQ2_0> {
   }
 };
 
+// MXFP4: the doubled E2M1 value times half the E8M0 scale, as ggml writes it.
+OCTO_HD constexpr int Mxfp4Level(int q) {
+  const uint64_t word = q < 8 ? 0x0C08060403020100ull : 0xF4F8FAFCFDFEFF00ull;
+  return static_cast<int8_t>(static_cast<uint8_t>(word >> (8 * (q & 7))));
+}
+static_assert([] {
+  for (int q = 0; q < 16; ++q) {
+    if (Mxfp4Level(q) != cpu::kMxfp4Values[q]) return false;
+  }
+  return true;
+}());
+
+OCTO_HD inline float FloatBits(uint32_t bits) {
+#if defined(__CUDA_ARCH__)
+  return __uint_as_float(bits);
+#else
+  return std::bit_cast<float>(bits);
+#endif
+}
+
+template <>
+struct Decoder<GgmlType::kMXFP4> {
+  static constexpr int kElements = cpu::kQK, kBytes = sizeof(cpu::BlockMxfp4);
+  OCTO_HD static float Element(const uint8_t* p, int j) {
+    return static_cast<float>(Mxfp4Level(Nibble32(p + 1, j))) * FloatBits(cpu::E8M0HalfBits(p[0]));
+  }
+};
+
 // The IQ1-IQ3 types: ((d * ls) * factor) * L, as kernels/iq_blocks.h says.
 template <typename T>
 struct IqDecoder {
@@ -298,6 +326,7 @@ R WithDecoder(GgmlType type, R unknown, F&& f) {
     case GgmlType::kIQ3_S: return f(Decoder<GgmlType::kIQ3_S>{});
     case GgmlType::kIQ1_S: return f(Decoder<GgmlType::kIQ1_S>{});
     case GgmlType::kIQ1_M: return f(Decoder<GgmlType::kIQ1_M>{});
+    case GgmlType::kMXFP4: return f(Decoder<GgmlType::kMXFP4>{});
   }
   return unknown;
 }

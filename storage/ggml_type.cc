@@ -13,7 +13,7 @@ namespace octo {
 namespace {
 
 // Block geometry from the ggml block structs (fp16 scales, packed quants).
-constexpr std::array<GgmlTypeInfo, 24> kTypes = {{
+constexpr std::array<GgmlTypeInfo, 25> kTypes = {{
     {GgmlType::kF32, "F32", 1, 4},
     {GgmlType::kF16, "F16", 1, 2},
     {GgmlType::kQ4_0, "Q4_0", 32, 18},     // d, qs[16]
@@ -38,6 +38,7 @@ constexpr std::array<GgmlTypeInfo, 24> kTypes = {{
     {GgmlType::kBF16, "BF16", 1, 2},
     {GgmlType::kTQ1_0, "TQ1_0", 256, 54},  // qs[48], qh[4], d
     {GgmlType::kTQ2_0, "TQ2_0", 256, 66},  // qs[64], d
+    {GgmlType::kMXFP4, "MXFP4", 32, 17},   // e (E8M0), qs[16] (E2M1 nibbles)
 }};
 
 // Names of ggml types that exist but that Octo does not read, for the error.
@@ -52,7 +53,6 @@ absl::string_view KnownButUnsupportedName(uint32_t id) {
     case 26: return "I32";
     case 27: return "I64";
     case 28: return "F64";
-    case 39: return "MXFP4";
     default: return {};
   }
 }

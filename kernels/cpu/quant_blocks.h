@@ -190,6 +190,24 @@ OCTO_HD inline int Tq2Trit(const BlockTq2_0& b, int j) {
   return ((b.qs[32 * half + m] >> (2 * l)) & 3) - 1;
 }
 
+// --- MXFP4 (OCP microscaling FP4): 32 E2M1 values and an E8M0 scale --------
+
+struct BlockMxfp4 {  // x = 2^(e - 127) * E2M1(q): q's sign, 2 exponent bits, 1 mantissa bit
+  uint8_t e;
+  uint8_t qs[kQK / 2];  // nibbles as Q4_0's (byte j: element j low, j + 16 high)
+};
+static_assert(sizeof(BlockMxfp4) == 17);
+
+// The E2M1 values doubled (0, 0.5, 1, 1.5, 2, 3, 4, 6 and their negatives,
+// times 2), so they are integers; the scale is halved to match (ggml's way).
+inline constexpr int8_t kMxfp4Values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+
+// The fp32 bits of 2^(e - 128), half the E8M0 scale (2^-128 and 2^-127 are
+// subnormal; e = 255, NaN by the format, reads as 2^127, as ggml's does).
+OCTO_HD inline uint32_t E8M0HalfBits(uint8_t e) {
+  return e < 2 ? 0x00200000u << e : static_cast<uint32_t>(e - 1) << 23;
+}
+
 // A Q8_0 activation row as MatMul keeps it: the ggml blocks, then (from byte
 // Q8_0SideOffset(cols)) one Q8_0Side per block, derived from the block: its
 // d as fp32 and the sums of its quants in groups of 4 (elements 4k..4k+3).

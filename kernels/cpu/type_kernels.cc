@@ -47,6 +47,7 @@ constexpr TypeKernels kTypeKernels[] = {
      OCTO_AVX2(VecDotTileIq4NlAvx2)},
     {GgmlType::kIQ4_XS, ActType::kQ8_K, DequantizeRowIq4Xs, VecDotIq4Xs, OCTO_AVX2(VecDotIq4XsAvx2),
      OCTO_AVX2(VecDotTileIq4XsAvx2)},
+    {GgmlType::kMXFP4, ActType::kQ8_0, DequantizeRowMxfp4, VecDotMxfp4, nullptr, nullptr},
     {GgmlType::kTQ1_0, ActType::kQ8_K, DequantizeRowTq1_0, VecDotTq1_0, OCTO_AVX2(VecDotTq1_0Lanes), nullptr},
     {GgmlType::kTQ2_0, ActType::kQ8_K, DequantizeRowTq2_0, VecDotTq2_0, OCTO_AVX2(VecDotTq2_0Lanes), nullptr},
     {GgmlType::kIQ2_XXS, ActType::kQ8_K, DequantizeRowIq2Xxs, VecDotIq2Xxs, OCTO_AVX2(VecDotIq2XxsLanes), nullptr},

@@ -82,6 +82,7 @@ void DequantizeRowQ6_K(const void* w, int64_t cols, float* out);
 void DequantizeRowIq4Nl(const void* w, int64_t cols, float* out);
 void DequantizeRowIq4Xs(const void* w, int64_t cols, float* out);
 void DequantizeRowTq1_0(const void* w, int64_t cols, float* out);
+void DequantizeRowMxfp4(const void* w, int64_t cols, float* out);
 void DequantizeRowIq2Xxs(const void* w, int64_t cols, float* out);  // vec_dot_iq.cc, as the dots below
 void DequantizeRowIq2Xs(const void* w, int64_t cols, float* out);
 void DequantizeRowIq2S(const void* w, int64_t cols, float* out);
@@ -101,6 +102,7 @@ float VecDotQ5_0(const void* w, const void* x, int64_t cols);
 float VecDotQ5_1(const void* w, const void* x, int64_t cols);
 float VecDotQ8_0(const void* w, const void* x, int64_t cols);
 float VecDotIq4Nl(const void* w, const void* x, int64_t cols);
+float VecDotMxfp4(const void* w, const void* x, int64_t cols);
 float VecDotQ2_K(const void* w, const void* x, int64_t cols);
 float VecDotQ3_K(const void* w, const void* x, int64_t cols);
 float VecDotQ4_K(const void* w, const void* x, int64_t cols);

@@ -2,6 +2,7 @@
 // activations. Per block: the exact integer sum of q_w * q_x, then
 //   sum += (d_w * d_x) * isum            (Q4_0, Q5_0, Q8_0, IQ4_NL)
 //   sum += (d_w * d_x) * isum + m_w * s_x  (Q4_1, Q5_1: s_x = d_x * sum q_x)
+#include <bit>
 #include <cstring>
 
 #include "kernels/cpu/quant_blocks.h"
@@ -110,6 +111,24 @@ float VecDotIq4Nl(const void* w, const void* x, int64_t cols) {
       isum += kIq4NlValues[wb[b].qs[j] >> 4] * xb[b].qs[j + kQK / 2];
     }
     sum += Scale(wb[b].d, xb[b].d) * static_cast<float>(isum);
+  }
+  return sum;
+}
+
+// MXFP4 as ggml's CPU backend: per block (half the E8M0 scale) * fp16(d_x)
+// times the exact integer sum of the doubled E2M1 values and the quants.
+float VecDotMxfp4(const void* w, const void* x, int64_t cols) {
+  const auto* wb = static_cast<const BlockMxfp4*>(w);
+  const auto* xb = static_cast<const BlockQ8_0*>(x);
+  float sum = 0.0f;
+  for (int64_t b = 0; b < cols / kQK; ++b) {
+    int isum = 0;
+    for (int j = 0; j < kQK / 2; ++j) {
+      isum += kMxfp4Values[wb[b].qs[j] & 0xF] * xb[b].qs[j];
+      isum += kMxfp4Values[wb[b].qs[j] >> 4] * xb[b].qs[j + kQK / 2];
+    }
+    const float d = std::bit_cast<float>(E8M0HalfBits(wb[b].e)) * Fp16ToFp32(xb[b].d);
+    sum += d * static_cast<float>(isum);
   }
   return sum;
 }

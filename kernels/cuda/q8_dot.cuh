@@ -267,6 +267,30 @@ struct Q8Weights<GgmlType::kIQ4_XS> {
   }
 };
 
+// MXFP4: 17-byte blocks sit at any address, so bytes are read one by one;
+// the nibbles as Q4_0's, through the doubled E2M1 values.
+template <>
+struct Q8Weights<GgmlType::kMXFP4> {
+  static constexpr int kChunks = 1, kBytes = 17;
+  static constexpr bool kHalves = false, kMins = false;
+  __device__ __forceinline__ static Chunk Unpack(const uint8_t* b, int) {
+    Chunk c{};
+#pragma unroll
+    for (int w = 0; w < 4; ++w) {
+      uint32_t low = 0, high = 0;
+      for (int k = 0; k < 4; ++k) {
+        const uint8_t byte = b[1 + 4 * w + k];
+        low |= static_cast<uint32_t>(static_cast<uint8_t>(block_decode::Mxfp4Level(byte & 0xF))) << (8 * k);
+        high |= static_cast<uint32_t>(static_cast<uint8_t>(block_decode::Mxfp4Level(byte >> 4))) << (8 * k);
+      }
+      c.q[w] = static_cast<int>(low);
+      c.q[4 + w] = static_cast<int>(high);
+    }
+    c.d[0] = c.d[1] = block_decode::FloatBits(cpu::E8M0HalfBits(b[0]));
+    return c;
+  }
+};
+
 // TQ2_0: chunk c is bit pair c % 4 of the 32 bytes of half c / 4; each
 // pair less 1 is the trit.
 template <>
@@ -392,6 +416,7 @@ R WithQ8Weights(GgmlType type, R other, F&& f) {
     case GgmlType::kQ5_K: return f(Q8Weights<GgmlType::kQ5_K>{});
     case GgmlType::kQ6_K: return f(Q8Weights<GgmlType::kQ6_K>{});
     case GgmlType::kIQ4_XS: return f(Q8Weights<GgmlType::kIQ4_XS>{});
+    case GgmlType::kMXFP4: return f(Q8Weights<GgmlType::kMXFP4>{});
     case GgmlType::kTQ1_0: return f(Q8Weights<GgmlType::kTQ1_0>{});
     case GgmlType::kTQ2_0: return f(Q8Weights<GgmlType::kTQ2_0>{});
     case GgmlType::kIQ2_XXS: return f(Q8Weights<GgmlType::kIQ2_XXS>{});

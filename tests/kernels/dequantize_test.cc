@@ -4,6 +4,7 @@
 // above it; fp16 0x3C00 = 1, 0x3800 = 0.5, 0x4000 = 2, 0xBC00 = -1,
 // 0xC000 = -2.
 #include <cstdint>
+#include <cmath>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -343,6 +344,28 @@ TEST(DequantizeTest, TernaryByHand) {
   for (int j = 0; j < 256; ++j) {
     EXPECT_EQ(got1[j], 2.0f * trit[j]) << "TQ1_0 element " << j;
     EXPECT_EQ(got2[j], 2.0f * trit[j]) << "TQ2_0 element " << j;
+  }
+}
+
+// MXFP4 by its definition (OCP Microscaling v1.0): an E2M1 element is sign,
+// 2 exponent bits and 1 mantissa bit: E = 0 gives M / 2, else 2^(E - 1) *
+// (1 + M / 2); an E8M0 scale e is 2^(e - 127). Element j of the block holds
+// code j % 16 (Q4_0's nibble order), for scales from the smallest to 2^127.
+TEST(DequantizeTest, Mxfp4ByTheFormatsDefinition) {
+  for (const int e : {0, 1, 119, 127, 130, 254}) {
+    BlockMxfp4 b{};
+    b.e = static_cast<uint8_t>(e);
+    for (int j = 0; j < 16; ++j) {
+      const int low = j % 16, high = (j + 16) % 16;
+      b.qs[j] = static_cast<uint8_t>(low | (high << 4));
+    }
+    const std::vector<float> got = DequantizeBlock(GgmlType::kMXFP4, b, 32);
+    for (int j = 0; j < 32; ++j) {
+      const int q = j % 16, exponent = (q >> 1) & 3, mantissa = q & 1;
+      const double magnitude = exponent == 0 ? 0.5 * mantissa : std::ldexp(1.0 + 0.5 * mantissa, exponent - 1);
+      const double want = ((q & 8) ? -magnitude : magnitude) * std::ldexp(1.0, e - 127);
+      EXPECT_EQ(got[j], static_cast<float>(want)) << "e " << e << " code " << q;
+    }
   }
 }
 

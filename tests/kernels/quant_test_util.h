@@ -80,6 +80,7 @@ inline std::vector<uint8_t> RandomWeights(GgmlType type, int64_t rows, int64_t c
       const uint16_t scale = RandomScale(rng);
       std::memcpy(bytes.data() + blk * info.type_size + offset, &scale, 2);
     }
+    if (type == GgmlType::kMXFP4) bytes[blk * info.type_size] = static_cast<uint8_t>(117 + rng() % 4);  // E8M0 scale
     if (type == GgmlType::kIQ1_M) {  // d's fp16 bits in the top nibbles of the four scale words
       const uint16_t scale = RandomScale(rng);
       uint8_t* words = bytes.data() + blk * info.type_size + offsetof(octo::cpu::BlockIq1M, scales);

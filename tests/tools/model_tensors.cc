@@ -43,6 +43,7 @@ uint32_t FileTypeFor(GgmlType type) {
     case GgmlType::kIQ1_M: return 31;
     case GgmlType::kTQ1_0: return 36;
     case GgmlType::kTQ2_0: return 37;
+    case GgmlType::kMXFP4: return 38;
   }
   return 0;
 }

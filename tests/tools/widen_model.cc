@@ -35,7 +35,8 @@ constexpr GgmlType kZeroBlockTypes[] = {
     GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K, GgmlType::kIQ4_NL, GgmlType::kIQ4_XS,
     // d = 0 (IQ1_M: its fp16 bits in the scale words, all zero)
     GgmlType::kIQ2_XXS, GgmlType::kIQ2_XS, GgmlType::kIQ2_S, GgmlType::kIQ3_XXS, GgmlType::kIQ3_S,
-    GgmlType::kIQ1_S, GgmlType::kIQ1_M, GgmlType::kTQ1_0, GgmlType::kTQ2_0};
+    GgmlType::kIQ1_S, GgmlType::kIQ1_M, GgmlType::kTQ1_0, GgmlType::kTQ2_0,
+    GgmlType::kMXFP4};  // a zero scale byte is 2^-127, but every zero nibble is the value 0
 
 // Why the dim ratio R must be a power of 4: sqrt(R) is then a power of 2.
 bool IsPowerOf4(uint32_t r) { return std::has_single_bit(r) && std::countr_zero(r) % 2 == 0; }
