@@ -29,7 +29,8 @@ TEST(MatMulExpertsCpuTest, EveryChoiceIsMatMulOfItsExpertBitForBit) {
   const cpu::Exec exec{&pool, cpu::Simd::kPortable};
   const int n_experts = 6, rows = 40, cols = 256, n_tokens = 5, k = 2;
   const std::vector<int32_t> ids = {0, 5, 5, 2, 3, 0, 5, 1, 2, 3};  // (n_tokens, k); expert 4 unused
-  for (GgmlType type : {GgmlType::kQ4_K, GgmlType::kQ8_0, GgmlType::kF16}) {
+  for (GgmlType type : {GgmlType::kQ4_K, GgmlType::kQ8_0, GgmlType::kF16, GgmlType::kIQ2_XXS, GgmlType::kIQ3_S,
+                        GgmlType::kIQ1_M, GgmlType::kTQ1_0, GgmlType::kTQ2_0, GgmlType::kMXFP4}) {
     const std::vector<uint8_t> bytes = RandomWeights(type, n_experts * rows, cols, 3);
     const WeightMatrix w{type, bytes.data(), n_experts * rows, cols};
     for (bool per_choice : {false, true}) {

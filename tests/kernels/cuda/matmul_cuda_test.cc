@@ -299,7 +299,8 @@ TEST_F(MatMulCudaTest, AGroupGivesEachMatrixItsMatMulBitsRoundingXOncePerRule) {
 TEST_F(MatMulCudaTest, ExpertChoicesGetWhatMatMulGivesEachAlone) {
   const int n_experts = 5, rows = 24, n_tokens = 4, k = 2;
   const std::vector<int32_t> ids = {4, 1, 0, 4, 2, 2, 3, 0};
-  for (GgmlType type : {GgmlType::kQ4_K, GgmlType::kQ5_0, GgmlType::kBF16}) {
+  for (GgmlType type : {GgmlType::kQ4_K, GgmlType::kQ5_0, GgmlType::kBF16, GgmlType::kIQ2_XS, GgmlType::kTQ2_0,
+                        GgmlType::kMXFP4}) {
     const int64_t cols = 512;
     const std::vector<uint8_t> packed = RandomWeights(type, n_experts * rows, cols, 9);
     const int64_t packed_bytes = static_cast<int64_t>(RowBytes(type, cols)) * rows;
