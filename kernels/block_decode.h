@@ -41,18 +41,23 @@ OCTO_HD inline float Bf16Bits(uint16_t h) {
 #endif
 }
 
-// kIq4NlValues[q], from two words the device can read without a table in
-// its memory. The static_assert below holds it to the CPU table.
-OCTO_HD constexpr int Iq4NlLevel(int q) {
-  const uint64_t word = q < 8 ? 0xF6EADDCFBFAD9881ull : 0x7159453526190D01ull;
-  return static_cast<int8_t>(static_cast<uint8_t>(word >> (8 * (q & 7))));
+// Entry q of a 16-entry int8 table packed in two words (entries 0..7, then
+// 8..15, lowest byte first), which the device reads without a table in its
+// memory.
+OCTO_HD constexpr int PackedLevel(uint64_t low, uint64_t high, int q) {
+  return static_cast<int8_t>(static_cast<uint8_t>((q < 8 ? low : high) >> (8 * (q & 7))));
 }
-static_assert([] {
-  for (int q = 0; q < 16; ++q) {
-    if (Iq4NlLevel(q) != cpu::kIq4NlValues[q]) return false;
+template <size_t N>
+constexpr bool SameLevels(int (*level)(int), const int8_t (&table)[N]) {
+  for (size_t q = 0; q < N; ++q) {
+    if (level(static_cast<int>(q)) != table[q]) return false;
   }
   return true;
-}());
+}
+
+// kIq4NlValues[q]; the static_assert holds it to the CPU table.
+OCTO_HD constexpr int Iq4NlLevel(int q) { return PackedLevel(0xF6EADDCFBFAD9881ull, 0x7159453526190D01ull, q); }
+static_assert(SameLevels(Iq4NlLevel, cpu::kIq4NlValues));
 
 // The 4-bit quant of element j of a 32-wide nibble block: byte j holds
 // element j (low nibble) and element j + 16 (high nibble).
@@ -244,16 +249,8 @@ struct Decoder<GgmlType::kTQ2_0> {
 };
 
 // MXFP4: the doubled E2M1 value times half the E8M0 scale, as ggml writes it.
-OCTO_HD constexpr int Mxfp4Level(int q) {
-  const uint64_t word = q < 8 ? 0x0C08060403020100ull : 0xF4F8FAFCFDFEFF00ull;
-  return static_cast<int8_t>(static_cast<uint8_t>(word >> (8 * (q & 7))));
-}
-static_assert([] {
-  for (int q = 0; q < 16; ++q) {
-    if (Mxfp4Level(q) != cpu::kMxfp4Values[q]) return false;
-  }
-  return true;
-}());
+OCTO_HD constexpr int Mxfp4Level(int q) { return PackedLevel(0x0C08060403020100ull, 0xF4F8FAFCFDFEFF00ull, q); }
+static_assert(SameLevels(Mxfp4Level, cpu::kMxfp4Values));
 
 OCTO_HD inline float FloatBits(uint32_t bits) {
 #if defined(__CUDA_ARCH__)

@@ -126,6 +126,18 @@ OCTO_HD inline int Iq3XxsLevel(uint16_t code, int j) {
 
 OCTO_HD inline int Iq3SLevel(uint16_t code, int j) { return 2 * ((code >> (3 * j)) & 7) + 1; }
 
+// IQ2_XS/IQ2_S: a 4-bit scale per 16 weights, two to a byte per 32.
+OCTO_HD inline int Scale16(const uint8_t* scales, int g) { return 2 * ((scales[g / 4] >> (4 * ((g % 4) / 2))) & 0xF) + 1; }
+
+// IQ3: a group's two grid entries of 4 levels, signed by `signs`.
+template <typename Level>
+OCTO_HD void SignedPairLevels(uint16_t first, uint16_t second, int signs, Level level, int* L) {
+  for (int j = 0; j < 8; ++j) {
+    const int magnitude = j < 4 ? level(first, j) : level(second, j - 4);
+    L[j] = (signs >> j) & 1 ? -magnitude : magnitude;
+  }
+}
+
 OCTO_HD inline uint32_t LoadU32(const uint8_t* p) {
   return static_cast<uint32_t>(p[0]) | (static_cast<uint32_t>(p[1]) << 8) | (static_cast<uint32_t>(p[2]) << 16) |
          (static_cast<uint32_t>(p[3]) << 24);
@@ -161,7 +173,7 @@ struct Iq2XsTraits {
     const int signs = EvenSigns(q >> 9);
     for (int j = 0; j < 8; ++j) L[j] = Iq2Level(code, signs, j);
   }
-  OCTO_HD static int Scale(const Block& b, int g) { return 2 * ((b.scales[g / 4] >> (4 * ((g % 4) / 2))) & 0xF) + 1; }
+  OCTO_HD static int Scale(const Block& b, int g) { return Scale16(b.scales, g); }
 };
 
 struct Iq2STraits {
@@ -175,7 +187,7 @@ struct Iq2STraits {
     const int signs = b.qs[32 + g];
     for (int j = 0; j < 8; ++j) L[j] = Iq2Level(code, signs, j);
   }
-  OCTO_HD static int Scale(const Block& b, int g) { return 2 * ((b.scales[g / 4] >> (4 * ((g % 4) / 2))) & 0xF) + 1; }
+  OCTO_HD static int Scale(const Block& b, int g) { return Scale16(b.scales, g); }
 };
 
 struct Iq3XxsTraits {
@@ -187,11 +199,7 @@ struct Iq3XxsTraits {
   OCTO_HD static void Levels(const Block& b, int g, int* L) {
     const uint16_t first = OCTO_IQ_ENTRY(kIq3XxsGrid, b.qs[2 * g]);
     const uint16_t second = OCTO_IQ_ENTRY(kIq3XxsGrid, b.qs[2 * g + 1]);
-    const int signs = EvenSigns((Aux(b, g) >> (7 * (g % 4))) & 127);
-    for (int j = 0; j < 8; ++j) {
-      const int magnitude = j < 4 ? Iq3XxsLevel(first, j) : Iq3XxsLevel(second, j - 4);
-      L[j] = (signs >> j) & 1 ? -magnitude : magnitude;
-    }
+    SignedPairLevels(first, second, EvenSigns((Aux(b, g) >> (7 * (g % 4))) & 127), Iq3XxsLevel, L);
   }
   OCTO_HD static int Scale(const Block& b, int g) { return 2 * static_cast<int>(Aux(b, g) >> 28) + 1; }
 };
@@ -206,11 +214,7 @@ struct Iq3STraits {
     const int high = b.qh[ib];
     const uint16_t first = OCTO_IQ_ENTRY(kIq3SGrid, b.qs[2 * g] | ((high << (8 - 2 * l)) & 256));
     const uint16_t second = OCTO_IQ_ENTRY(kIq3SGrid, b.qs[2 * g + 1] | ((high << (7 - 2 * l)) & 256));
-    const int signs = b.signs[g];
-    for (int j = 0; j < 8; ++j) {
-      const int magnitude = j < 4 ? Iq3SLevel(first, j) : Iq3SLevel(second, j - 4);
-      L[j] = (signs >> j) & 1 ? -magnitude : magnitude;
-    }
+    SignedPairLevels(first, second, b.signs[g], Iq3SLevel, L);
   }
   OCTO_HD static int Scale(const Block& b, int g) { return 2 * ((b.scales[g / 8] >> (4 * ((g / 4) % 2))) & 0xF) + 1; }
 };

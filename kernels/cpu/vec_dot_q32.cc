@@ -100,37 +100,38 @@ float VecDotQ8_0(const void* w, const void* x, int64_t cols) {
   return sum;
 }
 
-float VecDotIq4Nl(const void* w, const void* x, int64_t cols) {
-  const auto* wb = static_cast<const BlockIq4Nl*>(w);
+namespace {
+
+// A 32-wide nibble block through a 16-entry level table (IQ4_NL, MXFP4)
+// against Q8_0: the exact integer sum, times the block's scale (scale(w, x)).
+template <typename Block, typename ScaleFn>
+float NibbleLevelDot(const void* w, const void* x, int64_t cols, const int8_t* levels, ScaleFn scale) {
+  const auto* wb = static_cast<const Block*>(w);
   const auto* xb = static_cast<const BlockQ8_0*>(x);
   float sum = 0.0f;
   for (int64_t b = 0; b < cols / kQK; ++b) {
     int isum = 0;
     for (int j = 0; j < kQK / 2; ++j) {
-      isum += kIq4NlValues[wb[b].qs[j] & 0xF] * xb[b].qs[j];
-      isum += kIq4NlValues[wb[b].qs[j] >> 4] * xb[b].qs[j + kQK / 2];
+      isum += levels[wb[b].qs[j] & 0xF] * xb[b].qs[j];
+      isum += levels[wb[b].qs[j] >> 4] * xb[b].qs[j + kQK / 2];
     }
-    sum += Scale(wb[b].d, xb[b].d) * static_cast<float>(isum);
+    sum += scale(wb[b], xb[b]) * static_cast<float>(isum);
   }
   return sum;
 }
 
-// MXFP4 as ggml's CPU backend: per block (half the E8M0 scale) * fp16(d_x)
-// times the exact integer sum of the doubled E2M1 values and the quants.
+}  // namespace
+
+float VecDotIq4Nl(const void* w, const void* x, int64_t cols) {
+  return NibbleLevelDot<BlockIq4Nl>(w, x, cols, kIq4NlValues,
+                                    [](const BlockIq4Nl& b, const BlockQ8_0& q) { return Scale(b.d, q.d); });
+}
+
+// MXFP4 as ggml's CPU backend: half the E8M0 scale times fp16(d_x).
 float VecDotMxfp4(const void* w, const void* x, int64_t cols) {
-  const auto* wb = static_cast<const BlockMxfp4*>(w);
-  const auto* xb = static_cast<const BlockQ8_0*>(x);
-  float sum = 0.0f;
-  for (int64_t b = 0; b < cols / kQK; ++b) {
-    int isum = 0;
-    for (int j = 0; j < kQK / 2; ++j) {
-      isum += kMxfp4Values[wb[b].qs[j] & 0xF] * xb[b].qs[j];
-      isum += kMxfp4Values[wb[b].qs[j] >> 4] * xb[b].qs[j + kQK / 2];
-    }
-    const float d = std::bit_cast<float>(E8M0HalfBits(wb[b].e)) * Fp16ToFp32(xb[b].d);
-    sum += d * static_cast<float>(isum);
-  }
-  return sum;
+  return NibbleLevelDot<BlockMxfp4>(w, x, cols, kMxfp4Values, [](const BlockMxfp4& b, const BlockQ8_0& q) {
+    return std::bit_cast<float>(E8M0HalfBits(b.e)) * Fp16ToFp32(q.d);
+  });
 }
 
 }  // namespace octo::cpu
