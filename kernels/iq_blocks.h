@@ -107,16 +107,18 @@ static __device__ const uint16_t kIq1SGridDevice[2048] = {OCTO_IQ1S_GRID_CODES};
 // The 8 sign bits of a 7-bit sign index: the 8th makes the count even (the
 // formats store 7 and imply the 8th).
 OCTO_HD inline int EvenSigns(int seven) {
-  int parity = 0;
-  for (int b = 0; b < 7; ++b) parity ^= (seven >> b) & 1;
+#if defined(__CUDA_ARCH__)
+  const int parity = __popc(seven) & 1;
+#else
+  const int parity = __builtin_parity(static_cast<unsigned>(seven));
+#endif
   return seven | (parity << 7);
 }
 
 // An IQ2 grid entry's level j (8, 25 or 43), signed by bit j of `signs`.
 OCTO_HD inline int Iq2Level(uint16_t code, int signs, int j) {
-  const int k = (code >> (2 * j)) & 3;
-  const int magnitude = k == 0 ? 8 : k == 1 ? 25 : 43;
-  return (signs >> j) & 1 ? -magnitude : magnitude;
+  const int magnitude = (0x2B1908 >> (8 * ((code >> (2 * j)) & 3))) & 0xFF;  // 8, 25, 43
+  return magnitude * (1 - 2 * ((signs >> j) & 1));
 }
 
 OCTO_HD inline int Iq3XxsLevel(uint16_t code, int j) {
@@ -134,7 +136,7 @@ template <typename Level>
 OCTO_HD void SignedPairLevels(uint16_t first, uint16_t second, int signs, Level level, int* L) {
   for (int j = 0; j < 8; ++j) {
     const int magnitude = j < 4 ? level(first, j) : level(second, j - 4);
-    L[j] = (signs >> j) & 1 ? -magnitude : magnitude;
+    L[j] = magnitude * (1 - 2 * ((signs >> j) & 1));
   }
 }
 

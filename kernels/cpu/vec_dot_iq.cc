@@ -84,17 +84,25 @@ float VecDotIqLanes(const void* w, const void* x, int64_t cols) {
       int L[8];
       T::Levels(wb[b], g, L);
       const int ls = T::Scale(wb[b], g);
-      for (int j = 0; j < 8; ++j) {
-        const int e = 8 * g + j, m = (e % 32) / 4;
-        const int q = xb[b].qs[e];
-        if constexpr (kIq1<T>) {
-          const int shift = T::Shift(wb[b], g);
-          lane[m] += ls * ((L[j] - shift) / 8) * q;
-          lane_shift[m] += ls * shift * q;
-          shift_sum += ls * shift * q;
-        } else {
-          lane[m] += ls * L[j] * q;
+      const int8_t* q = xb[b].qs + 8 * g;
+      const int m = 2 * (g % 4);  // a group's 8 weights fill lanes m and m + 1
+      if constexpr (kIq1<T>) {
+        const int shift = T::Shift(wb[b], g);
+        int grid[2] = {}, q_sum[2] = {};
+        for (int j = 0; j < 8; ++j) {
+          grid[j / 4] += ((L[j] - shift) >> 3) * q[j];  // L = 8t + shift
+          q_sum[j / 4] += q[j];
         }
+        for (int h = 0; h < 2; ++h) {
+          lane[m + h] += ls * grid[h];
+          lane_shift[m + h] += ls * shift * q_sum[h];
+        }
+        shift_sum += ls * shift * (q_sum[0] + q_sum[1]);
+      } else {
+        int part[2] = {};
+        for (int j = 0; j < 8; ++j) part[j / 4] += L[j] * q[j];
+        lane[m] += ls * part[0];
+        lane[m + 1] += ls * part[1];
       }
     }
     const float d = xb[b].d * Fp16ToFp32(T::DBits(wb[b]));

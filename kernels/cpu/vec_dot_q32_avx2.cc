@@ -15,6 +15,8 @@
 
 #include <immintrin.h>
 
+#include <bit>
+
 #include "kernels/cpu/avx2_blocks.h"
 #include "kernels/cpu/quant_blocks.h"
 #include "kernels/cpu/type_kernels.h"
@@ -114,30 +116,47 @@ float VecDotQ8_0Avx2(const void* w, const void* x, int64_t cols) {
   });
 }
 
-float VecDotIq4NlAvx2(const void* w, const void* x, int64_t cols) {
-  const auto* wb = static_cast<const BlockIq4Nl*>(w);
+namespace {
+
+// A 32-wide nibble block through a 16-entry int8 table (IQ4_NL, MXFP4):
+// the table shuffled in per nibble, exact int sums per block, blocks in
+// two accumulators; `scale(block)` is the weight block's float scale.
+template <typename Block, typename Scale>
+float NibbleTableDotAvx2(const void* w, const void* x, int64_t cols, const int8_t* levels, Scale scale) {
+  const auto* wb = static_cast<const Block*>(w);
   const auto* xb = static_cast<const BlockQ8_0*>(x);
   const Q8_0Side* side = SideOf(x, cols);
-  const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4NlValues)));
+  const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(levels)));
   auto lanes = [&](int64_t b) { return MulSumI8I8(_mm256_shuffle_epi8(table, UnpackNibbles(wb[b].qs)), LoadQ8(xb[b].qs)); };
   const int64_t n_blocks = cols / kQK;
   __m256 acc_even = _mm256_setzero_ps();
   __m256 acc_odd = _mm256_setzero_ps();
   int64_t b = 0;
   for (; b + 1 < n_blocks; b += 2) {
-    acc_even = _mm256_fmadd_ps(_mm256_set1_ps(F16(wb[b].d) * side[b].d), lanes(b), acc_even);
-    acc_odd = _mm256_fmadd_ps(_mm256_set1_ps(F16(wb[b + 1].d) * side[b + 1].d), lanes(b + 1), acc_odd);
+    acc_even = _mm256_fmadd_ps(_mm256_set1_ps(scale(wb[b]) * side[b].d), lanes(b), acc_even);
+    acc_odd = _mm256_fmadd_ps(_mm256_set1_ps(scale(wb[b + 1]) * side[b + 1].d), lanes(b + 1), acc_odd);
   }
   float sum = HorizontalSum(_mm256_add_ps(acc_even, acc_odd));
   if (b < n_blocks) {  // the last of an odd count: its integer sum, scaled
     int isum = 0;
     for (int j = 0; j < kQK / 2; ++j) {
-      isum += kIq4NlValues[wb[b].qs[j] & 0xF] * xb[b].qs[j] + kIq4NlValues[wb[b].qs[j] >> 4] * xb[b].qs[j + kQK / 2];
+      isum += levels[wb[b].qs[j] & 0xF] * xb[b].qs[j] + levels[wb[b].qs[j] >> 4] * xb[b].qs[j + kQK / 2];
     }
-    sum = _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss(F16(wb[b].d) * side[b].d), _mm_set_ss(static_cast<float>(isum)),
+    sum = _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss(scale(wb[b]) * side[b].d), _mm_set_ss(static_cast<float>(isum)),
                                      _mm_set_ss(sum)));
   }
   return sum;
+}
+
+}  // namespace
+
+float VecDotIq4NlAvx2(const void* w, const void* x, int64_t cols) {
+  return NibbleTableDotAvx2<BlockIq4Nl>(w, x, cols, kIq4NlValues, [](const BlockIq4Nl& b) { return F16(b.d); });
+}
+
+float VecDotMxfp4Avx2(const void* w, const void* x, int64_t cols) {
+  return NibbleTableDotAvx2<BlockMxfp4>(w, x, cols, kMxfp4Values,
+                                        [](const BlockMxfp4& b) { return std::bit_cast<float>(E8M0HalfBits(b.e)); });
 }
 
 }  // namespace octo::cpu
