@@ -48,7 +48,7 @@ constexpr TypeKernels kTypeKernels[] = {
     {GgmlType::kIQ4_XS, ActType::kQ8_K, DequantizeRowIq4Xs, VecDotIq4Xs, OCTO_AVX2(VecDotIq4XsAvx2),
      OCTO_AVX2(VecDotTileIq4XsAvx2)},
     {GgmlType::kMXFP4, ActType::kQ8_0, DequantizeRowMxfp4, VecDotMxfp4, OCTO_AVX2(VecDotMxfp4Avx2), nullptr},
-    {GgmlType::kTQ1_0, ActType::kQ8_K, DequantizeRowTq1_0, VecDotTq1_0, OCTO_AVX2(VecDotTq1_0Lanes), nullptr},
+    {GgmlType::kTQ1_0, ActType::kQ8_K, DequantizeRowTq1_0, VecDotTq1_0, OCTO_AVX2(VecDotTq1_0Avx2), nullptr},
     {GgmlType::kTQ2_0, ActType::kQ8_K, DequantizeRowTq2_0, VecDotTq2_0, OCTO_AVX2(VecDotTq2_0Avx2), nullptr},
     {GgmlType::kIQ2_XXS, ActType::kQ8_K, DequantizeRowIq2Xxs, VecDotIq2Xxs, OCTO_AVX2(VecDotIq2XxsLanes), nullptr},
     {GgmlType::kIQ2_XS, ActType::kQ8_K, DequantizeRowIq2Xs, VecDotIq2Xs, OCTO_AVX2(VecDotIq2XsLanes), nullptr},

@@ -142,7 +142,8 @@ float VecDotQ5_1Avx2(const void* w, const void* x, int64_t cols);
 float VecDotQ8_0Avx2(const void* w, const void* x, int64_t cols);
 float VecDotIq4NlAvx2(const void* w, const void* x, int64_t cols);
 float VecDotMxfp4Avx2(const void* w, const void* x, int64_t cols);
-float VecDotTq2_0Avx2(const void* w, const void* x, int64_t cols);  // vec_dot_ternary_avx2.cc
+float VecDotTq1_0Avx2(const void* w, const void* x, int64_t cols);  // vec_dot_ternary_avx2.cc
+float VecDotTq2_0Avx2(const void* w, const void* x, int64_t cols);
 float VecDotQ2_KAvx2(const void* w, const void* x, int64_t cols);
 float VecDotQ3_KAvx2(const void* w, const void* x, int64_t cols);
 float VecDotQ4_KAvx2(const void* w, const void* x, int64_t cols);
