@@ -71,16 +71,19 @@ OCTO_HD inline int Q5Quant(const uint8_t* qs, const uint8_t* qh, int j) {
 template <GgmlType T>
 struct Decoder;
 
+OCTO_HD inline float FloatBits(uint32_t bits) {
+#if defined(__CUDA_ARCH__)
+  return __uint_as_float(bits);
+#else
+  return std::bit_cast<float>(bits);
+#endif
+}
+
 template <>
 struct Decoder<GgmlType::kF32> {
   static constexpr int kElements = 1, kBytes = 4;
   OCTO_HD static float Element(const uint8_t* p, int) {
-    const uint32_t bits = p[0] | (p[1] << 8) | (p[2] << 16) | (static_cast<uint32_t>(p[3]) << 24);
-#if defined(__CUDA_ARCH__)
-    return __uint_as_float(bits);
-#else
-    return std::bit_cast<float>(bits);
-#endif
+    return FloatBits(p[0] | (p[1] << 8) | (p[2] << 16) | (static_cast<uint32_t>(p[3]) << 24));
   }
 };
 
@@ -251,14 +254,6 @@ struct Decoder<GgmlType::kTQ2_0> {
 // MXFP4: the doubled E2M1 value times half the E8M0 scale, as ggml writes it.
 OCTO_HD constexpr int Mxfp4Level(int q) { return PackedLevel(0x0C08060403020100ull, 0xF4F8FAFCFDFEFF00ull, q); }
 static_assert(SameLevels(Mxfp4Level, cpu::kMxfp4Values));
-
-OCTO_HD inline float FloatBits(uint32_t bits) {
-#if defined(__CUDA_ARCH__)
-  return __uint_as_float(bits);
-#else
-  return std::bit_cast<float>(bits);
-#endif
-}
 
 template <>
 struct Decoder<GgmlType::kMXFP4> {
