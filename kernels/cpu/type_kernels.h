@@ -142,6 +142,11 @@ float VecDotQ5_1Avx2(const void* w, const void* x, int64_t cols);
 float VecDotQ8_0Avx2(const void* w, const void* x, int64_t cols);
 float VecDotIq4NlAvx2(const void* w, const void* x, int64_t cols);
 float VecDotMxfp4Avx2(const void* w, const void* x, int64_t cols);
+float VecDotIq2XxsAvx2(const void* w, const void* x, int64_t cols);  // vec_dot_iq_avx2.cc
+float VecDotIq2XsAvx2(const void* w, const void* x, int64_t cols);
+float VecDotIq2SAvx2(const void* w, const void* x, int64_t cols);
+float VecDotIq3XxsAvx2(const void* w, const void* x, int64_t cols);
+float VecDotIq3SAvx2(const void* w, const void* x, int64_t cols);
 float VecDotTq1_0Avx2(const void* w, const void* x, int64_t cols);  // vec_dot_ternary_avx2.cc
 float VecDotTq2_0Avx2(const void* w, const void* x, int64_t cols);
 float VecDotQ2_KAvx2(const void* w, const void* x, int64_t cols);
