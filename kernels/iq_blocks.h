@@ -19,6 +19,7 @@
 // Scale(block, g); IQ1's also Shift(block, g), the +-1 in its levels.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "kernels/host_device.h"
@@ -92,14 +93,11 @@ static __device__ const uint16_t kIq2SGridDevice[1024] = {OCTO_IQ2S_GRID_CODES};
 static __device__ const uint16_t kIq3XxsGridDevice[256] = {OCTO_IQ3XXS_GRID_CODES};
 static __device__ const uint16_t kIq3SGridDevice[512] = {OCTO_IQ3S_GRID_CODES};
 static __device__ const uint16_t kIq1SGridDevice[2048] = {OCTO_IQ1S_GRID_CODES};
-#define OCTO_IQ_GRID(name, i) (name##Device[i])
-#else
-#define OCTO_IQ_GRID(name, i) (name[i])
 #endif
 
-// Host or device, the grid entry's code.
+// Entry i of grid `name`: the host's array, or in device code its copy.
 #if defined(__CUDA_ARCH__)
-#define OCTO_IQ_ENTRY(name, i) OCTO_IQ_GRID(name, i)
+#define OCTO_IQ_ENTRY(name, i) (name##Device[i])
 #else
 #define OCTO_IQ_ENTRY(name, i) (name[i])
 #endif
@@ -249,6 +247,14 @@ struct Iq1MTraits {
   OCTO_HD static uint16_t DBits(const Block& b) {
     return static_cast<uint16_t>((ScaleWord(b, 0) >> 12) | ((ScaleWord(b, 1) >> 8) & 0x00F0) |
                                  ((ScaleWord(b, 2) >> 4) & 0x0F00) | (ScaleWord(b, 3) & 0xF000));
+  }
+  // Writes d's fp16 bits into the scale words' top nibbles (DBits' inverse;
+  // for blocks made by hand or at random).
+  static void SetDBits(uint8_t* block, uint16_t bits) {
+    uint8_t* scales = block + offsetof(Block, scales);
+    for (int k = 0; k < 4; ++k) {
+      scales[2 * k + 1] = static_cast<uint8_t>((scales[2 * k + 1] & 0x0F) | (((bits >> (4 * k)) & 0xF) << 4));
+    }
   }
   OCTO_HD static void Levels(const Block& b, int g, int* L) {
     const int qh = b.qh[2 * (g / 4) + (g % 4) / 2];

@@ -323,26 +323,32 @@ absl::StatusOr<std::string> ToolCallGrammar(ToolFormat format, std::span<const T
                                             const ToolChoice& choice) {
   ojson defs = ojson::object();
   ojson alternatives = ojson::array();
+  std::vector<size_t> used;  // the tools' indices
   for (size_t i = 0; i < tools.size(); ++i) {
     if (choice.mode == ToolChoice::Mode::kNamed && tools[i].name != choice.name) continue;
-    ojson own_defs = ojson::object();
-    ojson alone = CallSchema(format, tools[i], i, own_defs);
-    alone["$defs"] = own_defs;
-    // Each function's schema on its own first, so an error names its tool.
-    if (absl::StatusOr<std::string> converted = JsonSchemaToGrammar(alone); !converted.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("tools[", i, "].function.parameters: ", converted.status().message()));
-    }
     alternatives.push_back(CallSchema(format, tools[i], i, defs));
+    used.push_back(i);
   }
   if (alternatives.empty()) {
     return absl::InvalidArgumentError(absl::StrCat("tool_choice: no tool is named \"", choice.name.substr(0, 64), "\""));
   }
   ojson schema = alternatives.size() == 1 ? alternatives[0] : ojson{{"anyOf", alternatives}};
   schema["$defs"] = defs;
-  OCTO_ASSIGN_OR_RETURN(const std::string converted, JsonSchemaToGrammar(schema));
+  const absl::StatusOr<std::string> converted = JsonSchemaToGrammar(schema);
+  if (!converted.ok()) {
+    // Which function's schema: each on its own, so the error names its tool.
+    for (const size_t i : used) {
+      ojson own_defs = ojson::object();
+      ojson alone = CallSchema(format, tools[i], i, own_defs);
+      alone["$defs"] = own_defs;
+      if (absl::StatusOr<std::string> one = JsonSchemaToGrammar(alone); !one.ok()) {
+        return absl::InvalidArgumentError(absl::StrCat("tools[", i, "].function.parameters: ", one.status().message()));
+      }
+    }
+    return converted.status();
+  }
   const bool parallel = choice.parallel && format != ToolFormat::kLlama3;
-  return WrapCallGrammar(converted, CallSyntax(format, parallel));
+  return WrapCallGrammar(*converted, CallSyntax(format, parallel));
 }
 
 std::string LazyToolCallGrammar(ToolFormat format, std::span<const ToolFunction> tools, const ToolChoice& choice) {

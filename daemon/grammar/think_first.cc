@@ -21,14 +21,23 @@ std::string TextUntilRules(absl::string_view tag, absl::string_view name, absl::
   return rules;
 }
 
+namespace {
+
+// The thought, before a placeholder rule `then` that becomes a grammar's
+// root; parsed once.
+const absl::StatusOr<Grammar>& Thought() {
+  static const absl::StatusOr<Grammar>* const thought = new absl::StatusOr<Grammar>(Grammar::Parse(
+      absl::StrCat("root ::= [ \\t\\n]{0,4} \"", kThinkOpen, "\" think-0 | then\nthen ::= \"x\"\n",
+                   TextUntilRules(kThinkClose, "think", "[ \\t\\n]{0,8} then", false))));
+  return *thought;
+}
+
+}  // namespace
+
 Grammar ThinkFirst(Grammar grammar) {
   using Kind = GrammarElement::Kind;
-  // The thought, before a placeholder rule that becomes `grammar`'s root.
-  const std::string text = absl::StrCat("root ::= [ \\t\\n]{0,4} \"", kThinkOpen,
-                                        "\" think-0 | then\nthen ::= \"x\"\n",
-                                        TextUntilRules(kThinkClose, "think", "[ \\t\\n]{0,8} then", false));
-  absl::StatusOr<Grammar> thought = Grammar::Parse(text);
-  if (!thought.ok()) return grammar;  // not reached: the text above is fixed and parses
+  absl::StatusOr<Grammar> thought = Thought();  // a copy: its rules are renumbered into `grammar`
+  if (!thought.ok()) return grammar;  // not reached: the text is fixed and parses
   const uint32_t offset = static_cast<uint32_t>(grammar.rules.size());
   const int then = thought->Find("then");
   for (GrammarRule& rule : thought->rules) {

@@ -3,7 +3,6 @@
 // and the library builds with -ffp-contract=off, so no product is fused into
 // an add: the results are bit-identical to ggml's (which builds these without
 // FMA).
-#include <bit>
 #include <cstring>
 
 #include "kernels/cpu/quant_blocks.h"
@@ -232,7 +231,7 @@ void DequantizeRowTq2_0(const void* w, int64_t cols, float* out) {
 void DequantizeRowMxfp4(const void* w, int64_t cols, float* out) {
   const auto* blocks = static_cast<const BlockMxfp4*>(w);
   for (int64_t b = 0; b < cols / kQK; ++b, out += kQK) {
-    const float d = std::bit_cast<float>(E8M0HalfBits(blocks[b].e));
+    const float d = E8M0Half(blocks[b].e);
     for (int j = 0; j < kQK / 2; ++j) {
       out[j] = static_cast<float>(kMxfp4Values[blocks[b].qs[j] & 0xF]) * d;
       out[j + kQK / 2] = static_cast<float>(kMxfp4Values[blocks[b].qs[j] >> 4]) * d;

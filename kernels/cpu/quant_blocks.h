@@ -207,6 +207,8 @@ inline constexpr int8_t kMxfp4Values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, 
 OCTO_HD inline uint32_t E8M0HalfBits(uint8_t e) {
   return e < 2 ? 0x00200000u << e : static_cast<uint32_t>(e - 1) << 23;
 }
+// The same as a float (host code; block_decode.h's FloatBits on the device).
+inline float E8M0Half(uint8_t e) { return std::bit_cast<float>(E8M0HalfBits(e)); }
 
 // A Q8_0 activation row as MatMul keeps it: the ggml blocks, then (from byte
 // Q8_0SideOffset(cols)) one Q8_0Side per block, derived from the block: its

@@ -118,17 +118,9 @@ float VecDotIq3Xxs(const void* w, const void* x, int64_t cols);
 float VecDotIq3S(const void* w, const void* x, int64_t cols);
 float VecDotIq1S(const void* w, const void* x, int64_t cols);
 float VecDotIq1M(const void* w, const void* x, int64_t cols);
-float VecDotIq2XxsLanes(const void* w, const void* x, int64_t cols);  // ggml's AVX2 order
-float VecDotIq2XsLanes(const void* w, const void* x, int64_t cols);
-float VecDotIq2SLanes(const void* w, const void* x, int64_t cols);
-float VecDotIq3XxsLanes(const void* w, const void* x, int64_t cols);
-float VecDotIq3SLanes(const void* w, const void* x, int64_t cols);
+// IQ1's SIMD-build dots: ggml's AVX2 order, written in C++ (vec_dot_iq.cc).
 float VecDotIq1SLanes(const void* w, const void* x, int64_t cols);
 float VecDotIq1MLanes(const void* w, const void* x, int64_t cols);
-// The same sums in llama.cpp's AVX2 order (eight lanes; vec_dot_ternary.cc),
-// the SIMD builds' ternary dot.
-float VecDotTq1_0Lanes(const void* w, const void* x, int64_t cols);
-float VecDotTq2_0Lanes(const void* w, const void* x, int64_t cols);
 
 // --- AVX2 dot products (the same files with _avx2) ------------------------------
 #if defined(__x86_64__)

@@ -3,7 +3,8 @@
 // as ggml's CPU backend takes them: per block, sum over the groups of the
 // integer scale times sum(L * q8), exactly in integers; then
 // (d_w * d_x) * that, times the type's factor per block (IQ1) or once at
-// the end (the others); and the same sums in ggml's AVX2 order (Lanes).
+// the end (the others). The SIMD builds sum in ggml's AVX2 order: IQ2/IQ3 in
+// vec_dot_iq_avx2.cc, IQ1 in the lane-ordered C++ below.
 #include <cmath>
 #include <cstdint>
 #include <type_traits>
@@ -59,20 +60,17 @@ float VecDotIq(const void* w, const void* x, int64_t cols) {
   return T::kFactorPerBlock ? sum : T::kFactor * sum;
 }
 
-// ggml's AVX2 order, the SIMD builds' dot: eight int32 lanes per block,
-// lane m the scaled products ls * L * q8 of the elements at positions
-// 4m..4m+3 of every 32; lane by lane fma(d_w * d_x, lane, acc) over the
-// blocks; then factor * (((0 + 4) + (2 + 6)) + ((1 + 5) + (3 + 7))). IQ1
-// sums its +-1 shifts apart: IQ1_S in one float per row (d times the
-// block's integer sum), IQ1_M in eight more lanes; each times 1/8 at the end
-// beside the grid's lanes.
+// IQ1 in ggml's AVX2 order, the SIMD builds' dot: eight int32 lanes per
+// block, lane m the scaled grid products ls * t * q8 of the elements at
+// positions 4m..4m+3 of every 32; lane by lane fma(d_w * d_x, lane, acc)
+// over the blocks, then ((0 + 4) + (2 + 6)) + ((1 + 5) + (3 + 7)). The +-1/8
+// shifts are summed apart: IQ1_S's in one float per row (d times the
+// block's integer sum), IQ1_M's in eight more lanes; each times 1/8 at the
+// end beside the grid's lanes.
 float Sum8(const float* v) { return ((v[0] + v[4]) + (v[2] + v[6])) + ((v[1] + v[5]) + (v[3] + v[7])); }
 
 template <typename T>
-constexpr bool kIq1 = std::is_same_v<T, Iq1STraits> || std::is_same_v<T, Iq1MTraits>;
-
-template <typename T>
-float VecDotIqLanes(const void* w, const void* x, int64_t cols) {
+float VecDotIq1Lanes(const void* w, const void* x, int64_t cols) {
   const auto* wb = static_cast<const typename T::Block*>(w);
   const auto* xb = static_cast<const BlockQ8_K*>(x);
   float acc[8] = {}, acc_shift[8] = {};
@@ -84,26 +82,19 @@ float VecDotIqLanes(const void* w, const void* x, int64_t cols) {
       int L[8];
       T::Levels(wb[b], g, L);
       const int ls = T::Scale(wb[b], g);
+      const int shift = T::Shift(wb[b], g);
       const int8_t* q = xb[b].qs + 8 * g;
       const int m = 2 * (g % 4);  // a group's 8 weights fill lanes m and m + 1
-      if constexpr (kIq1<T>) {
-        const int shift = T::Shift(wb[b], g);
-        int grid[2] = {}, q_sum[2] = {};
-        for (int j = 0; j < 8; ++j) {
-          grid[j / 4] += ((L[j] - shift) >> 3) * q[j];  // L = 8t + shift
-          q_sum[j / 4] += q[j];
-        }
-        for (int h = 0; h < 2; ++h) {
-          lane[m + h] += ls * grid[h];
-          lane_shift[m + h] += ls * shift * q_sum[h];
-        }
-        shift_sum += ls * shift * (q_sum[0] + q_sum[1]);
-      } else {
-        int part[2] = {};
-        for (int j = 0; j < 8; ++j) part[j / 4] += L[j] * q[j];
-        lane[m] += ls * part[0];
-        lane[m + 1] += ls * part[1];
+      int grid[2] = {}, q_sum[2] = {};
+      for (int j = 0; j < 8; ++j) {
+        grid[j / 4] += ((L[j] - shift) >> 3) * q[j];  // L = 8t + shift
+        q_sum[j / 4] += q[j];
       }
+      for (int h = 0; h < 2; ++h) {
+        lane[m + h] += ls * grid[h];
+        lane_shift[m + h] += ls * shift * q_sum[h];
+      }
+      shift_sum += ls * shift * (q_sum[0] + q_sum[1]);
     }
     const float d = xb[b].d * Fp16ToFp32(T::DBits(wb[b]));
     for (int m = 0; m < 8; ++m) {
@@ -113,19 +104,13 @@ float VecDotIqLanes(const void* w, const void* x, int64_t cols) {
     shift_total = std::fma(d, static_cast<float>(shift_sum), shift_total);
   }
   if constexpr (std::is_same_v<T, Iq1STraits>) return Sum8(acc) + T::kFactor * shift_total;
-  if constexpr (std::is_same_v<T, Iq1MTraits>) return Sum8(acc) + T::kFactor * Sum8(acc_shift);
-  return T::kFactor * Sum8(acc);
+  return Sum8(acc) + T::kFactor * Sum8(acc_shift);
 }
 
 }  // namespace
 
-float VecDotIq2XxsLanes(const void* w, const void* x, int64_t cols) { return VecDotIqLanes<Iq2XxsTraits>(w, x, cols); }
-float VecDotIq2XsLanes(const void* w, const void* x, int64_t cols) { return VecDotIqLanes<Iq2XsTraits>(w, x, cols); }
-float VecDotIq2SLanes(const void* w, const void* x, int64_t cols) { return VecDotIqLanes<Iq2STraits>(w, x, cols); }
-float VecDotIq3XxsLanes(const void* w, const void* x, int64_t cols) { return VecDotIqLanes<Iq3XxsTraits>(w, x, cols); }
-float VecDotIq3SLanes(const void* w, const void* x, int64_t cols) { return VecDotIqLanes<Iq3STraits>(w, x, cols); }
-float VecDotIq1SLanes(const void* w, const void* x, int64_t cols) { return VecDotIqLanes<Iq1STraits>(w, x, cols); }
-float VecDotIq1MLanes(const void* w, const void* x, int64_t cols) { return VecDotIqLanes<Iq1MTraits>(w, x, cols); }
+float VecDotIq1SLanes(const void* w, const void* x, int64_t cols) { return VecDotIq1Lanes<Iq1STraits>(w, x, cols); }
+float VecDotIq1MLanes(const void* w, const void* x, int64_t cols) { return VecDotIq1Lanes<Iq1MTraits>(w, x, cols); }
 
 void DequantizeRowIq2Xxs(const void* w, int64_t cols, float* out) { DequantizeIq<Iq2XxsTraits>(w, cols, out); }
 void DequantizeRowIq2Xs(const void* w, int64_t cols, float* out) { DequantizeIq<Iq2XsTraits>(w, cols, out); }

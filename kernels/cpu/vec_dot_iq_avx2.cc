@@ -1,10 +1,9 @@
-// The IQ types' dots with Q8_K activations in AVX2, in ggml's AVX2 order
-// (so bit for bit the VecDot*Lanes of vec_dot_iq.cc): per 32 weights the
-// grid bytes (unsigned) times the activations with the weights' signs
-// moved onto them (maddubs), madd by the group's scale into eight int32
-// lanes, fma into float lanes per block, the type's factor at the end.
-// IQ1_S and IQ1_M (their +-1/8 shifts summed apart) use the lane-ordered
-// C++ dots so far.
+// The IQ2/IQ3 dots with Q8_K activations in AVX2, in ggml's AVX2 order (bit
+// for bit its results): per 32 weights the grid bytes (unsigned) times the
+// activations with the weights' signs moved onto them (maddubs), madd by the
+// group's scale into eight int32 lanes, fma into float lanes per block, the
+// type's factor at the end. IQ1_S and IQ1_M (their +-1/8 shifts summed
+// apart) use the lane-ordered C++ dots of vec_dot_iq.cc so far.
 #if defined(__x86_64__)
 
 #include <immintrin.h>

@@ -2,7 +2,6 @@
 // activations. Per block: the exact integer sum of q_w * q_x, then
 //   sum += (d_w * d_x) * isum            (Q4_0, Q5_0, Q8_0, IQ4_NL)
 //   sum += (d_w * d_x) * isum + m_w * s_x  (Q4_1, Q5_1: s_x = d_x * sum q_x)
-#include <bit>
 #include <cstring>
 
 #include "kernels/cpu/quant_blocks.h"
@@ -130,7 +129,7 @@ float VecDotIq4Nl(const void* w, const void* x, int64_t cols) {
 // MXFP4 as ggml's CPU backend: half the E8M0 scale times fp16(d_x).
 float VecDotMxfp4(const void* w, const void* x, int64_t cols) {
   return NibbleLevelDot<BlockMxfp4>(w, x, cols, kMxfp4Values, [](const BlockMxfp4& b, const BlockQ8_0& q) {
-    return std::bit_cast<float>(E8M0HalfBits(b.e)) * Fp16ToFp32(q.d);
+    return E8M0Half(b.e) * Fp16ToFp32(q.d);
   });
 }
 

@@ -15,8 +15,6 @@
 
 #include <immintrin.h>
 
-#include <bit>
-
 #include "kernels/cpu/avx2_blocks.h"
 #include "kernels/cpu/quant_blocks.h"
 #include "kernels/cpu/type_kernels.h"
@@ -156,7 +154,7 @@ float VecDotIq4NlAvx2(const void* w, const void* x, int64_t cols) {
 
 float VecDotMxfp4Avx2(const void* w, const void* x, int64_t cols) {
   return NibbleTableDotAvx2<BlockMxfp4>(w, x, cols, kMxfp4Values,
-                                        [](const BlockMxfp4& b) { return std::bit_cast<float>(E8M0HalfBits(b.e)); });
+                                        [](const BlockMxfp4& b) { return E8M0Half(b.e); });
 }
 
 }  // namespace octo::cpu

@@ -1,10 +1,9 @@
 // Dot products of the ternary types (TQ1_0, TQ2_0) with Q8_K activations,
 // as llama.cpp's CPU backend takes them: per 256-element block the trits
 // times the 8-bit activations summed exactly in integers, then
-// (float) sum * (d_w * d_x), blocks added in order.
+// (float) sum * (d_w * d_x), blocks added in order. The SIMD builds' dots
+// (vec_dot_ternary_avx2.cc) sum in ggml's AVX2 order instead.
 #include "kernels/cpu/type_kernels.h"
-
-#include <cmath>
 
 #include "kernels/cpu/quant_blocks.h"
 #include "kernels/half.h"
@@ -37,43 +36,7 @@ int Tq2BlockSum(const BlockTq2_0& b, const int8_t* q8) {
   return sum;
 }
 
-// llama.cpp's AVX2 order: eight int32 lanes per block, lane m holding the
-// products (t + 1) * q8 of the elements at positions 4m..4m+3 of every
-// 32-element run, less the activations of elements 32m..32m+31 (its bsums
-// 2m and 2m+1; the sum over the lanes is the block's exact sum); each lane
-// converted to float and multiplied by d_w * d_x, accumulated per lane over
-// the blocks, then added pairwise: ((0 + 4) + (2 + 6)) + ((1 + 5) + (3 + 7)).
-template <typename Trit>
-float LaneDot(int64_t blocks, const BlockQ8_K* x, Trit trit_and_scale) {
-  float lanes[8] = {};
-  for (int64_t b = 0; b < blocks; ++b) {
-    int32_t lane[8] = {};
-    for (int e = 0; e < kQKK; ++e) lane[(e % 32) / 4] += (trit_and_scale.Trit(b, e) + 1) * x[b].qs[e];
-    for (int m = 0; m < 8; ++m) lane[m] -= x[b].bsums[2 * m] + x[b].bsums[2 * m + 1];
-    const float d = x[b].d * trit_and_scale.Scale(b);
-    for (int m = 0; m < 8; ++m) lanes[m] = std::fma(static_cast<float>(lane[m]), d, lanes[m]);
-  }
-  return ((lanes[0] + lanes[4]) + (lanes[2] + lanes[6])) + ((lanes[1] + lanes[5]) + (lanes[3] + lanes[7]));
-}
-
-template <typename Block, int (*kTrit)(const Block&, int)>
-struct Trits {
-  const Block* w;
-  int Trit(int64_t b, int e) const { return kTrit(w[b], e); }
-  float Scale(int64_t b) const { return Fp16ToFp32(w[b].d); }
-};
-
 }  // namespace
-
-float VecDotTq1_0Lanes(const void* w, const void* x, int64_t cols) {
-  return LaneDot(cols / kQKK, static_cast<const BlockQ8_K*>(x),
-                 Trits<BlockTq1_0, Tq1Trit>{static_cast<const BlockTq1_0*>(w)});
-}
-
-float VecDotTq2_0Lanes(const void* w, const void* x, int64_t cols) {
-  return LaneDot(cols / kQKK, static_cast<const BlockQ8_K*>(x),
-                 Trits<BlockTq2_0, Tq2Trit>{static_cast<const BlockTq2_0*>(w)});
-}
 
 float VecDotTq1_0(const void* w, const void* x, int64_t cols) {
   const auto* wb = static_cast<const BlockTq1_0*>(w);

@@ -1,7 +1,9 @@
 // TQ1_0's and TQ2_0's dots with Q8_K activations in AVX2, in ggml's AVX2
-// order (so bit for bit VecDotTq*Lanes: see vec_dot_ternary.cc): t + 1
-// (0..2) times the quants through maddubs, 16-bit pair sums less the bsums,
-// madd into eight int32 lanes, fma into the float lanes per block.
+// order (bit for bit its results): t + 1 (0..2) times the quants through
+// maddubs, 16-bit pair sums less the bsums, madd into eight int32 lanes
+// (lane m: the elements at positions 4m..4m+3 of every 32), fma of each
+// lane times d_x * d_w into float lanes per block, the lanes added pairwise
+// at the end (HorizontalSum).
 #if defined(__x86_64__)
 
 #include <immintrin.h>
@@ -50,18 +52,16 @@ float VecDotTq1_0Avx2(const void* w, const void* x, int64_t cols) {
     const __m256i head = Load256(blk.qs);
     for (int n = 0; n < 5; ++n) sum = AddProducts(sum, Tq1Digits(head, kPow3[n]), q8 + 32 * n);
     // qs[32..48): digit n is elements 160 + 16n..; qh: digit n of qh[m] is 240 + 4n + m.
-    const __m128i tail = Load128(blk.qs + 32);
-    const __m256i tail_digits[2] = {Tq1Digits(_mm256_set_m128i(tail, tail), 1), Tq1Digits(_mm256_set_m128i(tail, tail), 9)};
-    const __m256i tail_odd[2] = {Tq1Digits(_mm256_set_m128i(tail, tail), 3), Tq1Digits(_mm256_set_m128i(tail, tail), 27)};
+    const __m256i tail = BothLanes(Load128(blk.qs + 32));
     // [digit 0 | digit 1], [digit 2 | digit 3] of the 16 tail bytes.
-    sum = AddProducts(sum, _mm256_blend_epi32(tail_digits[0], tail_odd[0], 0xF0), q8 + 160);
-    sum = AddProducts(sum, _mm256_blend_epi32(tail_digits[1], tail_odd[1], 0xF0), q8 + 192);
+    sum = AddProducts(sum, _mm256_blend_epi32(Tq1Digits(tail, 1), Tq1Digits(tail, 3), 0xF0), q8 + 160);
+    sum = AddProducts(sum, _mm256_blend_epi32(Tq1Digits(tail, 9), Tq1Digits(tail, 27), 0xF0), q8 + 192);
     alignas(16) uint8_t qh_digits[16];
     for (int n = 0; n < 4; ++n) {
       for (int m = 0; m < 4; ++m) qh_digits[4 * n + m] = static_cast<uint8_t>(Tq1Digit(blk.qh[m], n));
     }
     const __m256i last = _mm256_set_m128i(_mm_load_si128(reinterpret_cast<const __m128i*>(qh_digits)),
-                                          _mm256_castsi256_si128(Tq1Digits(_mm256_set_m128i(tail, tail), 81)));
+                                          _mm256_castsi256_si128(Tq1Digits(tail, 81)));
     sum = AddProducts(sum, last, q8 + 224);
     sum = _mm256_sub_epi16(sum, Load256(xb[b].bsums));
     sum = _mm256_madd_epi16(sum, _mm256_set1_epi16(1));

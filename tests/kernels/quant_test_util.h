@@ -81,10 +81,8 @@ inline std::vector<uint8_t> RandomWeights(GgmlType type, int64_t rows, int64_t c
       std::memcpy(bytes.data() + blk * info.type_size + offset, &scale, 2);
     }
     if (type == GgmlType::kMXFP4) bytes[blk * info.type_size] = static_cast<uint8_t>(117 + rng() % 4);  // E8M0 scale
-    if (type == GgmlType::kIQ1_M) {  // d's fp16 bits in the top nibbles of the four scale words
-      const uint16_t scale = RandomScale(rng);
-      uint8_t* words = bytes.data() + blk * info.type_size + offsetof(octo::cpu::BlockIq1M, scales);
-      for (int k = 0; k < 4; ++k) words[2 * k + 1] = static_cast<uint8_t>((words[2 * k + 1] & 0x0F) | (((scale >> (4 * k)) & 0xF) << 4));
+    if (type == GgmlType::kIQ1_M) {  // d's fp16 bits in the scale words' top nibbles
+      octo::cpu::iq::Iq1MTraits::SetDBits(bytes.data() + blk * info.type_size, RandomScale(rng));
     }
   }
   return bytes;

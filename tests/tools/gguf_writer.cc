@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "kernels/iq_blocks.h"
 #include "storage/status_macros.h"
 
 namespace octo::testing {
@@ -365,16 +366,6 @@ constexpr ScaleLayout kScaleLayouts[] = {
     {GgmlType::kIQ1_M, -1, -1, 1.5e-3f, 4.5e-3f, 0, 0},      // d in the scale words' top nibbles
 };
 
-// IQ1_M keeps d's fp16 bits in the top nibble of its four scale words
-// (bytes 48..55), 4 bits a word, lowest first.
-void PutIq1MScale(uint8_t* block, float value) {
-  const uint16_t bits = FloatToHalf(value);
-  for (int k = 0; k < 4; ++k) {
-    uint8_t& high = block[48 + 2 * k + 1];
-    high = static_cast<uint8_t>((high & 0x0F) | (((bits >> (4 * k)) & 0xF) << 4));
-  }
-}
-
 // TQ2_0 stores t + 1 in two bits: 3 is no trit; make it 1 (t = 0).
 void FixTq2Pairs(uint8_t* block) {
   for (int i = 0; i < 64; ++i) {
@@ -428,7 +419,7 @@ absl::Status FillRandomBlocks(const GgmlTypeInfo& type, std::span<uint8_t> out, 
       uint8_t* block = out.data() + at;
       const float d = rng.Uniform(layout.d_lo, layout.d_hi);
       if (layout.d_offset >= 0) PutHalf(block + layout.d_offset, d);
-      if (type.type == GgmlType::kIQ1_M) PutIq1MScale(block, d);
+      if (type.type == GgmlType::kIQ1_M) cpu::iq::Iq1MTraits::SetDBits(block, FloatToHalf(d));
       if (type.type == GgmlType::kTQ2_0) FixTq2Pairs(block);
       if (layout.min_offset >= 0) PutHalf(block + layout.min_offset, d * rng.Uniform(layout.min_lo, layout.min_hi));
     }
