@@ -74,9 +74,8 @@ inline absl::Status CheckRopeArgs(const float* x, const int32_t* positions, int 
   return absl::OkStatus();
 }
 
-inline absl::Status CheckAttentionArgs(const float* q, const uint16_t* k_cache,
-                                       const uint16_t* v_cache, const float* out,
-                                       const AttentionParams& p) {
+inline absl::Status CheckAttentionArgs(const float* q, const void* k_cache, const void* v_cache,
+                                       const float* out, const AttentionParams& p) {
   absl::Status null = CheckNotNull(
       "Attention", {{"q", q}, {"k_cache", k_cache}, {"v_cache", v_cache}, {"out", out}});
   if (!null.ok()) return null;
@@ -99,6 +98,11 @@ inline absl::Status CheckAttentionArgs(const float* q, const uint16_t* k_cache,
     return absl::InvalidArgumentError(
         absl::StrFormat("Attention: scale (%g) must be finite", p.scale));
   }
+  const int64_t kv_dim = static_cast<int64_t>(p.n_kv_heads) * p.head_dim;
+  absl::Status k_type = KvRowCheck("Attention: types.k", p.types.k, kv_dim);
+  if (!k_type.ok()) return k_type;
+  absl::Status v_type = KvRowCheck("Attention: types.v", p.types.v, kv_dim);
+  if (!v_type.ok()) return v_type;
   // tree_mask itself is not read: it is device memory for the CUDA op.
   if (p.tree_mask != nullptr) {
     if (p.n_tokens > kMaxTreeAttentionRows) {
@@ -225,7 +229,8 @@ inline absl::Status CheckAddBiasArgs(const float* x, const float* bias, int n_ro
 }
 
 inline absl::Status CheckKvAppendArgs(const float* k, const float* v, int n_tokens, int kv_dim,
-                                      const uint16_t* k_cache, const uint16_t* v_cache, int first_pos) {
+                                      const void* k_cache, const void* v_cache, int first_pos,
+                                      KvCacheTypes types) {
   absl::Status null =
       CheckNotNull("KvAppend", {{"k", k}, {"v", v}, {"k_cache", k_cache}, {"v_cache", v_cache}});
   if (!null.ok()) return null;
@@ -237,7 +242,9 @@ inline absl::Status CheckKvAppendArgs(const float* k, const float* v, int n_toke
     return absl::InvalidArgumentError(absl::StrFormat(
         "KvAppend: first_pos (%d) must be >= 0 and first_pos + n_tokens (%d) fit in an int", first_pos, n_tokens));
   }
-  return absl::OkStatus();
+  absl::Status k_type = KvRowCheck("KvAppend: types.k", types.k, kv_dim);
+  if (!k_type.ok()) return k_type;
+  return KvRowCheck("KvAppend: types.v", types.v, kv_dim);
 }
 
 // MatMulExperts' shapes (both backends; the CPU also checks the ids). Returns

@@ -37,6 +37,7 @@
 #include <span>
 
 #include "absl/status/status.h"
+#include "kernels/kv_types.h"
 #include "storage/ggml_type.h"
 
 // The CUDA stream parameter. This header is included by code built without
@@ -353,8 +354,9 @@ inline constexpr int kMaxTreeAttentionRows = 64;
 // new queries of one sequence over its KV cache, which already holds their
 // keys and values.
 //   q   (n_tokens, n_heads * head_dim) fp32
-//   k_cache, v_cache (>= first_pos + n_tokens, n_kv_heads * head_dim) fp16
-//       bits (kernels/half.h); row p is position p.
+//   k_cache, v_cache (>= first_pos + n_tokens, n_kv_heads * head_dim) in
+//       the cache types p.types.k and p.types.v (kernels/kv_blocks.h: fp16
+//       bits, or Q8_0/Q4_0/Q4_1 blocks); row p is position p.
 //   out (n_tokens, n_heads * head_dim) fp32
 // Query t sits at position first_pos + t and sees cache rows
 // 0..first_pos + t. Head h reads kv head h / (n_heads / n_kv_heads).
@@ -371,6 +373,12 @@ inline constexpr int kMaxTreeAttentionRows = 64;
 // help: the reference came from the path without it. Simd::kAvx2 changes
 // only the summation order of the dot and fuses the multiply-adds of the
 // value sum.
+// A quantized cache: each key or value is its block's decoded float
+// (block_decode.h), in place of the fp16 one; q is still rounded to fp16
+// (not to Q8_0 as llama.cpp's quantized dot would: the scores are then the
+// decoded keys' exact float dot, which is all the cache type costs). Over
+// a quantized V the softmax weights stay fp32 (llama.cpp's flash-attention
+// path, the one a quantized V needs there, keeps them so too).
 //
 // Work: one task per (token, head) on exec.pool; out[t][h] depends only on
 // q[t][h] and the cache rows it sees (0..first_pos + t when causal), so it
@@ -417,10 +425,11 @@ struct AttentionParams {
   float scale = 0;      // usually 1 / sqrt(head_dim)
   const uint64_t* tree_mask = nullptr;  // (n_tokens) or nullptr: causal
   int tree_base = 0;    // with tree_mask: the cache row of mask bit 0
+  KvCacheTypes types;   // the caches' encodings; rows of n_kv_heads * head_dim values
 };
 namespace cpu {
-absl::Status Attention(const float* q, const uint16_t* k_cache, const uint16_t* v_cache,
-                       float* out, const AttentionParams& p, const Exec& exec);
+absl::Status Attention(const float* q, const void* k_cache, const void* v_cache, float* out,
+                       const AttentionParams& p, const Exec& exec);
 }  // namespace cpu
 // CUDA (kernels/cuda/attention.cu), flash-decoding: the positions a query
 // sees are cut into splits of kAttentionSplit; one block per (token, head,
@@ -443,26 +452,30 @@ inline constexpr int kMaxCudaHeadDim = 256;
 inline constexpr int kAttentionSplit = 256;
 namespace cuda {
 size_t AttentionScratchBytes(const AttentionParams& p);
-absl::Status Attention(const float* q, const uint16_t* k_cache, const uint16_t* v_cache, float* out,
+absl::Status Attention(const float* q, const void* k_cache, const void* v_cache, float* out,
                        const AttentionParams& p, const Exec& exec);
 }  // namespace cuda
 
 // --- KvAppend (kernels/cpu/kv_append.cc) ---------------------------------------
-// Stores n_tokens new rows of keys and values, rounded to fp16 (nearest,
-// ties to even), at cache rows first_pos .. first_pos + n_tokens - 1:
+// Stores n_tokens new rows of keys and values at cache rows first_pos ..
+// first_pos + n_tokens - 1, encoded as types.k and types.v
+// (kernels/kv_blocks.h: fp16 rounded to nearest, ties to even; or Q8_0,
+// Q4_0, Q4_1 blocks):
 //   k, v (n_tokens, kv_dim) fp32; k_cache, v_cache (>= first_pos + n_tokens,
-//   kv_dim) fp16 bits. Both backends give the same bits, except that a NaN
-//   is some fp16 NaN (the CPU keeps its sign, as F16C does; CUDA's
-//   conversion gives its canonical NaN).
+//   kv_dim) in those types. Both backends give the same bytes, except that
+//   a NaN is some fp16 NaN (the CPU keeps its sign, as F16C does; CUDA's
+//   conversion gives its canonical NaN); a quantized block holding a NaN or
+//   an infinity has unspecified bytes.
 // Preconditions (INVALID_ARGUMENT): pointers non-null, n_tokens and kv_dim
-// positive, first_pos >= 0 (the caches' size is not checkable here).
+// positive, first_pos >= 0, each type a cache type whose blocks divide
+// kv_dim (KvRowCheck; the caches' size is not checkable here).
 namespace cpu {
-absl::Status KvAppend(const float* k, const float* v, int n_tokens, int kv_dim, uint16_t* k_cache,
-                      uint16_t* v_cache, int first_pos);
+absl::Status KvAppend(const float* k, const float* v, int n_tokens, int kv_dim, void* k_cache, void* v_cache,
+                      int first_pos, KvCacheTypes types);
 }  // namespace cpu
 namespace cuda {
-absl::Status KvAppend(const float* k, const float* v, int n_tokens, int kv_dim, uint16_t* k_cache,
-                      uint16_t* v_cache, int first_pos, StreamHandle stream);
+absl::Status KvAppend(const float* k, const float* v, int n_tokens, int kv_dim, void* k_cache, void* v_cache,
+                      int first_pos, KvCacheTypes types, StreamHandle stream);
 }  // namespace cuda
 
 // --- SiluMul (kernels/cpu/silu_mul.cc) -----------------------------------------

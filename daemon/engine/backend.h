@@ -120,9 +120,9 @@ class Backend {
   // two Rope calls; CUDA rotates both in one launch, bit for bit the same.
   virtual absl::Status RopeQK(float* q, float* k, const int32_t* positions, int n_tokens, const RopeParams& q_params,
                               int k_heads);
-  virtual absl::Status KvAppend(const float* k, const float* v, int n_tokens, int kv_dim, uint16_t* k_cache,
-                                uint16_t* v_cache, int first_pos) = 0;
-  virtual absl::Status Attention(const float* q, const uint16_t* k_cache, const uint16_t* v_cache, float* out,
+  virtual absl::Status KvAppend(const float* k, const float* v, int n_tokens, int kv_dim, void* k_cache,
+                                void* v_cache, int first_pos, KvCacheTypes types) = 0;
+  virtual absl::Status Attention(const float* q, const void* k_cache, const void* v_cache, float* out,
                                  const AttentionParams& p) = 0;
   virtual absl::Status SiluMul(const float* gate, const float* up, float* out, int64_t n) = 0;
   virtual absl::Status Add(const float* a, const float* b, float* out, int64_t n) = 0;

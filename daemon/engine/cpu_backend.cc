@@ -82,11 +82,11 @@ absl::Status CpuBackend::MatMulExperts(const WeightMatrix& w, const int32_t* exp
 absl::Status CpuBackend::Rope(float* x, const int32_t* positions, int n_tokens, const RopeParams& p) {
   return cpu::Rope(x, positions, n_tokens, p);
 }
-absl::Status CpuBackend::KvAppend(const float* k, const float* v, int n_tokens, int kv_dim, uint16_t* k_cache,
-                                  uint16_t* v_cache, int first_pos) {
-  return cpu::KvAppend(k, v, n_tokens, kv_dim, k_cache, v_cache, first_pos);
+absl::Status CpuBackend::KvAppend(const float* k, const float* v, int n_tokens, int kv_dim, void* k_cache,
+                                  void* v_cache, int first_pos, KvCacheTypes types) {
+  return cpu::KvAppend(k, v, n_tokens, kv_dim, k_cache, v_cache, first_pos, types);
 }
-absl::Status CpuBackend::Attention(const float* q, const uint16_t* k_cache, const uint16_t* v_cache, float* out,
+absl::Status CpuBackend::Attention(const float* q, const void* k_cache, const void* v_cache, float* out,
                                    const AttentionParams& p) {
   return cpu::Attention(q, k_cache, v_cache, out, p, exec_);
 }

@@ -33,9 +33,9 @@ class CpuBackend : public Backend {
   absl::Status MatMulExperts(const WeightMatrix& w, const int32_t* expert_ids, const float* x, float* out,
                              const MatMulExpertsParams& p) override;
   absl::Status Rope(float* x, const int32_t* positions, int n_tokens, const RopeParams& p) override;
-  absl::Status KvAppend(const float* k, const float* v, int n_tokens, int kv_dim, uint16_t* k_cache,
-                        uint16_t* v_cache, int first_pos) override;
-  absl::Status Attention(const float* q, const uint16_t* k_cache, const uint16_t* v_cache, float* out,
+  absl::Status KvAppend(const float* k, const float* v, int n_tokens, int kv_dim, void* k_cache,
+                        void* v_cache, int first_pos, KvCacheTypes types) override;
+  absl::Status Attention(const float* q, const void* k_cache, const void* v_cache, float* out,
                          const AttentionParams& p) override;
   absl::Status SiluMul(const float* gate, const float* up, float* out, int64_t n) override;
   absl::Status Add(const float* a, const float* b, float* out, int64_t n) override;

@@ -205,23 +205,24 @@ absl::Status ForwardLlama(const ModelView& model, std::span<const SequenceStep> 
       }
       // RoPE on q and k.
       OCTO_RETURN_IF_ERROR(backend.RopeQK(s.q.data(), s.k.data(), s.pos.data(), n, rope_q, static_cast<int>(c.n_kv_heads)));
-      // Append k, v to each sequence's cache (fp16), then attend over it.
+      // Append k, v to each sequence's cache (in its types), then attend over it.
       for (int b = 0, row = 0; b < static_cast<int>(batch.size()); ++b) {
         const SequenceStep& step = batch[b];
         const int n_new = static_cast<int>(step.tokens.size());
         const int first_pos = step.kv->size();
-        uint16_t* k_cache = step.kv->keys(static_cast<int>(layer));
-        uint16_t* v_cache = step.kv->values(static_cast<int>(layer));
+        uint8_t* k_cache = step.kv->keys(static_cast<int>(layer));
+        uint8_t* v_cache = step.kv->values(static_cast<int>(layer));
         OCTO_RETURN_IF_ERROR(backend.KvAppend(s.k.data() + static_cast<size_t>(row) * kv_dim,
                                               s.v.data() + static_cast<size_t>(row) * kv_dim, n_new, kv_dim, k_cache,
-                                              v_cache, first_pos));
+                                              v_cache, first_pos, step.kv->types()));
         const bool tree = !step.tree_mask.empty();
         const AttentionParams ap{.n_tokens = n_new, .first_pos = first_pos,
                                  .n_heads = static_cast<int>(c.n_heads),
                                  .n_kv_heads = static_cast<int>(c.n_kv_heads), .head_dim = head_dim,
                                  .scale = 1.0f / std::sqrt(static_cast<float>(head_dim)),
                                  .tree_mask = tree ? s.tree_mask.data() + row : nullptr,
-                                 .tree_base = tree ? step.tree_base : 0};
+                                 .tree_base = tree ? step.tree_base : 0,
+                                 .types = step.kv->types()};
         OCTO_RETURN_IF_ERROR(backend.Attention(s.q.data() + static_cast<size_t>(row) * q_dim, k_cache, v_cache,
                                                s.att.data() + static_cast<size_t>(row) * q_dim, ap));
         row += n_new;

@@ -8,9 +8,12 @@
 
 namespace octo {
 
-KvCache::KvCache(const ModelConfig& config, int max_positions, std::shared_ptr<Backend> backend)
+KvCache::KvCache(const ModelConfig& config, int max_positions, std::shared_ptr<Backend> backend, KvCacheTypes types)
     : n_layers_(static_cast<int>(config.n_layers)),
       row_elements_(static_cast<int>(config.n_kv_heads * config.head_dim)),
+      types_(types),
+      k_row_bytes_(RowBytes(types.k, row_elements_)),
+      v_row_bytes_(RowBytes(types.v, row_elements_)),
       max_positions_(max_positions),
       backend_(std::move(backend)) {
   for (uint32_t l = 0; l < config.n_layers; ++l) {
@@ -84,7 +87,7 @@ int KvCache::CapacityFor(int positions) const {
 
 uint64_t KvCache::BytesAfterReserve(int n) const {
   const int capacity = CapacityFor(std::min(size_ + std::max(n, 0), max_positions_));
-  return static_cast<uint64_t>(n_kv_layers_) * 2 * capacity * row_elements_ * sizeof(uint16_t) +
+  return PositionBytes() * capacity +
          (kSnapshotCopy + 1) * CopyFloats() * sizeof(float);
 }
 
@@ -96,17 +99,18 @@ absl::Status KvCache::Reserve(int n) {
   if (recurrent() && recurrent_.size() == 0) OCTO_RETURN_IF_ERROR(AllocateRecurrent());
   if (size_ + n <= capacity_ || n_kv_layers_ == 0) return absl::OkStatus();
   const int new_capacity = CapacityFor(size_ + n);
-  absl::StatusOr<BackendBuffer> grown =
-      backend_->Allocate(static_cast<size_t>(n_kv_layers_) * 2 * new_capacity * row_elements_ * sizeof(uint16_t));
+  absl::StatusOr<BackendBuffer> grown = backend_->Allocate(PositionBytes() * new_capacity);
   if (!grown.ok()) return grown.status();
-  const size_t used = static_cast<size_t>(size_) * row_elements_;
-  for (int l = 0; l < n_kv_layers_ && used > 0; ++l) {
-    for (int kind = 0; kind < 2; ++kind) {
-      const uint16_t* from = data_.as<uint16_t>() + (static_cast<size_t>(l) * 2 + kind) * capacity_ * row_elements_;
-      uint16_t* to = grown->as<uint16_t>() + (static_cast<size_t>(l) * 2 + kind) * new_capacity * row_elements_;
-      absl::Status copied = backend_->Copy(to, from, used * sizeof(uint16_t));
-      if (!copied.ok()) return copied;
+  for (int l = 0; l < n_kv_layers_ && size_ > 0; ++l) {
+    // Layer l's keys, then its values, at the old and the new capacity.
+    const size_t from = static_cast<size_t>(l) * capacity_ * (k_row_bytes_ + v_row_bytes_);
+    const size_t to = static_cast<size_t>(l) * new_capacity * (k_row_bytes_ + v_row_bytes_);
+    absl::Status copied = backend_->Copy(grown->as<uint8_t>() + to, data_.as<uint8_t>() + from, size_ * k_row_bytes_);
+    if (copied.ok()) {
+      copied = backend_->Copy(grown->as<uint8_t>() + to + new_capacity * k_row_bytes_,
+                              data_.as<uint8_t>() + from + capacity_ * k_row_bytes_, size_ * v_row_bytes_);
     }
+    if (!copied.ok()) return copied;
   }
   data_ = std::move(*grown);
   capacity_ = new_capacity;
@@ -154,15 +158,14 @@ absl::Status KvCache::KeepRows(int base, std::span<const int> slots) {
   }
   // Ascending slots, each at or after its destination: no copy overwrites a
   // row still to be read.
-  const size_t row_bytes = static_cast<size_t>(row_elements_) * sizeof(uint16_t);
   for (size_t j = 0; j < slots.size(); ++j) {
     const int to = base + static_cast<int>(j);
     if (slots[j] == to) continue;
     for (int l = 0; l < n_layers_; ++l) {
       if (kv_slot_[l] < 0) continue;
-      const size_t from_at = static_cast<size_t>(slots[j]) * row_elements_, to_at = static_cast<size_t>(to) * row_elements_;
-      OCTO_RETURN_IF_ERROR(backend_->Copy(keys(l) + to_at, keys(l) + from_at, row_bytes));
-      OCTO_RETURN_IF_ERROR(backend_->Copy(values(l) + to_at, values(l) + from_at, row_bytes));
+      const auto from = static_cast<size_t>(slots[j]);
+      OCTO_RETURN_IF_ERROR(backend_->Copy(keys(l) + to * k_row_bytes_, keys(l) + from * k_row_bytes_, k_row_bytes_));
+      OCTO_RETURN_IF_ERROR(backend_->Copy(values(l) + to * v_row_bytes_, values(l) + from * v_row_bytes_, v_row_bytes_));
     }
   }
   size_ = base + static_cast<int>(slots.size());

@@ -1,10 +1,15 @@
 // KvCache: the keys and values one sequence (session) has computed so far.
 //
 // Layout, per layer: keys (capacity, n_kv_heads * head_dim) then values of
-// the same shape, both fp16 bit patterns (kernels/half.h), row p holding
-// position p. Why:
+// the same shape, row p holding position p, each in the cache's type
+// (kernels/kv_types.h): fp16 bit patterns by default, or GGUF Q8_0, Q4_0 or
+// Q4_1 blocks (--cache-type-k, --cache-type-v), keys and values each their
+// own. Why:
 //  - fp16 halves the memory of fp32 and is what llama.cpp stores by default,
-//    so our attention rounds as its does (kernels/ops.h, Attention);
+//    so our attention rounds as its does (kernels/ops.h, Attention); Q8_0
+//    halves it again and Q4_0 about quarters it, for longer contexts in the
+//    same memory. KvAppend encodes each new row as it is written and
+//    Attention decodes the rows it reads, so nothing converts the cache;
 //  - one contiguous block per layer and kind lets the attention kernel read
 //    a head's keys with a fixed stride and lets a sequence's cache be copied
 //    or dropped in one piece;
@@ -33,6 +38,7 @@
 
 #include "absl/status/status.h"
 #include "daemon/engine/backend.h"
+#include "kernels/kv_types.h"
 #include "storage/model_config.h"
 
 namespace octo {
@@ -44,13 +50,18 @@ class KvCache {
   // max_positions: the most positions this sequence may hold (the context
   // limit the caller grants it), <= config.context_length is not required.
   // The memory comes from `backend`, which the cache keeps alive.
-  KvCache(const ModelConfig& config, int max_positions, std::shared_ptr<Backend> backend);
+  // types: the keys' and values' encodings, checked by the caller against
+  // the rows (KvRowCheck).
+  KvCache(const ModelConfig& config, int max_positions, std::shared_ptr<Backend> backend, KvCacheTypes types = {});
 
   int size() const { return size_; }            // positions filled
   int capacity() const { return capacity_; }    // positions allocated
   int max_positions() const { return max_positions_; }
   int row_elements() const { return row_elements_; }  // n_kv_heads * head_dim
+  KvCacheTypes types() const { return types_; }
   uint64_t bytes() const;                        // memory held now
+  // Key and value bytes of one position over every attention layer.
+  uint64_t PositionBytes() const { return static_cast<uint64_t>(n_kv_layers_) * (k_row_bytes_ + v_row_bytes_); }
 
   // Makes room for `n` more positions. RESOURCE_EXHAUSTED naming the limit
   // when size() + n > max_positions(), or when the backend's memory runs
@@ -59,11 +70,11 @@ class KvCache {
   // bytes() after Reserve(n) succeeds (the cache grows in steps).
   uint64_t BytesAfterReserve(int n) const;
 
-  // Rows of layer `layer`: (capacity, row_elements).
-  uint16_t* keys(int layer) { return data_.as<uint16_t>() + LayerOffset(layer); }
-  uint16_t* values(int layer) { return keys(layer) + static_cast<size_t>(capacity_) * row_elements_; }
-  const uint16_t* keys(int layer) const { return data_.as<uint16_t>() + LayerOffset(layer); }
-  const uint16_t* values(int layer) const { return keys(layer) + static_cast<size_t>(capacity_) * row_elements_; }
+  // Rows of layer `layer`: (capacity, row_elements) in types().k and .v.
+  uint8_t* keys(int layer) { return data_.as<uint8_t>() + LayerOffset(layer); }
+  uint8_t* values(int layer) { return keys(layer) + static_cast<size_t>(capacity_) * k_row_bytes_; }
+  const uint8_t* keys(int layer) const { return data_.as<uint8_t>() + LayerOffset(layer); }
+  const uint8_t* values(int layer) const { return keys(layer) + static_cast<size_t>(capacity_) * k_row_bytes_; }
 
   // The forward pass wrote rows [size, size + n) of every layer (and the
   // next recurrent state): count them. checkpoint_rows > 0: the pass also
@@ -118,7 +129,7 @@ class KvCache {
  private:
   int CapacityFor(int positions) const;  // the capacity Reserve grows to
   size_t LayerOffset(int layer) const {
-    return static_cast<size_t>(kv_slot_[layer]) * 2 * capacity_ * row_elements_;
+    return static_cast<size_t>(kv_slot_[layer]) * capacity_ * (k_row_bytes_ + v_row_bytes_);
   }
   // The recurrent buffer holds three copies of every DeltaNet layer's conv
   // inputs and state: 0 and 1, the double buffer; kSnapshotCopy.
@@ -148,11 +159,13 @@ class KvCache {
   int checkpoint_pos_ = -1;        // its position; -1: none (or stale)
   int n_layers_ = 0;
   int row_elements_ = 0;
+  KvCacheTypes types_;
+  size_t k_row_bytes_ = 0, v_row_bytes_ = 0;
   int max_positions_ = 0;
   int capacity_ = 0;
   int size_ = 0;
   std::shared_ptr<Backend> backend_;
-  BackendBuffer data_;  // (n_layers, 2, capacity, row_elements)
+  BackendBuffer data_;  // per attention layer: keys (capacity, k_row_bytes), values (capacity, v_row_bytes)
 };
 
 }  // namespace octo

@@ -1,17 +1,21 @@
-// Causal or tree grouped-query attention over an fp16 KV cache, on the CPU.
+// Causal or tree grouped-query attention over a KV cache (fp16 or
+// quantized, kernels/kv_blocks.h), on the CPU.
 // Semantics and precision: kernels/ops.h.
 //
 // One task per (token, head): its output depends only on its query row and
 // the cache rows it sees, so the result is the same for any pool size, and a
 // token gets the same output whether it is decoded alone or in a prefill
 // batch. Each task scores every visible position (fp16 dot), takes the
-// softmax of the scores, then sums the value rows weighted by it.
+// softmax of the scores, then sums the value rows weighted by it. A
+// quantized cache's rows are decoded to float, kDecodeRows at a time, and go
+// through the same loops' float twins.
 //
 // The rows a query sees are runs of consecutive cache rows: one run for a
 // causal query, [0, tree_base) and then the stretches of its mask for a tree
 // query. Scoring and summing run by run gives the bits of one pass over the
 // same rows stored contiguously (attention_kernels.h), which is the tree
 // contract of ops.h.
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -22,27 +26,32 @@
 #include "kernels/cpu/softmax_row.h"
 #include "kernels/cpu/thread_pool.h"
 #include "kernels/half.h"
+#include "kernels/kv_blocks.h"
 #include "kernels/op_checks.h"
 #include "kernels/ops.h"
 
 namespace octo::cpu {
 namespace {
 
-void PortableScores(const float* q, const uint16_t* k, size_t row_stride, int n_ctx,
-                    int head_dim, float scale, float* att) {
+inline float Widen(uint16_t h) { return Fp16ToFp32(h); }
+inline float Widen(float x) { return x; }
+
+template <typename Row>
+void PortableScores(const float* q, const Row* k, size_t row_stride, int n_ctx, int head_dim, float scale,
+                    float* att) {
   for (int pos = 0; pos < n_ctx; ++pos) {
-    const uint16_t* k_row = k + pos * row_stride;
+    const Row* k_row = k + pos * row_stride;
     float dot = 0.0f;
-    for (int d = 0; d < head_dim; ++d) dot += q[d] * Fp16ToFp32(k_row[d]);
+    for (int d = 0; d < head_dim; ++d) dot += q[d] * Widen(k_row[d]);
     att[pos] = dot * scale;
   }
 }
 
-void PortableWeightedSum(const float* att, const uint16_t* v, size_t row_stride, int n_ctx,
-                         int head_dim, float* out) {
+template <typename Row>
+void PortableWeightedSum(const float* att, const Row* v, size_t row_stride, int n_ctx, int head_dim, float* out) {
   for (int pos = 0; pos < n_ctx; ++pos) {
-    const uint16_t* v_row = v + pos * row_stride;
-    for (int d = 0; d < head_dim; ++d) out[d] += att[pos] * Fp16ToFp32(v_row[d]);
+    const Row* v_row = v + pos * row_stride;
+    for (int d = 0; d < head_dim; ++d) out[d] += att[pos] * Widen(v_row[d]);
   }
 }
 
@@ -93,53 +102,112 @@ VisibleRows VisibleRowsOf(const AttentionParams& p, int t) {
   return rows;
 }
 
+// One kind (keys or values) of the cache, as one kv head reads it.
+struct HeadRows {
+  const uint8_t* data;  // cache row 0
+  size_t row_bytes;
+  GgmlType type;
+  int first;            // the head's first value within a row: kv_h * head_dim
+};
+
+// Rows a quantized run is decoded in, to float, before the float kernels.
+constexpr int kDecodeRows = 64;
+
+template <GgmlType T>
+void DecodeRows(const HeadRows& rows, int first_row, int n_rows, int head_dim, float* out) {
+  for (int r = 0; r < n_rows; ++r) {
+    const uint8_t* row = rows.data + static_cast<size_t>(first_row + r) * rows.row_bytes;
+    for (int d = 0; d < head_dim; ++d) out[r * head_dim + d] = kv_blocks::Element<T>(row, rows.first + d);
+  }
+}
+
+// out (n_rows, head_dim): the head's values of rows first_row.. decoded.
+void DecodeRows(const HeadRows& rows, int first_row, int n_rows, int head_dim, float* out) {
+  kv_blocks::Visit(rows.type, [&](auto type) { DecodeRows<type.value>(rows, first_row, n_rows, head_dim, out); });
+}
+
+// The fp16 bits of the head's part of row `row` (an F16 cache).
+const uint16_t* Fp16At(const HeadRows& rows, int row) {
+  return reinterpret_cast<const uint16_t*>(rows.data + static_cast<size_t>(row) * rows.row_bytes) + rows.first;
+}
+
+// Calls body(row_data, row_stride, first, n) over `run`: an F16 cache's rows
+// as they lie, a quantized one's decoded kDecodeRows at a time into
+// `decoded`; `first` counts from the run's start.
+template <typename Fp16Body, typename FloatBody>
+void ForRunRows(const HeadRows& rows, const VisibleRows::Run& run, int head_dim, float* decoded,
+                Fp16Body fp16_body, FloatBody float_body) {
+  if (rows.type == GgmlType::kF16) {
+    fp16_body(Fp16At(rows, run.first_row), rows.row_bytes / sizeof(uint16_t), 0, run.n_rows);
+    return;
+  }
+  for (int i = 0; i < run.n_rows; i += kDecodeRows) {
+    const int n = std::min(kDecodeRows, run.n_rows - i);
+    DecodeRows(rows, run.first_row + i, n, head_dim, decoded);
+    float_body(decoded, static_cast<size_t>(head_dim), i, n);
+  }
+}
+
 // One query head: out_head (head_dim) from q_head (head_dim) and the cache
 // rows `rows` of kv head kv_h.
-void AttendOneHead(const float* q_head, const uint16_t* k_cache, const uint16_t* v_cache,
-                   float* out_head, int kv_h, const VisibleRows& rows, const AttentionParams& p,
-                   const AttentionKernels& kernels) {
+void AttendOneHead(const float* q_head, const HeadRows& keys, const HeadRows& values, float* out_head,
+                   const VisibleRows& rows, const AttentionParams& p, const AttentionKernels& kernels) {
   const int head_dim = p.head_dim;
   const int n_ctx = rows.n_ctx;
-  const size_t row_stride = static_cast<size_t>(p.n_kv_heads) * head_dim;
-  const size_t kv_offset = static_cast<size_t>(kv_h) * head_dim;
-  auto row_at = [&](const uint16_t* cache, int row) {
-    return cache + row * row_stride + kv_offset;
-  };
-
-  std::vector<float> scratch(static_cast<size_t>(head_dim) + n_ctx);
+  const bool quantized = keys.type != GgmlType::kF16 || values.type != GgmlType::kF16;
+  std::vector<float> scratch(static_cast<size_t>(head_dim) + n_ctx +
+                             (quantized ? static_cast<size_t>(kDecodeRows) * head_dim : 0));
   float* q16 = scratch.data();  // (head_dim) q rounded to fp16, widened back
   float* att = q16 + head_dim;  // (n_ctx) scores, then weights, by logical position
+  float* decoded = att + n_ctx; // (kDecodeRows, head_dim) a quantized cache's rows
 
   // q is read in full before out is written: out may be q itself.
   for (int d = 0; d < head_dim; ++d) q16[d] = Fp16ToFp32(Fp32ToFp16(q_head[d]));
   int pos = 0;
   for (int r = 0; r < rows.n_runs; ++r) {
     const VisibleRows::Run& run = rows.runs[r];
-    kernels.scores(q16, row_at(k_cache, run.first_row), row_stride, run.n_rows, head_dim, p.scale,
-                   att + pos);
+    ForRunRows(
+        keys, run, head_dim, decoded,
+        [&](const uint16_t* k, size_t stride, int first, int n) {
+          kernels.scores(q16, k, stride, n, head_dim, p.scale, att + pos + first);
+        },
+        [&](const float* k, size_t stride, int first, int n) {
+          kernels.scores_f32(q16, k, stride, n, head_dim, p.scale, att + pos + first);
+        });
     pos += run.n_rows;
   }
   SoftmaxRow(att, n_ctx);
-  // The weights go to fp16 before the product with V, as llama.cpp's
+  // Over an fp16 V the weights go to fp16 before the product, as llama.cpp's
   // attention without flash attention rounds them (ops.h).
-  for (int i = 0; i < n_ctx; ++i) att[i] = Fp16ToFp32(Fp32ToFp16(att[i]));
+  if (values.type == GgmlType::kF16) {
+    for (int i = 0; i < n_ctx; ++i) att[i] = Fp16ToFp32(Fp32ToFp16(att[i]));
+  }
   // One sum over every run: each call continues the accumulators in out.
   for (int d = 0; d < head_dim; ++d) out_head[d] = 0.0f;
   pos = 0;
   for (int r = 0; r < rows.n_runs; ++r) {
     const VisibleRows::Run& run = rows.runs[r];
-    kernels.weighted_sum(att + pos, row_at(v_cache, run.first_row), row_stride, run.n_rows,
-                         head_dim, out_head);
+    ForRunRows(
+        values, run, head_dim, decoded,
+        [&](const uint16_t* v, size_t stride, int first, int n) {
+          kernels.weighted_sum(att + pos + first, v, stride, n, head_dim, out_head);
+        },
+        [&](const float* v, size_t stride, int first, int n) {
+          kernels.weighted_sum_f32(att + pos + first, v, stride, n, head_dim, out_head);
+        });
     pos += run.n_rows;
   }
 }
 
 }  // namespace
 
-AttentionKernels PortableAttentionKernels() { return {PortableScores, PortableWeightedSum}; }
+AttentionKernels PortableAttentionKernels() {
+  return {PortableScores<uint16_t>, PortableWeightedSum<uint16_t>, PortableScores<float>,
+          PortableWeightedSum<float>};
+}
 
-absl::Status Attention(const float* q, const uint16_t* k_cache, const uint16_t* v_cache,
-                       float* out, const AttentionParams& p, const Exec& exec) {
+absl::Status Attention(const float* q, const void* k_cache, const void* v_cache, float* out,
+                       const AttentionParams& p, const Exec& exec) {
   absl::Status args = CheckAttentionArgs(q, k_cache, v_cache, out, p);
   if (!args.ok()) return args;
   // The CPU can read the masks, so it refuses a query that sees no row of
@@ -156,14 +224,18 @@ absl::Status Attention(const float* q, const uint16_t* k_cache, const uint16_t* 
   const AttentionKernels kernels = PickKernels(exec.simd);
   const int group = p.n_heads / p.n_kv_heads;  // query heads per kv head
   const size_t q_row_stride = static_cast<size_t>(p.n_heads) * p.head_dim;
+  const int64_t kv_dim = static_cast<int64_t>(p.n_kv_heads) * p.head_dim;
+  const size_t k_row_bytes = RowBytes(p.types.k, kv_dim), v_row_bytes = RowBytes(p.types.v, kv_dim);
   auto task = [&](int64_t i) {
     // Last token first: in a prefill the later tokens see more rows, and
     // handing out the long tasks first keeps the threads evenly busy.
     const int t = p.n_tokens - 1 - static_cast<int>(i / p.n_heads);
     const int h = static_cast<int>(i % p.n_heads);
     const size_t offset = t * q_row_stride + static_cast<size_t>(h) * p.head_dim;
-    AttendOneHead(q + offset, k_cache, v_cache, out + offset, h / group, VisibleRowsOf(p, t), p,
-                  kernels);
+    const int first = h / group * p.head_dim;  // its kv head's first value in a row
+    const HeadRows keys{static_cast<const uint8_t*>(k_cache), k_row_bytes, p.types.k, first};
+    const HeadRows values{static_cast<const uint8_t*>(v_cache), v_row_bytes, p.types.v, first};
+    AttendOneHead(q + offset, keys, values, out + offset, VisibleRowsOf(p, t), p, kernels);
   };
 
   const int64_t n_tasks = static_cast<int64_t>(p.n_tokens) * p.n_heads;

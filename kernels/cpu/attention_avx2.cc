@@ -13,9 +13,14 @@
 namespace octo::cpu {
 namespace {
 
-inline __m256 LoadFp16x8(const uint16_t* p) {
+// Eight values of a row, widened to float: fp16 bits or (a decoded
+// quantized row) floats; and one.
+inline __m256 Load8(const uint16_t* p) {
   return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
 }
+inline __m256 Load8(const float* p) { return _mm256_loadu_ps(p); }
+inline float Load1(const uint16_t* p) { return _cvtsh_ss(*p); }
+inline float Load1(const float* p) { return *p; }
 
 inline float HorizontalSum(__m256 v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -27,27 +32,29 @@ inline float HorizontalSum(__m256 v) {
 // Four accumulators over 32-wide steps (to hide the FMA latency), then 8-wide
 // steps, then the scalar tail. The products are exact, so fusing them changes
 // nothing; the order of the sum is what differs from the portable loop.
-inline float Dot(const float* q, const uint16_t* k, int n) {
+template <typename Row>
+inline float Dot(const float* q, const Row* k, int n) {
   __m256 acc0 = _mm256_setzero_ps();
   __m256 acc1 = _mm256_setzero_ps();
   __m256 acc2 = _mm256_setzero_ps();
   __m256 acc3 = _mm256_setzero_ps();
   int d = 0;
   for (; d + 32 <= n; d += 32) {
-    acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + d), LoadFp16x8(k + d), acc0);
-    acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(q + d + 8), LoadFp16x8(k + d + 8), acc1);
-    acc2 = _mm256_fmadd_ps(_mm256_loadu_ps(q + d + 16), LoadFp16x8(k + d + 16), acc2);
-    acc3 = _mm256_fmadd_ps(_mm256_loadu_ps(q + d + 24), LoadFp16x8(k + d + 24), acc3);
+    acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + d), Load8(k + d), acc0);
+    acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(q + d + 8), Load8(k + d + 8), acc1);
+    acc2 = _mm256_fmadd_ps(_mm256_loadu_ps(q + d + 16), Load8(k + d + 16), acc2);
+    acc3 = _mm256_fmadd_ps(_mm256_loadu_ps(q + d + 24), Load8(k + d + 24), acc3);
   }
   for (; d + 8 <= n; d += 8) {
-    acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + d), LoadFp16x8(k + d), acc0);
+    acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + d), Load8(k + d), acc0);
   }
   float sum = HorizontalSum(_mm256_add_ps(_mm256_add_ps(acc0, acc1), _mm256_add_ps(acc2, acc3)));
-  for (; d < n; ++d) sum += q[d] * _cvtsh_ss(k[d]);
+  for (; d < n; ++d) sum += q[d] * Load1(k + d);
   return sum;
 }
 
-void ScoresAvx2(const float* q, const uint16_t* k, size_t row_stride, int n_ctx, int head_dim,
+template <typename Row>
+void ScoresAvx2(const float* q, const Row* k, size_t row_stride, int n_ctx, int head_dim,
                 float scale, float* att) {
   for (int pos = 0; pos < n_ctx; ++pos) att[pos] = Dot(q, k + pos * row_stride, head_dim) * scale;
 }
@@ -57,7 +64,8 @@ void ScoresAvx2(const float* q, const uint16_t* k, size_t row_stride, int n_ctx,
 // end, and each 64-byte piece of a value row is read once. Every element is
 // still summed in position order. The accumulators start from out (the
 // caller's +0.0 gives the bits setzero would).
-void WeightedSumAvx2(const float* att, const uint16_t* v, size_t row_stride, int n_ctx,
+template <typename Row>
+void WeightedSumAvx2(const float* att, const Row* v, size_t row_stride, int n_ctx,
                      int head_dim, float* out) {
   int d = 0;
   for (; d + 32 <= head_dim; d += 32) {
@@ -65,14 +73,14 @@ void WeightedSumAvx2(const float* att, const uint16_t* v, size_t row_stride, int
     __m256 acc1 = _mm256_loadu_ps(out + d + 8);
     __m256 acc2 = _mm256_loadu_ps(out + d + 16);
     __m256 acc3 = _mm256_loadu_ps(out + d + 24);
-    const uint16_t* v_d = v + d;
+    const Row* v_d = v + d;
     for (int pos = 0; pos < n_ctx; ++pos) {
       const __m256 a = _mm256_broadcast_ss(att + pos);
-      const uint16_t* row = v_d + pos * row_stride;
-      acc0 = _mm256_fmadd_ps(a, LoadFp16x8(row), acc0);
-      acc1 = _mm256_fmadd_ps(a, LoadFp16x8(row + 8), acc1);
-      acc2 = _mm256_fmadd_ps(a, LoadFp16x8(row + 16), acc2);
-      acc3 = _mm256_fmadd_ps(a, LoadFp16x8(row + 24), acc3);
+      const Row* row = v_d + pos * row_stride;
+      acc0 = _mm256_fmadd_ps(a, Load8(row), acc0);
+      acc1 = _mm256_fmadd_ps(a, Load8(row + 8), acc1);
+      acc2 = _mm256_fmadd_ps(a, Load8(row + 16), acc2);
+      acc3 = _mm256_fmadd_ps(a, Load8(row + 24), acc3);
     }
     _mm256_storeu_ps(out + d, acc0);
     _mm256_storeu_ps(out + d + 8, acc1);
@@ -82,7 +90,7 @@ void WeightedSumAvx2(const float* att, const uint16_t* v, size_t row_stride, int
   for (; d + 8 <= head_dim; d += 8) {
     __m256 acc = _mm256_loadu_ps(out + d);
     for (int pos = 0; pos < n_ctx; ++pos) {
-      acc = _mm256_fmadd_ps(_mm256_broadcast_ss(att + pos), LoadFp16x8(v + d + pos * row_stride),
+      acc = _mm256_fmadd_ps(_mm256_broadcast_ss(att + pos), Load8(v + d + pos * row_stride),
                             acc);
     }
     _mm256_storeu_ps(out + d, acc);
@@ -90,7 +98,7 @@ void WeightedSumAvx2(const float* att, const uint16_t* v, size_t row_stride, int
   for (; d < head_dim; ++d) {
     float acc = out[d];
     for (int pos = 0; pos < n_ctx; ++pos) {
-      acc = std::fma(att[pos], _cvtsh_ss(v[d + pos * row_stride]), acc);
+      acc = std::fma(att[pos], Load1(v + d + pos * row_stride), acc);
     }
     out[d] = acc;
   }
@@ -98,7 +106,9 @@ void WeightedSumAvx2(const float* att, const uint16_t* v, size_t row_stride, int
 
 }  // namespace
 
-AttentionKernels Avx2AttentionKernels() { return {ScoresAvx2, WeightedSumAvx2}; }
+AttentionKernels Avx2AttentionKernels() {
+  return {ScoresAvx2<uint16_t>, WeightedSumAvx2<uint16_t>, ScoresAvx2<float>, WeightedSumAvx2<float>};
+}
 
 }  // namespace octo::cpu
 

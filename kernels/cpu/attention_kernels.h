@@ -33,6 +33,12 @@ struct AttentionKernels {
   // bits of one call over all of them.
   void (*weighted_sum)(const float* att, const uint16_t* v, size_t row_stride, int n_ctx,
                        int head_dim, float* out);
+  // The same two over float rows: a quantized cache's rows, decoded
+  // (attention.cc). q need not hold fp16 values there.
+  void (*scores_f32)(const float* q, const float* k, size_t row_stride, int n_ctx, int head_dim,
+                     float scale, float* att);
+  void (*weighted_sum_f32)(const float* att, const float* v, size_t row_stride, int n_ctx,
+                           int head_dim, float* out);
 };
 
 // Index order, one float accumulator. Baseline x86-64.

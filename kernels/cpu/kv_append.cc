@@ -1,26 +1,42 @@
-// KvAppend on the CPU: new key and value rows into an fp16 cache.
-// Semantics: kernels/ops.h.
+// KvAppend on the CPU: new key and value rows into the cache, encoded as its
+// types (kernels/kv_blocks.h). Semantics: kernels/ops.h.
 #include <cstddef>
 #include <cstdint>
 
 #include "absl/status/status.h"
 #include "kernels/half.h"
+#include "kernels/kv_blocks.h"
 #include "kernels/op_checks.h"
 #include "kernels/ops.h"
 
 namespace octo::cpu {
+namespace {
 
-absl::Status KvAppend(const float* k, const float* v, int n_tokens, int kv_dim, uint16_t* k_cache,
-                      uint16_t* v_cache, int first_pos) {
-  absl::Status args = CheckKvAppendArgs(k, v, n_tokens, kv_dim, k_cache, v_cache, first_pos);
-  if (!args.ok()) return args;
-  const size_t n = static_cast<size_t>(n_tokens) * kv_dim;
-  uint16_t* k_rows = k_cache + static_cast<size_t>(first_pos) * kv_dim;  // (n_tokens, kv_dim)
-  uint16_t* v_rows = v_cache + static_cast<size_t>(first_pos) * kv_dim;
-  for (size_t i = 0; i < n; ++i) {
-    k_rows[i] = Fp32ToFp16(k[i]);
-    v_rows[i] = Fp32ToFp16(v[i]);
+// Rows [first_pos, first_pos + n_tokens) of one cache from x (n_tokens, kv_dim).
+void AppendRows(const float* x, int n_tokens, int kv_dim, GgmlType type, void* cache, int first_pos) {
+  const size_t row_bytes = RowBytes(type, kv_dim);
+  auto* rows = static_cast<uint8_t*>(cache) + static_cast<size_t>(first_pos) * row_bytes;
+  if (type == GgmlType::kF16) {
+    auto* halves = reinterpret_cast<uint16_t*>(rows);
+    for (size_t i = 0; i < static_cast<size_t>(n_tokens) * kv_dim; ++i) halves[i] = Fp32ToFp16(x[i]);
+    return;
   }
+  const int64_t units = kv_blocks::UnitsOf(type, kv_dim);
+  for (int t = 0; t < n_tokens; ++t) {
+    for (int64_t i = 0; i < units; ++i) {
+      kv_blocks::EncodeUnit(type, x + static_cast<size_t>(t) * kv_dim, rows + t * row_bytes, i);
+    }
+  }
+}
+
+}  // namespace
+
+absl::Status KvAppend(const float* k, const float* v, int n_tokens, int kv_dim, void* k_cache, void* v_cache,
+                      int first_pos, KvCacheTypes types) {
+  absl::Status args = CheckKvAppendArgs(k, v, n_tokens, kv_dim, k_cache, v_cache, first_pos, types);
+  if (!args.ok()) return args;
+  AppendRows(k, n_tokens, kv_dim, types.k, k_cache, first_pos);
+  AppendRows(v, n_tokens, kv_dim, types.v, v_cache, first_pos);
   return absl::OkStatus();
 }
 

@@ -1,4 +1,6 @@
-// Causal or tree grouped-query attention on CUDA, flash-decoding.
+// Causal or tree grouped-query attention on CUDA, flash-decoding, over an
+// fp16 or quantized KV cache (one instantiation of the split kernel per pair
+// of cache types).
 // Semantics, precision and preconditions: kernels/ops.h; the CPU twin is
 // kernels/cpu/attention.cc.
 //
@@ -43,6 +45,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
 #include "kernels/cuda/common.cuh"
+#include "kernels/kv_blocks.h"
 #include "kernels/op_checks.h"
 #include "kernels/ops.h"
 
@@ -95,8 +98,10 @@ __host__ __device__ __forceinline__ int64_t PairsBefore(const SplitLayout& layou
 // n_round_tokens) of the call, whose records start at `partials`.
 struct AttentionLaunch {
   const float* q;             // (n_tokens, n_heads * head_dim)
-  const uint16_t* k_cache;    // (rows the queries see, n_kv_heads * head_dim) fp16 bits
-  const uint16_t* v_cache;    // as k_cache
+  const uint8_t* k_cache;     // (rows the queries see, n_kv_heads * head_dim) as Types::kK
+  const uint8_t* v_cache;     // as k_cache, as Types::kV
+  int64_t k_row_bytes;
+  int64_t v_row_bytes;
   float* out;                 // (n_tokens, n_heads * head_dim)
   float* partials;            // the round's records, (pairs, n_heads, head_dim + 2)
   SplitLayout layout;
@@ -148,12 +153,20 @@ __device__ __forceinline__ float SplitBlockMax(float v) {
   return v;
 }
 
+// The keys' and values' cache types of one instantiation.
+template <GgmlType K, GgmlType V>
+struct CacheTypes {
+  static constexpr GgmlType kK = K, kV = V;
+};
+
 // One block per (pair, head) of the round: blockIdx.x = pair * n_heads +
 // head, pair counted from the round's first. Thread i scores positions i and
 // i + kSplitThreads of the split, each dot in dimension order (as the CPU's
 // portable loop: the same float scores); then owns dimensions i and i +
-// kSplitThreads of acc, summed in position order.
+// kSplitThreads of acc, summed in position order. Keys and values are read
+// with kv_blocks::Element, the CPU's decoder.
 // Launch: blockDim.x == kSplitThreads.
+template <typename Types>
 __global__ void __launch_bounds__(kSplitThreads) AttentionSplitKernel(AttentionLaunch a) {
   __shared__ float q16[kMaxHeadDim];  // (head_dim) q rounded to fp16, widened back
   __shared__ float p[kAttentionSplit];  // the split's scores, then exp(score - m)
@@ -198,12 +211,9 @@ __global__ void __launch_bounds__(kSplitThreads) AttentionSplitKernel(AttentionL
   for (int d = threadIdx.x; d < head_dim; d += kSplitThreads) q16[d] = ToFloat(FromFloat<__half>(q_head[d]));
   __syncthreads();  // q16 and tree_bits are written
 
-  const int kv_h = h / (a.n_heads / a.n_kv_heads);
-  const size_t row_stride = static_cast<size_t>(a.n_kv_heads) * head_dim;
-  const uint16_t* k_head = a.k_cache + static_cast<size_t>(kv_h) * head_dim;
-  const uint16_t* v_head = a.v_cache + static_cast<size_t>(kv_h) * head_dim;
+  const int first = h / (a.n_heads / a.n_kv_heads) * head_dim;  // its kv head's first value in a row
   // Position begin + i of the query lies in this cache row.
-  auto row_offset = [&](int i) { return static_cast<size_t>(RowOf(begin + i, contiguous, tree_bits)) * row_stride; };
+  auto row_of = [&](int i) { return static_cast<int64_t>(RowOf(begin + i, contiguous, tree_bits)); };
 
   // Scores (and their max, for the stats pass).
   float m = -INFINITY;
@@ -211,9 +221,9 @@ __global__ void __launch_bounds__(kSplitThreads) AttentionSplitKernel(AttentionL
   for (int j = 0; j < kPositionsPerThread; ++j) {
     const int i = threadIdx.x + j * kSplitThreads;
     if (i < n) {
-      const uint16_t* k_row = k_head + row_offset(i);
+      const uint8_t* k_row = a.k_cache + row_of(i) * a.k_row_bytes;
       float dot = 0.0f;
-      for (int d = 0; d < head_dim; ++d) dot += q16[d] * ToFloat(__ushort_as_half(k_row[d]));
+      for (int d = 0; d < head_dim; ++d) dot += q16[d] * kv_blocks::Element<Types::kK>(k_row, first + d);
       p[i] = dot * a.scale;
       m = fmaxf(m, p[i]);
     }
@@ -237,23 +247,27 @@ __global__ void __launch_bounds__(kSplitThreads) AttentionSplitKernel(AttentionL
     return;
   }
 
-  // Values: the normalized weights, rounded to fp16, then acc = sum_i p[i] * v[i]
-  // in position order. The norm kernel left (M, 1 / S) in split 0's record.
+  // Values: the normalized weights (rounded to fp16 over an fp16 V, as on the
+  // CPU), then acc = sum_i p[i] * v[i] in position order. The norm kernel
+  // left (M, 1 / S) in split 0's record.
   const float* norm = a.partials + (static_cast<size_t>(FirstRecordOf(a, t)) + h) * (head_dim + 2);
   const float max = norm[0], inv_sum = norm[1];
 #pragma unroll
   for (int j = 0; j < kPositionsPerThread; ++j) {
     const int i = threadIdx.x + j * kSplitThreads;
-    if (i < n) p[i] = ToFloat(FromFloat<__half>(expf(p[i] - max) * inv_sum));
+    if (i < n) {
+      const float w = expf(p[i] - max) * inv_sum;
+      p[i] = Types::kV == GgmlType::kF16 ? ToFloat(FromFloat<__half>(w)) : w;
+    }
   }
   __syncthreads();  // every p[i] is written
   float acc[kDimsPerThread] = {};
   for (int i = 0; i < n; ++i) {
-    const uint16_t* v_row = v_head + row_offset(i);
+    const uint8_t* v_row = a.v_cache + row_of(i) * a.v_row_bytes;
 #pragma unroll
     for (int j = 0; j < kDimsPerThread; ++j) {
       const int d = threadIdx.x + j * kSplitThreads;
-      if (d < head_dim) acc[j] += p[i] * ToFloat(__ushort_as_half(v_row[d]));
+      if (d < head_dim) acc[j] += p[i] * kv_blocks::Element<Types::kV>(v_row, first + d);
     }
   }
 #pragma unroll
@@ -343,7 +357,7 @@ size_t AttentionScratchBytes(const AttentionParams& p) {
   return RecordBytes(p, 0, p.n_tokens);
 }
 
-absl::Status Attention(const float* q, const uint16_t* k_cache, const uint16_t* v_cache, float* out,
+absl::Status Attention(const float* q, const void* k_cache, const void* v_cache, float* out,
                        const AttentionParams& p, const Exec& exec) {
   absl::Status args = CheckAttentionArgs(q, k_cache, v_cache, out, p);
   if (!args.ok()) return args;
@@ -369,9 +383,12 @@ absl::Status Attention(const float* q, const uint16_t* k_cache, const uint16_t* 
                         last_blocks / p.n_heads, p.n_heads, kMaxGridBlocks));
   }
 
+  const int64_t kv_dim = static_cast<int64_t>(p.n_kv_heads) * p.head_dim;
   AttentionLaunch a = {.q = q,
-                       .k_cache = k_cache,
-                       .v_cache = v_cache,
+                       .k_cache = static_cast<const uint8_t*>(k_cache),
+                       .v_cache = static_cast<const uint8_t*>(v_cache),
+                       .k_row_bytes = static_cast<int64_t>(RowBytes(p.types.k, kv_dim)),
+                       .v_row_bytes = static_cast<int64_t>(RowBytes(p.types.v, kv_dim)),
                        .out = out,
                        .partials = static_cast<float*>(exec.scratch),
                        .layout = LayoutOf(p),
@@ -397,11 +414,16 @@ absl::Status Attention(const float* q, const uint16_t* k_cache, const uint16_t* 
     const auto split_blocks = static_cast<unsigned>(SplitBlocks(p, a.first_token, end));
     const auto combine_blocks = static_cast<unsigned>(static_cast<int64_t>(a.n_round_tokens) * p.n_heads);
     // Each kernel reads what the one before wrote: stream order.
-    a.value_pass = false;
-    OCTO_LAUNCH(AttentionSplitKernel, split_blocks, kSplitThreads, 0, exec.stream, a);
-    OCTO_LAUNCH(AttentionNormKernel, combine_blocks, kWarpSize, 0, exec.stream, a);
-    a.value_pass = true;
-    OCTO_LAUNCH(AttentionSplitKernel, split_blocks, kSplitThreads, 0, exec.stream, a);
+    kv_blocks::Visit(p.types.k, [&](auto k) {
+      kv_blocks::Visit(p.types.v, [&](auto v) {
+        using Types = CacheTypes<decltype(k)::value, decltype(v)::value>;
+        a.value_pass = false;
+        OCTO_LAUNCH(AttentionSplitKernel<Types>, split_blocks, kSplitThreads, 0, exec.stream, a);
+        OCTO_LAUNCH(AttentionNormKernel, combine_blocks, kWarpSize, 0, exec.stream, a);
+        a.value_pass = true;
+        OCTO_LAUNCH(AttentionSplitKernel<Types>, split_blocks, kSplitThreads, 0, exec.stream, a);
+      });
+    });
     OCTO_LAUNCH(AttentionCombineKernel, combine_blocks, combine_threads, 0, exec.stream, a);
     a.first_token = end;
   }

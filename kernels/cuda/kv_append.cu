@@ -1,12 +1,14 @@
-// KvAppend on CUDA: new key and value rows into an fp16 cache, the same bits
-// as the CPU twin (kernels/cpu/kv_append.cc) for every non-NaN input.
-// Semantics and preconditions: kernels/ops.h.
+// KvAppend on CUDA: new key and value rows into the cache, encoded as its
+// types with kernels/kv_blocks.h, the functions the CPU twin
+// (kernels/cpu/kv_append.cc) uses, so both give the same bytes for every
+// finite input. Semantics and preconditions: kernels/ops.h.
 #include <cstddef>
 #include <cstdint>
 
 #include "absl/status/status.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/elementwise.cuh"
+#include "kernels/kv_blocks.h"
 #include "kernels/op_checks.h"
 #include "kernels/ops.h"
 
@@ -15,34 +17,47 @@ namespace {
 
 // --- Kernels -----------------------------------------------------------------
 
-// k_rows[i] = fp16(k[i]), v_rows[i] = fp16(v[i]), rounded to nearest, ties to
-// even (kernels/half.h's Fp32ToFp16 rounds the same way), stored as bits.
-// k_rows and v_rows are the caches' rows first_pos.. (the launcher offsets
-// them).
-// Launch: one-dimensional, any size (grid-stride).
-__global__ void KvAppendKernel(const float* k,     // (n_tokens, kv_dim)
-                               const float* v,     // (n_tokens, kv_dim)
-                               uint16_t* k_rows,   // (n_tokens, kv_dim) fp16 bits
-                               uint16_t* v_rows,   // (n_tokens, kv_dim) fp16 bits
-                               int64_t n) {
+// One rows' worth of one cache: where it goes and how it is encoded.
+struct AppendTarget {
+  uint8_t* rows;       // the cache's row first_pos (the launcher offsets it)
+  int64_t row_bytes;
+  int64_t units;       // per row: values (F16) or blocks
+  GgmlType type;
+};
+
+// Item i = (token t, unit u) encodes unit u of row t of k into keys and of v
+// into values, when the row has that many units (the two types may differ).
+// Launch: one-dimensional, any size (grid-stride) over n_tokens * the larger
+// units.
+__global__ void KvAppendKernel(const float* k,  // (n_tokens, kv_dim)
+                               const float* v,  // (n_tokens, kv_dim)
+                               AppendTarget keys, AppendTarget values, int kv_dim, int64_t units, int64_t n) {
   for (int64_t i = GridStrideBegin(); i < n; i += GridStrideStep()) {
-    k_rows[i] = __half_as_ushort(FromFloat<__half>(k[i]));
-    v_rows[i] = __half_as_ushort(FromFloat<__half>(v[i]));
+    const int64_t t = i / units, u = i % units;
+    if (u < keys.units) kv_blocks::EncodeUnit(keys.type, k + t * kv_dim, keys.rows + t * keys.row_bytes, u);
+    if (u < values.units) kv_blocks::EncodeUnit(values.type, v + t * kv_dim, values.rows + t * values.row_bytes, u);
   }
+}
+
+AppendTarget TargetOf(void* cache, GgmlType type, int kv_dim, int first_pos) {
+  const auto row_bytes = static_cast<int64_t>(RowBytes(type, kv_dim));
+  return {static_cast<uint8_t*>(cache) + first_pos * row_bytes, row_bytes, kv_blocks::UnitsOf(type, kv_dim), type};
 }
 
 }  // namespace
 
 // --- Launchers ---------------------------------------------------------------
 
-absl::Status KvAppend(const float* k, const float* v, int n_tokens, int kv_dim, uint16_t* k_cache,
-                      uint16_t* v_cache, int first_pos, StreamHandle stream) {
-  absl::Status args = CheckKvAppendArgs(k, v, n_tokens, kv_dim, k_cache, v_cache, first_pos);
+absl::Status KvAppend(const float* k, const float* v, int n_tokens, int kv_dim, void* k_cache, void* v_cache,
+                      int first_pos, KvCacheTypes types, StreamHandle stream) {
+  absl::Status args = CheckKvAppendArgs(k, v, n_tokens, kv_dim, k_cache, v_cache, first_pos, types);
   if (!args.ok()) return args;
-  const int64_t n = static_cast<int64_t>(n_tokens) * kv_dim;
-  const size_t first = static_cast<size_t>(first_pos) * kv_dim;
-  OCTO_LAUNCH(KvAppendKernel, ElementwiseBlocks(n), kElementwiseThreads, 0, stream, k, v, k_cache + first,
-              v_cache + first, n);
+  const AppendTarget keys = TargetOf(k_cache, types.k, kv_dim, first_pos);
+  const AppendTarget values = TargetOf(v_cache, types.v, kv_dim, first_pos);
+  const int64_t units = keys.units > values.units ? keys.units : values.units;
+  const int64_t n = static_cast<int64_t>(n_tokens) * units;
+  OCTO_LAUNCH(KvAppendKernel, ElementwiseBlocks(n), kElementwiseThreads, 0, stream, k, v, keys, values, kv_dim,
+              units, n);
   return absl::OkStatus();
 }
 

@@ -163,11 +163,11 @@ absl::Status CudaBackend::RopeQK(float* q, float* k, const int32_t* positions, i
                                  const RopeParams& q_params, int k_heads) {
   return Op("RopeQK", cuda::RopeQK(q, k, positions, n_tokens, q_params, k_heads, stream_.get()));
 }
-absl::Status CudaBackend::KvAppend(const float* k, const float* v, int n_tokens, int kv_dim, uint16_t* k_cache,
-                                   uint16_t* v_cache, int first_pos) {
-  return Op("KvAppend", cuda::KvAppend(k, v, n_tokens, kv_dim, k_cache, v_cache, first_pos, stream_.get()));
+absl::Status CudaBackend::KvAppend(const float* k, const float* v, int n_tokens, int kv_dim, void* k_cache,
+                                   void* v_cache, int first_pos, KvCacheTypes types) {
+  return Op("KvAppend", cuda::KvAppend(k, v, n_tokens, kv_dim, k_cache, v_cache, first_pos, types, stream_.get()));
 }
-absl::Status CudaBackend::Attention(const float* q, const uint16_t* k_cache, const uint16_t* v_cache, float* out,
+absl::Status CudaBackend::Attention(const float* q, const void* k_cache, const void* v_cache, float* out,
                                     const AttentionParams& p) {
   OCTO_ASSIGN_OR_RETURN(cuda::Exec exec, ExecWithScratch(cuda::AttentionScratchBytes(p)));
   return Op("Attention", cuda::Attention(q, k_cache, v_cache, out, p, exec));

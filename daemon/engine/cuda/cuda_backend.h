@@ -61,9 +61,9 @@ class CudaBackend : public Backend {
   absl::Status Rope(float* x, const int32_t* positions, int n_tokens, const RopeParams& p) override;
   absl::Status RopeQK(float* q, float* k, const int32_t* positions, int n_tokens, const RopeParams& q_params,
                       int k_heads) override;  // one launch (cuda::RopeQK)
-  absl::Status KvAppend(const float* k, const float* v, int n_tokens, int kv_dim, uint16_t* k_cache,
-                        uint16_t* v_cache, int first_pos) override;
-  absl::Status Attention(const float* q, const uint16_t* k_cache, const uint16_t* v_cache, float* out,
+  absl::Status KvAppend(const float* k, const float* v, int n_tokens, int kv_dim, void* k_cache,
+                        void* v_cache, int first_pos, KvCacheTypes types) override;
+  absl::Status Attention(const float* q, const void* k_cache, const void* v_cache, float* out,
                          const AttentionParams& p) override;
   absl::Status SiluMul(const float* gate, const float* up, float* out, int64_t n) override;
   absl::Status Add(const float* a, const float* b, float* out, int64_t n) override;

@@ -135,7 +135,7 @@ double MaxCacheError(const KvCache& kv, const ReferenceForward& ref, std::string
   double worst = -1;
   for (int layer = 0; layer < static_cast<int>(ref.config().n_layers); ++layer) {
     for (int kind = 0; kind < 2; ++kind) {
-      const uint16_t* engine = kind == 0 ? kv.keys(layer) : kv.values(layer);
+      const auto* engine = reinterpret_cast<const uint16_t*>(kind == 0 ? kv.keys(layer) : kv.values(layer));
       const std::vector<double>& reference = kind == 0 ? ref.keys(layer) : ref.values(layer);
       double ss = 0, max_diff = 0;
       for (size_t i = 0; i < reference.size(); ++i) {

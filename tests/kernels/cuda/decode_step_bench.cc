@@ -158,7 +158,7 @@ int Main(int argc, char** argv) {
       Check(cuda::Rope(q.as<float>(), d_positions.as<int32_t>(), n, rope_q, stream), "rope q");
       Check(cuda::Rope(k.as<float>(), d_positions.as<int32_t>(), n, rope_k, stream), "rope k");
       Check(cuda::KvAppend(k.as<float>(), v.as<float>(), n, kv_dim, l.k_cache.as<uint16_t>(), l.v_cache.as<uint16_t>(),
-                           s.pos, stream),
+                           s.pos, {}, stream),
             "kv append");
       Check(cuda::Attention(q.as<float>(), l.k_cache.as<uint16_t>(), l.v_cache.as<uint16_t>(), att.as<float>(), ap, exec),
             "attention");

@@ -75,15 +75,38 @@ TEST_F(KvAppendCudaTest, MatchesCpuBitForBit) {
     auto d_v = Upload(v);
     auto d_k_cache = Upload(want_k);
     auto d_v_cache = Upload(want_v);
-    ASSERT_TRUE(cpu::KvAppend(k.data(), v.data(), s.n_tokens, s.kv_dim, want_k.data(), want_v.data(), s.first_pos)
+    ASSERT_TRUE(cpu::KvAppend(k.data(), v.data(), s.n_tokens, s.kv_dim, want_k.data(), want_v.data(), s.first_pos, {})
                     .ok());
     ASSERT_TRUE(cuda::KvAppend(d_k.get(), d_v.get(), s.n_tokens, s.kv_dim, d_k_cache.get(), d_v_cache.get(),
-                               s.first_pos, stream())
+                               s.first_pos, {}, stream())
                     .ok());
     // Whole caches: the rows written and the rows around them.
     const std::string what = absl::StrFormat("n_tokens=%d kv_dim=%d first_pos=%d", s.n_tokens, s.kv_dim, s.first_pos);
     EXPECT_TRUE(d_k_cache.Download(stream()) == want_k) << what << ": k_cache differs";
     EXPECT_TRUE(d_v_cache.Download(stream()) == want_v) << what << ": v_cache differs";
+  }
+}
+
+// Quantized rows: the same bytes as the CPU's, for each pair of types.
+TEST_F(KvAppendCudaTest, QuantizedRowsMatchCpuByteForByte) {
+  const int n_tokens = 5, kv_dim = 256, first_pos = 2, rows = 9;
+  const std::vector<float> k = RandomVector(static_cast<size_t>(n_tokens) * kv_dim, -4.0f, 4.0f, 11);
+  const std::vector<float> v = RandomVector(static_cast<size_t>(n_tokens) * kv_dim, -0.5f, 0.25f, 12);
+  auto d_k = Upload(k);
+  auto d_v = Upload(v);
+  for (GgmlType kt : {GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kF16}) {
+    for (GgmlType vt : {GgmlType::kQ4_1, GgmlType::kQ8_0, GgmlType::kQ4_0}) {
+      std::vector<uint8_t> want_k(rows * RowBytes(kt, kv_dim), 0x5A), want_v(rows * RowBytes(vt, kv_dim), 0x5A);
+      auto d_k_cache = Upload(want_k);
+      auto d_v_cache = Upload(want_v);
+      ASSERT_TRUE(cpu::KvAppend(k.data(), v.data(), n_tokens, kv_dim, want_k.data(), want_v.data(), first_pos, {kt, vt})
+                      .ok());
+      ASSERT_TRUE(cuda::KvAppend(d_k.get(), d_v.get(), n_tokens, kv_dim, d_k_cache.get(), d_v_cache.get(), first_pos,
+                                 {kt, vt}, stream())
+                      .ok());
+      EXPECT_TRUE(d_k_cache.Download(stream()) == want_k) << GgmlTypeName(kt) << " keys differ";
+      EXPECT_TRUE(d_v_cache.Download(stream()) == want_v) << GgmlTypeName(vt) << " values differ";
+    }
   }
 }
 
@@ -97,7 +120,7 @@ TEST_F(KvAppendCudaTest, KeepsNanANan) {
   const std::vector<float> k = {std::numeric_limits<float>::quiet_NaN(), -std::numeric_limits<float>::quiet_NaN()};
   auto d_k = Upload(k);
   auto d_cache = Upload(std::vector<uint16_t>(2, kUnwritten));
-  ASSERT_TRUE(cuda::KvAppend(d_k.get(), d_k.get(), 1, 2, d_cache.get(), d_cache.get(), 0, stream()).ok());
+  ASSERT_TRUE(cuda::KvAppend(d_k.get(), d_k.get(), 1, 2, d_cache.get(), d_cache.get(), 0, {}, stream()).ok());
   for (uint16_t h : d_cache.Download(stream())) {
     EXPECT_EQ(h & 0x7C00u, 0x7C00u) << std::hex << h;
     EXPECT_NE(h & 0x03FFu, 0u) << std::hex << h;
@@ -128,7 +151,7 @@ TEST_F(KvAppendCudaTest, RejectsBadArgumentsWithoutLaunching) {
         Case{kp, vp, kc, vc, 1, 4, -2, "first_pos (-2)"},
         Case{kp, vp, kc, vc, 2, 4, std::numeric_limits<int>::max(), "fit in an int"}}) {
     testing::ExpectInvalidArgument(
-        cuda::KvAppend(c.k, c.v, c.n_tokens, c.kv_dim, c.k_cache, c.v_cache, c.first_pos, stream()), "KvAppend",
+        cuda::KvAppend(c.k, c.v, c.n_tokens, c.kv_dim, c.k_cache, c.v_cache, c.first_pos, {}, stream()), "KvAppend",
         c.needle);
   }
   for (uint16_t h : k_cache.Download(stream())) EXPECT_EQ(h, kUnwritten) << "a rejected call wrote to k_cache";
