@@ -7,9 +7,11 @@
 #include <thread>
 
 #include "CLI/CLI.hpp"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "client/error_message.h"
 #include "client/status_format.h"
+#include "kernels/kv_types.h"
 #include "storage/byte_size.h"
 
 namespace octo {
@@ -60,6 +62,10 @@ DaemonCommands::DaemonCommands(CLI::App& app) {
   load_->add_option("--draft-model", draft_model_,
                     "Its draft model for speculative decoding (the same vocabulary; none: no draft; default: "
                     "octod's --draft-model)");
+  load_->add_option("--cache-type-k", cache_type_k_,
+                    absl::StrCat("Its sessions' KV cache keys: ", kKvCacheTypeNames, " (default: octod's)"));
+  load_->add_option("--cache-type-v", cache_type_v_,
+                    absl::StrCat("Its sessions' KV cache values: ", kKvCacheTypeNames, " (default: octod's)"));
   load_->add_flag("--json", json_, "The model as JSON");
 
   unload_ = app.add_subcommand("unload", "Unload a model, ending its sessions");
@@ -188,8 +194,12 @@ int DaemonCommands::Residency(OctoClient& client) {
 }
 
 int DaemonCommands::Load(OctoClient& client) {
-  absl::StatusOr<v1::ModelInfo> model =
-      client.LoadModel(model_path_, draft_model_.empty() ? std::nullopt : std::optional<std::string>(draft_model_));
+  v1::LoadModelRequest request;
+  request.set_path(model_path_);
+  if (!draft_model_.empty()) request.set_draft_model(draft_model_);
+  if (!cache_type_k_.empty()) request.set_cache_type_k(cache_type_k_);
+  if (!cache_type_v_.empty()) request.set_cache_type_v(cache_type_v_);
+  absl::StatusOr<v1::ModelInfo> model = client.LoadModel(request);
   if (!model.ok()) return Fail(model.status());
   if (json_) {
     std::printf("%s\n", ToJson(*model).c_str());

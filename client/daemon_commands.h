@@ -56,6 +56,7 @@ class DaemonCommands {
   std::string expert_cache_;
   std::string model_path_;  // load's and unload's NAME, residency --model
   std::string draft_model_;  // load --draft-model; empty: octod's
+  std::string cache_type_k_, cache_type_v_;  // load --cache-type-k, -v; empty: octod's
   CLI::App* status_ = nullptr;
   CLI::App* residency_ = nullptr;
   CLI::App* load_ = nullptr;

@@ -30,6 +30,8 @@ absl::StatusOr<std::unique_ptr<Model>> OpenModel(const LocalModelFlags& flags) {
   options.n_threads = flags.threads;
   options.allow_simd = !flags.portable;
   options.backend = flags.backend;
+  OCTO_ASSIGN_OR_RETURN(options.kv_types.k, ParseKvCacheType("--cache-type-k", flags.cache_type_k));
+  OCTO_ASSIGN_OR_RETURN(options.kv_types.v, ParseKvCacheType("--cache-type-v", flags.cache_type_v));
   if (!flags.budget.empty()) {
     std::optional<uint64_t> bytes = ParseByteSize(flags.budget);
     if (!bytes.has_value()) {

@@ -19,6 +19,8 @@ struct LocalModelFlags {
   std::string budget;              // layer byte budget ("2G", "512M", bytes) or "" for all resident
   bool portable = false;           // no AVX2 kernels
   std::string backend = "cpu";     // cpu | cuda | auto (as octod's --backend)
+  std::string cache_type_k = "f16";  // the KV cache's types (as octod's --cache-type-k, -v)
+  std::string cache_type_v = "f16";
 };
 
 struct RunFlags {

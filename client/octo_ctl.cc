@@ -11,11 +11,13 @@
 #include <atomic>
 
 #include "CLI/CLI.hpp"
+#include "absl/strings/str_cat.h"
 #include "client/command_line.h"
 #include "client/daemon_commands.h"
 #include "client/local_commands.h"
 #include "client/model_commands.h"
 #include "client/sampling_flags.h"
+#include "kernels/kv_types.h"
 
 namespace {
 
@@ -67,6 +69,10 @@ int main(int argc, char** argv) {
     cmd->add_flag("--portable", m.portable, "Use the portable kernels, not AVX2");
     cmd->add_option("--backend", m.backend, "cpu (default), cuda, or auto: CUDA when a device is usable")
         ->check(CLI::IsMember({"cpu", "cuda", "auto"}));
+    cmd->add_option("--cache-type-k", m.cache_type_k,
+                    absl::StrCat("The KV cache's keys: ", octo::kKvCacheTypeNames, " (default f16)"));
+    cmd->add_option("--cache-type-v", m.cache_type_v,
+                    absl::StrCat("The KV cache's values: ", octo::kKvCacheTypeNames, " (default f16)"));
   };
 
   octo::RunFlags run;

@@ -214,6 +214,10 @@ absl::StatusOr<v1::ModelInfo> OctoClient::LoadModel(const std::string& path,
   v1::LoadModelRequest request;
   request.set_path(path);
   if (draft_model.has_value()) request.set_draft_model(*draft_model);
+  return LoadModel(request);
+}
+
+absl::StatusOr<v1::ModelInfo> OctoClient::LoadModel(const v1::LoadModelRequest& request) {
   absl::StatusOr<v1::LoadModelResponse> response = Unary<v1::LoadModelResponse>(&v1::Octo::Stub::LoadModel, request);
   if (!response.ok()) return response.status();
   return response->model();

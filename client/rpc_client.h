@@ -67,6 +67,7 @@ class OctoClient {
   // draft_model: its draft for speculative decoding (unset: octod's; "none": none).
   absl::StatusOr<v1::ModelInfo> LoadModel(const std::string& path,
                                           const std::optional<std::string>& draft_model = std::nullopt);
+  absl::StatusOr<v1::ModelInfo> LoadModel(const v1::LoadModelRequest& request);
   absl::Status UnloadModel(const std::string& path = "");  // empty: the only loaded model
   absl::StatusOr<v1::ListModelsResponse> ListModels();
   absl::StatusOr<v1::EmbedResponse> Embed(const v1::EmbedRequest& request);

@@ -201,6 +201,14 @@ std::string FormatStatus(const v1::GetStatusResponse& status) {
   if (status.models_size() > 0) AppendModels(status, out);
   absl::StrAppendFormat(&out, "kv cache    %s used of %s\n", FormatByteSize(status.kv_used_bytes()),
                         FormatByteSize(status.kv_budget_bytes()));
+  // Per loaded model: its cache types, what a position costs, and so how
+  // long a context the budget holds.
+  for (const v1::LoadedModelStatus& m : status.models()) {
+    if (m.kv_bytes_per_position() == 0) continue;  // an older octod, or no attention layers
+    absl::StrAppendFormat(&out, "  %-28s  k %s, v %s, %s per position: the budget holds %u positions\n",
+                          m.model().path(), m.kv_cache_type_k(), m.kv_cache_type_v(),
+                          FormatByteSize(m.kv_bytes_per_position()), m.kv_budget_positions());
+  }
   const v1::LoaderStatus& loader = status.loader();
   if (loader.running()) {
     absl::StrAppendFormat(&out, "loader      pid %d, %u restarts (%u hung), %s read at %.2f GB/s, %s, %u checksum failures\n",

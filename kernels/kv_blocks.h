@@ -51,15 +51,28 @@ OCTO_HD inline uint16_t HalfOf(float x) {
 #endif
 }
 
-// round(x) held to [lo, hi] before it becomes an int (a NaN gives lo), so
-// no input is undefined behaviour.
-OCTO_HD inline int RoundClamped(float x, float lo, float hi) { return static_cast<int>(fminf(fmaxf(roundf(x), lo), hi)); }
+// round(x), halves away from zero (as roundf), held to [lo, hi] (integers);
+// a NaN gives lo, so no input is undefined behaviour. Plain comparisons and
+// an int conversion, not fmaxf and roundf, which are library calls on the
+// baseline x86-64 the portable kernels are built for.
+OCTO_HD inline int RoundClamped(float x, float lo, float hi) {
+  if (!(x >= lo)) x = lo;  // also NaN
+  if (x > hi) x = hi;
+  int i = static_cast<int>(x);           // toward zero; |x| is small
+  const float frac = x - static_cast<float>(i);  // exact
+  if (frac >= 0.5f) ++i;
+  if (frac <= -0.5f) --i;
+  return i;
+}
+
+OCTO_HD inline float Larger(float a, float b) { return b > a ? b : a; }
+OCTO_HD inline float Smaller(float a, float b) { return b < a ? b : a; }
 
 // One 32-value block of x into `block` (the type's GGUF bytes).
 OCTO_HD inline void EncodeQ8_0(const float* x, uint8_t* block) {
   auto& b = *reinterpret_cast<cpu::BlockQ8_0*>(block);
   float amax = 0.0f;
-  for (int j = 0; j < cpu::kQK; ++j) amax = fmaxf(amax, fabsf(x[j]));
+  for (int j = 0; j < cpu::kQK; ++j) amax = Larger(amax, fabsf(x[j]));
   b.d = HalfOf(amax / 127.0f);
   const float d = block_decode::HalfBits(b.d);
   for (int j = 0; j < cpu::kQK; ++j) b.qs[j] = static_cast<int8_t>(d == 0.0f ? 0 : RoundClamped(x[j] / d, -127, 127));
@@ -81,8 +94,8 @@ OCTO_HD inline void EncodeQ4_1(const float* x, uint8_t* block) {
   auto& b = *reinterpret_cast<cpu::BlockQ4_1*>(block);
   float lo = x[0], hi = x[0];
   for (int j = 1; j < cpu::kQK; ++j) {
-    lo = fminf(lo, x[j]);
-    hi = fmaxf(hi, x[j]);
+    lo = Smaller(lo, x[j]);
+    hi = Larger(hi, x[j]);
   }
   b.d = HalfOf((hi - lo) / 15.0f);
   b.m = HalfOf(lo);
@@ -124,6 +137,35 @@ OCTO_HD inline float Element(const uint8_t* row, int e) {
   } else {
     using D = block_decode::Decoder<T>;
     return D::Element(row + static_cast<int64_t>(e / D::kElements) * D::kBytes, e % D::kElements);
+  }
+}
+
+// Values j0 .. j0 + n - 1 of one block of T into out: Decoder<T>::Element's
+// floats (the same expressions), with the block's scale read once.
+template <GgmlType T>
+OCTO_HD inline void DecodeBlockSpan(const uint8_t* block, int j0, int n, float* out) {
+  if constexpr (T == GgmlType::kQ8_0) {
+    const auto& b = *reinterpret_cast<const cpu::BlockQ8_0*>(block);
+    const float d = block_decode::HalfBits(b.d);
+    for (int j = 0; j < n; ++j) out[j] = static_cast<float>(b.qs[j0 + j]) * d;
+  } else if constexpr (T == GgmlType::kQ4_0 || T == GgmlType::kQ4_1) {
+    // Q4_0: (q - 8) * d; Q4_1: q * d + m. Elements j < 16 are low nibbles.
+    const auto& b = *reinterpret_cast<const cpu::BlockQ4_0*>(block);  // d, then Q4_1's m
+    const float d = block_decode::HalfBits(b.d);
+    const uint8_t* qs = block + (T == GgmlType::kQ4_0 ? sizeof(cpu::BlockQ4_0) : sizeof(cpu::BlockQ4_1)) - cpu::kQK / 2;
+    const float m = T == GgmlType::kQ4_1 ? block_decode::HalfBits(reinterpret_cast<const cpu::BlockQ4_1*>(block)->m) : 0;
+    for (int j = 0; j < n; ++j) {
+      const int k = j0 + j;
+      const int q = k < 16 ? qs[k] & 0xF : qs[k - 16] >> 4;
+      if constexpr (T == GgmlType::kQ4_0) {
+        out[j] = static_cast<float>(q - 8) * d;
+      } else {
+        out[j] = static_cast<float>(q) * d + m;
+      }
+    }
+  } else {
+    using D = block_decode::Decoder<T>;
+    for (int j = 0; j < n; ++j) out[j] = D::Element(block, j0 + j);
   }
 }
 

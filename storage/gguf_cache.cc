@@ -14,6 +14,7 @@
 #include "absl/strings/str_format.h"
 #include "storage/file.h"
 #include "storage/format.h"
+#include "storage/manifest.h"
 #include "storage/status_macros.h"
 #include "storage/xxhash64.h"
 
@@ -59,6 +60,11 @@ bool Complete(const fs::path& entry) {
   std::error_code ec;
   return fs::is_regular_file(entry / kManifestName, ec);
 }
+
+// A complete entry this build can read. One it cannot (made by another
+// version of Octo: an older one that lacked a type or tensor this one
+// needs, or a newer one) is decomposed again.
+bool Usable(const fs::path& entry) { return Complete(entry) && ReadManifest(entry.string()).ok(); }
 
 // Removes the entries of the same GGUF other than `keep` (older versions of
 // the file), and their lock files.
@@ -127,11 +133,11 @@ absl::StatusOr<CachedModel> DecomposeIntoCache(const std::string& gguf_path, con
         absl::StrCat("cannot create the cache folder ", cache_dir, ": ", ec.message(), " (set --cache-dir)"));
   }
   const fs::path entry = GgufCacheEntry(cache_dir, gguf.string(), fingerprint);
-  if (Complete(entry)) return CachedModel{entry.string(), true};
+  if (Usable(entry)) return CachedModel{entry.string(), true};
   OCTO_ASSIGN_OR_RETURN(EntryLock lock, EntryLock::Take(entry));
-  if (Complete(entry)) return CachedModel{entry.string(), true};  // another process made it meanwhile
+  if (Usable(entry)) return CachedModel{entry.string(), true};  // another process made it meanwhile
   DecomposeOptions decompose = options;
-  decompose.overwrite = true;  // a leftover folder without a manifest
+  decompose.overwrite = true;  // a leftover folder without a manifest, or one this build cannot read
   absl::StatusOr<Manifest> made = Decompose(gguf.string(), entry.string(), decompose);
   if (!made.ok()) {
     return absl::Status(made.status().code(), absl::StrCat("decomposing ", gguf.string(), " into the cache ",

@@ -309,6 +309,18 @@ absl::Status ValidateManifestLayout(const Manifest& m) {
 }
 
 namespace {
+// What a manifest this build cannot use most likely means, and its fix: a
+// directory from another version of Octo (one from before a type or an
+// architecture was supported lacks what this one needs; a newer one names
+// what this one does not know).
+constexpr char kDecomposeAgain[] =
+    " (if another version of Octo decomposed this directory, decompose its GGUF again with this one: "
+    "octo-ctl decompose --force MODEL.gguf DIR; octod does so itself for a GGUF it serves)";
+
+absl::Status DecomposeAgain(const absl::Status& status) {
+  return absl::Status(status.code(), absl::StrCat(status.message(), kDecomposeAgain));
+}
+
 absl::StatusOr<Manifest> ParseManifestJson(absl::string_view text) {
   OCTO_ASSIGN_OR_RETURN(json j, ParseBoundedJson(text, "manifest.json"));
   if (!j.is_object()) return absl::InvalidArgumentError("manifest.json is not a JSON object");
@@ -321,13 +333,13 @@ absl::StatusOr<Manifest> ParseManifestJson(absl::string_view text) {
   if (version < kOldestFormatVersion || version > kFormatVersion) {
     return absl::FailedPreconditionError(absl::StrCat("manifest.json has format version ", version,
                                                       "; this build reads versions ", kOldestFormatVersion, " to ",
-                                                      kFormatVersion));
+                                                      kFormatVersion, kDecomposeAgain));
   }
   Manifest m;
   m.format_version = static_cast<uint32_t>(version);
   if (!j.contains("config")) return absl::InvalidArgumentError("manifest.json: \"config\" is missing");
   auto config = ModelConfigFromJson(j["config"]);
-  if (!config.ok()) return Annotate(config.status(), "manifest.json");
+  if (!config.ok()) return DecomposeAgain(Annotate(config.status(), "manifest.json"));
   m.config = *config;
   if (j.contains("source") && j["source"].is_object()) {
     const json& s = j["source"];
@@ -346,11 +358,11 @@ absl::StatusOr<Manifest> ParseManifestJson(absl::string_view text) {
   if (j["files"].size() > kMaxLayers + 8) return absl::InvalidArgumentError("manifest.json: too many files");
   for (const json& f : j["files"]) {
     auto file = FileFromJson(f);
-    if (!file.ok()) return Annotate(file.status(), "manifest.json");
+    if (!file.ok()) return DecomposeAgain(Annotate(file.status(), "manifest.json"));
     m.files.push_back(std::move(*file));
   }
   absl::Status layout = ValidateManifestLayout(m);
-  if (!layout.ok()) return Annotate(layout, "manifest.json");
+  if (!layout.ok()) return DecomposeAgain(Annotate(layout, "manifest.json"));
   return m;
 }
 }  // namespace

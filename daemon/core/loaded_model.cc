@@ -72,6 +72,8 @@ ModelSummary SummarizeManifest(const Manifest& manifest, const std::string& path
 absl::StatusOr<std::unique_ptr<LoadedModel>> LoadedModel::Load(const ModelLoadOptions& options) {
   std::unique_ptr<LoadedModel> m(new LoadedModel());
   OCTO_ASSIGN_OR_RETURN(m->manifest_, ReadManifest(options.dir));
+  OCTO_RETURN_IF_ERROR(KvCache::CheckTypes(m->manifest_.config, options.kv_types));
+  m->kv_types_ = options.kv_types;
   OCTO_ASSIGN_OR_RETURN(m->tokenizer_, Tokenizer::FromMetadata(m->manifest_.tokenizer));
   const GgufValue* jinja = m->manifest_.FindTokenizerKey("tokenizer.chat_template");
   m->chat_template_ = ChatTemplate::ForModel(jinja != nullptr ? jinja->string_value : std::string());
@@ -207,7 +209,7 @@ std::string LoadedModel::backend() const {
 
 std::unique_ptr<KvCache> LoadedModel::NewCache(int max_positions) const {
   const int limit = static_cast<int>(std::min<uint32_t>(config().context_length, 1u << 30));
-  return std::make_unique<KvCache>(config(), std::min(max_positions, limit), backend_);
+  return std::make_unique<KvCache>(config(), std::min(max_positions, limit), backend_, kv_types_);
 }
 
 absl::Status LoadedModel::Forward(std::span<const SequenceStep> batch, std::vector<float>& logits,

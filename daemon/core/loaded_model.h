@@ -51,6 +51,7 @@ struct ModelLoadOptions {
   std::string backend = "auto";
   int gpu = 0;
   VramSettings vram;
+  KvCacheTypes kv_types;           // its sessions' caches (checked against its rows)
 };
 
 class LoadedModel {
@@ -90,6 +91,7 @@ class LoadedModel {
 
   // A cache of at most max_positions (capped at the context length).
   std::unique_ptr<KvCache> NewCache(int max_positions) const;
+  KvCacheTypes kv_types() const { return kv_types_; }
 
   // One pass (forward.h's contract).
   absl::Status Forward(std::span<const SequenceStep> batch, std::vector<float>& logits,
@@ -116,6 +118,7 @@ class LoadedModel {
   VramSettings vram_;
   uint64_t vram_budget_ = 0;  // in force
   RunState state_;
+  KvCacheTypes kv_types_;
 };
 
 // The summary of a model directory from its manifest alone.

@@ -25,6 +25,7 @@
 #include "daemon/engine/generation.h"
 #include "daemon/engine/residency_plan.h"
 #include "daemon/sampling/sampling_params.h"
+#include "kernels/kv_types.h"
 
 namespace octo {
 
@@ -91,6 +92,7 @@ struct RuntimeOptions {
   absl::Duration loader_timeout = absl::ZeroDuration();
   // Sessions and KV caches.
   uint64_t kv_budget_bytes = 1ull << 30;  // all sessions' caches together
+  KvCacheTypes kv_types;                  // a loaded model's caches, unless its load names others
   uint32_t session_context = 4096;        // a new session's positions when it asks none (capped by the model)
   uint32_t max_sessions = 64;
   bool evict_idle_sessions = false;       // when the KV budget is full: evict the longest-idle
@@ -222,6 +224,14 @@ class JobHandle {
  public:
   virtual ~JobHandle() = default;
   virtual void Cancel() = 0;
+};
+
+// A load's own settings (LoadModel); unset: the daemon's.
+struct ModelSettings {
+  // Its draft model for speculative decoding; "none": no draft.
+  std::optional<std::string> draft_model;
+  // Its sessions' KV cache types (--cache-type-k, --cache-type-v).
+  std::optional<GgmlType> cache_type_k, cache_type_v;
 };
 
 struct ModelSummary {
@@ -384,6 +394,12 @@ struct LoadedModelReport {
   // Its keep_alive: seconds until it is unloaded while idle; unset: kept
   // until another load needs its room.
   std::optional<double> expires_in_seconds;
+  // Its sessions' KV caches: the types, the bytes one position takes in
+  // every attention layer, and the positions kv_budget holds at that rate
+  // (capped at the trained context).
+  KvCacheTypes kv_types;
+  uint64_t kv_bytes_per_position = 0;
+  uint32_t kv_budget_positions = 0;
 };
 
 struct RuntimeReport {
@@ -423,12 +439,13 @@ class Runtime {
   // FAILED_PRECONDITION while it is in use). A load that fails after
   // unloading others loads them again. NOT_FOUND / INVALID_ARGUMENT for a
   // bad path, which must stay inside models_root.
-  // draft_model: its draft model (speculative decoding): unset: the one
-  // the options name; "none": no draft. A draft whose vocabulary is not the
-  // target's is INVALID_ARGUMENT naming the difference, and nothing is
-  // loaded then.
-  virtual absl::StatusOr<ModelSummary> LoadModel(const std::string& path,
-                                                 const std::optional<std::string>& draft_model) = 0;
+  // settings.draft_model: its draft model (speculative decoding): unset:
+  // the one the options name; "none": no draft. A draft whose vocabulary is
+  // not the target's is INVALID_ARGUMENT naming the difference, and nothing
+  // is loaded then. settings.cache_type_k, _v: its caches' types, unset:
+  // the options'; types the model's rows cannot take are INVALID_ARGUMENT
+  // naming cache-type-k or cache-type-v.
+  virtual absl::StatusOr<ModelSummary> LoadModel(const std::string& path, const ModelSettings& settings) = 0;
   // Unloads the model `name` (empty: the only loaded one), ending its
   // sessions: FAILED_PRECONDITION while jobs run on it, NOT_FOUND when it is
   // not loaded, INVALID_ARGUMENT for "" while several are.
@@ -444,7 +461,7 @@ class Runtime {
     }
     if (report.model.has_value() && (name.empty() || report.model->path == name)) return *report.model;
     if (loaded_now != nullptr) *loaded_now = true;
-    return LoadModel(name, std::nullopt);
+    return LoadModel(name, {});
   }
   // How long the loaded model `name` stays loaded once idle (Ollama's
   // keep_alive; zero: unloaded as soon as no request, job or session holds

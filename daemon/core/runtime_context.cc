@@ -32,18 +32,14 @@ int TrainedContext(const LoadedModel& model) {
 }  // namespace
 
 int RuntimeImpl::ServableContext(const LoadedModel& model) const {
-  // The KV cache's size at n positions, from a cache that allocates nothing
-  // until it is reserved.
-  const std::unique_ptr<KvCache> probe = model.NewCache(TrainedContext(model));
-  return LargestFitting(TrainedContext(model),
-                        [&](int n) { return probe->BytesAfterReserve(n) <= options_.kv_budget_bytes; });
-}
-
-int RuntimeImpl::EmbedContext(const LoadedModel& model) const {
+  // The largest cache of n positions whose bytes, full, fit the budget (a
+  // cache allocates nothing until it is reserved, and grows to at most its
+  // n): so a cache type of fewer bytes per position serves a longer context.
   return LargestFitting(TrainedContext(model), [&](int n) {
     return model.NewCache(n)->BytesAfterReserve(n) <= options_.kv_budget_bytes;
   });
 }
+
 
 int RuntimeImpl::SessionContext(uint32_t asked, const LoadedModel& model) const {
   const uint32_t want = asked > 0 ? asked : options_.session_context;

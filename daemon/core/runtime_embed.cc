@@ -132,7 +132,7 @@ absl::StatusOr<EmbedResult> RuntimeImpl::Embed(const EmbedJob& request, const st
     return absl::InvalidArgumentError(absl::StrCat("dimensions is ", request.dimensions, "; model '", m->summary().path,
                                                    "' gives ", m->config().dim, "-wide embeddings"));
   }
-  const int servable = EmbedContext(*m);
+  const int servable = ServableContext(*m);
   const int context = request.context_length > 0 ? std::min(request.context_length, servable) : servable;
   EmbedResult result;
   OCTO_ASSIGN_OR_RETURN(std::vector<std::vector<int32_t>> inputs, EmbedInputs(request, *m, context, &result.truncated));

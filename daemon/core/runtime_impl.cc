@@ -80,7 +80,7 @@ absl::StatusOr<std::unique_ptr<RuntimeImpl>> RuntimeImpl::Create(const RuntimeOp
   OCTO_RETURN_IF_ERROR(CreateBackend(BackendChoice{.kind = options.backend, .gpu = options.gpu, .n_threads = 1})
                            .status());
   std::unique_ptr<RuntimeImpl> r(new RuntimeImpl(options, std::move(factory)));
-  if (!options.model.empty()) OCTO_RETURN_IF_ERROR(r->LoadModel(options.model, std::nullopt).status());
+  if (!options.model.empty()) OCTO_RETURN_IF_ERROR(r->LoadModel(options.model, {}).status());
   r->scheduler_ = std::thread([p = r.get()] { p->SchedulerLoop(); });
   return r;
 }

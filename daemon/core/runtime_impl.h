@@ -49,8 +49,7 @@ class RuntimeImpl : public Runtime {
                                                              LayerStreamFactory factory);
   ~RuntimeImpl() override;
 
-  absl::StatusOr<ModelSummary> LoadModel(const std::string& path,
-                                         const std::optional<std::string>& draft_model) override;
+  absl::StatusOr<ModelSummary> LoadModel(const std::string& path, const ModelSettings& settings) override;
   absl::Status UnloadModel(const std::string& name) override;
   absl::StatusOr<ModelSummary> AcquireModel(const std::string& name, bool* loaded_now) override;
   absl::Status SetKeepAlive(const std::string& name, absl::Duration keep_alive) override;
@@ -106,6 +105,7 @@ class RuntimeImpl : public Runtime {
   // unloaded it fails.
   struct LoadedFrom {
     std::string name, dir, draft;
+    KvCacheTypes kv_types;
   };
   // A model in memory: its weights, default draft, settings and use.
   struct ModelSlot {
@@ -171,8 +171,7 @@ class RuntimeImpl : public Runtime {
   // The layer directory of `model`: a GGUF is decomposed into the cache
   // (or its earlier copy reused), with progress in loading_ and the log.
   absl::StatusOr<std::string> ModelDir(const ResolvedModel& model);
-  absl::StatusOr<ModelSummary> LoadResolved(const ResolvedModel& resolved,
-                                            const std::optional<std::string>& draft_model)
+  absl::StatusOr<ModelSummary> LoadResolved(const ResolvedModel& resolved, const ModelSettings& settings)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(load_mu_);
   // Opens a model into models_ with these settings.
   absl::StatusOr<ModelSummary> OpenModel(const LoadedFrom& from, const ResidencySettings& residency,
@@ -183,11 +182,9 @@ class RuntimeImpl : public Runtime {
   // capped by ServableContext.
   int SessionContext(uint32_t asked, const LoadedModel& model) const;
   // The most positions one sequence can use: the model's trained context,
-  // or fewer when the KV budget cannot hold that many for it alone.
+  // or fewer when the KV budget cannot hold a cache of that many (at its
+  // cache types) for it alone. Also the longest input it can embed.
   int ServableContext(const LoadedModel& model) const;
-  // The longest input `model` can embed: as ServableContext, for a cache
-  // sized to the input (as Embed makes it) rather than one that grows.
-  int EmbedContext(const LoadedModel& model) const;
   // OK when a request for `session` names no model or its model;
   // FAILED_PRECONDITION naming both otherwise.
   static absl::Status CheckSessionModel(const Session& session, const std::string& requested);

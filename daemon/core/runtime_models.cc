@@ -101,7 +101,7 @@ absl::StatusOr<std::shared_ptr<LoadedModel>> RuntimeImpl::ModelFor(const std::st
       }
     }
     if (attempt == 0) {
-      OCTO_RETURN_IF_ERROR(LoadModel(name, std::nullopt).status());
+      OCTO_RETURN_IF_ERROR(LoadModel(name, {}).status());
       if (loaded_now != nullptr) *loaded_now = true;
     }
   }

@@ -378,6 +378,9 @@ RuntimeReport RuntimeImpl::Report() {
       lr.summary = Summary(*slot.model);
       lr.backend = slot.model->backend();
       lr.is_default = slot.model == m;
+      lr.kv_types = slot.model->kv_types();
+      lr.kv_bytes_per_position = slot.model->NewCache(1)->PositionBytes();
+      lr.kv_budget_positions = static_cast<uint32_t>(ServableContext(*slot.model));
       lr.jobs = static_cast<uint32_t>(JobsOn(*slot.model));
       const double idle = std::chrono::duration<double>(now - slot.last_used).count();
       lr.idle_seconds = InUse(slot) ? 0 : idle;

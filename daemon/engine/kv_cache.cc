@@ -29,6 +29,12 @@ KvCache::KvCache(const ModelConfig& config, int max_positions, std::shared_ptr<B
   }
 }
 
+absl::Status KvCache::CheckTypes(const ModelConfig& config, KvCacheTypes types) {
+  const int64_t row = int64_t{config.n_kv_heads} * config.head_dim;
+  OCTO_RETURN_IF_ERROR(KvRowCheck("cache-type-k", types.k, row));
+  return KvRowCheck("cache-type-v", types.v, row);
+}
+
 uint64_t KvCache::bytes() const { return data_.size() + recurrent_.size() + checkpoint_.size(); }
 
 absl::Status KvCache::AllocateRecurrent() {

@@ -54,6 +54,10 @@ class KvCache {
   // the rows (KvRowCheck).
   KvCache(const ModelConfig& config, int max_positions, std::shared_ptr<Backend> backend, KvCacheTypes types = {});
 
+  // OK when the model's rows (n_kv_heads * head_dim values) can be stored
+  // as `types`; else INVALID_ARGUMENT naming cache-type-k or cache-type-v.
+  static absl::Status CheckTypes(const ModelConfig& config, KvCacheTypes types);
+
   int size() const { return size_; }            // positions filled
   int capacity() const { return capacity_; }    // positions allocated
   int max_positions() const { return max_positions_; }

@@ -10,6 +10,8 @@ namespace octo {
 absl::StatusOr<std::unique_ptr<Model>> Model::Open(const std::string& dir, const ModelOptions& options) {
   std::unique_ptr<Model> model(new Model());
   OCTO_ASSIGN_OR_RETURN(model->store_, WeightStore::Open(dir, options.weights));
+  OCTO_RETURN_IF_ERROR(KvCache::CheckTypes(model->store_->config(), options.kv_types));
+  model->kv_types_ = options.kv_types;
   OCTO_ASSIGN_OR_RETURN(model->backend_, CreateBackend(BackendChoice{.kind = options.backend,
                                                                      .gpu = options.gpu,
                                                                      .n_threads = options.n_threads,
@@ -36,7 +38,7 @@ const cpu::Exec& Model::exec() const {
 
 std::unique_ptr<KvCache> Model::NewCache(int max_positions) const {
   const int limit = static_cast<int>(std::min<uint32_t>(config().context_length, 1u << 30));
-  return std::make_unique<KvCache>(config(), std::min(max_positions, limit), backend_);
+  return std::make_unique<KvCache>(config(), std::min(max_positions, limit), backend_, kv_types_);
 }
 
 absl::Status Model::Forward(std::span<const SequenceStep> batch, std::vector<float>& logits,

@@ -36,6 +36,7 @@ struct ModelOptions {
   uint64_t vram_budget_bytes = kUnlimitedBudget;
   uint32_t staging_buffers = 2;
   uint32_t vram_pin_first = 1, vram_pin_last = 1;  // always in VRAM (if the budget allows)
+  KvCacheTypes kv_types;      // every cache NewCache makes; Open checks the model's rows fit them
 };
 
 class Model {
@@ -53,6 +54,7 @@ class Model {
   // A cache for a new sequence of at most max_positions positions (capped
   // at the model's context length).
   std::unique_ptr<KvCache> NewCache(int max_positions) const;
+  KvCacheTypes kv_types() const { return kv_types_; }
 
   // One pass over `batch`; see ForwardLlama (forward.h) for the contract.
   absl::Status Forward(std::span<const SequenceStep> batch, std::vector<float>& logits,
@@ -64,6 +66,7 @@ class Model {
   std::shared_ptr<Backend> backend_;
   std::unique_ptr<BackendWeights> weights_;
   RunState state_;
+  KvCacheTypes kv_types_;
 };
 
 }  // namespace octo

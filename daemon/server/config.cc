@@ -15,6 +15,7 @@
 #include "daemon/loader/layer_stream.h"
 #include "daemon/server/auth.h"
 #include "daemon/server/endpoint.h"
+#include "kernels/kv_types.h"
 #include "storage/byte_size.h"
 #include "storage/status_macros.h"
 
@@ -260,6 +261,10 @@ void AddOctodFlags(CLI::App& app, OctodFlags& flags) {
                               kLoaderFloorBytesPerSecond / 1e6, " MB/s plus ",
                               absl::FormatDuration(kLoaderStallMargin)));
   app.add_option("--kv-budget", flags.kv_budget, "KV cache memory for all sessions together, SIZE");
+  app.add_option("--cache-type-k", flags.cache_type_k,
+                 absl::StrCat("The KV cache's keys: ", kKvCacheTypeNames,
+                              " (q8_0 holds about twice the context of f16 in the same budget, q4_0 about 3.6 times)"));
+  app.add_option("--cache-type-v", flags.cache_type_v, absl::StrCat("The KV cache's values: ", kKvCacheTypeNames));
   app.add_option("--session-context", flags.session_context, "Positions of a new session that asks for none (a one-shot request may use the model's whole context)");
   app.add_option("--max-sessions", flags.max_sessions, "Most sessions open at once");
   app.add_option("--max-loaded-models", flags.max_loaded_models,
@@ -336,6 +341,8 @@ absl::StatusOr<OctodConfig> ValidateOctodFlags(const OctodFlags& flags) {
   OCTO_RETURN_IF_ERROR(ParseIdleTimeout(flags.session_idle_timeout, &runtime.session_idle_timeout));
   runtime.log_requests = flags.log_requests;
   OCTO_RETURN_IF_ERROR(ParseSize("kv-budget", flags.kv_budget, /*allow_auto=*/false, &runtime.kv_budget_bytes));
+  OCTO_ASSIGN_OR_RETURN(runtime.kv_types.k, ParseKvCacheType("cache-type-k", flags.cache_type_k));
+  OCTO_ASSIGN_OR_RETURN(runtime.kv_types.v, ParseKvCacheType("cache-type-v", flags.cache_type_v));
   OCTO_RETURN_IF_ERROR(
       CheckRange("session-context", flags.session_context, 1, kMaxSessionContext, &runtime.session_context));
   OCTO_RETURN_IF_ERROR(CheckRange("max-sessions", flags.max_sessions, 1, kMaxSessions, &runtime.max_sessions));

@@ -77,6 +77,8 @@ struct OctodFlags {
   std::string session_idle_timeout = "1h";
   bool log_requests = true;
   std::string kv_budget = "1GiB";
+  std::string cache_type_k = "f16";
+  std::string cache_type_v = "f16";
   int64_t session_context = 4096;
   int64_t max_sessions = 64;
   int64_t max_loaded_models = 3;

@@ -282,6 +282,10 @@ void ToProto(const LoadedModelReport& model, v1::LoadedModelStatus* proto) {
   proto->set_kv_bytes(model.kv_bytes);
   proto->set_idle_seconds(model.idle_seconds);
   if (model.expires_in_seconds.has_value()) proto->set_expires_in_seconds(*model.expires_in_seconds);
+  proto->set_kv_cache_type_k(std::string(KvCacheTypeName(model.kv_types.k)));
+  proto->set_kv_cache_type_v(std::string(KvCacheTypeName(model.kv_types.v)));
+  proto->set_kv_bytes_per_position(model.kv_bytes_per_position);
+  proto->set_kv_budget_positions(model.kv_budget_positions);
 }
 
 }  // namespace

@@ -224,9 +224,15 @@ grpc::ServerUnaryReactor* OctoService::LoadModel(grpc::CallbackServerContext* co
                                                  const v1::LoadModelRequest* request,
                                                  v1::LoadModelResponse* response) {
   return Blocking(context, Access::kAdmin, [this, request, response](const Caller&) -> absl::Status {
-    const std::optional<std::string> draft =
-        request->has_draft_model() ? std::optional<std::string>(request->draft_model()) : std::nullopt;
-    OCTO_ASSIGN_OR_RETURN(const ModelSummary model, runtime_.LoadModel(request->path(), draft));
+    ModelSettings settings;
+    if (request->has_draft_model()) settings.draft_model = request->draft_model();
+    if (request->has_cache_type_k()) {
+      OCTO_ASSIGN_OR_RETURN(settings.cache_type_k, ParseKvCacheType("cache_type_k", request->cache_type_k()));
+    }
+    if (request->has_cache_type_v()) {
+      OCTO_ASSIGN_OR_RETURN(settings.cache_type_v, ParseKvCacheType("cache_type_v", request->cache_type_v()));
+    }
+    OCTO_ASSIGN_OR_RETURN(const ModelSummary model, runtime_.LoadModel(request->path(), settings));
     ToProto(model, response->mutable_model());  // the runtime logs loads
     return absl::OkStatus();
   });

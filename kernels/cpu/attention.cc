@@ -2,8 +2,10 @@
 // quantized, kernels/kv_blocks.h), on the CPU.
 // Semantics and precision: kernels/ops.h.
 //
-// One task per (token, head): its output depends only on its query row and
-// the cache rows it sees, so the result is the same for any pool size, and a
+// One task per (token, head), or over a quantized cache per (token, kv head)
+// with its group of query heads, which share the decoded rows: a head's
+// output depends only on its query row and the cache rows it sees, whatever
+// task computes it, so the result is the same for any pool size, and a
 // token gets the same output whether it is decoded alone or in a prefill
 // batch. Each task scores every visible position (fp16 dot), takes the
 // softmax of the scores, then sums the value rows weighted by it. A
@@ -113,17 +115,11 @@ struct HeadRows {
 // Rows a quantized run is decoded in, to float, before the float kernels.
 constexpr int kDecodeRows = 64;
 
-template <GgmlType T>
-void DecodeRows(const HeadRows& rows, int first_row, int n_rows, int head_dim, float* out) {
-  for (int r = 0; r < n_rows; ++r) {
-    const uint8_t* row = rows.data + static_cast<size_t>(first_row + r) * rows.row_bytes;
-    for (int d = 0; d < head_dim; ++d) out[r * head_dim + d] = kv_blocks::Element<T>(row, rows.first + d);
-  }
-}
-
 // out (n_rows, head_dim): the head's values of rows first_row.. decoded.
-void DecodeRows(const HeadRows& rows, int first_row, int n_rows, int head_dim, float* out) {
-  kv_blocks::Visit(rows.type, [&](auto type) { DecodeRows<type.value>(rows, first_row, n_rows, head_dim, out); });
+void DecodeRows(const HeadRows& rows, int first_row, int n_rows, int head_dim, const AttentionKernels& kernels,
+                float* out) {
+  const uint8_t* first = rows.data + static_cast<size_t>(first_row) * rows.row_bytes;
+  kernels.decode_rows(rows.type, first, rows.row_bytes, n_rows, rows.first, head_dim, out);
 }
 
 // The fp16 bits of the head's part of row `row` (an F16 cache).
@@ -135,65 +131,78 @@ const uint16_t* Fp16At(const HeadRows& rows, int row) {
 // as they lie, a quantized one's decoded kDecodeRows at a time into
 // `decoded`; `first` counts from the run's start.
 template <typename Fp16Body, typename FloatBody>
-void ForRunRows(const HeadRows& rows, const VisibleRows::Run& run, int head_dim, float* decoded,
-                Fp16Body fp16_body, FloatBody float_body) {
+void ForRunRows(const HeadRows& rows, const VisibleRows::Run& run, int head_dim, const AttentionKernels& kernels,
+                float* decoded, Fp16Body fp16_body, FloatBody float_body) {
   if (rows.type == GgmlType::kF16) {
     fp16_body(Fp16At(rows, run.first_row), rows.row_bytes / sizeof(uint16_t), 0, run.n_rows);
     return;
   }
   for (int i = 0; i < run.n_rows; i += kDecodeRows) {
     const int n = std::min(kDecodeRows, run.n_rows - i);
-    DecodeRows(rows, run.first_row + i, n, head_dim, decoded);
+    DecodeRows(rows, run.first_row + i, n, head_dim, kernels, decoded);
     float_body(decoded, static_cast<size_t>(head_dim), i, n);
   }
 }
 
-// One query head: out_head (head_dim) from q_head (head_dim) and the cache
-// rows `rows` of kv head kv_h.
-void AttendOneHead(const float* q_head, const HeadRows& keys, const HeadRows& values, float* out_head,
-                   const VisibleRows& rows, const AttentionParams& p, const AttentionKernels& kernels) {
+// `heads` query heads of one kv head (consecutive, so their q and out rows
+// are too): out_heads (heads, head_dim) from q_heads (heads, head_dim) and
+// the cache rows `rows`. Each head is computed on its own, exactly as alone;
+// together they share each decoded chunk of a quantized cache.
+void AttendHeads(const float* q_heads, int heads, const HeadRows& keys, const HeadRows& values, float* out_heads,
+                 const VisibleRows& rows, const AttentionParams& p, const AttentionKernels& kernels) {
   const int head_dim = p.head_dim;
   const int n_ctx = rows.n_ctx;
   const bool quantized = keys.type != GgmlType::kF16 || values.type != GgmlType::kF16;
-  std::vector<float> scratch(static_cast<size_t>(head_dim) + n_ctx +
-                             (quantized ? static_cast<size_t>(kDecodeRows) * head_dim : 0));
-  float* q16 = scratch.data();  // (head_dim) q rounded to fp16, widened back
-  float* att = q16 + head_dim;  // (n_ctx) scores, then weights, by logical position
-  float* decoded = att + n_ctx; // (kDecodeRows, head_dim) a quantized cache's rows
+  const size_t q_floats = static_cast<size_t>(heads) * head_dim, att_floats = static_cast<size_t>(heads) * n_ctx;
+  std::vector<float> scratch(q_floats + att_floats + (quantized ? static_cast<size_t>(kDecodeRows) * head_dim : 0));
+  float* q16 = scratch.data();      // (heads, head_dim) q rounded to fp16, widened back
+  float* att = q16 + q_floats;      // (heads, n_ctx) scores, then weights, by logical position
+  float* decoded = att + att_floats;  // (kDecodeRows, head_dim) a quantized cache's rows
 
   // q is read in full before out is written: out may be q itself.
-  for (int d = 0; d < head_dim; ++d) q16[d] = Fp16ToFp32(Fp32ToFp16(q_head[d]));
+  for (size_t i = 0; i < q_floats; ++i) q16[i] = Fp16ToFp32(Fp32ToFp16(q_heads[i]));
   int pos = 0;
   for (int r = 0; r < rows.n_runs; ++r) {
     const VisibleRows::Run& run = rows.runs[r];
     ForRunRows(
-        keys, run, head_dim, decoded,
+        keys, run, head_dim, kernels, decoded,
         [&](const uint16_t* k, size_t stride, int first, int n) {
-          kernels.scores(q16, k, stride, n, head_dim, p.scale, att + pos + first);
+          for (int h = 0; h < heads; ++h) {
+            kernels.scores(q16 + h * head_dim, k, stride, n, head_dim, p.scale, att + h * n_ctx + pos + first);
+          }
         },
         [&](const float* k, size_t stride, int first, int n) {
-          kernels.scores_f32(q16, k, stride, n, head_dim, p.scale, att + pos + first);
+          for (int h = 0; h < heads; ++h) {
+            kernels.scores_f32(q16 + h * head_dim, k, stride, n, head_dim, p.scale, att + h * n_ctx + pos + first);
+          }
         });
     pos += run.n_rows;
   }
-  SoftmaxRow(att, n_ctx);
-  // Over an fp16 V the weights go to fp16 before the product, as llama.cpp's
-  // attention without flash attention rounds them (ops.h).
-  if (values.type == GgmlType::kF16) {
-    for (int i = 0; i < n_ctx; ++i) att[i] = Fp16ToFp32(Fp32ToFp16(att[i]));
+  for (int h = 0; h < heads; ++h) {
+    float* a = att + h * n_ctx;
+    SoftmaxRow(a, n_ctx);
+    // Over an fp16 V the weights go to fp16 before the product, as
+    // llama.cpp's attention without flash attention rounds them (ops.h).
+    if (values.type == GgmlType::kF16) {
+      for (int i = 0; i < n_ctx; ++i) a[i] = Fp16ToFp32(Fp32ToFp16(a[i]));
+    }
   }
-  // One sum over every run: each call continues the accumulators in out.
-  for (int d = 0; d < head_dim; ++d) out_head[d] = 0.0f;
+  // One sum per head over every run: each call continues its accumulators.
+  for (size_t i = 0; i < q_floats; ++i) out_heads[i] = 0.0f;
   pos = 0;
   for (int r = 0; r < rows.n_runs; ++r) {
     const VisibleRows::Run& run = rows.runs[r];
     ForRunRows(
-        values, run, head_dim, decoded,
+        values, run, head_dim, kernels, decoded,
         [&](const uint16_t* v, size_t stride, int first, int n) {
-          kernels.weighted_sum(att + pos + first, v, stride, n, head_dim, out_head);
+          for (int h = 0; h < heads; ++h) {
+            kernels.weighted_sum(att + h * n_ctx + pos + first, v, stride, n, head_dim, out_heads + h * head_dim);
+          }
         },
         [&](const float* v, size_t stride, int first, int n) {
-          kernels.weighted_sum_f32(att + pos + first, v, stride, n, head_dim, out_head);
+          for (int h = 0; h < heads; ++h) {
+            kernels.weighted_sum_f32(att + h * n_ctx + pos + first, v, stride, n, head_dim, out_heads + h * head_dim);
+          }
         });
     pos += run.n_rows;
   }
@@ -202,8 +211,8 @@ void AttendOneHead(const float* q_head, const HeadRows& keys, const HeadRows& va
 }  // namespace
 
 AttentionKernels PortableAttentionKernels() {
-  return {PortableScores<uint16_t>, PortableWeightedSum<uint16_t>, PortableScores<float>,
-          PortableWeightedSum<float>};
+  return {PortableScores<uint16_t>, PortableWeightedSum<uint16_t>, PortableScores<float>, PortableWeightedSum<float>,
+          DecodeKvRows};
 }
 
 absl::Status Attention(const float* q, const void* k_cache, const void* v_cache, float* out,
@@ -223,22 +232,31 @@ absl::Status Attention(const float* q, const void* k_cache, const void* v_cache,
 
   const AttentionKernels kernels = PickKernels(exec.simd);
   const int group = p.n_heads / p.n_kv_heads;  // query heads per kv head
+  // A task is `heads` query heads of one kv head of one token: one head over
+  // an fp16 cache (nothing to share), over a quantized one the whole group,
+  // which then decodes each row once, unless that leaves too few tasks for
+  // the pool.
+  const int threads = exec.pool != nullptr ? exec.pool->size() : 1;
+  const bool quantized = p.types.k != GgmlType::kF16 || p.types.v != GgmlType::kF16;
+  const bool grouped = quantized && int64_t{p.n_tokens} * p.n_kv_heads >= 2 * threads;
+  const int heads = grouped ? group : 1;
+  const int tasks_per_token = p.n_heads / heads;
   const size_t q_row_stride = static_cast<size_t>(p.n_heads) * p.head_dim;
   const int64_t kv_dim = static_cast<int64_t>(p.n_kv_heads) * p.head_dim;
   const size_t k_row_bytes = RowBytes(p.types.k, kv_dim), v_row_bytes = RowBytes(p.types.v, kv_dim);
   auto task = [&](int64_t i) {
     // Last token first: in a prefill the later tokens see more rows, and
     // handing out the long tasks first keeps the threads evenly busy.
-    const int t = p.n_tokens - 1 - static_cast<int>(i / p.n_heads);
-    const int h = static_cast<int>(i % p.n_heads);
+    const int t = p.n_tokens - 1 - static_cast<int>(i / tasks_per_token);
+    const int h = static_cast<int>(i % tasks_per_token) * heads;  // the task's first query head
     const size_t offset = t * q_row_stride + static_cast<size_t>(h) * p.head_dim;
     const int first = h / group * p.head_dim;  // its kv head's first value in a row
     const HeadRows keys{static_cast<const uint8_t*>(k_cache), k_row_bytes, p.types.k, first};
     const HeadRows values{static_cast<const uint8_t*>(v_cache), v_row_bytes, p.types.v, first};
-    AttendOneHead(q + offset, keys, values, out + offset, VisibleRowsOf(p, t), p, kernels);
+    AttendHeads(q + offset, heads, keys, values, out + offset, VisibleRowsOf(p, t), p, kernels);
   };
 
-  const int64_t n_tasks = static_cast<int64_t>(p.n_tokens) * p.n_heads;
+  const int64_t n_tasks = static_cast<int64_t>(p.n_tokens) * tasks_per_token;
   if (exec.pool != nullptr) {
     exec.pool->ParallelFor(n_tasks, task);
   } else {

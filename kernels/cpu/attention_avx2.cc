@@ -104,10 +104,69 @@ void WeightedSumAvx2(const float* att, const Row* v, size_t row_stride, int n_ct
   }
 }
 
+// One 32-value block of T decoded into out (32 floats): the scalar
+// decoder's floats (int to float is exact; one multiply, and for Q4_1 one
+// add, each rounded as the scalar expression rounds it: no FMA).
+template <GgmlType T>
+inline void DecodeBlockAvx2(const uint8_t* block, float* out) {
+  const __m256 d = _mm256_set1_ps(block_decode::HalfBits(static_cast<uint16_t>(block[0] | block[1] << 8)));
+  __m256i q[4];  // values 8i .. 8i + 7 as int32
+  if constexpr (T == GgmlType::kQ8_0) {
+    const __m256i qs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 2));
+    const __m128i lo = _mm256_castsi256_si128(qs), hi = _mm256_extracti128_si256(qs, 1);
+    q[0] = _mm256_cvtepi8_epi32(lo);
+    q[1] = _mm256_cvtepi8_epi32(_mm_srli_si128(lo, 8));
+    q[2] = _mm256_cvtepi8_epi32(hi);
+    q[3] = _mm256_cvtepi8_epi32(_mm_srli_si128(hi, 8));
+  } else {
+    // Q4_0 and Q4_1: 16 bytes of nibbles after the scale(s); values j < 16
+    // are the low nibbles.
+    const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + (T == GgmlType::kQ4_0 ? 2 : 4)));
+    const __m128i mask = _mm_set1_epi8(0x0F);
+    __m128i low = _mm_and_si128(packed, mask), high = _mm_and_si128(_mm_srli_epi16(packed, 4), mask);
+    if constexpr (T == GgmlType::kQ4_0) {
+      low = _mm_sub_epi8(low, _mm_set1_epi8(8));
+      high = _mm_sub_epi8(high, _mm_set1_epi8(8));
+    }
+    q[0] = _mm256_cvtepi8_epi32(low);
+    q[1] = _mm256_cvtepi8_epi32(_mm_srli_si128(low, 8));
+    q[2] = _mm256_cvtepi8_epi32(high);
+    q[3] = _mm256_cvtepi8_epi32(_mm_srli_si128(high, 8));
+  }
+  for (int i = 0; i < 4; ++i) {
+    __m256 v = _mm256_mul_ps(_mm256_cvtepi32_ps(q[i]), d);
+    if constexpr (T == GgmlType::kQ4_1) {
+      v = _mm256_add_ps(v, _mm256_set1_ps(block_decode::HalfBits(static_cast<uint16_t>(block[2] | block[3] << 8))));
+    }
+    _mm256_storeu_ps(out + 8 * i, v);
+  }
+}
+
+// Whole blocks (a head that starts and ends on block edges, as every
+// head_dim of 32, 64, 128 ... does) with the block decoder above; any other
+// span with the scalar one.
+void DecodeKvRowsAvx2(GgmlType type, const uint8_t* rows, size_t row_bytes, int n_rows, int first, int head_dim,
+                      float* out) {
+  if (first % 32 != 0 || head_dim % 32 != 0) return DecodeKvRows(type, rows, row_bytes, n_rows, first, head_dim, out);
+  kv_blocks::Visit(type, [&](auto t) {
+    constexpr GgmlType T = decltype(t)::value;
+    if constexpr (T == GgmlType::kF16) {
+      DecodeKvRowsOf<T>(rows, row_bytes, n_rows, first, head_dim, out);
+    } else {
+      constexpr size_t kBlockBytes = block_decode::Decoder<T>::kBytes;
+      for (int r = 0; r < n_rows; ++r) {
+        const uint8_t* block = rows + r * row_bytes + static_cast<size_t>(first / 32) * kBlockBytes;
+        for (int d = 0; d < head_dim; d += 32, block += kBlockBytes) DecodeBlockAvx2<T>(block, out + r * head_dim + d);
+      }
+    }
+  });
+}
+
 }  // namespace
 
 AttentionKernels Avx2AttentionKernels() {
-  return {ScoresAvx2<uint16_t>, WeightedSumAvx2<uint16_t>, ScoresAvx2<float>, WeightedSumAvx2<float>};
+  return {ScoresAvx2<uint16_t>, WeightedSumAvx2<uint16_t>, ScoresAvx2<float>, WeightedSumAvx2<float>,
+          DecodeKvRowsAvx2};
 }
 
 }  // namespace octo::cpu

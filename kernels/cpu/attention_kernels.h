@@ -14,8 +14,13 @@
 // as one call over the same rows stored contiguously.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
+
+#include "kernels/block_decode.h"
+#include "kernels/kv_blocks.h"
+#include "storage/ggml_type.h"
 
 namespace octo::cpu {
 
@@ -39,7 +44,41 @@ struct AttentionKernels {
                      float scale, float* att);
   void (*weighted_sum_f32)(const float* att, const float* v, size_t row_stride, int n_ctx,
                            int head_dim, float* out);
+  // out (n_rows, head_dim) = values first .. first + head_dim - 1 of each of
+  // n_rows cache rows of `type` (row_bytes apart, from `rows`), decoded by
+  // block_decode's Decoder: the same floats from every pair.
+  void (*decode_rows)(GgmlType type, const uint8_t* rows, size_t row_bytes, int n_rows, int first, int head_dim,
+                      float* out);
 };
+
+// DecodeKvRows, compiled once per instruction set (the AVX2 pair's copy
+// lets the compiler vectorize the same loops): block by block, so each
+// block's scale is read once. In an unnamed namespace so each file keeps its
+// own copy: the linker must not hand the portable pair the AVX2 one.
+namespace {
+
+template <GgmlType T>
+void DecodeKvRowsOf(const uint8_t* rows, size_t row_bytes, int n_rows, int first, int head_dim, float* out) {
+  using D = block_decode::Decoder<T>;
+  for (int r = 0; r < n_rows; ++r) {
+    const uint8_t* row = rows + static_cast<size_t>(r) * row_bytes;
+    for (int d = 0, e = first; d < head_dim;) {
+      const int j0 = e % D::kElements;
+      const int n = std::min(D::kElements - j0, head_dim - d);
+      const uint8_t* block = row + static_cast<size_t>(e / D::kElements) * D::kBytes;
+      kv_blocks::DecodeBlockSpan<T>(block, j0, n, out + static_cast<size_t>(r) * head_dim + d);
+      d += n;
+      e += n;
+    }
+  }
+}
+
+void DecodeKvRows(GgmlType type, const uint8_t* rows, size_t row_bytes, int n_rows, int first, int head_dim,
+                         float* out) {
+  kv_blocks::Visit(type, [&](auto t) { DecodeKvRowsOf<t.value>(rows, row_bytes, n_rows, first, head_dim, out); });
+}
+
+}  // namespace
 
 // Index order, one float accumulator. Baseline x86-64.
 AttentionKernels PortableAttentionKernels();

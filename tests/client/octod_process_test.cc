@@ -18,6 +18,7 @@
 #include "daemon/server/endpoint.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "storage/byte_size.h"
 #include "tests/client/subprocess.h"
 #include "tests/daemon/server/octod_harness.h"
 #include "tests/storage/test_models.h"
@@ -100,6 +101,43 @@ TEST_F(OctodProcessTest, GreedyTokensMatchTheInProcessEngine) {
   const RunResult served = Gen({"Once upon a time", "--temp", "0", "-n", "12", "--json"});
   ASSERT_EQ(served.exit_code, 0) << served.err;
   EXPECT_EQ(TokenIds(served.out), expected);
+}
+
+// --cache-type-k/-v: octod serves octo-ctl run's tokens at the same cache
+// types; octo-ctl status names the types, the bytes of a position and the
+// positions the budget holds; octo-ctl load sets them per model and names a
+// bad one.
+TEST_F(OctodProcessTest, CacheTypesAreServedShownAndSetPerModel) {
+  StartOctod({"--cache-type-k", "q8_0", "--cache-type-v", "q4_0", "--kv-budget", "1MiB"});
+  const RunResult local = RunCommand({kOctoCtl, "run", models_->Path("root/m"), "Once upon a time", "--temp", "0",
+                                      "-n", "12", "--json", "--cache-type-k", "q8_0", "--cache-type-v", "q4_0"});
+  ASSERT_EQ(local.exit_code, 0) << local.err;
+  const nlohmann::json local_json = nlohmann::json::parse(local.out);
+  std::vector<int> expected;
+  for (const auto& token : local_json["tokens"]) expected.push_back(token["id"].get<int>());
+  ASSERT_EQ(expected.size(), 12u) << local.out;
+  const RunResult served = Gen({"Once upon a time", "--temp", "0", "-n", "12", "--json"});
+  ASSERT_EQ(served.exit_code, 0) << served.err;
+  EXPECT_EQ(TokenIds(served.out), expected);
+
+  // tiny's rows: 4 kv heads of 32 values; a layer's position is a Q8_0 key
+  // row (4 blocks of 34 bytes) and a Q4_0 value row (4 of 18): 208 bytes.
+  RunResult status = RunCommand({kOctoCtl, "status", "--socket", socket()});
+  ASSERT_EQ(status.exit_code, 0) << status.err;
+  EXPECT_NE(status.out.find("k q8_0, v q4_0, " + FormatByteSize(kLayers * 208) + " per position: the budget holds " +
+                            std::to_string((1 << 20) / (kLayers * 208)) + " positions"),
+            std::string::npos)
+      << status.out;
+  RunResult load = RunCommand({kOctoCtl, "load", "m", "--cache-type-k", "f16", "--socket", socket()});
+  ASSERT_EQ(load.exit_code, 0) << load.err;
+  status = RunCommand({kOctoCtl, "status", "--json", "--socket", socket()});
+  const nlohmann::json model = nlohmann::json::parse(status.out)["models"][0];
+  EXPECT_EQ(model["kv_cache_type_k"], "f16") << status.out;
+  EXPECT_EQ(model["kv_cache_type_v"], "q4_0") << "the daemon's, not named at load: " << status.out;
+  load = RunCommand({kOctoCtl, "load", "m", "--cache-type-v", "q3_k", "--socket", socket()});
+  EXPECT_EQ(load.exit_code, 1);
+  EXPECT_NE(load.err.find("cache_type_v: 'q3_k' is not a KV cache type (f16, q8_0, q4_0, q4_1)"), std::string::npos)
+      << load.err;
 }
 
 // octo-ctl residency streams every layer at run time; the tokens stay the same.

@@ -37,7 +37,7 @@ FuzzRuntime::FuzzRuntime() {
   model_.loaded = true;
 }
 
-absl::StatusOr<ModelSummary> FuzzRuntime::LoadModel(const std::string& path, const std::optional<std::string>&) {
+absl::StatusOr<ModelSummary> FuzzRuntime::LoadModel(const std::string& path, const ModelSettings&) {
   if (path != model_.path) return absl::NotFoundError(absl::StrCat("no model '", path.substr(0, 64), "'"));
   loaded_ = true;
   return model_;

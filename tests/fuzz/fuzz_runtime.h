@@ -24,7 +24,7 @@ class FuzzRuntime final : public Runtime {
  public:
   FuzzRuntime();
 
-  absl::StatusOr<ModelSummary> LoadModel(const std::string& path, const std::optional<std::string>& draft) override;
+  absl::StatusOr<ModelSummary> LoadModel(const std::string& path, const ModelSettings& settings) override;
   absl::Status UnloadModel(const std::string& name) override;
   absl::StatusOr<std::vector<ModelSummary>> ListModels() override;
   absl::Status CreateModel(const std::string& name, const std::string& gguf, const CreateWatcher& watch) override;

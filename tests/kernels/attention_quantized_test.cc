@@ -10,14 +10,17 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
 
+#include "kernels/cpu/attention_kernels.h"
 #include "kernels/cpu/simd.h"
 #include "kernels/cpu/thread_pool.h"
 #include "kernels/ops.h"
 #include "tests/kernels/attention_test_util.h"
+#include "tests/kernels/kernel_test_util.h"
 #include "tests/kernels/quantized_kv_test_util.h"
 
 namespace octo {
@@ -184,6 +187,28 @@ TEST(AttentionQuantizedCpuTest, DecodeAfterPrefillMatchesOnePrefill) {
     const Shape alone = {1, s.first_pos + t, s.n_heads, s.n_kv_heads, s.head_dim};
     const std::vector<float> got = RunCpu(one, testing::QuantizedParamsFor(alone, types), {&pool, cpu::DetectSimd()});
     EXPECT_EQ(std::memcmp(got.data(), all.data() + t * token, token * sizeof(float)), 0) << "token " << t;
+  }
+}
+
+// The AVX2 pair decodes whole blocks with vector instructions: the same
+// floats as the portable pair's scalar decoder, bit for bit, for heads on
+// block edges and heads across them.
+TEST(AttentionQuantizedCpuTest, Avx2DecodesTheRowsBitForBit) {
+  if (cpu::DetectSimd() != cpu::Simd::kAvx2) GTEST_SKIP() << "no AVX2";
+  const cpu::AttentionKernels portable = cpu::PortableAttentionKernels(), avx2 = cpu::Avx2AttentionKernels();
+  const int kv_dim = 256, n_rows = 5;
+  const std::vector<float> values = testing::RandomVector(n_rows * kv_dim, -3, 2, 9);
+  for (GgmlType type : {GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ4_1}) {
+    std::vector<uint8_t> rows(n_rows * RowBytes(type, kv_dim));
+    ASSERT_TRUE(cpu::KvAppend(values.data(), values.data(), n_rows, kv_dim, rows.data(), rows.data(), 0, {type, type})
+                    .ok());
+    for (const auto& [first, head_dim] : {std::pair{0, 128}, std::pair{128, 64}, std::pair{48, 16}, std::pair{8, 40}}) {
+      std::vector<float> want(n_rows * head_dim), got(want.size());
+      portable.decode_rows(type, rows.data(), RowBytes(type, kv_dim), n_rows, first, head_dim, want.data());
+      avx2.decode_rows(type, rows.data(), RowBytes(type, kv_dim), n_rows, first, head_dim, got.data());
+      EXPECT_EQ(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)), 0)
+          << GgmlTypeName(type) << " first " << first << " head_dim " << head_dim;
+    }
   }
 }
 

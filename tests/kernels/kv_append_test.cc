@@ -1,14 +1,17 @@
 // cpu::KvAppend: new rows land, rounded to fp16 or encoded as Q8_0, Q4_0 or
 // Q4_1 blocks, at first_pos; the rest of the cache is untouched.
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdint>
+#include <random>
 #include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
 
 #include "kernels/half.h"
+#include "kernels/kv_blocks.h"
 #include "kernels/ops.h"
 #include "tests/kernels/kernel_test_util.h"
 
@@ -131,6 +134,37 @@ TEST(KvAppendCpuTest, BlockEndsAndZeros) {
   ASSERT_TRUE(cpu::DequantizeRows(WeightMatrix{GgmlType::kQ4_0, q4.data(), 1, 64}, 0, 1, decoded.data()).ok());
   EXPECT_FLOAT_EQ(decoded[31], 4.75f) << "Q4_0's largest magnitude decodes exactly (q 0 is -8 d)";
   for (int j = 32; j < 64; ++j) EXPECT_EQ(decoded[j], 0.0f) << j;
+}
+
+// The attention's block-at-a-time decoder gives Decoder<T>::Element's floats
+// bit for bit, for every start and length within a block.
+template <GgmlType T>
+void ExpectSpansAreTheDecoders(uint32_t seed) {
+  using D = block_decode::Decoder<T>;
+  std::mt19937 rng(seed);
+  std::vector<uint8_t> block(D::kBytes);
+  for (int trial = 0; trial < 50; ++trial) {
+    for (uint8_t& b : block) b = static_cast<uint8_t>(rng());
+    // Finite scales (a random fp16 could be NaN, whose bits need not agree).
+    block[1] &= 0x3F;
+    if (T == GgmlType::kQ4_1) block[3] &= 0x3F;
+    for (int j0 = 0; j0 < D::kElements; ++j0) {
+      for (int n = 1; j0 + n <= D::kElements; n += 5) {
+        float got[32];
+        kv_blocks::DecodeBlockSpan<T>(block.data(), j0, n, got);
+        for (int j = 0; j < n; ++j) {
+          ASSERT_EQ(std::bit_cast<uint32_t>(got[j]), std::bit_cast<uint32_t>(D::Element(block.data(), j0 + j)))
+              << GgmlTypeName(T) << " j0 " << j0 << " j " << j;
+        }
+      }
+    }
+  }
+}
+
+TEST(KvAppendCpuTest, BlockSpansDecodeAsTheDecoder) {
+  ExpectSpansAreTheDecoders<GgmlType::kQ8_0>(1);
+  ExpectSpansAreTheDecoders<GgmlType::kQ4_0>(2);
+  ExpectSpansAreTheDecoders<GgmlType::kQ4_1>(3);
 }
 
 TEST(KvAppendCpuTest, RejectsTypesThatAreNotCacheTypesOrDoNotFitTheRow) {

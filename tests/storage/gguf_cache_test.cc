@@ -14,6 +14,8 @@
 
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "storage/manifest.h"
 #include "storage/verify.h"
 #include "tests/storage/test_models.h"
 #include "tests/temp_dir.h"
@@ -60,6 +62,43 @@ TEST_F(GgufCacheTest, FirstUseDecomposesLaterUsesReuse) {
   ASSERT_TRUE(second.ok()) << second.status();
   EXPECT_TRUE(second->reused);
   EXPECT_EQ(second->dir, first->dir);
+}
+
+// A BitNet GGUF whose cache entry another version of Octo made without the
+// sub-norm tensors (as a build from before BitNet support would have): the
+// directory is refused naming the missing tensor and the fix, and octod's
+// cache decomposes the GGUF again instead of reusing it.
+TEST_F(GgufCacheTest, AnEntryThisBuildCannotReadIsDecomposedAgain) {
+  const std::string bitnet = dir_.Path("bitnet.gguf");
+  GenerateModel(bitnet, "tiny-bitnet", "TQ2_0", [](ModelShape& s) { s.n_layers = 1; });
+  const std::string cache = dir_.Path("cache");
+  auto first = DecomposeIntoCache(bitnet, cache, DecomposeOptions{});
+  ASSERT_TRUE(first.ok()) << first.status();
+  // Drop the sub-norms from its manifest.
+  const std::string manifest_path = first->dir + "/manifest.json";
+  std::ifstream in(manifest_path);
+  nlohmann::json manifest = nlohmann::json::parse(in);
+  in.close();
+  for (nlohmann::json& file : manifest["files"]) {
+    nlohmann::json kept = nlohmann::json::array();
+    for (const nlohmann::json& t : file["tensors"]) {
+      if (!absl::StrContains(t["name"].get<std::string>(), "sub_norm")) kept.push_back(t);
+    }
+    file["tensors"] = kept;
+  }
+  std::ofstream(manifest_path) << manifest.dump();
+  const absl::StatusOr<Manifest> old = ReadManifest(first->dir);
+  ASSERT_FALSE(old.ok());
+  EXPECT_TRUE(absl::StrContains(old.status().message(), "missing tensor blk.0.attn_sub_norm.weight")) << old.status();
+  EXPECT_TRUE(absl::StrContains(old.status().message(), "decompose its GGUF again with this one: octo-ctl decompose "
+                                                        "--force MODEL.gguf DIR"))
+      << old.status();
+
+  auto again = DecomposeIntoCache(bitnet, cache, DecomposeOptions{});
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_FALSE(again->reused) << "an entry this build cannot read is made again";
+  EXPECT_TRUE(ReadManifest(again->dir).ok());
+  EXPECT_TRUE(VerifyModelDir(again->dir).ok());
 }
 
 TEST_F(GgufCacheTest, AChangedFileGetsANewEntryAndTheOldOneGoes) {

@@ -86,7 +86,7 @@ TEST_F(ModelLoadingTest, AGgufUnderTheRootServesTheDirectorysTokensAndIsDecompos
   std::vector<int32_t> want;
   {
     auto runtime = Start();
-    ASSERT_TRUE(runtime->LoadModel("m", std::nullopt).ok());
+    ASSERT_TRUE(runtime->LoadModel("m", {}).ok());
     want = Greedy(*runtime);
     auto models = runtime->ListModels();
     ASSERT_TRUE(models.ok()) << models.status();
@@ -96,7 +96,7 @@ TEST_F(ModelLoadingTest, AGgufUnderTheRootServesTheDirectorysTokensAndIsDecompos
   }
   {
     auto runtime = Start();
-    auto loaded = runtime->LoadModel("m.gguf", std::nullopt);
+    auto loaded = runtime->LoadModel("m.gguf", {});
     ASSERT_TRUE(loaded.ok()) << loaded.status();
     EXPECT_EQ(loaded->path, "m.gguf");
     EXPECT_EQ(Greedy(*runtime, "m.gguf"), want);
@@ -105,7 +105,7 @@ TEST_F(ModelLoadingTest, AGgufUnderTheRootServesTheDirectorysTokensAndIsDecompos
   }
   {
     auto runtime = Start();  // octod started again
-    ASSERT_TRUE(runtime->LoadModel("./m.gguf:latest", std::nullopt).ok());
+    ASSERT_TRUE(runtime->LoadModel("./m.gguf:latest", {}).ok());
     EXPECT_EQ(Greedy(*runtime, "m.gguf"), want);
     EXPECT_TRUE(log_.Has("m.gguf: using its decomposed copy")) << log_.All();
     EXPECT_EQ(CacheEntries(cache_.path()).size(), 1u);
@@ -117,7 +117,7 @@ TEST_F(ModelLoadingTest, AChangedGgufIsDecomposedAgainAndItsOldCopyRemoved) {
   fs::copy_file(model_dir_->Path("m.gguf"), root.Path("x.gguf"));
   {
     auto runtime = Start(root.path().string());
-    ASSERT_TRUE(runtime->LoadModel("x.gguf", std::nullopt).ok());
+    ASSERT_TRUE(runtime->LoadModel("x.gguf", {}).ok());
   }
   const std::vector<std::string> first = CacheEntries(cache_.path());
   ASSERT_EQ(first.size(), 1u);
@@ -125,7 +125,7 @@ TEST_F(ModelLoadingTest, AChangedGgufIsDecomposedAgainAndItsOldCopyRemoved) {
   fs::last_write_time(root.Path("x.gguf"), fs::last_write_time(root.Path("x.gguf")) + std::chrono::hours(1));
   {
     auto runtime = Start(root.path().string());
-    ASSERT_TRUE(runtime->LoadModel("x.gguf", std::nullopt).ok());
+    ASSERT_TRUE(runtime->LoadModel("x.gguf", {}).ok());
     EXPECT_FALSE(Greedy(*runtime).empty());
   }
   const std::vector<std::string> second = CacheEntries(cache_.path());
@@ -141,7 +141,7 @@ TEST_F(ModelLoadingTest, AFailedLoadLeavesThePreviousModelServing) {
   fs::remove(root.Path("broken/embed.bin"));  // the load reads it; resolving the name does not
   // One model at a time: "broken" unloads "good" first, which loads again.
   auto runtime = Start(root.path().string(), /*max_loaded_models=*/1);
-  ASSERT_TRUE(runtime->LoadModel("good", std::nullopt).ok());
+  ASSERT_TRUE(runtime->LoadModel("good", {}).ok());
   const std::vector<int32_t> want = Greedy(*runtime);
   // A budget set for "good" does not follow to another model.
   ResidencyChange tiny;
@@ -155,7 +155,7 @@ TEST_F(ModelLoadingTest, AFailedLoadLeavesThePreviousModelServing) {
   one_layer.pin_last = 0;
   ASSERT_TRUE(runtime->SetResidency(one_layer).ok());
 
-  auto failed = runtime->LoadModel("broken", std::nullopt);
+  auto failed = runtime->LoadModel("broken", {});
   ASSERT_FALSE(failed.ok());
   EXPECT_TRUE(absl::StrContains(failed.status().message(), "good is still loaded")) << failed.status();
   EXPECT_TRUE(log_.Has("loading broken failed: ")) << log_.All();
@@ -169,13 +169,13 @@ TEST_F(ModelLoadingTest, AFailedLoadLeavesThePreviousModelServing) {
   EXPECT_FALSE(report.residency.auto_budget);
   // Another model that loads does not inherit "good"'s budget.
   fs::copy(model_dir_->Path("m"), root.Path("other"));
-  ASSERT_TRUE(runtime->LoadModel("other", std::nullopt).ok());
+  ASSERT_TRUE(runtime->LoadModel("other", {}).ok());
   EXPECT_TRUE(runtime->Report().residency.auto_budget);
 }
 
 TEST_F(ModelLoadingTest, ResidencyResetReturnsToTheConfiguredSettings) {
   auto runtime = Start();
-  ASSERT_TRUE(runtime->LoadModel("m", std::nullopt).ok());
+  ASSERT_TRUE(runtime->LoadModel("m", {}).ok());
   ResidencyChange change;
   change.pin_first = 0;
   change.budget_bytes = LargestLayerBytes(model_dir_->Path("m")) * 3;
@@ -191,7 +191,7 @@ TEST_F(ModelLoadingTest, ResidencyResetReturnsToTheConfiguredSettings) {
 
 TEST_F(ModelLoadingTest, OneModelHasOneName) {
   auto runtime = Start();
-  auto loaded = runtime->LoadModel("./m/", std::nullopt);
+  auto loaded = runtime->LoadModel("./m/", {});
   ASSERT_TRUE(loaded.ok()) << loaded.status();
   EXPECT_EQ(loaded->path, "m");
   for (const std::string name : {"m", "./m", "m:latest", ".//m/:latest"}) {
@@ -212,16 +212,16 @@ TEST_F(ModelLoadingTest, ASymlinkedFolderIsListedByItsNameAndLoads) {
   ASSERT_TRUE(models.ok());
   ASSERT_EQ(models->size(), 1u);
   EXPECT_EQ((*models)[0].path, "linked");
-  auto loaded = runtime->LoadModel("linked", std::nullopt);
+  auto loaded = runtime->LoadModel("linked", {});
   ASSERT_TRUE(loaded.ok()) << loaded.status();
   EXPECT_FALSE(Greedy(*runtime, "linked").empty());
   // A client's name still cannot leave the root.
-  EXPECT_EQ(runtime->LoadModel("linked/../../etc", std::nullopt).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(runtime->LoadModel("linked/../../etc", {}).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST_F(ModelLoadingTest, UnknownNamesGetTheClosestNamesAndHowToMakeAModel) {
   auto runtime = Start();
-  auto typo = runtime->LoadModel("m.gufg", std::nullopt);
+  auto typo = runtime->LoadModel("m.gufg", {});
   EXPECT_EQ(typo.status().code(), absl::StatusCode::kNotFound);
   EXPECT_TRUE(absl::StrContains(typo.status().message(), "did you mean 'm.gguf'")) << typo.status();
   EXPECT_TRUE(log_.Has("load refused: no model 'm.gufg'")) << log_.All();
@@ -229,11 +229,11 @@ TEST_F(ModelLoadingTest, UnknownNamesGetTheClosestNamesAndHowToMakeAModel) {
   TempDir root;
   fs::create_directory(root.Path("empty"));
   auto runtime_empty = Start(root.path().string());
-  auto not_a_model = runtime_empty->LoadModel("empty", std::nullopt);
+  auto not_a_model = runtime_empty->LoadModel("empty", {});
   EXPECT_EQ(not_a_model.status().code(), absl::StatusCode::kNotFound);
   EXPECT_TRUE(absl::StrContains(not_a_model.status().message(), "octo-ctl decompose FILE.gguf DIR"))
       << not_a_model.status();
-  auto nothing = runtime_empty->LoadModel("llama", std::nullopt);
+  auto nothing = runtime_empty->LoadModel("llama", {});
   EXPECT_TRUE(absl::StrContains(nothing.status().message(), "octo-ctl decompose")) << nothing.status();
 }
 
@@ -268,8 +268,8 @@ TEST_F(ModelLoadingTest, ABrokenGgufIsRefusedNamingItAndTheLoadedModelServesOn) 
     bad << "GGUF but not really";
   }
   auto runtime = Start(root.path().string());
-  ASSERT_TRUE(runtime->LoadModel("good", std::nullopt).ok());
-  auto failed = runtime->LoadModel("bad.gguf", std::nullopt);
+  ASSERT_TRUE(runtime->LoadModel("good", {}).ok());
+  auto failed = runtime->LoadModel("bad.gguf", {});
   ASSERT_FALSE(failed.ok());
   EXPECT_TRUE(absl::StrContains(failed.status().message(), "bad.gguf")) << failed.status();
   EXPECT_EQ(runtime->Report().model->path, "good");

@@ -433,9 +433,9 @@ TEST_F(RuntimeTest, BadRequestsAreRefusedWithTheFieldNamed) {
   bad_template.messages = {{"user", "hi"}};
   bad_template.chat_template = "no-such-template";
   EXPECT_EQ(submit(bad_template).code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(runtime->LoadModel("../m", std::nullopt).status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(runtime->LoadModel("/etc", std::nullopt).status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(runtime->LoadModel("absent", std::nullopt).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(runtime->LoadModel("../m", {}).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(runtime->LoadModel("/etc", {}).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(runtime->LoadModel("absent", {}).status().code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(runtime->Detokenize({-1}).status().code(), absl::StatusCode::kInvalidArgument);
   // A job for a model the root does not have is refused, naming it.
   GenerateJob other_model;

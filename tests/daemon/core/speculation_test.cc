@@ -19,6 +19,7 @@
 
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_cat.h"
 #include "storage/decompose.h"
 #include "daemon/grammar/json_grammar.h"
 #include "nlohmann/json.hpp"
@@ -257,7 +258,7 @@ TEST_F(SpeculationTest, TheContextsEndAndMaxTokensStopAsWithoutADraft) {
 TEST_F(SpeculationTest, ADraftWithAnotherVocabularyIsRefusedNamingTheDifference) {
   auto runtime = Start(Options());
   ASSERT_NE(runtime, nullptr);
-  auto sizes = runtime->LoadModel("m", "qwen-vocab");
+  auto sizes = runtime->LoadModel("m", {.draft_model = "qwen-vocab"});
   ASSERT_EQ(sizes.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(sizes.status().message().find("600 tokens"), std::string::npos) << sizes.status();
   EXPECT_NE(sizes.status().message().find("512"), std::string::npos) << sizes.status();
@@ -269,14 +270,13 @@ TEST_F(SpeculationTest, ADraftWithAnotherVocabularyIsRefusedNamingTheDifference)
   EXPECT_NE(sizes.status().message().find("m is still loaded"), std::string::npos) << sizes.status();
   EXPECT_TRUE(RunGreedy(*runtime, kPrompt, 2)->status.ok());
 
-  ASSERT_TRUE(runtime->LoadModel("qwen-vocab", std::nullopt).ok());
-  auto texts = runtime->LoadModel("qwen-vocab",
-                                  "spm600");  // same size, other token texts
+  ASSERT_TRUE(runtime->LoadModel("qwen-vocab", {}).ok());
+  auto texts = runtime->LoadModel("qwen-vocab", {.draft_model = "spm600"});  // same size, other token texts
   ASSERT_EQ(texts.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(texts.status().message().find("at token"), std::string::npos) << texts.status();
 
   // Per request too, and the daemon keeps serving.
-  ASSERT_TRUE(runtime->LoadModel("m", std::nullopt).ok());
+  ASSERT_TRUE(runtime->LoadModel("m", {}).ok());
   auto sink = std::make_shared<CollectingSink>();
   auto refused = runtime->Submit(Job(4, "qwen-vocab"), sink);
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
@@ -399,6 +399,27 @@ TEST_F(SpeculationTest, ACancelledJobFreesBothCaches) {
   EXPECT_EQ(runtime->Report().kv_used_bytes, 0u) << "the target's and the draft's caches are gone";
 }
 
+// With a quantized KV cache too: rejected draft rows are dropped and a
+// tree's accepted path moved into place as encoded rows, so the tokens are
+// the plain ones at the same cache types, bit for bit.
+TEST_F(SpeculationTest, AQuantizedCacheGivesThePlainTokens) {
+  RuntimeOptions o = Options();
+  o.kv_types = {GgmlType::kQ8_0, GgmlType::kQ4_0};
+  for (const int tree : {0, 16}) {
+    o.speculation.tree_nodes = tree;
+    auto runtime = Start(o);
+    ASSERT_NE(runtime, nullptr);
+    auto plain = Submit(*runtime, Job(32, "none"));
+    ASSERT_TRUE(plain->Wait());
+    for (const char* draft : {"near", "wrong"}) {
+      auto spec = Submit(*runtime, Job(32, draft));
+      ASSERT_TRUE(spec->Wait());
+      ExpectSameOutput(*plain, *spec, absl::StrCat("k q8_0 v q4_0, draft ", draft, ", tree ", tree));
+      EXPECT_GT(spec->stats.draft_proposed, 0);
+    }
+  }
+}
+
 TEST_F(SpeculationTest, AHybridModelRollsItsStateBack) {
   const std::string r = root_->path().string();
   // The widener makes llama models only: the hybrid drafts for itself
@@ -410,6 +431,18 @@ TEST_F(SpeculationTest, AHybridModelRollsItsStateBack) {
   o.speculation.tree_nodes = 16;  // a hybrid drafts linearly all the same
   auto runtime = Start(o);
   ASSERT_NE(runtime, nullptr);
+  // Its attention layers' cache quantized: the recurrent state stays f32
+  // and rolls back the same way.
+  o.kv_types = {GgmlType::kQ8_0, GgmlType::kQ8_0};
+  auto quantized = Start(o);
+  ASSERT_NE(quantized, nullptr);
+  {
+    auto plain = Submit(*quantized, Job(24, "none"));
+    auto spec = Submit(*quantized, Job(24, "hybrid-wrong"));
+    ASSERT_TRUE(plain->Wait() && spec->Wait());
+    ExpectSameOutput(*plain, *spec, "hybrid, q8_0 cache, draft hybrid-wrong");
+  }
+  quantized.reset();
   for (const char* draft : {"hybrid-wrong", "hybrid"}) {
     auto plain = Submit(*runtime, Job(40, "none"));
     auto spec = Submit(*runtime, Job(40, draft));

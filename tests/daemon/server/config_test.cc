@@ -72,6 +72,7 @@ TEST_F(ConfigTest, DefaultsAreTheRuntimeDefaults) {
   EXPECT_EQ(runtime.expert_cache_bytes, kAutoExpertCache);
   EXPECT_EQ(runtime.direct_io, defaults.direct_io);
   EXPECT_EQ(runtime.kv_budget_bytes, defaults.kv_budget_bytes);
+  EXPECT_EQ(runtime.kv_types, KvCacheTypes{}) << "f16 keys and values";
   EXPECT_EQ(runtime.session_context, defaults.session_context);
   EXPECT_EQ(runtime.max_sessions, defaults.max_sessions);
   EXPECT_EQ(runtime.evict_idle_sessions, defaults.evict_idle_sessions);
@@ -86,7 +87,7 @@ TEST_F(ConfigTest, EveryFlagReachesItsField) {
   const absl::StatusOr<OctodConfig> config = ParseOctodConfig(Args(
       {"--model", "tiny", "--threads", "3", "--portable", "--pin-first", "2", "--pin-last", "0", "--layer-budget",
        "4GiB", "--memory-limit", "12G", "--ring-slots", "4", "--no-direct-io", "--kv-budget", "512M",
-       "--session-context", "8192", "--max-sessions", "5", "--evict-idle-sessions", "--prefill-chunk", "128",
+       "--cache-type-k", "Q8_0", "--cache-type-v", "q4_0", "--session-context", "8192", "--max-sessions", "5", "--evict-idle-sessions", "--prefill-chunk", "128",
        "--listen", "127.0.0.1:7070", "--token-file", dir_.Path("token"), "--backend", "cuda", "--gpu", "3",
        "--vram-budget", "60GiB", "--staging-buffers", "4", "--expert-cache", "3GiB"}));
   ASSERT_TRUE(config.ok()) << config.status();
@@ -106,6 +107,7 @@ TEST_F(ConfigTest, EveryFlagReachesItsField) {
   EXPECT_EQ(runtime.expert_cache_bytes, 3ull << 30);
   EXPECT_FALSE(runtime.direct_io);
   EXPECT_EQ(runtime.kv_budget_bytes, 512ull << 20);
+  EXPECT_EQ(runtime.kv_types, (KvCacheTypes{GgmlType::kQ8_0, GgmlType::kQ4_0}));
   EXPECT_EQ(runtime.session_context, 8192u);
   EXPECT_EQ(runtime.max_sessions, 5u);
   EXPECT_TRUE(runtime.evict_idle_sessions);
@@ -176,6 +178,9 @@ TEST_F(ConfigTest, EveryBadValueIsNamed) {
   ExpectError({"--expert-cache", "AUTO"}, "expert-cache");
   ExpectError({"--kv-budget", "auto"}, "kv-budget") ;
   ExpectError({"--kv-budget", "0"}, "kv-budget");
+  ExpectError({"--cache-type-k", "q4_k"}, "cache-type-k: 'q4_k' is not a KV cache type (f16, q8_0, q4_0, q4_1)");
+  ExpectError({"--cache-type-v", "fp8"}, "cache-type-v: 'fp8' is not a KV cache type");
+  ExpectError({"--config", WriteFile("kv.toml", "cache-type-k = \"q2\"\n")}, "cache-type-k: 'q2'");
   ExpectError({"--session-context", "0"}, "session-context");
   ExpectError({"--max-sessions", "0"}, "max-sessions");
   ExpectError({"--max-loaded-models", "0"}, "max-loaded-models: 0 is out of range [1, 64]");

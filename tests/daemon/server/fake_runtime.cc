@@ -130,7 +130,7 @@ bool FakeRuntime::WaitFor(const std::function<bool()>& predicate, std::chrono::m
   return true;
 }
 
-absl::StatusOr<ModelSummary> FakeRuntime::LoadModel(const std::string& path, const std::optional<std::string>&) {
+absl::StatusOr<ModelSummary> FakeRuntime::LoadModel(const std::string& path, const ModelSettings&) {
   absl::MutexLock lock(&mu_);
   if (running_ > 0) return absl::FailedPreconditionError("a job is running");
   for (const ModelSummary& model : models_) {

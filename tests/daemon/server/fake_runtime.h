@@ -62,7 +62,7 @@ class FakeRuntime final : public Runtime {
   bool WaitFor(const std::function<bool()>& predicate, std::chrono::milliseconds timeout = std::chrono::seconds(5));
 
   // Runtime.
-  absl::StatusOr<ModelSummary> LoadModel(const std::string& path, const std::optional<std::string>& draft_model) override;
+  absl::StatusOr<ModelSummary> LoadModel(const std::string& path, const ModelSettings& settings) override;
   absl::Status UnloadModel(const std::string& name) override;
   absl::StatusOr<std::vector<ModelSummary>> ListModels() override;
   // Adds NAME to the models after two progress steps of 100 bytes; "taken"
