@@ -230,10 +230,10 @@ struct Iq1STraits {
   static constexpr float kFactor = 0.125f;
   static constexpr bool kFactorPerBlock = true;
   OCTO_HD static uint16_t DBits(const Block& b) { return b.d; }
+  // Group g's entry of kIq1SGrid (11 bits).
+  OCTO_HD static int GridIndex(const Block& b, int g) { return b.qs[g] | (((b.qh[g / 4] >> (3 * (g % 4))) & 7) << 8); }
   OCTO_HD static void Levels(const Block& b, int g, int* L) {
-    const int qh = b.qh[g / 4], l = g % 4;
-    const uint16_t code = OCTO_IQ_ENTRY(kIq1SGrid, b.qs[g] | (((qh >> (3 * l)) & 7) << 8));
-    Iq1Levels(code, Shift(b, g), L);
+    Iq1Levels(OCTO_IQ_ENTRY(kIq1SGrid, GridIndex(b, g)), Shift(b, g), L);
   }
   OCTO_HD static int Shift(const Block& b, int g) { return b.qh[g / 4] & 0x8000 ? -1 : 1; }
   OCTO_HD static int Scale(const Block& b, int g) { return 2 * ((b.qh[g / 4] >> 12) & 7) + 1; }
@@ -256,12 +256,14 @@ struct Iq1MTraits {
       scales[2 * k + 1] = static_cast<uint8_t>((scales[2 * k + 1] & 0x0F) | (((bits >> (4 * k)) & 0xF) << 4));
     }
   }
-  OCTO_HD static void Levels(const Block& b, int g, int* L) {
+  // Group g's entry of kIq1SGrid (11 bits).
+  OCTO_HD static int GridIndex(const Block& b, int g) {
     const int qh = b.qh[2 * (g / 4) + (g % 4) / 2];
     const bool upper = (g % 2) == 1;  // the byte's high nibble
-    const int index = b.qs[g] | (((upper ? qh >> 4 : qh) << 8) & 0x700);
-    const uint16_t code = OCTO_IQ_ENTRY(kIq1SGrid, index);
-    Iq1Levels(code, Shift(b, g), L);
+    return b.qs[g] | (((upper ? qh >> 4 : qh) << 8) & 0x700);
+  }
+  OCTO_HD static void Levels(const Block& b, int g, int* L) {
+    Iq1Levels(OCTO_IQ_ENTRY(kIq1SGrid, GridIndex(b, g)), Shift(b, g), L);
   }
   OCTO_HD static int Shift(const Block& b, int g) {
     return b.qh[2 * (g / 4) + (g % 4) / 2] & ((g % 2) == 1 ? 0x80 : 0x08) ? -1 : 1;

@@ -55,8 +55,8 @@ constexpr TypeKernels kTypeKernels[] = {
     {GgmlType::kIQ2_S, ActType::kQ8_K, DequantizeRowIq2S, VecDotIq2S, OCTO_AVX2(VecDotIq2SAvx2), nullptr},
     {GgmlType::kIQ3_XXS, ActType::kQ8_K, DequantizeRowIq3Xxs, VecDotIq3Xxs, OCTO_AVX2(VecDotIq3XxsAvx2), nullptr},
     {GgmlType::kIQ3_S, ActType::kQ8_K, DequantizeRowIq3S, VecDotIq3S, OCTO_AVX2(VecDotIq3SAvx2), nullptr},
-    {GgmlType::kIQ1_S, ActType::kQ8_K, DequantizeRowIq1S, VecDotIq1S, OCTO_AVX2(VecDotIq1SLanes), nullptr},
-    {GgmlType::kIQ1_M, ActType::kQ8_K, DequantizeRowIq1M, VecDotIq1M, OCTO_AVX2(VecDotIq1MLanes), nullptr},
+    {GgmlType::kIQ1_S, ActType::kQ8_K, DequantizeRowIq1S, VecDotIq1S, OCTO_AVX2(VecDotIq1SAvx2), nullptr},
+    {GgmlType::kIQ1_M, ActType::kQ8_K, DequantizeRowIq1M, VecDotIq1M, OCTO_AVX2(VecDotIq1MAvx2), nullptr},
 };
 
 #undef OCTO_AVX2

@@ -118,12 +118,11 @@ float VecDotIq3Xxs(const void* w, const void* x, int64_t cols);
 float VecDotIq3S(const void* w, const void* x, int64_t cols);
 float VecDotIq1S(const void* w, const void* x, int64_t cols);
 float VecDotIq1M(const void* w, const void* x, int64_t cols);
-// IQ1's SIMD-build dots: ggml's AVX2 order, written in C++ (vec_dot_iq.cc).
-float VecDotIq1SLanes(const void* w, const void* x, int64_t cols);
-float VecDotIq1MLanes(const void* w, const void* x, int64_t cols);
 
 // --- AVX2 dot products (the same files with _avx2) ------------------------------
 #if defined(__x86_64__)
+float VecDotIq1SAvx2(const void* w, const void* x, int64_t cols);  // vec_dot_iq1_avx2.cc
+float VecDotIq1MAvx2(const void* w, const void* x, int64_t cols);
 float VecDotF32Avx2(const void* w, const void* x, int64_t cols);
 float VecDotF16Avx2(const void* w, const void* x, int64_t cols);
 float VecDotBf16Avx2(const void* w, const void* x, int64_t cols);

@@ -3,11 +3,9 @@
 // as ggml's CPU backend takes them: per block, sum over the groups of the
 // integer scale times sum(L * q8), exactly in integers; then
 // (d_w * d_x) * that, times the type's factor per block (IQ1) or once at
-// the end (the others). The SIMD builds sum in ggml's AVX2 order: IQ2/IQ3 in
-// vec_dot_iq_avx2.cc, IQ1 in the lane-ordered C++ below.
-#include <cmath>
+// the end (the others). The SIMD builds sum in ggml's AVX2 order:
+// vec_dot_iq_avx2.cc and vec_dot_iq1_avx2.cc.
 #include <cstdint>
-#include <type_traits>
 
 #include "kernels/cpu/quant_blocks.h"
 #include "kernels/cpu/type_kernels.h"
@@ -60,57 +58,7 @@ float VecDotIq(const void* w, const void* x, int64_t cols) {
   return T::kFactorPerBlock ? sum : T::kFactor * sum;
 }
 
-// IQ1 in ggml's AVX2 order, the SIMD builds' dot: eight int32 lanes per
-// block, lane m the scaled grid products ls * t * q8 of the elements at
-// positions 4m..4m+3 of every 32; lane by lane fma(d_w * d_x, lane, acc)
-// over the blocks, then ((0 + 4) + (2 + 6)) + ((1 + 5) + (3 + 7)). The +-1/8
-// shifts are summed apart: IQ1_S's in one float per row (d times the
-// block's integer sum), IQ1_M's in eight more lanes; each times 1/8 at the
-// end beside the grid's lanes.
-float Sum8(const float* v) { return ((v[0] + v[4]) + (v[2] + v[6])) + ((v[1] + v[5]) + (v[3] + v[7])); }
-
-template <typename T>
-float VecDotIq1Lanes(const void* w, const void* x, int64_t cols) {
-  const auto* wb = static_cast<const typename T::Block*>(w);
-  const auto* xb = static_cast<const BlockQ8_K*>(x);
-  float acc[8] = {}, acc_shift[8] = {};
-  float shift_total = 0.0f;
-  for (int64_t b = 0; b < cols / kQKK; ++b) {
-    int32_t lane[8] = {}, lane_shift[8] = {};
-    int32_t shift_sum = 0;
-    for (int g = 0; g < kQKK / 8; ++g) {
-      int L[8];
-      T::Levels(wb[b], g, L);
-      const int ls = T::Scale(wb[b], g);
-      const int shift = T::Shift(wb[b], g);
-      const int8_t* q = xb[b].qs + 8 * g;
-      const int m = 2 * (g % 4);  // a group's 8 weights fill lanes m and m + 1
-      int grid[2] = {}, q_sum[2] = {};
-      for (int j = 0; j < 8; ++j) {
-        grid[j / 4] += ((L[j] - shift) >> 3) * q[j];  // L = 8t + shift
-        q_sum[j / 4] += q[j];
-      }
-      for (int h = 0; h < 2; ++h) {
-        lane[m + h] += ls * grid[h];
-        lane_shift[m + h] += ls * shift * q_sum[h];
-      }
-      shift_sum += ls * shift * (q_sum[0] + q_sum[1]);
-    }
-    const float d = xb[b].d * Fp16ToFp32(T::DBits(wb[b]));
-    for (int m = 0; m < 8; ++m) {
-      acc[m] = std::fma(d, static_cast<float>(lane[m]), acc[m]);
-      acc_shift[m] = std::fma(d, static_cast<float>(lane_shift[m]), acc_shift[m]);
-    }
-    shift_total = std::fma(d, static_cast<float>(shift_sum), shift_total);
-  }
-  if constexpr (std::is_same_v<T, Iq1STraits>) return Sum8(acc) + T::kFactor * shift_total;
-  return Sum8(acc) + T::kFactor * Sum8(acc_shift);
-}
-
 }  // namespace
-
-float VecDotIq1SLanes(const void* w, const void* x, int64_t cols) { return VecDotIq1Lanes<Iq1STraits>(w, x, cols); }
-float VecDotIq1MLanes(const void* w, const void* x, int64_t cols) { return VecDotIq1Lanes<Iq1MTraits>(w, x, cols); }
 
 void DequantizeRowIq2Xxs(const void* w, int64_t cols, float* out) { DequantizeIq<Iq2XxsTraits>(w, cols, out); }
 void DequantizeRowIq2Xs(const void* w, int64_t cols, float* out) { DequantizeIq<Iq2XsTraits>(w, cols, out); }

@@ -2,8 +2,7 @@
 // for bit its results): per 32 weights the grid bytes (unsigned) times the
 // activations with the weights' signs moved onto them (maddubs), madd by the
 // group's scale into eight int32 lanes, fma into float lanes per block, the
-// type's factor at the end. IQ1_S and IQ1_M (their +-1/8 shifts summed
-// apart) use the lane-ordered C++ dots of vec_dot_iq.cc so far.
+// type's factor at the end. IQ1_S and IQ1_M: vec_dot_iq1_avx2.cc.
 #if defined(__x86_64__)
 
 #include <immintrin.h>
