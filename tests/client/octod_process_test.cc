@@ -81,6 +81,23 @@ class OctodProcessTest : public ::testing::Test {
 
   RunResult Gen(std::vector<std::string> args) { return octod_.Gen(std::move(args)); }
 
+  // octod's 12 greedy tokens are octo-ctl run's in this process (with
+  // `run_flags`, which should match how octod was started).
+  void ExpectServedTokensAreLocalOnes(const std::vector<std::string>& run_flags) {
+    std::vector<std::string> argv = {kOctoCtl, "run", models_->Path("root/m"), "Once upon a time", "--temp", "0",
+                                     "-n", "12", "--json"};
+    argv.insert(argv.end(), run_flags.begin(), run_flags.end());
+    const RunResult local = RunCommand(argv);
+    ASSERT_EQ(local.exit_code, 0) << local.err;
+    const nlohmann::json local_json = nlohmann::json::parse(local.out);
+    std::vector<int> expected;
+    for (const auto& token : local_json["tokens"]) expected.push_back(token["id"].get<int>());
+    ASSERT_EQ(expected.size(), 12u) << local.out;
+    const RunResult served = Gen({"Once upon a time", "--temp", "0", "-n", "12", "--json"});
+    ASSERT_EQ(served.exit_code, 0) << served.err;
+    EXPECT_EQ(TokenIds(served.out), expected);
+  }
+
   static TempDir* models_;
   TempDir dir_;
   // The socket in a directory octod must create.
@@ -91,16 +108,7 @@ TempDir* OctodProcessTest::models_ = nullptr;
 
 TEST_F(OctodProcessTest, GreedyTokensMatchTheInProcessEngine) {
   StartOctod();
-  const RunResult local = RunCommand({kOctoCtl, "run", models_->Path("root/m"), "Once upon a time", "--temp", "0",
-                                      "-n", "12", "--json"});
-  ASSERT_EQ(local.exit_code, 0) << local.err;
-  const nlohmann::json local_json = nlohmann::json::parse(local.out);
-  std::vector<int> expected;
-  for (const auto& token : local_json["tokens"]) expected.push_back(token["id"].get<int>());
-  ASSERT_EQ(expected.size(), 12u) << local.out;
-  const RunResult served = Gen({"Once upon a time", "--temp", "0", "-n", "12", "--json"});
-  ASSERT_EQ(served.exit_code, 0) << served.err;
-  EXPECT_EQ(TokenIds(served.out), expected);
+  ExpectServedTokensAreLocalOnes({});
 }
 
 // --cache-type-k/-v: octod serves octo-ctl run's tokens at the same cache
@@ -109,16 +117,7 @@ TEST_F(OctodProcessTest, GreedyTokensMatchTheInProcessEngine) {
 // bad one.
 TEST_F(OctodProcessTest, CacheTypesAreServedShownAndSetPerModel) {
   StartOctod({"--cache-type-k", "q8_0", "--cache-type-v", "q4_0", "--kv-budget", "1MiB"});
-  const RunResult local = RunCommand({kOctoCtl, "run", models_->Path("root/m"), "Once upon a time", "--temp", "0",
-                                      "-n", "12", "--json", "--cache-type-k", "q8_0", "--cache-type-v", "q4_0"});
-  ASSERT_EQ(local.exit_code, 0) << local.err;
-  const nlohmann::json local_json = nlohmann::json::parse(local.out);
-  std::vector<int> expected;
-  for (const auto& token : local_json["tokens"]) expected.push_back(token["id"].get<int>());
-  ASSERT_EQ(expected.size(), 12u) << local.out;
-  const RunResult served = Gen({"Once upon a time", "--temp", "0", "-n", "12", "--json"});
-  ASSERT_EQ(served.exit_code, 0) << served.err;
-  EXPECT_EQ(TokenIds(served.out), expected);
+  ExpectServedTokensAreLocalOnes({"--cache-type-k", "q8_0", "--cache-type-v", "q4_0"});
 
   // tiny's rows: 4 kv heads of 32 values; a layer's position is a Q8_0 key
   // row (4 blocks of 34 bytes) and a Q4_0 value row (4 of 18): 208 bytes.

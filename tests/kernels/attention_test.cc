@@ -22,6 +22,7 @@
 #include "kernels/half.h"
 #include "kernels/ops.h"
 #include "tests/kernels/attention_test_util.h"
+#include "tests/kernels/quantized_kv_test_util.h"
 
 namespace octo {
 namespace {
@@ -58,41 +59,12 @@ std::vector<float> RunAttention(const Inputs& in, const Shape& s, const cpu::Exe
 // The contract of ops.h in double: q and the softmax weights rounded to fp16
 // (part of the contract), everything else exact up to double rounding.
 std::vector<double> Reference(const Inputs& in, const Shape& s) {
-  const AttentionParams p = ParamsFor(s);
-  const int group = s.n_heads / s.n_kv_heads;
-  std::vector<double> out(in.q.size());
-  for (int t = 0; t < s.n_tokens; ++t) {
-    for (int h = 0; h < s.n_heads; ++h) {
-      const size_t q_at = (static_cast<size_t>(t) * s.n_heads + h) * s.head_dim;
-      const int kv_h = h / group;
-      const int n_ctx = s.first_pos + t + 1;
-      auto kv_at = [&](int pos) {
-        return (static_cast<size_t>(pos) * s.n_kv_heads + kv_h) * s.head_dim;
-      };
-      std::vector<double> att(n_ctx);
-      for (int pos = 0; pos < n_ctx; ++pos) {
-        double dot = 0;
-        for (int d = 0; d < s.head_dim; ++d) {
-          dot += static_cast<double>(Fp16ToFp32(Fp32ToFp16(in.q[q_at + d]))) *
-                 Fp16ToFp32(in.k[kv_at(pos) + d]);
-        }
-        att[pos] = dot * p.scale;
-      }
-      const double max = *std::max_element(att.begin(), att.end());
-      double sum = 0;
-      for (double& a : att) sum += a = std::exp(a - max);
-      for (int d = 0; d < s.head_dim; ++d) {
-        double o = 0;
-        for (int pos = 0; pos < n_ctx; ++pos) {
-          // The weight rounded to fp16, as the contract says.
-          const double weight = Fp16ToFp32(Fp32ToFp16(static_cast<float>(att[pos] / sum)));
-          o += weight * Fp16ToFp32(in.v[kv_at(pos) + d]);
-        }
-        out[q_at + d] = o;
-      }
-    }
-  }
-  return out;
+  auto widen = [&](const std::vector<uint16_t>& cache) {
+    std::vector<float> out((s.first_pos + s.n_tokens) * static_cast<size_t>(s.n_kv_heads) * s.head_dim);
+    for (size_t i = 0; i < out.size(); ++i) out[i] = Fp16ToFp32(cache[i]);
+    return out;
+  };
+  return testing::AttentionReference(in.q, widen(in.k), widen(in.v), s, /*round_q=*/true, /*round_weights=*/true);
 }
 
 template <typename Want>
