@@ -380,10 +380,12 @@ inline constexpr int kMaxTreeAttentionRows = 64;
 // a quantized V the softmax weights stay fp32 (llama.cpp's flash-attention
 // path, the one a quantized V needs there, keeps them so too).
 //
-// Work: one task per (token, head) on exec.pool; out[t][h] depends only on
-// q[t][h] and the cache rows it sees (0..first_pos + t when causal), so it
-// is the same for any pool size and the same whether token t is computed
-// alone (decode, n_tokens 1 at first_pos + t) or in a batch (prefill).
+// Work: one task per (token, head) on exec.pool, or over a quantized cache
+// per (token, kv head) when that leaves two tasks per thread (the group's
+// query heads share each decoded row); out[t][h] depends only on q[t][h]
+// and the cache rows it sees (0..first_pos + t when causal), so it is the
+// same for any pool size and the same whether token t is computed alone
+// (decode, n_tokens 1 at first_pos + t) or in a batch (prefill).
 //
 // Tree attention (speculative decoding checks a tree of draft tokens in one
 // step): with tree_mask set, query t sees cache rows [0, tree_base) and,
