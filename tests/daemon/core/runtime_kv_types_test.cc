@@ -131,7 +131,8 @@ TEST_F(RuntimeKvTypesTest, PerModelTypesAndARefusedLoad) {
   ASSERT_NE(runtime, nullptr);
   auto loaded = runtime->LoadModel("m", {.cache_type_k = GgmlType::kQ4_0});
   ASSERT_TRUE(loaded.ok()) << loaded.status();
-  const LoadedModelReport* m = ModelReport(runtime->Report(), "m");
+  const RuntimeReport report = runtime->Report();
+  const LoadedModelReport* m = ModelReport(report, "m");
   ASSERT_NE(m, nullptr);
   EXPECT_EQ(m->kv_types, (KvCacheTypes{GgmlType::kQ4_0, GgmlType::kQ8_0})) << "v stays the daemon's";
 
