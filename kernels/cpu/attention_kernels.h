@@ -73,8 +73,8 @@ void DecodeKvRowsOf(const uint8_t* rows, size_t row_bytes, int n_rows, int first
   }
 }
 
-void DecodeKvRows(GgmlType type, const uint8_t* rows, size_t row_bytes, int n_rows, int first, int head_dim,
-                         float* out) {
+[[maybe_unused]] void DecodeKvRows(GgmlType type, const uint8_t* rows, size_t row_bytes, int n_rows, int first,
+                                   int head_dim, float* out) {
   kv_blocks::Visit(type, [&](auto t) { DecodeKvRowsOf<t.value>(rows, row_bytes, n_rows, first, head_dim, out); });
 }
 
