@@ -11,15 +11,18 @@
 // positions are its logical ones (ops.h): it is cut, scored and summed
 // exactly as the causal query at its logical position, only each logical
 // position's key and value are read from the cache row its mask maps it to.
-// So it gets that causal query's bits. The kernels:
+// So it gets that causal query's bits. Three launches per round:
 //
-//  1. AttentionSplitKernel, one block per (token, split, head): scores the
-//     split's positions, takes their max m and sum l of exp(score - m) and
-//     the weighted sum acc (head_dim) of their value rows, and writes the
-//     record (m, l, acc) to the scratch.
-//  2. AttentionCombineKernel, one block per (token, head): rescales the
-//     token's records to their common max, in split order, and writes
-//     out = sum(acc_s * w_s) / sum(l_s * w_s), w_s = exp(m_s - max).
+//  1. AttentionSplitKernel, stats pass, one block per (token, split, head):
+//     scores the split's positions and writes their max m and sum l of
+//     exp(score - m) to the split's record.
+//  2. AttentionSplitKernel, value pass, the same blocks: thread 0 reduces
+//     the query's records (m, l) in split order to its max M and sum S
+//     (SplitNorm: every block of a query computes the same floats), then the
+//     block scores again, weights each position by exp(score - M) / S and
+//     writes the weighted sum acc (head_dim) of its value rows to the record.
+//  3. AttentionCombineKernel, one block per (token, head): out = the sum of
+//     the query's acc over its splits, in split order.
 //
 // Scratch: the records of every (token, split, head) of a round, packed by
 // token, then split, then head ("pairs" are the (token, split) pairs, counted
@@ -137,6 +140,21 @@ __device__ __forceinline__ int RowOf(int pos, int contiguous, const int* tree_bi
   return pos < contiguous ? pos : contiguous + tree_bits[pos - contiguous];
 }
 
+// Query t, head h: its splits' statistics (the stats pass's records) reduced
+// in split order to the max M and 1 / S, S the sum of l_s * exp(m_s - M).
+__device__ __forceinline__ void SplitNorm(const AttentionLaunch& a, int t, int h, float* norm) {
+  const int64_t n_splits = SplitsOf(ContextOf(a, t) - 1);
+  const size_t record_floats = static_cast<size_t>(a.head_dim) + 2;
+  const size_t split_stride = static_cast<size_t>(a.n_heads) * record_floats;
+  const float* records = a.partials + (static_cast<size_t>(FirstRecordOf(a, t)) + h) * record_floats;
+  float max = -INFINITY;
+  for (int64_t s = 0; s < n_splits; ++s) max = fmaxf(max, records[s * split_stride]);
+  float sum = 0.0f;
+  for (int64_t s = 0; s < n_splits; ++s) sum += records[s * split_stride + 1] * expf(records[s * split_stride] - max);
+  norm[0] = max;
+  norm[1] = 1.0f / sum;
+}
+
 // The max of `v` over the block, returned to every thread.
 // Requirements: blockDim.x == kSplitThreads, every thread calls it, once per
 // block (it does not wait before reusing its shared memory).
@@ -248,9 +266,12 @@ __global__ void __launch_bounds__(kSplitThreads) AttentionSplitKernel(AttentionL
   }
 
   // Values: the normalized weights (rounded to fp16 over an fp16 V, as on the
-  // CPU), then acc = sum_i p[i] * v[i] in position order. The norm kernel
-  // left (M, 1 / S) in split 0's record.
-  const float* norm = a.partials + (static_cast<size_t>(FirstRecordOf(a, t)) + h) * (head_dim + 2);
+  // CPU), then acc = sum_i p[i] * v[i] in position order. Thread 0 reduces
+  // the query's split statistics to (M, 1 / S) first (SplitNorm: every
+  // block of the query gets the same floats).
+  __shared__ float norm[2];
+  if (threadIdx.x == 0) SplitNorm(a, t, h, norm);
+  __syncthreads();  // norm is written
   const float max = norm[0], inv_sum = norm[1];
 #pragma unroll
   for (int j = 0; j < kPositionsPerThread; ++j) {
@@ -275,26 +296,6 @@ __global__ void __launch_bounds__(kSplitThreads) AttentionSplitKernel(AttentionL
     const int d = threadIdx.x + j * kSplitThreads;
     if (d < head_dim) record[2 + d] = acc[j];
   }
-}
-
-// One block per (token, head) of the round: blockIdx.x = (t - first_token) *
-// n_heads + head; thread 0 reduces the token's split statistics in split
-// order and leaves (M, 1 / S) in its first split's record.
-// Launch: any blockDim.x (one warp).
-__global__ void AttentionNormKernel(AttentionLaunch a) {
-  if (threadIdx.x != 0) return;
-  const int h = static_cast<int>(blockIdx.x % a.n_heads);
-  const int t = a.first_token + static_cast<int>(blockIdx.x / a.n_heads);
-  const int64_t n_splits = SplitsOf(ContextOf(a, t) - 1);
-  const size_t record_floats = static_cast<size_t>(a.head_dim) + 2;
-  const size_t split_stride = static_cast<size_t>(a.n_heads) * record_floats;
-  float* records = a.partials + (static_cast<size_t>(FirstRecordOf(a, t)) + h) * record_floats;
-  float max = -INFINITY;
-  for (int64_t s = 0; s < n_splits; ++s) max = fmaxf(max, records[s * split_stride]);
-  float sum = 0.0f;
-  for (int64_t s = 0; s < n_splits; ++s) sum += records[s * split_stride + 1] * expf(records[s * split_stride] - max);
-  records[0] = max;
-  records[1] = 1.0f / sum;
 }
 
 // One block per (token, head) of the round: blockIdx.x = (t - first_token) *
@@ -419,7 +420,6 @@ absl::Status Attention(const float* q, const void* k_cache, const void* v_cache,
         using Types = CacheTypes<decltype(k)::value, decltype(v)::value>;
         a.value_pass = false;
         OCTO_LAUNCH(AttentionSplitKernel<Types>, split_blocks, kSplitThreads, 0, exec.stream, a);
-        OCTO_LAUNCH(AttentionNormKernel, combine_blocks, kWarpSize, 0, exec.stream, a);
         a.value_pass = true;
         OCTO_LAUNCH(AttentionSplitKernel<Types>, split_blocks, kSplitThreads, 0, exec.stream, a);
       });

@@ -228,15 +228,22 @@ TEST_F(SpeculationTest, ASessionsSecondTurnGivesThePlainTokens) {
 }
 
 TEST_F(SpeculationTest, TheContextsEndAndMaxTokensStopAsWithoutADraft) {
-  RuntimeOptions o = Options("m");
-  o.session_context = 40;  // the prompt plus ~35 tokens: drafts must shrink to fit
-  auto runtime = Start(o);
+  auto runtime = Start(Options("m"));
   ASSERT_NE(runtime, nullptr);
+  // A 40-position context: the prompt plus ~35 tokens, so drafts must
+  // shrink to fit its end (a one-shot job may otherwise use the model's
+  // whole trained context).
+  auto job = [](int max_tokens, const std::string& draft) {
+    GenerateJob j = Job(max_tokens, draft);
+    j.context_length = 40;
+    return j;
+  };
   for (const int max_tokens : {-1, 5, 9}) {
-    auto plain = Submit(*runtime, Job(max_tokens, "none"));
-    auto spec = Submit(*runtime, Job(max_tokens, ""));
+    auto plain = Submit(*runtime, job(max_tokens, "none"));
+    auto spec = Submit(*runtime, job(max_tokens, ""));
     ASSERT_TRUE(plain->Wait() && spec->Wait());
     ExpectSameOutput(*plain, *spec, "max_tokens " + std::to_string(max_tokens));
+    if (max_tokens < 0) EXPECT_EQ(plain->finish_reason, "context") << "ran to the context's end";
   }
   // A stop string cuts the text where it does without a draft.
   auto plain = Submit(*runtime, Job(30, "none"));
