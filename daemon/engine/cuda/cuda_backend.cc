@@ -3,6 +3,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -49,6 +50,7 @@ absl::StatusOr<std::shared_ptr<CudaBackend>> CudaBackend::Create(int gpu) {
 
 CudaBackend::~CudaBackend() {
   if (stream_.get() != nullptr) stream_.Synchronize().IgnoreError();
+  if (stage_ != nullptr) cudaFreeHost(stage_);
 }
 
 std::string CudaBackend::Describe() const {
@@ -72,19 +74,45 @@ absl::StatusOr<BackendBuffer> CudaBackend::Allocate(size_t bytes) {
   return buffer;
 }
 
+absl::Status CudaBackend::ReserveStage(size_t bytes) {
+  if (stage_used_ + bytes <= stage_size_) return absl::OkStatus();
+  // The copies queued from the stage must finish before it is reused or freed.
+  OCTO_RETURN_IF_ERROR(stream_.Synchronize());
+  stage_used_ = 0;
+  if (bytes <= stage_size_) return absl::OkStatus();
+  const size_t size = std::max({bytes, 2 * stage_size_, size_t{1} << 20});
+  if (stage_ != nullptr) cudaFreeHost(stage_);
+  stage_ = nullptr;
+  stage_size_ = 0;
+  void* p = nullptr;
+  OCTO_RETURN_IF_ERROR(CudaCallStatus(cudaMallocHost(&p, size), absl::StrCat("cudaMallocHost(", size, ")")));
+  stage_ = static_cast<uint8_t*>(p);
+  stage_size_ = size;
+  return absl::OkStatus();
+}
+
 absl::Status CudaBackend::Upload(void* dst, const void* src, size_t bytes) {
   if (bytes == 0) return absl::OkStatus();
-  return CudaCallStatus(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_.get()), "upload");
+  OCTO_RETURN_IF_ERROR(ReserveStage(bytes));
+  uint8_t* staged = stage_ + stage_used_;
+  std::memcpy(staged, src, bytes);
+  stage_used_ += (bytes + 63) / 64 * 64;  // the next stretch 64-byte aligned
+  return CudaCallStatus(cudaMemcpyAsync(dst, staged, bytes, cudaMemcpyHostToDevice, stream_.get()), "upload");
 }
 
 absl::Status CudaBackend::Download(void* dst, const void* src, size_t bytes) {
   // The pass's launches, checked once here rather than one call each.
   OCTO_RETURN_IF_ERROR(CudaCallStatus(cudaGetLastError(), "a kernel launch"));
+  OCTO_RETURN_IF_ERROR(ReserveStage(bytes));
+  uint8_t* staged = stage_ + stage_used_;
   if (bytes > 0) {
     OCTO_RETURN_IF_ERROR(
-        CudaCallStatus(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_.get()), "download"));
+        CudaCallStatus(cudaMemcpyAsync(staged, src, bytes, cudaMemcpyDeviceToHost, stream_.get()), "download"));
   }
-  return CudaCallStatus(cudaStreamSynchronize(stream_.get()), "the compute stream");
+  OCTO_RETURN_IF_ERROR(CudaCallStatus(cudaStreamSynchronize(stream_.get()), "the compute stream"));
+  if (bytes > 0) std::memcpy(dst, staged, bytes);
+  stage_used_ = 0;  // every copy queued from the stage is done
+  return absl::OkStatus();
 }
 
 absl::Status CudaBackend::Copy(void* dst, const void* src, size_t bytes) {

@@ -13,6 +13,13 @@
 // growth waits for the compute stream first (the old buffer may be in use),
 // so it costs a stream wait the first time a larger batch runs, never in
 // the steady state.
+//
+// Host data goes through a pinned staging buffer: Upload copies into it and
+// queues the copy from there; Download copies out of it after its wait. So
+// no pass copies pageable memory (which CUDA would stage itself, blocking).
+// Uploads of a pass take consecutive stretches of it; it is reused from the
+// start after the Download that ends the pass, and grows (after a stream
+// wait) when a pass needs more, so the steady state allocates nothing.
 #pragma once
 
 #include <cstdint>
@@ -84,6 +91,9 @@ class CudaBackend : public Backend {
   CudaBackend() = default;
   // An Exec whose scratch holds at least `bytes`.
   absl::StatusOr<cuda::Exec> ExecWithScratch(size_t bytes);
+  // `bytes` of the pinned stage, free of queued copies, for the caller to
+  // use at stage_ + stage_used_.
+  absl::Status ReserveStage(size_t bytes);
 
   int gpu_ = 0;
   std::string name_;
@@ -93,6 +103,8 @@ class CudaBackend : public Backend {
   cuda::DeviceBuffer scratch_;
   std::vector<int> row_groups_;
   int row_groups_sum_ = 0;
+  uint8_t* stage_ = nullptr;  // cudaMallocHost
+  size_t stage_size_ = 0, stage_used_ = 0;
 };
 
 // A Status for a failed runtime call `what` (cudaGetErrorString's text).
