@@ -47,6 +47,7 @@ TEST_P(CudaDecodeCalls, EachLayerAddsTheSameCallsAndAStepAllocatesNothing) {
     EXPECT_GE(c->counted.host_calls, c->counted.launches) << "a launch is a host call";
     EXPECT_EQ(c->counted.allocations, 0u) << c->layers << " layers: a decode step allocates device memory";
     EXPECT_EQ(c->counted.frees, 0u) << c->layers << " layers";
+    EXPECT_EQ(c->counted.pageable_copies, 0u) << c->layers << " layers: host data goes through the pinned stage";
   }
   // Per step: the launches and host calls of layers 3-4 are those of 5-6.
   EXPECT_EQ(four.counted.launches - two.counted.launches, six.counted.launches - four.counted.launches);
