@@ -71,13 +71,23 @@ float VecDotIq1Avx2(const void* w, const void* x, int64_t cols) {
       const __m256i q8 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb[b].qs + 8 * g));
       const __m256i pairs = _mm256_maddubs_epi16(ones, _mm256_sign_epi8(q8, t));
       const __m256i q_pairs = _mm256_maddubs_epi16(ones, q8);
-      int ls[4], lss[4];
-      for (int k = 0; k < 4; ++k) {
-        ls[k] = T::Scale(block, g + k);
-        lss[k] = ls[k] * T::Shift(block, g + k);
+      __m256i ls, lss;
+      if constexpr (std::is_same_v<T, iq::Iq1STraits>) {
+        // One scale and shift for the 32 weights.
+        const int scale = T::Scale(block, g);
+        ls = _mm256_set1_epi16(static_cast<int16_t>(scale));
+        lss = _mm256_set1_epi16(static_cast<int16_t>(scale * T::Shift(block, g)));
+      } else {
+        int s[4], ss[4];
+        for (int k = 0; k < 4; ++k) {
+          s[k] = T::Scale(block, g + k);
+          ss[k] = s[k] * T::Shift(block, g + k);
+        }
+        ls = PerGroup(s[0], s[1], s[2], s[3]);
+        lss = PerGroup(ss[0], ss[1], ss[2], ss[3]);
       }
-      lane = _mm256_add_epi32(lane, _mm256_madd_epi16(pairs, PerGroup(ls[0], ls[1], ls[2], ls[3])));
-      lane_shift = _mm256_add_epi32(lane_shift, _mm256_madd_epi16(q_pairs, PerGroup(lss[0], lss[1], lss[2], lss[3])));
+      lane = _mm256_add_epi32(lane, _mm256_madd_epi16(pairs, ls));
+      lane_shift = _mm256_add_epi32(lane_shift, _mm256_madd_epi16(q_pairs, lss));
     }
     const float d = xb[b].d * Fp16ToFp32(T::DBits(block));
     const __m256 dv = _mm256_set1_ps(d);
