@@ -78,13 +78,11 @@ float VecDotIq1Avx2(const void* w, const void* x, int64_t cols) {
         ls = _mm256_set1_epi16(static_cast<int16_t>(scale));
         lss = _mm256_set1_epi16(static_cast<int16_t>(scale * T::Shift(block, g)));
       } else {
-        int s[4], ss[4];
-        for (int k = 0; k < 4; ++k) {
-          s[k] = T::Scale(block, g + k);
-          ss[k] = s[k] * T::Shift(block, g + k);
-        }
-        ls = PerGroup(s[0], s[1], s[2], s[3]);
-        lss = PerGroup(ss[0], ss[1], ss[2], ss[3]);
+        // IQ1_M: a scale per two groups, a shift per group.
+        const int s01 = T::Scale(block, g), s23 = T::Scale(block, g + 2);
+        ls = PerGroup(s01, s01, s23, s23);
+        lss = PerGroup(s01 * T::Shift(block, g), s01 * T::Shift(block, g + 1), s23 * T::Shift(block, g + 2),
+                       s23 * T::Shift(block, g + 3));
       }
       lane = _mm256_add_epi32(lane, _mm256_madd_epi16(pairs, ls));
       lane_shift = _mm256_add_epi32(lane_shift, _mm256_madd_epi16(q_pairs, lss));
