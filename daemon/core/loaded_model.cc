@@ -180,15 +180,17 @@ void LoadedModel::AddDeviceReport(ResidencyReport& report, std::vector<LayerRepo
   d.global_bytes = s.global_bytes;
   d.copied_bytes = s.copied_bytes;
   d.copy_seconds = s.copy_seconds;
-  d.h2d_gbps = s.copy_seconds > 0 ? s.copied_bytes / s.copy_seconds / 1e9 : 0;
+  d.timing_every = s.timing_every;
+  // Rates and averages from the timed uses (one in timing_every).
+  d.h2d_gbps = s.copy_seconds > 0 ? s.timed_copied_bytes / s.copy_seconds / 1e9 : 0;
   d.overlap = s.copy_seconds > 0 ? std::clamp(1.0 - s.wait_seconds / s.copy_seconds, 0.0, 1.0) : 0;
   for (size_t l = 0; l < layers.size() && l < s.copies.size(); ++l) {
     LayerReport& r = layers[l];
     r.copies = s.copies[l];
-    if (s.copies[l] > 0) r.copy_seconds = s.copy_seconds_by_layer[l] / s.copies[l];
-    if (s.passes[l] > 0) {
-      r.copy_wait_seconds = s.wait_seconds_by_layer[l] / s.passes[l];
-      r.compute_seconds = s.compute_seconds_by_layer[l] / s.passes[l];  // from events: the device's time
+    if (s.timed_copies[l] > 0) r.copy_seconds = s.copy_seconds_by_layer[l] / s.timed_copies[l];
+    if (s.timed_passes[l] > 0) {
+      r.copy_wait_seconds = s.wait_seconds_by_layer[l] / s.timed_passes[l];
+      r.compute_seconds = s.compute_seconds_by_layer[l] / s.timed_passes[l];  // from events: the device's time
     }
   }
 }

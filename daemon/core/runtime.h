@@ -297,9 +297,10 @@ struct DeviceReport {
   uint64_t workspace_bytes = 0;   // activations and scratch
   uint64_t kv_bytes = 0;          // sessions' caches on the device
   uint64_t copied_bytes = 0;      // host-to-device layer copies since load
-  double copy_seconds = 0;        // their summed event time
-  double h2d_gbps = 0;            // copied_bytes / copy_seconds
+  double copy_seconds = 0;        // the summed event time of the timed copies
+  double h2d_gbps = 0;            // the timed copies' bytes / copy_seconds
   double overlap = 0;             // fraction of copy time hidden behind compute, [0, 1]
+  uint32_t timing_every = 0;      // layers' copy and compute times come from one use in this many
 };
 
 // Selective expert streaming (two-phase MoE layers; empty otherwise).

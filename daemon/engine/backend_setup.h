@@ -62,17 +62,24 @@ struct VramPlanSettings {
 };
 absl::StatusOr<LayerPlan> PlanVram(const std::vector<uint64_t>& layer_bytes, const VramPlanSettings& settings);
 
+// Per-layer device timing: one use of a layer in this many is timed with
+// events (BackendWeights::SetTimingEvery; device_layers.h).
+inline constexpr uint32_t kLayerTimingEvery = 16;
+
 // What the device holds and how it is doing (CUDA only).
 struct DeviceTierStats {
   uint64_t held_bytes = 0, peak_bytes = 0, global_bytes = 0;
   uint64_t budget_bytes = 0;  // filled by the owner of the plan
   uint32_t vram_layers = 0, staging_buffers = 0;
   uint64_t staging_bytes = 0, copied_bytes = 0;
-  double copy_seconds = 0, wait_seconds = 0;
+  uint64_t timed_copied_bytes = 0;  // the copies timed (one use of a layer in timing_every)
+  double copy_seconds = 0, wait_seconds = 0;  // over the timed uses
+  uint32_t timing_every = 1;
   uint64_t free_bytes = 0, total_bytes = 0;  // cudaMemGetInfo
   std::vector<bool> in_vram;                 // by layer
-  // Per layer, sums: copies, passes, copy/wait/compute seconds.
-  std::vector<uint64_t> copies, passes;
+  // Per layer: copies and passes (every use), the timed ones, and the
+  // copy/wait/compute seconds summed over the timed ones.
+  std::vector<uint64_t> copies, passes, timed_copies, timed_passes;
   std::vector<double> copy_seconds_by_layer, wait_seconds_by_layer, compute_seconds_by_layer;
 };
 
@@ -95,6 +102,9 @@ class BackendWeights {
   // Empty (present false) on the CPU.
   virtual bool on_device() const = 0;
   virtual DeviceTierStats DeviceStats() = 0;
+  // CUDA: time one use of each layer in `n` (1: every use; the device's
+  // default kLayerTimingEvery). The CPU: nothing.
+  virtual void SetTimingEvery(uint32_t n) { (void)n; }
 };
 
 }  // namespace octo

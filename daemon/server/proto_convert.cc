@@ -208,6 +208,7 @@ void ToProto(const DeviceReport& device, v1::DeviceStatus* proto) {
   proto->set_copy_seconds(device.copy_seconds);
   proto->set_h2d_gbps(device.h2d_gbps);
   proto->set_overlap(device.overlap);
+  proto->set_timing_every(device.timing_every);
 }
 
 void ToProto(const ExpertReport& experts, v1::ExpertStatus* proto) {

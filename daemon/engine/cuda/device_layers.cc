@@ -206,9 +206,10 @@ void DeviceLayers::HarvestCopy(uint32_t layer, EventSet& set) {
   set.copy_pending = false;
   const double seconds = Elapsed(set.copy_start, set.copy_done);
   std::lock_guard<std::mutex> lock(mu_);
-  timings_[layer].copies++;
+  timings_[layer].timed_copies++;
   timings_[layer].copy_seconds += seconds;
   stats_.copy_seconds += seconds;
+  stats_.timed_copied_bytes += set.copy_bytes;
 }
 
 void DeviceLayers::HarvestCompute(uint32_t layer, EventSet& set) {
@@ -217,7 +218,7 @@ void DeviceLayers::HarvestCompute(uint32_t layer, EventSet& set) {
   const double compute = Elapsed(set.start, set.end);
   const double wait = set.waited ? Elapsed(set.gap_start, set.start) : 0;
   std::lock_guard<std::mutex> lock(mu_);
-  timings_[layer].passes++;
+  timings_[layer].timed_passes++;
   timings_[layer].compute_seconds += compute;
   timings_[layer].wait_seconds += wait;
   stats_.wait_seconds += wait;
@@ -272,16 +273,18 @@ absl::Status DeviceLayers::Queue(uint32_t layer, int slot_index) {
   const bool two_phase = host_.TwoPhase(layer);
   const uint64_t copy_bytes = two_phase ? DenseRange(file).bytes : bytes.size;
   LayerEvents& le = events_[layer];
+  const bool timed = le.queued % timing_every_ == 0;
   EventSet& set = le.sets[le.queued++ % 2];
   HarvestCopy(layer, set);
   cudaStream_t copy = copy_stream_.get();
   if (slot.used) OCTO_RETURN_IF_ERROR(CudaCallStatus(cudaStreamWaitEvent(copy, slot.slot_free, 0), "cudaStreamWaitEvent"));
-  OCTO_RETURN_IF_ERROR(CudaCallStatus(cudaEventRecord(set.copy_start, copy), "cudaEventRecord"));
+  if (timed) OCTO_RETURN_IF_ERROR(CudaCallStatus(cudaEventRecord(set.copy_start, copy), "cudaEventRecord"));
   OCTO_RETURN_IF_ERROR(CudaCallStatus(
       cudaMemcpyAsync(slot.memory.data(), bytes.data, copy_bytes, cudaMemcpyHostToDevice, copy),
       absl::StrCat("copying layer ", layer, " to the device")));
   OCTO_RETURN_IF_ERROR(CudaCallStatus(cudaEventRecord(set.copy_done, copy), "cudaEventRecord"));
-  set.copy_pending = true;
+  set.copy_pending = timed;
+  set.copy_bytes = copy_bytes;
   weights_[layer] = *bound;
   slot.layer = layer;
   slot.state = Slot::kCopying;
@@ -292,6 +295,7 @@ absl::Status DeviceLayers::Queue(uint32_t layer, int slot_index) {
   slot.copy_done = set.copy_done;
   std::lock_guard<std::mutex> lock(mu_);
   stats_.copied_bytes += copy_bytes;
+  timings_[layer].copies++;
   return absl::OkStatus();
 }
 
@@ -359,9 +363,15 @@ absl::StatusOr<const LayerWeights*> DeviceLayers::Acquire(uint32_t layer) {
   }
   cudaStream_t compute = backend_.stream();
   LayerEvents& le = events_[layer];
+  const bool timed = le.acquired % timing_every_ == 0;
   EventSet& set = le.sets[le.acquired++ % 2];
   HarvestCompute(layer, set);
   set.waited = false;
+  set.timed = timed;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    timings_[layer].passes++;
+  }
   if (!plan_.in_vram[layer]) {
     int i = SlotOf(layer);
     if (i < 0) {
@@ -385,12 +395,12 @@ absl::StatusOr<const LayerWeights*> DeviceLayers::Acquire(uint32_t layer) {
       cursor_ = (static_cast<size_t>(it - order_.begin()) + 1) % order_.size();
     }
     slots_[i].state = Slot::kAcquired;
-    OCTO_RETURN_IF_ERROR(CudaCallStatus(cudaEventRecord(set.gap_start, compute), "cudaEventRecord"));
+    if (timed) OCTO_RETURN_IF_ERROR(CudaCallStatus(cudaEventRecord(set.gap_start, compute), "cudaEventRecord"));
     OCTO_RETURN_IF_ERROR(
         CudaCallStatus(cudaStreamWaitEvent(compute, slots_[i].copy_done, 0), "waiting for a layer copy"));
-    set.waited = true;
+    set.waited = timed;
   }
-  OCTO_RETURN_IF_ERROR(CudaCallStatus(cudaEventRecord(set.start, compute), "cudaEventRecord"));
+  if (timed) OCTO_RETURN_IF_ERROR(CudaCallStatus(cudaEventRecord(set.start, compute), "cudaEventRecord"));
   PollCopies();
   acquired_ = layer;
   return &weights_[layer];
@@ -402,7 +412,7 @@ void DeviceLayers::Release(uint32_t layer) {
   cudaStream_t compute = backend_.stream();
   LayerEvents& le = events_[layer];
   EventSet& set = le.sets[(le.acquired - 1) % 2];
-  set.compute_pending = cudaEventRecord(set.end, compute) == cudaSuccess;
+  set.compute_pending = set.timed && cudaEventRecord(set.end, compute) == cudaSuccess;
   if (!plan_.in_vram[layer]) {
     const int i = SlotOf(layer);
     if (i >= 0) {
@@ -419,8 +429,12 @@ void DeviceLayers::Release(uint32_t layer) {
 
 DeviceLayersStats DeviceLayers::Stats() {
   std::lock_guard<std::mutex> lock(mu_);
-  return stats_;
+  DeviceLayersStats s = stats_;
+  s.timing_every = timing_every_;
+  return s;
 }
+
+void DeviceLayers::SetTimingEvery(uint32_t n) { timing_every_ = n < 1 ? 1 : n; }
 
 std::vector<DeviceLayerTiming> DeviceLayers::LayerTimings() {
   std::lock_guard<std::mutex> lock(mu_);

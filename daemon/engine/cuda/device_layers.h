@@ -28,11 +28,17 @@
 // wait (the compute stream's gap before the layer: end of the previous
 // layer .. start of this one) and the compute (start .. end). Read back the
 // next time the layer comes round, or by Stats(), once the events are done.
+// Only one use of a layer in timing_every() (kLayerTimingEvery unless set)
+// is timed, the first among them: the others record no timing events and
+// read none back, which saves host calls on every other pass. The counts
+// of copies and passes cover every use; the seconds the timed ones, with
+// their own counts beside them.
 //
 // Threading: Acquire/Release/Apply from the forward pass's thread;
 // Stats/LayerStats from any thread.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -41,6 +47,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "daemon/engine/backend_setup.h"
 #include "daemon/engine/cuda/cuda_backend.h"
 #include "daemon/engine/layer_source.h"
 #include "storage/manifest.h"
@@ -53,8 +60,9 @@ struct DeviceLayersPlan {
 };
 
 struct DeviceLayerTiming {
-  uint64_t copies = 0, passes = 0;
-  double copy_seconds = 0, wait_seconds = 0, compute_seconds = 0;  // sums
+  uint64_t copies = 0, passes = 0;              // every use
+  uint64_t timed_copies = 0, timed_passes = 0;  // the timed ones, read back
+  double copy_seconds = 0, wait_seconds = 0, compute_seconds = 0;  // sums over the timed ones
 };
 
 struct DeviceLayersStats {
@@ -63,8 +71,10 @@ struct DeviceLayersStats {
   uint32_t staging_buffers = 0;
   uint64_t staging_bytes = 0;               // each
   uint64_t copied_bytes = 0;                // host -> device layer copies
+  uint64_t timed_copied_bytes = 0;          // of them, the timed ones read back
   double copy_seconds = 0;                  // their event time, summed
-  double wait_seconds = 0;                  // compute-stream gaps before streamed layers, summed
+  double wait_seconds = 0;                  // compute-stream gaps before timed streamed layers, summed
+  uint32_t timing_every = kLayerTimingEvery;
 };
 
 class DeviceLayers : public LayerSource {
@@ -97,6 +107,8 @@ class DeviceLayers : public LayerSource {
 
   DeviceLayersStats Stats();
   std::vector<DeviceLayerTiming> LayerTimings();
+  // Times one use of each layer in `n` (>= 1; 1: every use).
+  void SetTimingEvery(uint32_t n);
 
  private:
   struct Slot {
@@ -120,6 +132,8 @@ class DeviceLayers : public LayerSource {
     cudaEvent_t copy_start = nullptr, copy_done = nullptr;
     cudaEvent_t gap_start = nullptr, start = nullptr, end = nullptr;
     bool copy_pending = false, compute_pending = false, waited = false;
+    bool timed = false;       // this use records its timing events
+    uint64_t copy_bytes = 0;  // the timed copy's bytes
   };
   struct LayerEvents {
     EventSet sets[2];
@@ -154,6 +168,7 @@ class DeviceLayers : public LayerSource {
   std::vector<LayerEvents> events_;  // by layer
   std::vector<const void*> pinned_;  // host regions we registered
   uint32_t acquired_ = kNoLayer;
+  std::atomic<uint32_t> timing_every_{kLayerTimingEvery};
 
   std::mutex mu_;
   DeviceLayersStats stats_ ABSL_GUARDED_BY(mu_);

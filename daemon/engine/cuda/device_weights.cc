@@ -49,6 +49,7 @@ class DeviceWeights : public BackendWeights {
   absl::Status Apply(const LayerPlan& vram) override { return layers_->Apply(ToDevicePlan(vram)); }
   bool on_device() const override { return true; }
 
+  void SetTimingEvery(uint32_t n) override { layers_->SetTimingEvery(n); }
   DeviceTierStats DeviceStats() override {
     const DeviceLayersStats s = layers_->Stats();
     DeviceTierStats out;
@@ -59,8 +60,10 @@ class DeviceWeights : public BackendWeights {
     out.staging_buffers = s.staging_buffers;
     out.staging_bytes = s.staging_bytes;
     out.copied_bytes = s.copied_bytes;
+    out.timed_copied_bytes = s.timed_copied_bytes;
     out.copy_seconds = s.copy_seconds;
     out.wait_seconds = s.wait_seconds;
+    out.timing_every = s.timing_every;
     size_t free = 0, total = 0;
     if (cudaMemGetInfo(&free, &total) == cudaSuccess) {
       out.free_bytes = free;
@@ -70,6 +73,8 @@ class DeviceWeights : public BackendWeights {
     for (const DeviceLayerTiming& t : layers_->LayerTimings()) {
       out.copies.push_back(t.copies);
       out.passes.push_back(t.passes);
+      out.timed_copies.push_back(t.timed_copies);
+      out.timed_passes.push_back(t.timed_passes);
       out.copy_seconds_by_layer.push_back(t.copy_seconds);
       out.wait_seconds_by_layer.push_back(t.wait_seconds);
       out.compute_seconds_by_layer.push_back(t.compute_seconds);

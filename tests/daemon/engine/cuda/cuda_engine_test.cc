@@ -118,6 +118,42 @@ void ExpectTiersAgree(const std::string& dir) {
   ExpectSameRun(*want, *from_disk, "disk tier through staging");
 }
 
+// Per-layer timing events on one use of a layer in kLayerTimingEvery (the
+// others record none): every use is counted, the first of each round is
+// timed; SetTimingEvery(1) times every use. The tokens do not depend on it.
+void ExpectTimingSampled(const std::string& dir) {
+  auto files = ReadManifest(dir);
+  ASSERT_TRUE(files.ok()) << files.status();
+  auto sizes = LayerFileSizes(*files);
+  ASSERT_TRUE(sizes.ok());
+  const uint64_t largest = *std::max_element(sizes->begin(), sizes->end());
+  const std::vector<int32_t> prompt = PromptFor(files->config.vocab_size);
+  auto model = OpenCuda(dir, 3 * largest, kUnlimitedBudget, /*pins=*/0);
+  ASSERT_TRUE(model.ok()) << model.status();
+  auto sampled = Greedy(**model, prompt, kSteps);  // kSteps passes, under kLayerTimingEvery
+  ASSERT_TRUE(sampled.ok()) << sampled.status();
+  ASSERT_TRUE((*model)->weights().Drain().ok());
+  DeviceTierStats s = (*model)->weights().DeviceStats();
+  EXPECT_EQ(s.timing_every, kLayerTimingEvery);
+  for (uint32_t l = 0; l < files->config.n_layers; ++l) {
+    EXPECT_EQ(s.passes[l], static_cast<uint64_t>(kSteps)) << "layer " << l;
+    EXPECT_EQ(s.timed_passes[l], 1u) << "layer " << l << ": its first use only";
+    if (!s.in_vram[l]) {
+      EXPECT_GE(s.copies[l], static_cast<uint64_t>(kSteps)) << "layer " << l;
+      EXPECT_EQ(s.timed_copies[l], 1u) << "layer " << l;
+    }
+  }
+  (*model)->weights().SetTimingEvery(1);
+  auto timed = Greedy(**model, prompt, kSteps);
+  ASSERT_TRUE(timed.ok()) << timed.status();
+  ExpectSameRun(*sampled, *timed, "every pass timed");
+  ASSERT_TRUE((*model)->weights().Drain().ok());
+  s = (*model)->weights().DeviceStats();
+  for (uint32_t l = 0; l < files->config.n_layers; ++l) {
+    EXPECT_EQ(s.timed_passes[l], 1u + kSteps) << "layer " << l << ": every use of the second run";
+  }
+}
+
 // In an nvcc build on a machine without a GPU there is nothing to run on.
 #define OCTO_NEED_DEVICE() \
   if (UsableCudaDevices() == 0) GTEST_SKIP() << "no CUDA device"
@@ -146,6 +182,13 @@ class CudaGeneratedModel : public ::testing::TestWithParam<const char*> {
   TempDir tmp_;
   std::unique_ptr<Model> cpu_, gpu_;
 };
+
+TEST_P(CudaGeneratedModel, LayerTimesComeFromOneUseInN) {
+  TempDir tmp;
+  GenerateModel(tmp.Path("m.gguf"), GetParam(), "Q8_0", [](ModelShape& s) { s.n_layers = 3; });
+  ASSERT_TRUE(Decompose(tmp.Path("m.gguf"), tmp.Path("m"), DecomposeOptions{}).ok());
+  ExpectTimingSampled(tmp.Path("m"));
+}
 
 TEST_P(CudaGeneratedModel, StreamedHostAndDiskTiersGiveTheResidentBits) {
   TempDir tmp;
