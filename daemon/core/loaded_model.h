@@ -51,7 +51,7 @@ struct ModelLoadOptions {
   std::string backend = "auto";
   int gpu = 0;
   VramSettings vram;
-  KvCacheTypes kv_types;           // its sessions' caches (checked against its rows)
+  KvCacheTypes kv_types = {};      // its sessions' caches (checked against its rows)
 };
 
 class LoadedModel {

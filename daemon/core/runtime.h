@@ -92,7 +92,7 @@ struct RuntimeOptions {
   absl::Duration loader_timeout = absl::ZeroDuration();
   // Sessions and KV caches.
   uint64_t kv_budget_bytes = 1ull << 30;  // all sessions' caches together
-  KvCacheTypes kv_types;                  // a loaded model's caches, unless its load names others
+  KvCacheTypes kv_types = {};             // a loaded model's caches, unless its load names others
   uint32_t session_context = 4096;        // a new session's positions when it asks none (capped by the model)
   uint32_t max_sessions = 64;
   bool evict_idle_sessions = false;       // when the KV budget is full: evict the longest-idle
@@ -229,9 +229,9 @@ class JobHandle {
 // A load's own settings (LoadModel); unset: the daemon's.
 struct ModelSettings {
   // Its draft model for speculative decoding; "none": no draft.
-  std::optional<std::string> draft_model;
+  std::optional<std::string> draft_model = std::nullopt;
   // Its sessions' KV cache types (--cache-type-k, --cache-type-v).
-  std::optional<GgmlType> cache_type_k, cache_type_v;
+  std::optional<GgmlType> cache_type_k = std::nullopt, cache_type_v = std::nullopt;
 };
 
 struct ModelSummary {
