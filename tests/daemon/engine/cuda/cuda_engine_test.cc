@@ -75,45 +75,66 @@ void ExpectSameRun(const GreedyRun& want, const GreedyRun& got, const std::strin
   }
 }
 
+// A model directory's manifest, layer file sizes (and the largest) and a
+// prompt for it; ok false (and a test failure) when it cannot be read.
+struct ModelFiles {
+  bool ok = false;
+  Manifest manifest;
+  std::vector<uint64_t> sizes;
+  uint64_t largest = 0;
+  std::vector<int32_t> prompt;
+};
+ModelFiles ReadModelFiles(const std::string& dir) {
+  ModelFiles m;
+  auto manifest = ReadManifest(dir);
+  EXPECT_TRUE(manifest.ok()) << manifest.status();
+  if (!manifest.ok()) return m;
+  auto sizes = LayerFileSizes(*manifest);
+  EXPECT_TRUE(sizes.ok());
+  if (!sizes.ok()) return m;
+  m.manifest = std::move(*manifest);
+  m.sizes = std::move(*sizes);
+  m.largest = *std::max_element(m.sizes.begin(), m.sizes.end());
+  m.prompt = PromptFor(m.manifest.config.vocab_size);
+  m.ok = true;
+  return m;
+}
+
 // Every tier arrangement gives the resident run's bits.
 void ExpectTiersAgree(const std::string& dir) {
-  auto files = ReadManifest(dir);
-  ASSERT_TRUE(files.ok()) << files.status();
-  auto sizes = LayerFileSizes(*files);
-  ASSERT_TRUE(sizes.ok());
-  const uint64_t largest = *std::max_element(sizes->begin(), sizes->end());
-  const std::vector<int32_t> prompt = PromptFor(files->config.vocab_size);
+  const ModelFiles m = ReadModelFiles(dir);
+  ASSERT_TRUE(m.ok);
 
   auto resident = OpenCuda(dir, kUnlimitedBudget, kUnlimitedBudget);
   ASSERT_TRUE(resident.ok()) << resident.status();
-  EXPECT_EQ((*resident)->weights().DeviceStats().vram_layers, files->config.n_layers);
-  auto want = Greedy(**resident, prompt, kSteps);
+  EXPECT_EQ((*resident)->weights().DeviceStats().vram_layers, m.manifest.config.n_layers);
+  auto want = Greedy(**resident, m.prompt, kSteps);
   ASSERT_TRUE(want.ok()) << want.status();
 
   // One layer in VRAM plus two staging buffers; the host tier holds the rest.
-  auto host_tier = OpenCuda(dir, 3 * largest, kUnlimitedBudget, /*pins=*/0);
+  auto host_tier = OpenCuda(dir, 3 * m.largest, kUnlimitedBudget, /*pins=*/0);
   ASSERT_TRUE(host_tier.ok()) << host_tier.status();
   const DeviceTierStats s = (*host_tier)->weights().DeviceStats();
   EXPECT_EQ(s.vram_layers, 1u);
   EXPECT_EQ(s.staging_buffers, 2u);
-  EXPECT_LE(s.peak_bytes, 3 * largest);
-  auto streamed = Greedy(**host_tier, prompt, kSteps);
+  EXPECT_LE(s.peak_bytes, 3 * m.largest);
+  auto streamed = Greedy(**host_tier, m.prompt, kSteps);
   ASSERT_TRUE(streamed.ok()) << streamed.status();
   ExpectSameRun(*want, *streamed, "host tier through staging");
   // Every non-VRAM layer was copied once per pass: prefill + kSteps - 1 decodes.
   const DeviceTierStats after = (*host_tier)->weights().DeviceStats();
   uint64_t streamed_bytes = 0;
-  for (uint32_t l = 0; l < files->config.n_layers; ++l) {
-    if (!after.in_vram[l]) streamed_bytes += (*sizes)[l];
+  for (uint32_t l = 0; l < m.manifest.config.n_layers; ++l) {
+    if (!after.in_vram[l]) streamed_bytes += m.sizes[l];
   }
   const uint64_t passes = kSteps;
   EXPECT_GE(after.copied_bytes, passes * streamed_bytes);
   EXPECT_LE(after.copied_bytes, (passes + 1) * streamed_bytes);  // + the next pass's prefetch
 
   // The same with the host holding one layer at a time: the disk tier.
-  auto disk_tier = OpenCuda(dir, 3 * largest, largest, /*pins=*/0);
+  auto disk_tier = OpenCuda(dir, 3 * m.largest, m.largest, /*pins=*/0);
   ASSERT_TRUE(disk_tier.ok()) << disk_tier.status();
-  auto from_disk = Greedy(**disk_tier, prompt, kSteps);
+  auto from_disk = Greedy(**disk_tier, m.prompt, kSteps);
   ASSERT_TRUE(from_disk.ok()) << from_disk.status();
   ExpectSameRun(*want, *from_disk, "disk tier through staging");
 }
@@ -122,20 +143,16 @@ void ExpectTiersAgree(const std::string& dir) {
 // others record none): every use is counted, the first of each round is
 // timed; SetTimingEvery(1) times every use. The tokens do not depend on it.
 void ExpectTimingSampled(const std::string& dir) {
-  auto files = ReadManifest(dir);
-  ASSERT_TRUE(files.ok()) << files.status();
-  auto sizes = LayerFileSizes(*files);
-  ASSERT_TRUE(sizes.ok());
-  const uint64_t largest = *std::max_element(sizes->begin(), sizes->end());
-  const std::vector<int32_t> prompt = PromptFor(files->config.vocab_size);
-  auto model = OpenCuda(dir, 3 * largest, kUnlimitedBudget, /*pins=*/0);
+  const ModelFiles m = ReadModelFiles(dir);
+  ASSERT_TRUE(m.ok);
+  auto model = OpenCuda(dir, 3 * m.largest, kUnlimitedBudget, /*pins=*/0);
   ASSERT_TRUE(model.ok()) << model.status();
-  auto sampled = Greedy(**model, prompt, kSteps);  // kSteps passes, under kLayerTimingEvery
+  auto sampled = Greedy(**model, m.prompt, kSteps);  // kSteps passes, under kLayerTimingEvery
   ASSERT_TRUE(sampled.ok()) << sampled.status();
   ASSERT_TRUE((*model)->weights().Drain().ok());
   DeviceTierStats s = (*model)->weights().DeviceStats();
   EXPECT_EQ(s.timing_every, kLayerTimingEvery);
-  for (uint32_t l = 0; l < files->config.n_layers; ++l) {
+  for (uint32_t l = 0; l < m.manifest.config.n_layers; ++l) {
     EXPECT_EQ(s.passes[l], static_cast<uint64_t>(kSteps)) << "layer " << l;
     EXPECT_EQ(s.timed_passes[l], 1u) << "layer " << l << ": its first use only";
     if (!s.in_vram[l]) {
@@ -144,12 +161,12 @@ void ExpectTimingSampled(const std::string& dir) {
     }
   }
   (*model)->weights().SetTimingEvery(1);
-  auto timed = Greedy(**model, prompt, kSteps);
+  auto timed = Greedy(**model, m.prompt, kSteps);
   ASSERT_TRUE(timed.ok()) << timed.status();
   ExpectSameRun(*sampled, *timed, "every pass timed");
   ASSERT_TRUE((*model)->weights().Drain().ok());
   s = (*model)->weights().DeviceStats();
-  for (uint32_t l = 0; l < files->config.n_layers; ++l) {
+  for (uint32_t l = 0; l < m.manifest.config.n_layers; ++l) {
     EXPECT_EQ(s.timed_passes[l], 1u + kSteps) << "layer " << l << ": every use of the second run";
   }
 }
