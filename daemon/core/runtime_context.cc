@@ -3,7 +3,6 @@
 // holds, or Ollama's num_ctx), and what happens to a prompt longer than that:
 // refused naming both sizes, or cut as Ollama cuts it.
 #include <algorithm>
-#include <functional>
 #include <memory>
 
 #include "absl/strings/str_cat.h"
@@ -13,18 +12,6 @@
 namespace octo {
 namespace {
 
-// The largest n in [1, limit] for which fits(n) holds, by bisection (fits
-// holds up to some n and not beyond); 1 when none does.
-int LargestFitting(int limit, const std::function<bool(int)>& fits) {
-  if (fits(limit)) return limit;
-  int good = 0, over = limit;
-  while (over - good > 1) {
-    const int mid = good + (over - good) / 2;
-    (fits(mid) ? good : over) = mid;
-  }
-  return std::max(good, 1);
-}
-
 int TrainedContext(const LoadedModel& model) {
   return static_cast<int>(std::min(model.config().context_length, 1u << 30));
 }
@@ -32,14 +19,12 @@ int TrainedContext(const LoadedModel& model) {
 }  // namespace
 
 int RuntimeImpl::ServableContext(const LoadedModel& model) const {
-  // The largest cache of n positions whose bytes, full, fit the budget (a
-  // cache allocates nothing until it is reserved, and grows to at most its
-  // n): so a cache type of fewer bytes per position serves a longer context.
-  return LargestFitting(TrainedContext(model), [&](int n) {
-    return model.NewCache(n)->BytesAfterReserve(n) <= options_.kv_budget_bytes;
-  });
+  // The most positions whose cache, full, fits the budget (a cache of n
+  // positions grows to at most n): a cache type of fewer bytes per position
+  // serves a longer context. At least 1.
+  const uint64_t fits = model.NewCache(1)->PositionsWithin(options_.kv_budget_bytes);
+  return static_cast<int>(std::clamp<uint64_t>(fits, 1, static_cast<uint64_t>(TrainedContext(model))));
 }
-
 
 int RuntimeImpl::SessionContext(uint32_t asked, const LoadedModel& model) const {
   const uint32_t want = asked > 0 ? asked : options_.session_context;

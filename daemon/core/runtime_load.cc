@@ -21,6 +21,23 @@ namespace {
 // How often a decomposition in progress is logged.
 constexpr double kProgressLogSeconds = 10;
 
+// The KV cache types beside the model's heads: a quantized type whose
+// 32-value blocks span several heads (head_dim under 32) shares one scale
+// among them, which costs far more than on wide heads (stories260K's 8-value
+// heads: +226% perplexity at q4_0 keys, +0.3% at q8_0).
+std::string KvTypesNotice(const ModelConfig& config, KvCacheTypes types) {
+  if (types == KvCacheTypes{}) return "";
+  std::string notice = absl::StrCat("KV cache k ", KvCacheTypeName(types.k), ", v ", KvCacheTypeName(types.v));
+  for (GgmlType type : {types.k, types.v}) {
+    if (type == GgmlType::kF16 || config.head_dim >= 32) continue;
+    absl::StrAppend(&notice, "; its heads are ", config.head_dim, " values, so each 32-value ", KvCacheTypeName(type),
+                    " block spans ", 32 / std::max(config.head_dim, 1u),
+                    " heads and loses more than on wide heads (q8_0 loses least)");
+    break;
+  }
+  return notice;
+}
+
 }  // namespace
 
 void RuntimeImpl::Log(absl::string_view line) const {
@@ -60,27 +77,6 @@ absl::StatusOr<std::string> RuntimeImpl::ModelDir(const ResolvedModel& model) {
   }
   return cached->dir;
 }
-
-namespace {
-
-// The KV cache types beside the model's heads: a quantized type whose
-// 32-value blocks span several heads (head_dim under 32) shares one scale
-// among them, which costs far more than on wide heads (stories260K's 8-value
-// heads: +226% perplexity at q4_0 keys, +0.3% at q8_0).
-std::string KvTypesNotice(const ModelConfig& config, KvCacheTypes types) {
-  if (types == KvCacheTypes{}) return "";
-  std::string notice = absl::StrCat("KV cache k ", KvCacheTypeName(types.k), ", v ", KvCacheTypeName(types.v));
-  for (GgmlType type : {types.k, types.v}) {
-    if (type == GgmlType::kF16 || config.head_dim >= 32) continue;
-    absl::StrAppend(&notice, "; its heads are ", config.head_dim, " values, so each 32-value ", KvCacheTypeName(type),
-                    " block spans ", 32 / std::max(config.head_dim, 1u),
-                    " heads and loses more than on wide heads (q8_0 loses least)");
-    break;
-  }
-  return notice;
-}
-
-}  // namespace
 
 absl::StatusOr<ModelSummary> RuntimeImpl::LoadModel(const std::string& name, const ModelSettings& settings) {
   absl::StatusOr<ResolvedModel> resolved = ResolveModelPath(options_.models_root, name);

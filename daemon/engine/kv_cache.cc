@@ -97,6 +97,12 @@ uint64_t KvCache::BytesAfterReserve(int n) const {
          (kSnapshotCopy + 1) * CopyFloats() * sizeof(float);
 }
 
+uint64_t KvCache::PositionsWithin(uint64_t budget) const {
+  const uint64_t fixed = (kSnapshotCopy + 1) * CopyFloats() * sizeof(float);
+  if (budget < fixed) return 0;
+  return PositionBytes() == 0 ? UINT64_MAX : (budget - fixed) / PositionBytes();
+}
+
 absl::Status KvCache::Reserve(int n) {
   if (n < 0 || size_ + static_cast<int64_t>(n) > max_positions_) {
     return absl::ResourceExhaustedError(absl::StrCat("the sequence would hold ", size_ + static_cast<int64_t>(n),

@@ -73,6 +73,11 @@ class KvCache {
   absl::Status Reserve(int n);
   // bytes() after Reserve(n) succeeds (the cache grows in steps).
   uint64_t BytesAfterReserve(int n) const;
+  // The most positions a cache of this model can hold, full, in `budget`
+  // bytes: a cache of n positions at most takes PositionBytes() * n plus
+  // its fixed recurrent state (a hybrid's). UINT64_MAX when positions cost
+  // nothing (no attention layers) and the state fits.
+  uint64_t PositionsWithin(uint64_t budget) const;
 
   // Rows of layer `layer`: (capacity, row_elements) in types().k and .v.
   uint8_t* keys(int layer) { return data_.as<uint8_t>() + LayerOffset(layer); }
