@@ -52,6 +52,27 @@ inline absl::Status CheckRmsNormArgs(const float* x, const float* weight, const 
   return absl::OkStatus();
 }
 
+inline absl::Status CheckLayerNormArgs(const float* x, const float* weight, const float* bias, const float* out,
+                                       int n_rows, int dim, float eps) {
+  absl::Status null = CheckNotNull("LayerNorm", {{"x", x}, {"weight", weight}, {"bias", bias}, {"out", out}});
+  if (!null.ok()) return null;
+  if (n_rows <= 0 || dim <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("LayerNorm: n_rows (%d) and dim (%d) must be positive", n_rows, dim));
+  }
+  if (!(eps >= 0.0f)) {  // also refuses NaN
+    return absl::InvalidArgumentError(absl::StrFormat("LayerNorm: eps (%g) must be >= 0", eps));
+  }
+  return absl::OkStatus();
+}
+
+inline absl::Status CheckGeluArgs(const float* x, const float* out, int64_t n) {
+  absl::Status null = CheckNotNull("Gelu", {{"x", x}, {"out", out}});
+  if (!null.ok()) return null;
+  if (n <= 0) return absl::InvalidArgumentError(absl::StrFormat("Gelu: n (%d) must be positive", n));
+  return absl::OkStatus();
+}
+
 // positions is not read: it may be device memory. Any int32 position is
 // accepted (the angle is (float)pos * ..., as in ggml).
 inline absl::Status CheckRopeArgs(const float* x, const int32_t* positions, int n_tokens,
@@ -104,6 +125,9 @@ inline absl::Status CheckAttentionArgs(const float* q, const void* k_cache, cons
   absl::Status v_type = KvRowCheck("Attention: types.v", p.types.v, kv_dim);
   if (!v_type.ok()) return v_type;
   // tree_mask itself is not read: it is device memory for the CUDA op.
+  if (p.tree_mask != nullptr && !p.causal) {
+    return absl::InvalidArgumentError("Attention: a tree_mask needs causal (a tree query sees its ancestors only)");
+  }
   if (p.tree_mask != nullptr) {
     if (p.n_tokens > kMaxTreeAttentionRows) {
       return absl::InvalidArgumentError(absl::StrFormat(

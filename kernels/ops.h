@@ -155,6 +155,42 @@ absl::Status AddRmsNorm(float* x, const float* delta, const float* weight, float
                         float eps, StreamHandle stream);
 }  // namespace cuda
 
+// --- LayerNorm (kernels/cpu/layer_norm.cc) -------------------------------------
+// The encoders' norm (BERT, nomic-bert): for each row r of x (n_rows, dim),
+// with weight, bias (dim) and out (n_rows, dim):
+//
+//   mean      = sum_i(x[r][i]) / dim
+//   v_i       = x[r][i] - mean
+//   variance  = sum_i(v_i^2) / dim
+//   out[r][i] = (v_i / sqrt(variance + eps)) * weight[i] + bias[i]
+//
+// Precision: the CPU version does what llama.cpp's CPU backend does (its
+// norm, then its separate mul and add ops): x summed in double in index
+// order, the mean rounded to float; v_i = x - mean in float; the float
+// squares v_i * v_i summed in double in index order, the variance rounded
+// to float; scale = 1.0f / sqrtf(variance + eps); out = (v_i * scale) *
+// weight[i] + bias[i], each step rounded to float. The CUDA version sums the
+// same floats in double in a block-wide tree: the float mean and variance
+// are the CPU's unless the two double sums round to either side of a float
+// rounding boundary (a tie, or a row whose sum cancels almost to zero), so
+// the outputs agree bit for bit but for such rows, where they are a few
+// float ulps apart (the test states the tolerance).
+//
+// Preconditions (INVALID_ARGUMENT otherwise): x, weight, bias and out
+// non-null; n_rows > 0; dim > 0; eps >= 0 (NaN is rejected). With eps == 0
+// a constant row gives NaN, as the formula says.
+//
+// Aliasing: out may be x itself; any other overlap is undefined.
+namespace cpu {
+absl::Status LayerNorm(const float* x, const float* weight, const float* bias, float* out, int n_rows, int dim,
+                       float eps);
+}  // namespace cpu
+namespace cuda {
+// Launches one block per row on `stream`.
+absl::Status LayerNorm(const float* x, const float* weight, const float* bias, float* out, int n_rows, int dim,
+                       float eps, StreamHandle stream);
+}  // namespace cuda
+
 // --- MatMul (kernels/cpu/matmul.cc) ---------------------------------------------
 // out (n_tokens, w.rows) = x (n_tokens, w.cols) · w^T, straight from the block
 // bytes of w: no dequantized copy of the matrix.
@@ -350,8 +386,8 @@ absl::Status RopeQK(float* q, float* k, const int32_t* positions, int n_tokens, 
 // The most rows one tree step may carry: the bits of a tree_mask word.
 inline constexpr int kMaxTreeAttentionRows = 64;
 
-// Causal (or, with a tree_mask, tree) grouped-query attention of n_tokens
-// new queries of one sequence over its KV cache, which already holds their
+// Causal (or, with a tree_mask, tree; or bidirectional) grouped-query
+// attention of n_tokens new queries of one sequence over its KV cache, which already holds their
 // keys and values.
 //   q   (n_tokens, n_heads * head_dim) fp32
 //   k_cache, v_cache (>= first_pos + n_tokens, n_kv_heads * head_dim) in
@@ -360,6 +396,10 @@ inline constexpr int kMaxTreeAttentionRows = 64;
 //   out (n_tokens, n_heads * head_dim) fp32
 // Query t sits at position first_pos + t and sees cache rows
 // 0..first_pos + t. Head h reads kv head h / (n_heads / n_kv_heads).
+// Non-causal (causal false; an encoder such as BERT): every query sees all
+// rows 0..first_pos + n_tokens - 1, and is computed exactly as a causal
+// query at the last position, first_pos + n_tokens - 1, with its own q: the
+// same bits, on either backend, as that causal call gives.
 //   att = softmax(scale * q·k) over those rows; out = sum att * v.
 // Precision: as llama.cpp's CPU backend, q is rounded to fp16 before the dot
 // with the fp16 keys (the products are exact in fp32; the sum is fp32), the
@@ -412,8 +452,8 @@ inline constexpr int kMaxTreeAttentionRows = 64;
 //
 // Preconditions (INVALID_ARGUMENT): pointers non-null; n_tokens, n_heads,
 // n_kv_heads, head_dim > 0; n_kv_heads divides n_heads; first_pos >= 0 and
-// first_pos + n_tokens fits in an int; scale finite. With tree_mask:
-// n_tokens <= kMaxTreeAttentionRows, tree_base >= 0 and tree_base +
+// first_pos + n_tokens fits in an int; scale finite. With tree_mask: causal
+// (a tree is causal by nature), n_tokens <= kMaxTreeAttentionRows, tree_base >= 0 and tree_base +
 // kMaxTreeAttentionRows fits in an int; on the CPU every tree_mask[t] is
 // non-zero. The caches must hold first_pos + n_tokens rows, or with
 // tree_mask every row the masks name (not checkable here).
@@ -426,6 +466,7 @@ struct AttentionParams {
   int head_dim = 0;
   float scale = 0;      // usually 1 / sqrt(head_dim)
   const uint64_t* tree_mask = nullptr;  // (n_tokens) or nullptr: causal
+  bool causal = true;   // false: every query sees rows 0..first_pos + n_tokens - 1
   int tree_base = 0;    // with tree_mask: the cache row of mask bit 0
   KvCacheTypes types;   // the caches' encodings; rows of n_kv_heads * head_dim values
 };
@@ -441,7 +482,8 @@ absl::Status Attention(const float* q, const void* k_cache, const void* v_cache,
 // and sums fp16(exp(score - M) / S) * V in fp32 (the weights rounded to fp16
 // as on the CPU: on llama.cpp's quantized references this rounding decides
 // near-ties); the splits' sums are added in split order. The splits depend only on the query's position, so a token gets the
-// same bits alone or in a prefill batch. A tree query's splits cut its
+// same bits alone or in a prefill batch; a non-causal query has those of
+// position first_pos + n_tokens - 1. A tree query's splits cut its
 // logical positions as a causal query's cut its positions (same splits,
 // same order, same bits); since the host cannot read the masks, every tree
 // query is given the splits of tree_base + kMaxTreeAttentionRows positions
@@ -492,6 +534,26 @@ absl::Status SiluMul(const float* gate, const float* up, float* out, int64_t n);
 // CUDA: the same formula with the device's expf (within 2 ulp).
 namespace cuda {
 absl::Status SiluMul(const float* gate, const float* up, float* out, int64_t n, StreamHandle stream);
+}  // namespace cuda
+
+// --- Gelu (kernels/cpu/gelu.cc) -------------------------------------------------
+// out[i] = gelu(x[i]) for n values, the tanh approximation as llama.cpp's
+// CPU backend computes it (its GELU looks x up, rounded to fp16, in a table
+// of 2^16 fp16 results; computing the entry directly gives the same bits):
+//   x <= -10: 0;  x >= 10: x;  otherwise, with h = fp16(x) (nearest even),
+//   g = 0.5f * h * (1.0f + tanhf(sqrt(2 / pi) * h * (1.0f + 0.044715f * h * h)))
+//   in float, left to right, and out = fp16(g) widened back.
+// So the result is fp16-precise (2^-11 relative), as llama.cpp's; a NaN
+// stays a NaN.
+// Preconditions (INVALID_ARGUMENT): pointers non-null, n > 0. out may alias x.
+namespace cpu {
+absl::Status Gelu(const float* x, float* out, int64_t n);
+}  // namespace cpu
+// CUDA: the same formula with the device's tanhf (within 2 ulp): the same
+// bits unless that moves g across an fp16 rounding midpoint, then one fp16
+// ulp apart. (The executor calls the host's tanhf: always the same bits.)
+namespace cuda {
+absl::Status Gelu(const float* x, float* out, int64_t n, StreamHandle stream);
 }  // namespace cuda
 
 // --- Add, AddBias (kernels/cpu/add.cc) --------------------------------------------

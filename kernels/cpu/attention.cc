@@ -1,5 +1,5 @@
-// Causal or tree grouped-query attention over a KV cache (fp16 or
-// quantized, kernels/kv_blocks.h), on the CPU.
+// Causal, tree or non-causal grouped-query attention over a KV cache (fp16
+// or quantized, kernels/kv_blocks.h), on the CPU.
 // Semantics and precision: kernels/ops.h.
 //
 // One task per (token, head), or over a quantized cache per (token, kv head)
@@ -13,7 +13,7 @@
 // through the same loops' float twins.
 //
 // The rows a query sees are runs of consecutive cache rows: one run for a
-// causal query, [0, tree_base) and then the stretches of its mask for a tree
+// causal or non-causal query, [0, tree_base) and then the stretches of its mask for a tree
 // query. Scoring and summing run by run gives the bits of one pass over the
 // same rows stored contiguously (attention_kernels.h), which is the tree
 // contract of ops.h.
@@ -93,8 +93,9 @@ struct VisibleRows {
 VisibleRows VisibleRowsOf(const AttentionParams& p, int t) {
   VisibleRows rows;
   if (p.tree_mask == nullptr) {
-    // Query t sits at position first_pos + t and sees rows 0..first_pos + t.
-    rows.Add(0, p.first_pos + t + 1);
+    // Query t sits at position first_pos + t and sees rows 0..first_pos + t;
+    // non-causal, every row of the call, as the query at its last position.
+    rows.Add(0, p.causal ? p.first_pos + t + 1 : p.first_pos + p.n_tokens);
     return rows;
   }
   rows.Add(0, p.tree_base);

@@ -1,4 +1,5 @@
-// Causal or tree grouped-query attention on CUDA, flash-decoding, over an
+// Causal, tree or non-causal grouped-query attention on CUDA, flash-decoding,
+// over an
 // fp16 or quantized KV cache (one instantiation of the split kernel per pair
 // of cache types).
 // Semantics, precision and preconditions: kernels/ops.h; the CPU twin is
@@ -11,7 +12,9 @@
 // positions are its logical ones (ops.h): it is cut, scored and summed
 // exactly as the causal query at its logical position, only each logical
 // position's key and value are read from the cache row its mask maps it to.
-// So it gets that causal query's bits. Three launches per round:
+// So it gets that causal query's bits. A non-causal query is cut as the
+// causal query at the call's last position, first_pos + n_tokens - 1, and
+// gets its bits likewise. Three launches per round:
 //
 //  1. AttentionSplitKernel, stats pass, one block per (token, split, head):
 //     scores the split's positions and writes their max m and sum l of
@@ -29,7 +32,8 @@
 // from token 0 of the call):
 //   record r = pair * n_heads + head, (head_dim + 2) floats: m, l, acc.
 // A causal query's splits follow from its position, so the pairs are packed
-// tight (PairsBefore is a closed form). A tree query's follow from its mask,
+// tight (PairsBefore is a closed form). Non-causal queries all have the
+// last position's splits. A tree query's follow from its mask,
 // which lies in device memory where the host cannot read it: every tree
 // query is given the pairs of the most positions it can see, tree_base +
 // kMaxTreeAttentionRows, in the scratch and in the grid, and the split
@@ -78,8 +82,8 @@ __host__ __device__ __forceinline__ int64_t SplitsOf(int64_t pos) { return pos <
 
 // How a call's (token, split) pairs are laid out.
 struct SplitLayout {
-  int first_pos;    // causal: query t sits at position first_pos + t
-  int tree_splits;  // tree mode: the pairs every query is given; 0 when causal
+  int first_pos;     // causal: query t sits at position first_pos + t
+  int fixed_splits;  // tree or non-causal: the pairs every query is given; 0 when causal
 };
 
 // Causal: sum over u < t of SplitsOf(first_pos + u) = t + F(first_pos + t)
@@ -91,7 +95,7 @@ __host__ __device__ __forceinline__ int64_t FloorSum(int64_t n) {
 }
 // The pairs of tokens [0, t) of the call.
 __host__ __device__ __forceinline__ int64_t PairsBefore(const SplitLayout& layout, int t) {
-  if (layout.tree_splits > 0) return static_cast<int64_t>(t) * layout.tree_splits;
+  if (layout.fixed_splits > 0) return static_cast<int64_t>(t) * layout.fixed_splits;
   return t + FloorSum(static_cast<int64_t>(layout.first_pos) + t) - FloorSum(layout.first_pos);
 }
 
@@ -110,6 +114,7 @@ struct AttentionLaunch {
   SplitLayout layout;
   const uint64_t* tree_mask;  // (n_tokens) or nullptr: causal
   int tree_base;
+  int all_ctx;                // non-causal: the positions every query sees; 0 when causal
   int first_token;            // the round's first token
   int n_round_tokens;
   int n_heads;
@@ -124,11 +129,12 @@ __host__ __device__ __forceinline__ int64_t FirstRecordOf(const AttentionLaunch&
   return (PairsBefore(a.layout, t) - PairsBefore(a.layout, a.first_token)) * a.n_heads;
 }
 
-// The positions query t sees: 0..first_pos + t, or its logical positions
-// (ops.h) in tree mode.
+// The positions query t sees: 0..first_pos + t, every row of the call when
+// non-causal, or its logical positions (ops.h) in tree mode.
 __device__ __forceinline__ int ContextOf(const AttentionLaunch& a, int t) {
-  if (a.tree_mask == nullptr) return a.layout.first_pos + t + 1;
-  return a.tree_base + __popcll(a.tree_mask[t]);
+  if (a.tree_mask != nullptr) return a.tree_base + __popcll(a.tree_mask[t]);
+  if (a.all_ctx > 0) return a.all_ctx;
+  return a.layout.first_pos + t + 1;
 }
 
 // The cache row of (logical) position pos of a query. Its positions below
@@ -207,7 +213,7 @@ __global__ void __launch_bounds__(kSplitThreads) AttentionSplitKernel(AttentionL
   const int n_ctx = ContextOf(a, t);
   // A tree query's pairs are those of the most positions it could see; the
   // whole block leaves before any barrier when its split is not one of the
-  // query's (never for a causal query, whose pairs are exact).
+  // query's (never for a causal or non-causal query, whose pairs are exact).
   if (split >= SplitsOf(n_ctx - 1)) return;
   const int begin = split * kAttentionSplit;
   const int n_left = n_ctx - begin;
@@ -325,9 +331,13 @@ size_t SaturatingMul(size_t a, size_t b) { return a != 0 && b > SIZE_MAX / a ? S
 
 // Tree mode: each query is given the splits of the most positions it can
 // see, tree_base + kMaxTreeAttentionRows (the host cannot read its mask).
+// Non-causal: those of the last position, first_pos + n_tokens - 1.
 SplitLayout LayoutOf(const AttentionParams& p) {
-  if (p.tree_mask == nullptr) return {p.first_pos, 0};
-  return {p.first_pos, static_cast<int>(SplitsOf(static_cast<int64_t>(p.tree_base) + kMaxTreeAttentionRows - 1))};
+  if (p.tree_mask != nullptr) {
+    return {p.first_pos, static_cast<int>(SplitsOf(static_cast<int64_t>(p.tree_base) + kMaxTreeAttentionRows - 1))};
+  }
+  if (!p.causal) return {p.first_pos, static_cast<int>(SplitsOf(static_cast<int64_t>(p.first_pos) + p.n_tokens - 1))};
+  return {p.first_pos, 0};
 }
 
 // Bytes of the records of tokens [t0, t1).
@@ -351,7 +361,7 @@ size_t AttentionScratchBytes(const AttentionParams& p) {
       static_cast<int64_t>(p.first_pos) + p.n_tokens > INT32_MAX) {
     return 0;  // Attention refuses these before it looks at the scratch
   }
-  if (p.tree_mask != nullptr && (p.n_tokens > kMaxTreeAttentionRows || p.tree_base < 0 ||
+  if (p.tree_mask != nullptr && (!p.causal || p.n_tokens > kMaxTreeAttentionRows || p.tree_base < 0 ||
                                  static_cast<int64_t>(p.tree_base) + kMaxTreeAttentionRows > INT32_MAX)) {
     return 0;  // likewise
   }
@@ -395,6 +405,7 @@ absl::Status Attention(const float* q, const void* k_cache, const void* v_cache,
                        .layout = LayoutOf(p),
                        .tree_mask = p.tree_mask,
                        .tree_base = p.tree_base,
+                       .all_ctx = p.causal ? 0 : p.first_pos + p.n_tokens,
                        .first_token = 0,
                        .n_round_tokens = 0,
                        .n_heads = p.n_heads,

@@ -2,7 +2,9 @@
 // reference of its own contract; the same bits alone and in a batch, in one
 // round and in several; out == q; the argument and scratch checks. Tree
 // attention: each query bit for bit the causal op's on its compacted cache,
-// close to the CPU's tree attention, safe for any mask.
+// close to the CPU's tree attention, safe for any mask. Non-causal attention:
+// each query bit for bit the causal op's at the last position, close to the
+// CPU's, its scratch, a tree_mask refused.
 #include <algorithm>
 #include <bit>
 #include <climits>
@@ -189,7 +191,9 @@ class AttentionCudaTest : public testing::CudaOpTest {
   // cuda::Attention into a fresh buffer with `scratch_bytes` of scratch (the
   // full AttentionScratchBytes when 0).
   std::vector<float> Run(const DeviceInputs& d, const Shape& s, size_t scratch_bytes = 0) {
-    const AttentionParams p = ParamsFor(s);
+    return Run(d, ParamsFor(s), scratch_bytes);
+  }
+  std::vector<float> Run(const DeviceInputs& d, const AttentionParams& p, size_t scratch_bytes = 0) {
     cuda::Exec exec = Exec(cuda::AttentionScratchBytes(p));
     if (scratch_bytes != 0) exec.scratch_bytes = scratch_bytes;
     auto out = Output<float>(d.q.size());
@@ -459,6 +463,72 @@ TEST_F(AttentionCudaTreeTest, ScratchBytesIsTheBoundForEveryMask) {
   EXPECT_EQ(bytes(4, INT32_MAX - 63), 0u);
 }
 
+// --- Non-causal attention ----------------------------------------------------
+
+AttentionParams NonCausal(const Shape& s) {
+  AttentionParams p = ParamsFor(s);
+  p.causal = false;
+  return p;
+}
+
+// Query t of s alone, as a causal query at the call's last position.
+Shape LastPosition(const Shape& s) { return {1, s.first_pos + s.n_tokens - 1, s.n_heads, s.n_kv_heads, s.head_dim}; }
+
+// ops.h: each non-causal query gets, bit for bit, what the causal op gives
+// its q alone at the last position (same splits, same order), in one round
+// or in rounds of one token. Contexts of one split, two (258, 300) and one
+// past an edge only for the last query (257).
+TEST_F(AttentionCudaTest, NonCausalQueriesAreTheCausalQueryAtTheLastPositionBitForBit) {
+  uint32_t seed = 70;
+  for (const Shape& s : {Shape{5, 3, 3, 1, 33}, Shape{9, 249, 4, 4, 72}, Shape{9, 250, 4, 2, 40},
+                         Shape{300, 0, 4, 2, 64}}) {
+    const Inputs in = RandomInputs(s, seed++, /*extra_rows=*/3);
+    const DeviceInputs d = UploadInputs(in);
+    const std::vector<float> all = Run(d, NonCausal(s));
+    const size_t one_token_bytes = cuda::AttentionScratchBytes(ParamsFor(LastPosition(s)));
+    const std::vector<float> rounds = Run(d, NonCausal(s), one_token_bytes);
+    EXPECT_EQ(std::memcmp(rounds.data(), all.data(), all.size() * sizeof(float)), 0) << Describe(s) << " in rounds";
+    for (int t : {0, 1, 4, 8, 150, 299}) {
+      if (t >= s.n_tokens) continue;
+      Inputs one = in;
+      one.q.assign(in.q.begin() + t * TokenSize(s), in.q.begin() + (t + 1) * TokenSize(s));
+      const std::vector<float> alone = Run(UploadInputs(one), LastPosition(s));
+      EXPECT_EQ(std::memcmp(alone.data(), all.data() + t * TokenSize(s), alone.size() * sizeof(float)), 0)
+          << Describe(s) << " token " << t;
+    }
+  }
+}
+
+// Against the CPU's non-causal attention, within the causal comparison's
+// tolerance at n = first_pos + n_tokens, the rows every query sees (the
+// rows after them NaN: reading one shows).
+TEST_F(AttentionCudaTest, NonCausalMatchesCpu) {
+  uint32_t seed = 80;
+  for (const Shape& s : {Shape{7, 0, 8, 2, 64}, Shape{9, 250, 4, 4, 72}, Shape{3, 1000, 2, 2, 40}}) {
+    const Inputs in = RandomInputs(s, seed++, /*extra_rows=*/3);
+    std::vector<float> want(in.q.size());
+    ASSERT_TRUE(cpu::Attention(in.q.data(), in.k.data(), in.v.data(), want.data(), NonCausal(s), {}).ok());
+    const std::vector<int> n_of(in.q.size(), s.first_pos + s.n_tokens);
+    double diff = 0;
+    WorstRatio(Run(UploadInputs(in), NonCausal(s)), want, n_of, CudaVsCpuTolerance, Describe(s) + " non-causal",
+               &diff);
+  }
+}
+
+// Every non-causal query is given the last position's splits.
+TEST_F(AttentionCudaTest, NonCausalScratchBytesGivesEveryTokenTheLastPositionsSplits) {
+  const size_t record = (64 + 2) * sizeof(float);
+  EXPECT_EQ(cuda::AttentionScratchBytes(NonCausal({10, 0, 8, 2, 64})), 10 * 8 * record);
+  EXPECT_EQ(cuda::AttentionScratchBytes(NonCausal({10, 246, 8, 2, 64})), 10 * 8 * record);  // up to 255
+  EXPECT_EQ(cuda::AttentionScratchBytes(NonCausal({10, 247, 8, 2, 64})), 10 * 2 * 8 * record);
+  EXPECT_EQ(cuda::AttentionScratchBytes(NonCausal({512, 0, 8, 2, 64})), 512 * 2 * 8 * record);
+  // A tree_mask with causal false: Attention refuses it, no size.
+  const uint64_t any_mask[1] = {};
+  AttentionParams tree = testing::TreeParamsFor({4, 0, 8, 2, 64}, any_mask);
+  tree.causal = false;
+  EXPECT_EQ(cuda::AttentionScratchBytes(tree), 0u);
+}
+
 TEST_F(AttentionCudaTest, RejectsBadArgumentsWithoutLaunching) {
   const Shape ok = {2, 1, 4, 2, 8};
   const Inputs in = RandomInputs(ok, 1);
@@ -521,6 +591,12 @@ TEST_F(AttentionCudaTest, RejectsBadArgumentsWithoutLaunching) {
          p.tree_base = -1;
        }),
        exec, "tree_base (-1)"},
+      {q, k, v, out.get(),
+       with([&](AttentionParams& p) {
+         p.tree_mask = reinterpret_cast<const uint64_t*>(k);
+         p.causal = false;
+       }),
+       exec, "a tree_mask needs causal"},
       // The last token (position 2) has one split: 4 heads * (8 + 2) floats.
       {q, k, v, out.get(), good, scratch(exec.scratch, 159), "exec.scratch_bytes (159) is less than 160"},
       {q, k, v, out.get(), good, scratch(exec.scratch, 0), "exec.scratch_bytes (0) is less than 160"},
