@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Writes unicode_table.inc: the Unicode character classes the pre-tokenizers use.
+"""Writes unicode_table.inc: the Unicode character classes the pre-tokenizers use,
+and the two character mappings the WordPiece tokenizer uses.
 
 Usage: python3 gen_unicode_table.py > unicode_table.inc
 
@@ -9,6 +10,14 @@ from its first code point up to the next entry's. Classes are the regex ones:
 \\p{Z} separator, \\p{C} other (Cc Cf Co Cs; unassigned Cn gets no bit), and
 \\s, the Unicode White_Space property (not exposed by unicodedata, so listed
 here; it has not changed since Unicode 6.1).
+
+The mappings keep one code point per code point, as llama.cpp's do: NFD base
+is the first code point of the canonical decomposition (so U+00E9 'é' -> 'e',
+the accent dropped), lowercase the first code point of str.lower(). NFD
+ranges are (first, count, base): count consecutive code points with one base.
+Lowercase runs are (first, last, delta, stride): every stride-th code point
+from first to last maps to itself + delta (stride 2 covers the alternating
+upper/lower pairs of Latin Extended, Greek, Cyrillic, ...).
 """
 import sys
 import unicodedata
@@ -28,6 +37,54 @@ def classes(cp):
     return bits
 
 
+def nfd_ranges():
+    ranges = []
+    for cp in range(MAX_CODE_POINT + 1):
+        if 0xD800 <= cp <= 0xDFFF:
+            continue
+        base = ord(unicodedata.normalize("NFD", chr(cp))[0])
+        if base == cp:
+            continue
+        if ranges and ranges[-1][0] + ranges[-1][1] == cp and ranges[-1][2] == base:
+            ranges[-1][1] += 1
+        else:
+            ranges.append([cp, 1, base])
+    return ranges
+
+
+def lowercase_runs():
+    runs = []
+    for cp in range(MAX_CODE_POINT + 1):
+        if 0xD800 <= cp <= 0xDFFF:
+            continue
+        delta = ord(chr(cp).lower()[0]) - cp
+        if delta == 0:
+            continue
+        if runs and runs[-1][2] == delta:
+            first, last, _, stride = runs[-1]
+            gap = cp - last
+            if (first == last and gap in (1, 2)) or gap == stride:
+                runs[-1][1], runs[-1][3] = cp, gap
+                continue
+        runs.append([cp, cp, delta, 1])
+    return runs
+
+
+def write_mappings(out):
+    ranges = nfd_ranges()
+    out.write("// NFD base: {first, count, base}, sorted by first.\n")
+    out.write(f"inline constexpr NfdRange kNfdRanges[{len(ranges)}] = {{\n")
+    for i in range(0, len(ranges), 4):
+        out.write("    " + " ".join(f"{{0x{a:05X}, {n}, 0x{b:05X}}}," for a, n, b in ranges[i:i + 4]) + "\n")
+    out.write("};\n")
+    runs = lowercase_runs()
+    out.write("// Lowercase: {first, last, delta, stride}, sorted by first.\n")
+    out.write(f"inline constexpr CaseRun kLowercaseRuns[{len(runs)}] = {{\n")
+    for i in range(0, len(runs), 4):
+        out.write("    " + " ".join(f"{{0x{a:05X}, 0x{b:05X}, {d}, {s}}}," for a, b, d, s in runs[i:i + 4]) + "\n")
+    out.write("};\n")
+
+
 def main():
     entries = []
     previous = None
@@ -44,6 +101,7 @@ def main():
     for i in range(0, len(entries), 8):
         out.write("    " + " ".join(f"0x{e:08X}," for e in entries[i:i + 8]) + "\n")
     out.write("};\n")
+    write_mappings(out)
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@
 #include "daemon/tokenizer/bpe.h"
 #include "daemon/tokenizer/spm.h"
 #include "daemon/tokenizer/vocab.h"
+#include "daemon/tokenizer/wpm.h"
 #include "storage/status_macros.h"
 
 namespace octo {
@@ -41,8 +42,9 @@ std::vector<std::string> RenderPieces(const Vocab& vocab) {
         pieces[id] = text;
         break;
       case TokenType::kNormal:
-        pieces[id] = vocab.kind == TokenizerKind::kSentencePiece ? absl::StrReplaceAll(text, {{kSpmSpace, " "}})
-                                                                  : tokenizer::ByteLevelDecode(text);
+        // SentencePiece and WordPiece mark a word start with "▁": a space.
+        pieces[id] = vocab.kind == TokenizerKind::kByteLevelBpe ? tokenizer::ByteLevelDecode(text)
+                                                                 : absl::StrReplaceAll(text, {{kSpmSpace, " "}});
         break;
       case TokenType::kByte:
         if (const int byte = ByteTokenValue(text); byte >= 0) {
@@ -126,6 +128,10 @@ std::vector<int32_t> Tokenizer::Encode(absl::string_view text, bool add_special,
       tokenizer::EncodeBpe(vocab, fragment.text, &out);
       continue;
     }
+    if (vocab.kind == TokenizerKind::kWordPiece) {
+      tokenizer::EncodeWpm(vocab, fragment.text, &out);
+      continue;
+    }
     escaped.clear();
     if (vocab.add_space_prefix && after_special) absl::StrAppend(&escaped, kSpmSpace);
     absl::StrAppend(&escaped, absl::StrReplaceAll(fragment.text, {{" ", kSpmSpace}}));
@@ -133,7 +139,8 @@ std::vector<int32_t> Tokenizer::Encode(absl::string_view text, bool add_special,
     after_special = false;
   }
 
-  if (add_special && vocab.add_eos) out.push_back(vocab.eos);
+  // WordPiece ends with [SEP] (llama.cpp's BERT convention), the others with EOS.
+  if (add_special && vocab.add_eos) out.push_back(vocab.kind == TokenizerKind::kWordPiece ? vocab.sep : vocab.eos);
   return out;
 }
 

@@ -9,6 +9,14 @@
 //    that tokenizer.ggml.pre names (pretokenizer.h), each word's bytes are
 //    mapped to GPT-2's printable characters, and pairs are merged in the
 //    rank order of tokenizer.ggml.merges.
+//  - "bert" (WordPiece, llama.cpp's WPM): the text is mapped to NFD base
+//    characters, lowercased and cut into words at whitespace, punctuation
+//    and CJK ideographs (wpm.h); each word, "▁" in front, is cut greedily
+//    into the longest tokens, and a word that cannot be covered becomes the
+//    unknown token. With add_special, [CLS] (bos) comes first and [SEP]
+//    (seperator_token_id) last, whatever add_bos_token/add_eos_token say.
+//    Defaults where a key is absent: BERT's ids [PAD] 0, [UNK] 100, [CLS]
+//    101, [SEP] 102, [MASK] 103.
 //
 // Keys read (all "tokenizer.ggml.*"): model, pre, tokens, scores, token_type,
 // merges, bos/eos/eot/eom/unknown/seperator/padding/mask _token_id,
@@ -21,9 +29,17 @@
 //    (llama.cpp aborts);
 //  - a BPE piece character outside GPT-2's byte table is rendered as it is
 //    (llama.cpp writes "[UNK_BYTE_0x..]");
-//  - the llama.cpp tokenizer models other than llama/gpt2 (bert, t5, rwkv,
+//  - a bert vocabulary without an unknown, [CLS] or [SEP] token is rejected
+//    (llama.cpp loads it and fails or emits -1 when it needs one); overlong
+//    UTF-8 forms are dropped as ill-formed (llama.cpp decodes them); Unicode
+//    classes come from Unicode 14 (llama.cpp's table is newer: characters
+//    assigned since then split words there); Decode does not apply
+//    llama_detokenize's clean-up of spaces before ".,?!" and
+//    contractions (clean_spaces) that WPM vocabularies turn on;
+//  - the llama.cpp tokenizer models other than llama/gpt2/bert (t5, rwkv,
 //    ...), pre-tokenizers not listed in pretokenizer.h, and the per-model
-//    lstrip/rstrip token attributes (phi-3) are not supported.
+//    lstrip/rstrip token attributes (phi-3, jina-v2's <mask>) are not
+//    supported.
 //
 // A Tokenizer is immutable once built: every method is const and safe to call
 // from any number of threads. Copies are cheap and share the vocabulary.
@@ -49,6 +65,7 @@ struct Vocab;
 enum class TokenizerKind {
   kSentencePiece,  // tokenizer.ggml.model "llama"
   kByteLevelBpe,   // tokenizer.ggml.model "gpt2"
+  kWordPiece,      // tokenizer.ggml.model "bert"
 };
 
 // llama.cpp's token types (tokenizer.ggml.token_type values).
@@ -73,21 +90,24 @@ class Tokenizer {
   // tokenizer model or pre-tokenizer, scores or token_type not one per token,
   // a NaN score, an unknown token type, a duplicate token, a missing or
   // unparsable merge (a BPE merge is "left right"), a special token id out of
-  // range (-1 as i32 or u32 means "none"), or add_bos_token/add_eos_token set
-  // without the token to add.
+  // range (-1 as i32 or u32 means "none"), add_bos_token/add_eos_token set
+  // without the token to add, or a bert vocabulary without an unknown, [CLS]
+  // (bos) or [SEP] (seperator) token.
   static absl::StatusOr<Tokenizer> FromMetadata(const MetadataList& kv);
 
   // Token ids for `text`: any bytes. Ill-formed UTF-8 is handled as llama.cpp
   // handles it (SentencePiece falls back to byte tokens; byte-level BPE sees
   // U+FFFD), except for the cases unicode.h lists.
   //  add_special: put BOS in front / EOS at the end when add_bos_token /
-  //    add_eos_token say so (SentencePiece defaults: BOS yes, EOS no).
+  //    add_eos_token say so (SentencePiece defaults: BOS yes, EOS no);
+  //    WordPiece: always [CLS] in front and [SEP] at the end.
   //  parse_special: text spelling a control token ("<|im_start|>", "<s>")
   //    becomes that token; otherwise it is tokenized as plain text.
   //    User-defined tokens are always matched, as in llama.cpp.
   std::vector<int32_t> Encode(absl::string_view text, bool add_special, bool parse_special) const;
 
-  // The bytes token `id` stands for: SentencePiece "▁" becomes " " and a byte
+  // The bytes token `id` stands for: SentencePiece and WordPiece "▁" becomes
+  // " " (a WordPiece continuation is its text as it is) and a byte
   // token its byte; BPE pieces map back through GPT-2's byte table. Control
   // and unknown tokens are empty unless `render_special`; unused and undefined
   // ones are always empty, and so is an id outside [0, vocab_size()). A piece
@@ -112,7 +132,7 @@ class Tokenizer {
   int32_t eot() const;  // end of turn (e.g. <|eot_id|>, <|im_end|>)
   int32_t unk() const;
   bool add_bos() const;
-  bool add_eos() const;
+  bool add_eos() const;  // WordPiece: true, and the token added is [SEP]
 
   // True for the tokens that end a generation: eos, eot, eom, and tokens
   // llama.cpp recognizes by name (<|eot_id|>, <|im_end|>, <|endoftext|>,

@@ -6,6 +6,18 @@
 namespace octo::tokenizer {
 namespace {
 
+// Entry types of the generated mapping tables.
+struct NfdRange {
+  uint32_t first;
+  uint16_t count;  // first .. first + count - 1 share `base`
+  uint32_t base;
+};
+struct CaseRun {
+  uint32_t first, last;
+  int32_t delta;   // lowercase = cp + delta
+  uint8_t stride;  // 1, or 2 for alternating upper/lower pairs
+};
+
 #include "daemon/tokenizer/unicode_table.inc"
 
 bool IsContinuation(unsigned char byte) { return (byte & 0xC0) == 0x80; }
@@ -18,6 +30,23 @@ uint8_t UnicodeClassesOf(uint32_t cp) {
   const uint32_t key = (cp << 8) | 0xFF;
   const uint32_t* it = std::upper_bound(std::begin(kUnicodeClassRanges), std::end(kUnicodeClassRanges), key);
   return static_cast<uint8_t>(*(it - 1) & 0xFF);
+}
+
+uint32_t NfdBase(uint32_t cp) {
+  const NfdRange* it = std::upper_bound(std::begin(kNfdRanges), std::end(kNfdRanges), cp,
+                                        [](uint32_t c, const NfdRange& range) { return c < range.first; });
+  if (it == std::begin(kNfdRanges)) return cp;
+  const NfdRange& range = *(it - 1);
+  return cp - range.first < range.count ? range.base : cp;
+}
+
+uint32_t ToLower(uint32_t cp) {
+  const CaseRun* it = std::upper_bound(std::begin(kLowercaseRuns), std::end(kLowercaseRuns), cp,
+                                       [](uint32_t c, const CaseRun& run) { return c < run.first; });
+  if (it == std::begin(kLowercaseRuns)) return cp;
+  const CaseRun& run = *(it - 1);
+  if (cp > run.last || (cp - run.first) % run.stride != 0) return cp;
+  return static_cast<uint32_t>(static_cast<int32_t>(cp) + run.delta);
 }
 
 uint32_t DecodeUtf8(absl::string_view text, size_t* pos) {

@@ -1,5 +1,6 @@
-// Unicode facts the tokenizer needs: UTF-8 decoding and encoding, and the
-// character classes the pre-tokenizer regexes use (\p{L}, \p{N}, \s, ...).
+// Unicode facts the tokenizer needs: UTF-8 decoding and encoding, the
+// character classes the pre-tokenizer regexes use (\p{L}, \p{N}, \s, ...),
+// and the one-to-one NFD and lowercase mappings WordPiece uses.
 //
 // Decoding follows llama.cpp's policy for bad input: a byte that does not
 // start a well-formed sequence decodes as U+FFFD and costs one byte. Unlike
@@ -7,7 +8,7 @@
 // ill-formed too (llama.cpp decodes the first two to their values and fails
 // on the last).
 //
-// The class table is generated (gen_unicode_table.py -> unicode_table.inc)
+// The tables are generated (gen_unicode_table.py -> unicode_table.inc)
 // from Python's unicodedata; all functions here are pure and thread-safe.
 #pragma once
 
@@ -42,6 +43,16 @@ inline bool IsLetter(uint32_t cp) { return UnicodeClassesOf(cp) & kLetter; }
 inline bool IsNumber(uint32_t cp) { return UnicodeClassesOf(cp) & kNumber; }
 inline bool IsWhitespace(uint32_t cp) { return UnicodeClassesOf(cp) & kWhitespace; }
 inline bool IsPunctuation(uint32_t cp) { return UnicodeClassesOf(cp) & kPunctuation; }
+
+// The first code point of cp's canonical decomposition (NFD), or cp when it
+// has none: U+00E9 'é' -> 'e', U+1FEF '`' (Greek varia) -> '`'. This is
+// llama.cpp's NFD, which keeps one code point per code point, so accents
+// composed into a letter are dropped while separate combining marks stay.
+uint32_t NfdBase(uint32_t cp);
+
+// The first code point of cp's lowercase form (Python's str.lower()), or cp:
+// 'A' -> 'a', U+0130 'İ' -> 'i'. llama.cpp's unicode_tolower.
+uint32_t ToLower(uint32_t cp);
 
 // Decodes the code point starting at text[*pos] and advances *pos past it:
 // by its length when well formed, else by one byte, returning U+FFFD.

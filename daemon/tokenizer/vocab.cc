@@ -211,6 +211,22 @@ void CollectSpecialTokens(Vocab& vocab) {
   });
 }
 
+// llama.cpp's WordPiece puts [CLS] (bos) first and [SEP] last whenever
+// special tokens are added, whatever add_bos_token/add_eos_token say, and
+// turns a word it cannot cover into the unknown token: all three must exist.
+absl::Status CheckWordPieceTokens(Vocab& vocab) {
+  if (vocab.unk == kNoToken) {
+    return KeyError("tokenizer.ggml.unknown_token_id", "names no token (a bert tokenizer needs one for unknown words)");
+  }
+  if (vocab.bos == kNoToken) return KeyError(kBosKey, "names no token (a bert tokenizer needs [CLS])");
+  if (vocab.sep == kNoToken) {
+    return KeyError("tokenizer.ggml.seperator_token_id", "names no token (a bert tokenizer needs [SEP])");
+  }
+  vocab.add_bos = true;
+  vocab.add_eos = true;
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 int32_t Vocab::MergeRank(absl::string_view left, absl::string_view right, std::string* scratch) const {
@@ -235,9 +251,11 @@ absl::StatusOr<Vocab> ParseVocab(const MetadataList& kv) {
     vocab.kind = TokenizerKind::kSentencePiece;
   } else if (*model_name == "gpt2") {
     vocab.kind = TokenizerKind::kByteLevelBpe;
+  } else if (*model_name == "bert") {
+    vocab.kind = TokenizerKind::kWordPiece;
   } else {
     return KeyError(kModelKey,
-                    absl::StrCat("unsupported tokenizer ", Quoted(*model_name), " (supported: llama, gpt2)"));
+                    absl::StrCat("unsupported tokenizer ", Quoted(*model_name), " (supported: llama, gpt2, bert)"));
   }
 
   OCTO_RETURN_IF_ERROR(ReadTokens(kv, vocab));
@@ -254,6 +272,18 @@ absl::StatusOr<Vocab> ParseVocab(const MetadataList& kv) {
       int32_t id = vocab.Find(absl::StrFormat("<0x%02X>", byte));
       if (id == kNoToken) id = vocab.Find(std::string(1, static_cast<char>(byte)));
       vocab.byte_tokens[byte] = id;
+    }
+  } else if (vocab.kind == TokenizerKind::kWordPiece) {
+    // llama.cpp's defaults are BERT's ids ([PAD] 0, [UNK] 100, [CLS] 101,
+    // [SEP] 102, [MASK] 103), where the vocabulary has them.
+    auto default_id = [n](int32_t id) { return id < n ? id : kNoToken; };
+    vocab.pad = default_id(0);
+    vocab.unk = default_id(100);
+    vocab.bos = default_id(101);
+    vocab.sep = default_id(102);
+    vocab.mask = default_id(103);
+    for (int32_t id = 0; id < n; ++id) {
+      if (!vocab.tokens[id].empty()) vocab.prefix_trie.Insert(vocab.tokens[id], id);
     }
   } else {
     // BPE: no default special tokens (llama.cpp's 11 is a GPT-NeoX leftover).
@@ -281,10 +311,11 @@ absl::StatusOr<Vocab> ParseVocab(const MetadataList& kv) {
   if (vocab.kind == TokenizerKind::kSentencePiece) {
     OCTO_RETURN_IF_ERROR(ReadFlag(kv, kAddSpacePrefixKey, &vocab.add_space_prefix));
   }
+  if (vocab.kind == TokenizerKind::kWordPiece) OCTO_RETURN_IF_ERROR(CheckWordPieceTokens(vocab));
   if (vocab.add_bos && vocab.bos == kNoToken) {
     return KeyError(kAddBosKey, absl::StrCat("true, but ", kBosKey, " names no token"));
   }
-  if (vocab.add_eos && vocab.eos == kNoToken) {
+  if (vocab.add_eos && vocab.eos == kNoToken && vocab.kind != TokenizerKind::kWordPiece) {
     return KeyError(kAddEosKey, absl::StrCat("true, but ", kEosKey, " names no token"));
   }
 

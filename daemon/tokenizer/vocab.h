@@ -16,6 +16,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "daemon/tokenizer/prefix_trie.h"
 #include "daemon/tokenizer/pretokenizer.h"
 #include "daemon/tokenizer/tokenizer.h"
 #include "storage/manifest.h"
@@ -43,10 +44,13 @@ struct Vocab {
   absl::flat_hash_map<std::string, int32_t> merge_ranks;
   PreTokenizer pre;
 
+  // WordPiece: every token text, for the greedy longest match.
+  PrefixTrie prefix_trie;
+
   int32_t bos = kNoToken, eos = kNoToken, eot = kNoToken, eom = kNoToken;
   int32_t unk = kNoToken, sep = kNoToken, pad = kNoToken, mask = kNoToken;
   bool add_bos = false;
-  bool add_eos = false;
+  bool add_eos = false;  // WordPiece: adds sep, not eos
   bool add_space_prefix = false;  // SentencePiece only
   absl::flat_hash_set<int32_t> end_of_generation;
 

@@ -33,6 +33,8 @@ MetadataList SpmBase() {
   return SpmMetadata(spec);
 }
 
+MetadataList WpmBase() { return testing::WpmMetadata({.pieces = {"\xE2\x96\x81" "a", "a"}}); }
+
 MetadataList BpeBase() {
   BpeVocabSpec spec;
   spec.merges = {"a b"};
@@ -50,14 +52,15 @@ void ExpectRejected(const MetadataList& kv, absl::string_view key, absl::string_
 TEST(HostileMetadataTest, BaselinesAreAccepted) {
   EXPECT_TRUE(Tokenizer::FromMetadata(SpmBase()).ok());
   EXPECT_TRUE(Tokenizer::FromMetadata(BpeBase()).ok());
+  EXPECT_TRUE(Tokenizer::FromMetadata(WpmBase()).ok());
 }
 
 TEST(HostileMetadataTest, ModelKey) {
   MetadataList kv = SpmBase();
   Remove(kv, "tokenizer.ggml.model");
   ExpectRejected(kv, "tokenizer.ggml.model", "missing");
-  Set(kv, "tokenizer.ggml.model", GgufValue::String("bert"));
-  ExpectRejected(kv, "tokenizer.ggml.model", "bert");
+  Set(kv, "tokenizer.ggml.model", GgufValue::String("t5"));
+  ExpectRejected(kv, "tokenizer.ggml.model", "t5");
   Set(kv, "tokenizer.ggml.model", U32(1));
   ExpectRejected(kv, "tokenizer.ggml.model");
 }
@@ -184,7 +187,7 @@ TEST(HostileMetadataTest, EveryKeyRemovedOrMistyped) {
                              StringArrayValue({}), StringArrayValue({"a b", "<s>"}), I32Array({}),
                              I32Array({99999}), F32Array({1.0f})};
   int accepted = 0, rejected = 0;
-  for (const MetadataList& base : {SpmBase(), BpeBase()}) {
+  for (const MetadataList& base : {SpmBase(), BpeBase(), WpmBase()}) {
     for (size_t i = 0; i < base.size(); ++i) {
       std::vector<MetadataList> variants;
       MetadataList removed = base;

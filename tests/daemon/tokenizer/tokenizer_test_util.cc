@@ -70,6 +70,30 @@ MetadataList BpeMetadata(const BpeVocabSpec& spec) {
   return kv;
 }
 
+MetadataList WpmMetadata(const WpmVocabSpec& spec) {
+  std::vector<std::string> tokens = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"};
+  std::vector<int32_t> types = {3, 2, 3, 3, 3};
+  for (const std::string& piece : spec.pieces) {
+    tokens.push_back(piece);
+    types.push_back(1);
+  }
+  for (const auto& [text, type] : spec.extra) {
+    tokens.push_back(text);
+    types.push_back(type);
+  }
+  MetadataList kv;
+  kv.emplace_back("tokenizer.ggml.model", GgufValue::String("bert"));
+  kv.emplace_back("tokenizer.ggml.tokens", StringArrayValue(tokens));
+  kv.emplace_back("tokenizer.ggml.token_type", I32Array(types));
+  kv.emplace_back("tokenizer.ggml.padding_token_id", U32(0));
+  kv.emplace_back("tokenizer.ggml.unknown_token_id", U32(1));
+  kv.emplace_back("tokenizer.ggml.bos_token_id", U32(2));
+  kv.emplace_back("tokenizer.ggml.seperator_token_id", U32(3));
+  kv.emplace_back("tokenizer.ggml.eos_token_id", U32(3));
+  kv.emplace_back("tokenizer.ggml.mask_token_id", U32(4));
+  return kv;
+}
+
 MetadataList SharedModelMetadata(const std::string& relative_path) {
   auto file = GgufFile::Open(SharedPath("models/" + relative_path));
   EXPECT_TRUE(file.ok()) << file.status();

@@ -60,6 +60,16 @@ struct BpeVocabSpec {
 };
 MetadataList BpeMetadata(const BpeVocabSpec& spec);
 
+// A small WordPiece ("bert") vocabulary: [PAD] [UNK] [CLS] [SEP] [MASK]
+// (ids 0-4, with their id keys), then `pieces` (normal; word starts spelled
+// with "▁") and `extra` tokens with their types.
+struct WpmVocabSpec {
+  std::vector<std::string> pieces;
+  std::vector<std::pair<std::string, int32_t>> extra;  // text, token type
+};
+inline constexpr int32_t kWpmFirstPiece = 5;
+MetadataList WpmMetadata(const WpmVocabSpec& spec);
+
 // Tokenizer::FromMetadata(kv); fails the test (and then aborts) on an error.
 Tokenizer MakeTokenizer(const MetadataList& kv);
 
