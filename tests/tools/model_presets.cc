@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
 #include "storage/status_macros.h"
 #include "tests/tools/gguf_writer.h"
 
@@ -261,7 +262,8 @@ absl::Status ValidateShape(const ModelShape& s) {
   if (IsHybrid(s)) OCTO_RETURN_IF_ERROR(ValidateHybrid(s));
   const bool spm = s.tokenizer_model == "llama";
   const bool bpe = s.tokenizer_model == "gpt2" && (s.tokenizer_pre == "llama-bpe" || s.tokenizer_pre == "qwen2");
-  if (!spm && !bpe) {
+  const bool wpm = s.tokenizer_model == "bert" && s.tokenizer_pre.empty();
+  if (!spm && !bpe && !wpm) {
     return absl::InvalidArgumentError(absl::StrCat(s.name, ": unknown tokenizer '", s.tokenizer_model, "' / pre '",
                                                    s.tokenizer_pre, "'"));
   }
@@ -470,6 +472,67 @@ absl::StatusOr<GeneratedVocab> MakeBpeVocab(const ModelShape& shape, Rng& rng) {
   return std::move(b.vocab);
 }
 
+// WordPiece: lowercase ASCII characters, each as a word start and as a
+// continuation; then words and suffixes so that English text comes out in a
+// few pieces per word, and some non-ASCII letters.
+std::vector<std::string> WpmCharacters() {
+  std::vector<std::string> out;
+  for (uint32_t c = '!'; c <= '~'; ++c) {
+    if (!(c >= 'A' && c <= 'Z')) out.push_back(Utf8(c));
+  }
+  return out;
+}
+constexpr const char* kWpmWords[] = {
+    "the", "of", "and", "to", "in", "is", "was", "for", "that", "on", "with", "as", "by", "it", "he", "at",
+    "from", "his", "an", "be", "are", "this", "or", "not", "have", "one", "had", "but", "they", "which",
+    "new", "first", "time", "all", "were", "her", "she", "there", "been", "who", "their", "more", "we", "you",
+    "hello", "world", "model", "token", "text", "test", "small", "large", "story", "once", "upon", "day"};
+constexpr const char* kWpmSuffixes[] = {"s", "ing", "ed", "er", "ly", "ion", "es", "est", "al", "ment",
+                                        "ness", "ity", "ous", "ive", "able", "th", "re", "in", "on", "an"};
+
+absl::StatusOr<GeneratedVocab> MakeWpmVocab(const ModelShape& shape, Rng& rng) {
+  VocabBuilder b;
+  b.Add("[PAD]", kTokenControl);
+  b.Add("[UNK]", kTokenUnknown);
+  b.Add("[CLS]", kTokenControl);
+  b.Add("[SEP]", kTokenControl);
+  b.Add("[MASK]", kTokenControl);
+  // Only a-z tokens join: digits, punctuation and CJK are words of their own.
+  auto add_pooled = [&b](std::string token) {
+    const bool joins = IsLower(absl::StripPrefix(token, kSpmWordMarker));
+    if (b.Add(std::move(token), kTokenNormal) && joins) {
+      b.AddPoolEntry(static_cast<uint32_t>(b.vocab.tokens.size() - 1));
+    }
+  };
+  for (const std::string& c : WpmCharacters()) {
+    add_pooled(kSpmWordMarker + c);
+    add_pooled(c);
+  }
+  std::vector<std::string> extras;
+  for (const char* word : kWpmWords) extras.push_back(absl::StrCat(kSpmWordMarker, word));
+  for (const char* suffix : kWpmSuffixes) extras.push_back(suffix);
+  for (uint32_t c = 0x3B1; c <= 0x3C9; ++c) {  // α..ω, both forms
+    extras.push_back(kSpmWordMarker + Utf8(c));
+    extras.push_back(Utf8(c));
+  }
+  // CJK ideographs are words of their own: only the word-start form.
+  for (uint32_t c = 0x4E00; c < 0x4E00 + 64; ++c) extras.push_back(kSpmWordMarker + Utf8(c));
+  for (std::string& extra : extras) {
+    if (b.vocab.tokens.size() >= shape.vocab_size) break;
+    add_pooled(std::move(extra));
+  }
+  OCTO_RETURN_IF_ERROR(b.Merge(shape.vocab_size, /*record_merges=*/false, rng));
+  b.vocab.pad_id = 0;
+  b.vocab.unk_id = 1;
+  b.vocab.bos_id = 2;  // [CLS]
+  b.vocab.eos_id = 3;  // [SEP]
+  b.vocab.sep_id = 3;
+  b.vocab.mask_id = 4;
+  b.vocab.add_bos = true;
+  b.vocab.add_eos = true;
+  return std::move(b.vocab);
+}
+
 }  // namespace
 
 const std::vector<std::string>& Gpt2ByteToUnicode() {
@@ -488,6 +551,7 @@ const std::vector<std::string>& Gpt2ByteToUnicode() {
 
 uint32_t MinVocabSize(const ModelShape& shape) {
   if (shape.tokenizer_model == "llama") return 3 + 256 + 1;
+  if (shape.tokenizer_model == "bert") return 5 + 2 * static_cast<uint32_t>(WpmCharacters().size());
   ModelShape small = shape;
   small.vocab_size = 0;  // the control list without the reserved ids
   return 256 + static_cast<uint32_t>(ControlTokens(small).size());
@@ -497,6 +561,7 @@ absl::StatusOr<GeneratedVocab> MakeVocab(const ModelShape& shape) {
   OCTO_RETURN_IF_ERROR(ValidateShape(shape));
   Rng rng(/*seed=*/0x70C0ull, /*stream=*/shape.vocab_size);
   if (shape.tokenizer_model == "llama") return MakeSpmVocab(shape, rng);
+  if (shape.tokenizer_model == "bert") return MakeWpmVocab(shape, rng);
   return MakeBpeVocab(shape, rng);
 }
 

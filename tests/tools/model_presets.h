@@ -43,7 +43,7 @@ struct ModelShape {
   uint32_t pooling_type = 0;     // <arch>.pooling_type (1 mean, 2 cls, 3 last, 4 rank); 0: not written
   bool qkv_bias = false;         // attn_{q,k,v}.bias (qwen2)
   bool qk_norm = false;          // attn_{q,k}_norm.weight (qwen3)
-  std::string tokenizer_model;   // "llama" (SentencePiece) or "gpt2" (byte-level BPE)
+  std::string tokenizer_model;   // "llama" (SentencePiece), "gpt2" (byte-level BPE) or "bert" (WordPiece)
   std::string tokenizer_pre;     // tokenizer.ggml.pre for gpt2: "llama-bpe", "qwen2"
 };
 
@@ -96,6 +96,13 @@ enum TokenType : int32_t {
 //    tokens each the join of two earlier tokens with merges[i] = "a b" for
 //    the i-th of them (so merge ranks follow token order), then the control
 //    tokens. scores is empty.
+//  WordPiece ("bert"): [PAD] [UNK] [CLS] [SEP] [MASK] (ids 0-4; control but
+//    [UNK], which is unknown), then each of a-z, 0-9 and ASCII punctuation as
+//    a word start "▁c" and as a bare continuation "c", then common English
+//    words ("▁the") and suffixes ("ing"), Greek letters and CJK ideographs,
+//    then joins of an earlier token and a lowercase continuation. All
+//    lowercase, as WordPiece lowercases its input. bos is [CLS], eos and sep
+//    [SEP]; add_bos and add_eos are set. scores and merges are empty.
 // All tokens are unique, valid UTF-8 and free of spaces; tokens.size() is
 // exactly shape.vocab_size. Deterministic: depends only on the tokenizer kind,
 // pre string and vocab size.
@@ -107,8 +114,12 @@ struct GeneratedVocab {
   uint32_t bos_id = 0;
   uint32_t eos_id = 0;
   std::optional<uint32_t> unk_id;
+  std::optional<uint32_t> sep_id;   // WordPiece's [SEP]
+  std::optional<uint32_t> pad_id;   // WordPiece's [PAD]
+  std::optional<uint32_t> mask_id;  // WordPiece's [MASK]
   bool add_bos = true;
-  std::string chat_template;  // a short Jinja template
+  bool add_eos = false;
+  std::string chat_template;  // a short Jinja template; empty for WordPiece
 };
 
 // Smallest vocab_size MakeVocab accepts for the shape's tokenizer.

@@ -266,9 +266,12 @@ void AddModelMetadata(const ModelShape& s, const TypeRecipe& recipe, const Gener
   w.AddU32("tokenizer.ggml.bos_token_id", vocab.bos_id);
   w.AddU32("tokenizer.ggml.eos_token_id", vocab.eos_id);
   if (vocab.unk_id) w.AddU32("tokenizer.ggml.unknown_token_id", *vocab.unk_id);
+  if (vocab.sep_id) w.AddU32("tokenizer.ggml.seperator_token_id", *vocab.sep_id);  // llama.cpp's spelling
+  if (vocab.pad_id) w.AddU32("tokenizer.ggml.padding_token_id", *vocab.pad_id);
+  if (vocab.mask_id) w.AddU32("tokenizer.ggml.mask_token_id", *vocab.mask_id);
   w.AddBool("tokenizer.ggml.add_bos_token", vocab.add_bos);
-  w.AddBool("tokenizer.ggml.add_eos_token", false);
-  w.AddString("tokenizer.chat_template", vocab.chat_template);
+  w.AddBool("tokenizer.ggml.add_eos_token", vocab.add_eos);
+  if (!vocab.chat_template.empty()) w.AddString("tokenizer.chat_template", vocab.chat_template);
 }
 
 absl::StatusOr<ModelPlan> PlanModel(const ModelShape& shape, const TypeRecipe& recipe, uint32_t alignment) {
