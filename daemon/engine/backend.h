@@ -109,6 +109,10 @@ class Backend {
   // same. out may be delta; x overlaps neither.
   virtual absl::Status AddRmsNorm(float* x, const float* delta, const float* weight, float* out, int n_rows, int dim,
                                   float eps);
+  // The encoders' norm (BERT, nomic-bert): (x - mean) / sqrt(variance +
+  // eps) * weight + bias per row. out may be x.
+  virtual absl::Status LayerNorm(const float* x, const float* weight, const float* bias, float* out, int n_rows,
+                                 int dim, float eps) = 0;
   virtual absl::Status MatMul(const WeightMatrix& w, const float* x, float* out, int n_tokens) = 0;
   // Separate MatMuls over the same x; the CPU shares the activation encoding.
   virtual absl::Status MatMulGroup(std::span<const WeightMatrix> ws, const float* x, std::span<float* const> outs,
@@ -125,6 +129,9 @@ class Backend {
   virtual absl::Status Attention(const float* q, const void* k_cache, const void* v_cache, float* out,
                                  const AttentionParams& p) = 0;
   virtual absl::Status SiluMul(const float* gate, const float* up, float* out, int64_t n) = 0;
+  // GELU (tanh approximation, fp16-rounded as llama.cpp's CPU backend), the
+  // encoders' FFN activation. out may be x.
+  virtual absl::Status Gelu(const float* x, float* out, int64_t n) = 0;
   virtual absl::Status Add(const float* a, const float* b, float* out, int64_t n) = 0;
   virtual absl::Status AddBias(float* x, const float* bias, int n_rows, int width) = 0;
   virtual absl::Status TopKExperts(const float* router_logits, int n_tokens, int n_experts, int k, bool normalize,

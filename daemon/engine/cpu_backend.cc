@@ -68,6 +68,10 @@ absl::Status CpuBackend::Copy(void* dst, const void* src, size_t bytes) { return
 absl::Status CpuBackend::RmsNorm(const float* x, const float* weight, float* out, int n_rows, int dim, float eps) {
   return cpu::RmsNorm(x, weight, out, n_rows, dim, eps);
 }
+absl::Status CpuBackend::LayerNorm(const float* x, const float* weight, const float* bias, float* out, int n_rows,
+                                   int dim, float eps) {
+  return cpu::LayerNorm(x, weight, bias, out, n_rows, dim, eps);
+}
 absl::Status CpuBackend::MatMul(const WeightMatrix& w, const float* x, float* out, int n_tokens) {
   return cpu::MatMul(w, x, out, n_tokens, exec_);
 }
@@ -93,6 +97,7 @@ absl::Status CpuBackend::Attention(const float* q, const void* k_cache, const vo
 absl::Status CpuBackend::SiluMul(const float* gate, const float* up, float* out, int64_t n) {
   return cpu::SiluMul(gate, up, out, n);
 }
+absl::Status CpuBackend::Gelu(const float* x, float* out, int64_t n) { return cpu::Gelu(x, out, n); }
 absl::Status CpuBackend::Add(const float* a, const float* b, float* out, int64_t n) { return cpu::Add(a, b, out, n); }
 absl::Status CpuBackend::AddBias(float* x, const float* bias, int n_rows, int width) {
   return cpu::AddBias(x, bias, n_rows, width);

@@ -27,6 +27,8 @@ class CpuBackend : public Backend {
   absl::Status Copy(void* dst, const void* src, size_t bytes) override;
 
   absl::Status RmsNorm(const float* x, const float* weight, float* out, int n_rows, int dim, float eps) override;
+  absl::Status LayerNorm(const float* x, const float* weight, const float* bias, float* out, int n_rows, int dim,
+                         float eps) override;
   absl::Status MatMul(const WeightMatrix& w, const float* x, float* out, int n_tokens) override;
   absl::Status MatMulGroup(std::span<const WeightMatrix> ws, const float* x, std::span<float* const> outs,
                            int n_tokens) override;
@@ -38,6 +40,7 @@ class CpuBackend : public Backend {
   absl::Status Attention(const float* q, const void* k_cache, const void* v_cache, float* out,
                          const AttentionParams& p) override;
   absl::Status SiluMul(const float* gate, const float* up, float* out, int64_t n) override;
+  absl::Status Gelu(const float* x, float* out, int64_t n) override;
   absl::Status Add(const float* a, const float* b, float* out, int64_t n) override;
   absl::Status AddBias(float* x, const float* bias, int n_rows, int width) override;
   absl::Status TopKExperts(const float* router_logits, int n_tokens, int n_experts, int k, bool normalize,

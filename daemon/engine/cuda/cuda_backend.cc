@@ -144,6 +144,10 @@ void CudaBackend::SetRowGroups(std::span<const int> rows_per_sequence) {
   for (int g : row_groups_) row_groups_sum_ += g;
 }
 
+absl::Status CudaBackend::LayerNorm(const float* x, const float* weight, const float* bias, float* out, int n_rows,
+                                    int dim, float eps) {
+  return Op("LayerNorm", cuda::LayerNorm(x, weight, bias, out, n_rows, dim, eps, stream_.get()));
+}
 absl::Status CudaBackend::MatMul(const WeightMatrix& w, const float* x, float* out, int n_tokens) {
   // `n` rows from `row` on: cuda::MatMul in one call (n > kMaxDecodePathTokens
   // takes the cuBLAS path), or in decode launches of kMaxDecodeTokens.
@@ -202,6 +206,9 @@ absl::Status CudaBackend::Attention(const float* q, const void* k_cache, const v
 }
 absl::Status CudaBackend::SiluMul(const float* gate, const float* up, float* out, int64_t n) {
   return Op("SiluMul", cuda::SiluMul(gate, up, out, n, stream_.get()));
+}
+absl::Status CudaBackend::Gelu(const float* x, float* out, int64_t n) {
+  return Op("Gelu", cuda::Gelu(x, out, n, stream_.get()));
 }
 absl::Status CudaBackend::Add(const float* a, const float* b, float* out, int64_t n) {
   return Op("Add", cuda::Add(a, b, out, n, stream_.get()));

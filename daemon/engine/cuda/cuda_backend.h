@@ -57,6 +57,8 @@ class CudaBackend : public Backend {
   absl::Status RmsNorm(const float* x, const float* weight, float* out, int n_rows, int dim, float eps) override;
   absl::Status AddRmsNorm(float* x, const float* delta, const float* weight, float* out, int n_rows, int dim,
                           float eps) override;  // one launch (cuda::AddRmsNorm)
+  absl::Status LayerNorm(const float* x, const float* weight, const float* bias, float* out, int n_rows, int dim,
+                         float eps) override;
   absl::Status MatMul(const WeightMatrix& w, const float* x, float* out, int n_tokens) override;
   // Decode-path batches (n_tokens <= kMaxDecodePathTokens, where MatMul
   // takes that path for every row): cuda::MatMulGroup, x rounded once for
@@ -73,6 +75,7 @@ class CudaBackend : public Backend {
   absl::Status Attention(const float* q, const void* k_cache, const void* v_cache, float* out,
                          const AttentionParams& p) override;
   absl::Status SiluMul(const float* gate, const float* up, float* out, int64_t n) override;
+  absl::Status Gelu(const float* x, float* out, int64_t n) override;
   absl::Status Add(const float* a, const float* b, float* out, int64_t n) override;
   absl::Status AddBias(float* x, const float* bias, int n_rows, int width) override;
   absl::Status TopKExperts(const float* router_logits, int n_tokens, int n_experts, int k, bool normalize,
