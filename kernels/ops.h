@@ -488,7 +488,8 @@ absl::Status Attention(const float* q, const void* k_cache, const void* v_cache,
 // same order, same bits); since the host cannot read the masks, every tree
 // query is given the splits of tree_base + kMaxTreeAttentionRows positions
 // in the scratch and the grid, and the blocks past its real splits do
-// nothing. Scratch: AttentionScratchBytes(p) (that bound in tree mode); a
+// nothing. Scratch: AttentionScratchBytes(p) (that bound in tree mode, the
+// last position's splits for every query when non-causal); a
 // smaller scratch that still holds one token's splits runs the tokens in
 // several rounds, same bits. head_dim is at most kMaxCudaHeadDim (q sits in
 // shared memory; INVALID_ARGUMENT beyond).

@@ -1,7 +1,6 @@
 // Causal, tree or non-causal grouped-query attention on CUDA, flash-decoding,
-// over an
-// fp16 or quantized KV cache (one instantiation of the split kernel per pair
-// of cache types).
+// over an fp16 or quantized KV cache (one instantiation of the split kernel
+// per pair of cache types).
 // Semantics, precision and preconditions: kernels/ops.h; the CPU twin is
 // kernels/cpu/attention.cc.
 //

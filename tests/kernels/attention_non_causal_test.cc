@@ -124,7 +124,8 @@ TEST(AttentionNonCausalCpuTest, EachQueryIsTheCausalQueryAtTheLastPositionBitFor
       const std::vector<float> all = RunAttention(in.q.data(), in.k.data(), in.v.data(), in.q.size(), p, exec);
       for (int t = 0; t < s.n_tokens; ++t) {
         const AttentionParams last = testing::QuantizedParamsFor(LastPosition(s), types);
-        const std::vector<float> alone = RunAttention(in.q.data() + t * token, in.k.data(), in.v.data(), token, last, exec);
+        const std::vector<float> alone =
+            RunAttention(in.q.data() + t * token, in.k.data(), in.v.data(), token, last, exec);
         testing::ExpectSameBits(alone, std::vector<float>(all.begin() + t * token, all.begin() + (t + 1) * token),
                                 testing::Describe(types) + " token " + std::to_string(t) +
                                     " simd=" + cpu::SimdName(simd));
@@ -152,7 +153,8 @@ TEST(AttentionNonCausalCpuTest, EarlyQueriesSeeLaterRows) {
   };
   const std::vector<float> before = RunNonCausal(in, s, {});
   const std::vector<float> after = RunNonCausal(changed, s, {});
-  const std::vector<float> causal_before = RunAttention(in.q.data(), in.k.data(), in.v.data(), in.q.size(), ParamsFor(s), {});
+  const std::vector<float> causal_before =
+      RunAttention(in.q.data(), in.k.data(), in.v.data(), in.q.size(), ParamsFor(s), {});
   const std::vector<float> causal_after =
       RunAttention(changed.q.data(), changed.k.data(), changed.v.data(), changed.q.size(), ParamsFor(s), {});
   for (int t = 0; t < s.n_tokens; ++t) {
