@@ -111,7 +111,11 @@ const char* PoolingName(Pooling pooling) {
   return "?";
 }
 
-Pooling DefaultPooling(absl::string_view) { return Pooling::kLast; }
+Pooling DefaultPooling(absl::string_view arch) {
+  return IsEncoderArchitecture(arch) ? Pooling::kMean : Pooling::kLast;
+}
+
+bool IsEncoderArchitecture(absl::string_view arch) { return arch == "bert" || arch == "nomic-bert"; }
 
 bool IsHybridArchitecture(absl::string_view arch) {
   return arch == "qwen3next" || arch == "qwen35" || arch == "qwen35moe";
@@ -124,7 +128,7 @@ bool IsDeltaNetLayer(const ModelConfig& c, uint32_t layer) {
 
 bool IsSupportedArchitecture(absl::string_view arch) {
   return arch == "llama" || arch == "mistral" || arch == "qwen2" || arch == "qwen3" || arch == "qwen2moe" ||
-         arch == "qwen3moe" || arch == "bitnet" || IsHybridArchitecture(arch);
+         arch == "qwen3moe" || arch == "bitnet" || IsHybridArchitecture(arch) || IsEncoderArchitecture(arch);
 }
 
 absl::StatusOr<ModelConfig> ModelConfigFromGguf(const GgufFile& gguf) {
@@ -136,7 +140,7 @@ absl::StatusOr<ModelConfig> ModelConfigFromGguf(const GgufFile& gguf) {
   if (!IsSupportedArchitecture(c.architecture)) {
     return absl::UnimplementedError(absl::StrCat("architecture ", QuotePrefix(c.architecture),
                                                  " is not supported (llama, mistral, qwen2, qwen3, qwen2moe, qwen3moe, qwen3next, qwen35, "
-                                                 "qwen35moe and bitnet are)"));
+                                                 "qwen35moe, bitnet, bert and nomic-bert are)"));
   }
   if (const GgufValue* name = gguf.Find("general.name"); name != nullptr && name->AsString().ok()) {
     c.name = std::string(*name->AsString());
@@ -152,7 +156,21 @@ absl::StatusOr<ModelConfig> ModelConfigFromGguf(const GgufFile& gguf) {
                                           c.n_heads == 0 ? 0 : c.dim / c.n_heads));
   OCTO_ASSIGN_OR_RETURN(c.rope_dim, GetU32(gguf, p + "rope.dimension_count", false, c.head_dim));
   OCTO_ASSIGN_OR_RETURN(c.rope_theta, GetFloat(gguf, p + "rope.freq_base", 10000.f));
-  OCTO_ASSIGN_OR_RETURN(c.norm_eps, GetFloat(gguf, p + "attention.layer_norm_rms_epsilon", 1e-5f));
+  if (IsEncoderArchitecture(c.architecture)) {
+    OCTO_ASSIGN_OR_RETURN(c.norm_eps, GetFloat(gguf, p + "attention.layer_norm_epsilon", 1e-12f));
+    // Converted encoders say attention.causal = false; a causal one would
+    // need the decoder's masks, which this pass does not take.
+    if (const GgufValue* causal = gguf.Find(p + "attention.causal"); causal != nullptr) {
+      absl::StatusOr<bool> is_causal = causal->AsBool();
+      if (!is_causal.ok()) return Annotate(is_causal.status(), p + "attention.causal");
+      if (*is_causal) {
+        return absl::UnimplementedError(absl::StrCat(p, "attention.causal is true: Octo runs ", c.architecture,
+                                                     " models as bidirectional encoders only"));
+      }
+    }
+  } else {
+    OCTO_ASSIGN_OR_RETURN(c.norm_eps, GetFloat(gguf, p + "attention.layer_norm_rms_epsilon", 1e-5f));
+  }
   OCTO_ASSIGN_OR_RETURN(c.n_experts, GetU32(gguf, p + "expert_count", false, 0));
   OCTO_ASSIGN_OR_RETURN(c.n_experts_used, GetU32(gguf, p + "expert_used_count", false, 0));
   OCTO_ASSIGN_OR_RETURN(c.expert_hidden_dim, GetU32(gguf, p + "expert_feed_forward_length", false, c.hidden_dim));
@@ -222,6 +240,9 @@ absl::Status ValidateModelConfig(const ModelConfig& c) {
     }
   } else if (c.n_experts_used != 0) {
     return absl::InvalidArgumentError("n_experts_used is set but n_experts is 0");
+  }
+  if (IsEncoderArchitecture(c.architecture) && c.n_experts != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(c.architecture, " has no experts but n_experts is ", c.n_experts));
   }
   return ValidateHybrid(c);
 }

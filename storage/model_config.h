@@ -20,7 +20,8 @@ enum class RopeStyle { kNormal, kNeox };
 // How an embedding is made from a sequence's final hidden states
 // (<arch>.pooling_type in GGUF: 1 mean, 2 cls, 3 last, 4 rank). A model
 // that states none (or 0, "none") gets its architecture's default:
-// kLast for the decoder families (as Qwen3-Embedding-style models need).
+// kLast for the decoder families (as Qwen3-Embedding-style models need),
+// kMean for the encoders (bert, nomic-bert: sentence-transformers' default).
 // kRank marks a reranker, which gives scores, not embeddings.
 enum class Pooling { kMean, kCls, kLast, kRank };
 const char* PoolingName(Pooling pooling);  // "mean", "cls", "last", "rank"
@@ -28,7 +29,8 @@ Pooling DefaultPooling(absl::string_view architecture);
 
 struct ModelConfig {
   std::string architecture;    // general.architecture: llama, mistral, qwen2, qwen3, qwen2moe, qwen3moe,
-                               // qwen3next, qwen35, qwen35moe, bitnet (llama with sub-norms, NEOX rope)
+                               // qwen3next, qwen35, qwen35moe, bitnet (llama with sub-norms, NEOX rope);
+                               // the encoders bert and nomic-bert (IsEncoderArchitecture)
   std::string name;            // general.name, informational
   uint32_t dim = 0;            // embedding_length
   uint32_t hidden_dim = 0;     // feed_forward_length (dense FFN width)
@@ -41,7 +43,7 @@ struct ModelConfig {
   uint32_t rope_dim = 0;       // rope.dimension_count, default head_dim
   float rope_theta = 10000.f;  // rope.freq_base
   RopeStyle rope_style = RopeStyle::kNormal;
-  float norm_eps = 1e-5f;      // attention.layer_norm_rms_epsilon
+  float norm_eps = 1e-5f;      // attention.layer_norm_rms_epsilon; an encoder's attention.layer_norm_epsilon
   uint32_t n_experts = 0;      // expert_count, 0 for dense models
   uint32_t n_experts_used = 0; // expert_used_count
   uint32_t expert_hidden_dim = 0;  // expert_feed_forward_length, default hidden_dim
@@ -56,6 +58,14 @@ struct ModelConfig {
   uint32_t ssm_v_heads = 0;              // ssm.time_step_rank: value heads
   Pooling pooling = Pooling::kLast;      // pooling_type, else DefaultPooling(architecture)
 };
+
+// bert and nomic-bert: bidirectional encoders that embed and do not
+// generate (forward.h, ForwardEncoder). Their layers are post-norm
+// (LayerNorm with bias after each residual add); bert adds learned absolute
+// position embeddings to the input and has biases and a GELU FFN, nomic-bert
+// rotates q and k (NEOX) and has a fused qkv and a SwiGLU FFN. Both add the
+// token-type embedding of type 0 and LayerNorm the input.
+bool IsEncoderArchitecture(absl::string_view arch);
 
 // qwen3next, qwen35 and qwen35moe: gated DeltaNet layers between gated
 // attention layers.

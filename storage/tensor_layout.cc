@@ -83,6 +83,55 @@ absl::Status CheckHybridMixer(const ModelConfig& c, uint32_t layer, const ShapeL
   return Expect(lookup, b + "ssm_out.weight", {value, c.dim}, true);
 }
 
+// An encoder (bert, nomic-bert): the input's embeddings and LayerNorm, and
+// each post-norm layer, as llama.cpp lays them out.
+absl::Status CheckEncoder(const ModelConfig& c, const ShapeLookup& lookup) {
+  const uint64_t q_dim = uint64_t{c.n_heads} * c.head_dim, kv_dim = uint64_t{c.n_kv_heads} * c.head_dim;
+  const bool bert = c.architecture == "bert";
+  const Shape* types = lookup("token_types.weight");
+  if (types == nullptr || types->size() != 2 || (*types)[0] != c.dim || (*types)[1] == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("tensor token_types.weight must be [", c.dim, ", n_types] with n_types >= 1",
+                     types == nullptr ? " (missing)" : absl::StrCat(", not ", ShapeString(*types))));
+  }
+  if (bert) {
+    const Shape* positions = lookup("position_embd.weight");
+    if (positions == nullptr || positions->size() != 2 || (*positions)[0] != c.dim ||
+        (*positions)[1] < c.context_length) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "tensor position_embd.weight must be [", c.dim, ", n] with n >= the context length ", c.context_length,
+          positions == nullptr ? " (missing)" : absl::StrCat(", not ", ShapeString(*positions))));
+    }
+  }
+  OCTO_RETURN_IF_ERROR(Expect(lookup, "token_embd_norm.weight", {c.dim}, true));
+  OCTO_RETURN_IF_ERROR(Expect(lookup, "token_embd_norm.bias", {c.dim}, true));
+  for (uint32_t l = 0; l < c.n_layers; ++l) {
+    const std::string b = absl::StrCat("blk.", l, ".");
+    if (bert) {
+      OCTO_RETURN_IF_ERROR(Expect(lookup, b + "attn_q.weight", {c.dim, q_dim}, true));
+      OCTO_RETURN_IF_ERROR(Expect(lookup, b + "attn_k.weight", {c.dim, kv_dim}, true));
+      OCTO_RETURN_IF_ERROR(Expect(lookup, b + "attn_v.weight", {c.dim, kv_dim}, true));
+      OCTO_RETURN_IF_ERROR(Expect(lookup, b + "attn_q.bias", {q_dim}, true));
+      OCTO_RETURN_IF_ERROR(Expect(lookup, b + "attn_k.bias", {kv_dim}, true));
+      OCTO_RETURN_IF_ERROR(Expect(lookup, b + "attn_v.bias", {kv_dim}, true));
+      OCTO_RETURN_IF_ERROR(Expect(lookup, b + "attn_output.bias", {c.dim}, true));
+      OCTO_RETURN_IF_ERROR(Expect(lookup, b + "ffn_up.bias", {c.hidden_dim}, true));
+      OCTO_RETURN_IF_ERROR(Expect(lookup, b + "ffn_down.bias", {c.dim}, true));
+    } else {
+      OCTO_RETURN_IF_ERROR(Expect(lookup, b + "attn_qkv.weight", {c.dim, q_dim + 2 * kv_dim}, true));
+      OCTO_RETURN_IF_ERROR(Expect(lookup, b + "ffn_gate.weight", {c.dim, c.hidden_dim}, true));
+    }
+    OCTO_RETURN_IF_ERROR(Expect(lookup, b + "attn_output.weight", {q_dim, c.dim}, true));
+    OCTO_RETURN_IF_ERROR(Expect(lookup, b + "attn_output_norm.weight", {c.dim}, true));
+    OCTO_RETURN_IF_ERROR(Expect(lookup, b + "attn_output_norm.bias", {c.dim}, true));
+    OCTO_RETURN_IF_ERROR(Expect(lookup, b + "ffn_up.weight", {c.dim, c.hidden_dim}, true));
+    OCTO_RETURN_IF_ERROR(Expect(lookup, b + "ffn_down.weight", {c.hidden_dim, c.dim}, true));
+    OCTO_RETURN_IF_ERROR(Expect(lookup, b + "layer_output_norm.weight", {c.dim}, true));
+    OCTO_RETURN_IF_ERROR(Expect(lookup, b + "layer_output_norm.bias", {c.dim}, true));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<FileSlot> FileForTensor(absl::string_view name, uint32_t n_layers) {
@@ -108,6 +157,7 @@ absl::Status CheckModelTensors(const ModelConfig& c, const ShapeLookup& lookup) 
   const uint64_t q_dim = uint64_t{c.n_heads} * c.head_dim;
   const uint64_t kv_dim = uint64_t{c.n_kv_heads} * c.head_dim;
   OCTO_RETURN_IF_ERROR(Expect(lookup, "token_embd.weight", {c.dim, c.vocab_size}, true));
+  if (IsEncoderArchitecture(c.architecture)) return CheckEncoder(c, lookup);
   OCTO_RETURN_IF_ERROR(Expect(lookup, "output_norm.weight", {c.dim}, true));
   OCTO_RETURN_IF_ERROR(Expect(lookup, "output.weight", {c.dim, c.vocab_size}, !c.tied_embeddings));
   if (c.tied_embeddings && lookup("output.weight") != nullptr) {

@@ -87,6 +87,22 @@ void AddHybridPresets(std::vector<ModelShape>& p) {
   p.back().architecture = "qwen3next";
 }
 
+// Embedding encoders, from the models' configs as llama.cpp converts them
+// (pooling as their sentence-transformers settings), then tiny variants.
+void AddEncoderPresets(std::vector<ModelShape>& p) {
+  p.push_back(Shape("all-minilm-l6-v2", "bert", 384, 1536, 6, 12, 12, 32, 30522, 512, 10000.0f, 1e-12f, "bert", ""));
+  p.back().pooling_type = 1;  // mean
+  p.push_back(Shape("bge-base-en-v1.5", "bert", 768, 3072, 12, 12, 12, 64, 30522, 512, 10000.0f, 1e-12f, "bert", ""));
+  p.back().pooling_type = 2;  // cls
+  p.push_back(Shape("nomic-embed-text-v1.5", "nomic-bert", 768, 3072, 12, 12, 12, 64, 30522, 2048, 1000.0f, 1e-12f,
+                    "bert", ""));
+  p.back().pooling_type = 1;
+  p.push_back(Shape("tiny-bert", "bert", 256, 768, 2, 8, 8, 32, 600, 512, 10000.0f, 1e-12f, "bert", ""));
+  p.back().pooling_type = 1;
+  p.push_back(Shape("tiny-nomic-bert", "nomic-bert", 256, 768, 2, 8, 8, 32, 600, 2048, 1000.0f, 1e-12f, "bert", ""));
+  p.back().pooling_type = 1;
+}
+
 std::vector<ModelShape> MakePresets() {
   std::vector<ModelShape> p;
   // Real shapes, from the models' config.json / llama.cpp conversions.
@@ -158,6 +174,7 @@ std::vector<ModelShape> MakePresets() {
   p.back().n_experts_used = 2;
   p.back().shared_expert_dim = 512;
   AddHybridPresets(p);
+  AddEncoderPresets(p);
   return p;
 }
 
@@ -256,7 +273,8 @@ absl::Status ValidateShape(const ModelShape& s) {
         absl::StrCat(s.name, ": a shared expert needs qwen2moe, qwen3next or qwen35moe experts"));
   }
   if (s.architecture != "llama" && s.architecture != "qwen2" && s.architecture != "qwen3" &&
-      s.architecture != "qwen2moe" && s.architecture != "qwen3moe" && s.architecture != "bitnet" && !IsHybrid(s)) {
+      s.architecture != "qwen2moe" && s.architecture != "qwen3moe" && s.architecture != "bitnet" && !IsHybrid(s) &&
+      s.architecture != "bert" && s.architecture != "nomic-bert") {
     return absl::InvalidArgumentError(absl::StrCat(s.name, ": unknown architecture '", s.architecture, "'"));
   }
   if (IsHybrid(s)) OCTO_RETURN_IF_ERROR(ValidateHybrid(s));

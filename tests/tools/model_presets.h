@@ -16,7 +16,7 @@ namespace octo::testing {
 // Hyper-parameters in llama.cpp's vocabulary (the GGUF "<arch>.*" keys).
 struct ModelShape {
   std::string name;          // preset name, written as general.name
-  std::string architecture;  // "llama", "qwen2", "qwen3", "qwen2moe", "qwen3moe", or a hybrid (IsHybrid)
+  std::string architecture;  // "llama", "qwen2", "qwen3", "qwen2moe", "qwen3moe", a hybrid (IsHybrid), "bert", "nomic-bert"
   uint32_t dim = 0;          // embedding_length
   uint32_t hidden_dim = 0;   // feed_forward_length (per expert for MoE)
   uint32_t n_layers = 0;

@@ -8,6 +8,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "storage/model_config.h"
 #include "storage/status_macros.h"
 
 namespace octo::testing {
@@ -52,13 +53,40 @@ constexpr uint32_t kFileTypeQ4KM = 15;
 GgmlTypeInfo TypeInfo(GgmlType type) { return *LookupGgmlType(static_cast<uint32_t>(type)); }
 
 // Collects TensorSpecs, computing byte counts and naming the first bad one.
+// The type a weight of `row`-element rows gets when `type`'s blocks do not
+// divide its rows (384-wide encoders under a K-quant): llama.cpp's
+// quantizer falls back the same way (IQ4_NL for the 2-3-bit and IQ types,
+// Q4_0 for ternary ones, Q5_0 / Q5_1 / Q8_0 for Q4_K / Q5_K / Q6_K).
+GgmlTypeInfo RowCompatibleType(GgmlTypeInfo type, uint64_t row) {
+  if (row % type.block_size == 0) return type;
+  switch (type.type) {
+    case GgmlType::kTQ1_0:
+    case GgmlType::kTQ2_0: return TypeInfo(GgmlType::kQ4_0);
+    case GgmlType::kQ4_K: return TypeInfo(GgmlType::kQ5_0);
+    case GgmlType::kQ5_K: return TypeInfo(GgmlType::kQ5_1);
+    case GgmlType::kQ6_K: return TypeInfo(GgmlType::kQ8_0);
+    case GgmlType::kQ2_K:
+    case GgmlType::kQ3_K:
+    case GgmlType::kIQ2_XXS:
+    case GgmlType::kIQ2_XS:
+    case GgmlType::kIQ2_S:
+    case GgmlType::kIQ3_XXS:
+    case GgmlType::kIQ3_S:
+    case GgmlType::kIQ1_S:
+    case GgmlType::kIQ1_M:
+    case GgmlType::kIQ4_XS: return TypeInfo(GgmlType::kIQ4_NL);
+    default: return type;  // no fallback: Add names the misfit
+  }
+}
+
 class TensorListBuilder {
  public:
   explicit TensorListBuilder(const TypeRecipe& recipe) : recipe_(recipe) {}
 
   // A weight of two or more dims in the recipe's type (or `type` if given).
   void Weight(std::string name, std::vector<uint64_t> dims, std::optional<GgmlTypeInfo> type = std::nullopt) {
-    Add(std::move(name), type.value_or(recipe_.base), std::move(dims), TensorInit::kRandomBlocks);
+    const GgmlTypeInfo chosen = RowCompatibleType(type.value_or(recipe_.base), dims[0]);
+    Add(std::move(name), chosen, std::move(dims), TensorInit::kRandomBlocks);
   }
   void Norm(std::string name, uint64_t n) { Add(std::move(name), TypeInfo(GgmlType::kF32), {n}, TensorInit::kNorm); }
   // An F32 tensor filled as `init` says.
@@ -150,6 +178,45 @@ void AddHybridMixer(const ModelShape& s, uint32_t layer, TensorListBuilder& b) {
   b.Weight(blk + "ssm_out.weight", {value_dim, s.dim});
 }
 
+// An encoder's input tensors (bert and nomic-bert: token types and the
+// input LayerNorm; bert: learned positions), F32 as converters write them.
+void AddEncoderInput(const ModelShape& s, TensorListBuilder& b) {
+  b.Weight("token_types.weight", {s.dim, 2}, TypeInfo(GgmlType::kF32));
+  if (s.architecture == "bert") b.Weight("position_embd.weight", {s.dim, s.context_length}, TypeInfo(GgmlType::kF32));
+  b.Norm("token_embd_norm.weight", s.dim);
+  b.Bias("token_embd_norm.bias", s.dim);
+}
+
+// An encoder layer, post-norm: bert's separate q/k/v with biases and a GELU
+// FFN with biases; nomic-bert's fused qkv and SwiGLU FFN without.
+void AddEncoderLayer(const ModelShape& s, uint32_t layer, TensorListBuilder& b) {
+  const std::string blk = absl::StrCat("blk.", layer, ".");
+  const uint64_t q_dim = uint64_t{s.n_heads} * s.head_dim;
+  const uint64_t kv_dim = uint64_t{s.n_kv_heads} * s.head_dim;
+  const bool bert = s.architecture == "bert";
+  if (bert) {
+    b.Weight(blk + "attn_q.weight", {s.dim, q_dim});
+    b.Bias(blk + "attn_q.bias", q_dim);
+    b.Weight(blk + "attn_k.weight", {s.dim, kv_dim});
+    b.Bias(blk + "attn_k.bias", kv_dim);
+    b.Weight(blk + "attn_v.weight", {s.dim, kv_dim});
+    b.Bias(blk + "attn_v.bias", kv_dim);
+  } else {
+    b.Weight(blk + "attn_qkv.weight", {s.dim, q_dim + 2 * kv_dim});
+  }
+  b.Weight(blk + "attn_output.weight", {q_dim, s.dim});
+  if (bert) b.Bias(blk + "attn_output.bias", s.dim);
+  b.Norm(blk + "attn_output_norm.weight", s.dim);
+  b.Bias(blk + "attn_output_norm.bias", s.dim);
+  b.Weight(blk + "ffn_up.weight", {s.dim, s.hidden_dim});
+  if (bert) b.Bias(blk + "ffn_up.bias", s.hidden_dim);
+  if (!bert) b.Weight(blk + "ffn_gate.weight", {s.dim, s.hidden_dim});
+  b.Weight(blk + "ffn_down.weight", {s.hidden_dim, s.dim});
+  if (bert) b.Bias(blk + "ffn_down.bias", s.dim);
+  b.Norm(blk + "layer_output_norm.weight", s.dim);
+  b.Bias(blk + "layer_output_norm.bias", s.dim);
+}
+
 }  // namespace
 
 absl::StatusOr<TypeRecipe> ParseTypeRecipe(absl::string_view name) {
@@ -182,6 +249,11 @@ absl::StatusOr<std::vector<TensorSpec>> BuildTensorList(const ModelShape& s, con
   // Tied: token_embd doubles as the output projection and, as in llama.cpp,
   // takes output.weight's type.
   b.Weight("token_embd.weight", {s.dim, s.vocab_size}, b.MoreBitsType(s.tied_embeddings));
+  if (IsEncoderArchitecture(s.architecture)) {  // no output_norm, no output
+    AddEncoderInput(s, b);
+    for (uint32_t l = 0; l < s.n_layers; ++l) AddEncoderLayer(s, l, b);
+    return std::move(b).Finish();
+  }
   for (uint32_t l = 0; l < s.n_layers; ++l) {
     const std::string blk = absl::StrCat("blk.", l, ".");
     const bool more_bits = UseMoreBits(l, s.n_layers);
@@ -234,7 +306,13 @@ void AddModelMetadata(const ModelShape& s, const TypeRecipe& recipe, const Gener
   w.AddU32(arch + ".attention.head_count_kv", s.n_kv_heads);
   w.AddU32(arch + ".attention.key_length", s.head_dim);
   w.AddU32(arch + ".attention.value_length", s.head_dim);
-  w.AddF32(arch + ".attention.layer_norm_rms_epsilon", s.norm_eps);
+  if (IsEncoderArchitecture(arch)) {
+    w.AddF32(arch + ".attention.layer_norm_epsilon", s.norm_eps);
+    w.AddBool(arch + ".attention.causal", false);
+    w.AddU32("tokenizer.ggml.token_type_count", 2);  // token_types.weight's rows
+  } else {
+    w.AddF32(arch + ".attention.layer_norm_rms_epsilon", s.norm_eps);
+  }
   w.AddF32(arch + ".rope.freq_base", s.rope_theta);
   w.AddU32(arch + ".rope.dimension_count", s.rope_dim == 0 ? s.head_dim : s.rope_dim);
   if (s.pooling_type != 0) w.AddU32(arch + ".pooling_type", s.pooling_type);
