@@ -3,7 +3,8 @@
 // (llama/mixtral, qwen2moe with its shared expert, qwen3moe); and of the
 // hybrid Qwen models (qwen3next, qwen35, qwen35moe), whose gated DeltaNet
 // layers replace attention in three layers of four and whose attention
-// layers gate each head's output by sigmoid(gate) from q_proj.
+// layers gate each head's output by sigmoid(gate) from q_proj. The
+// encoders (bert, nomic-bert) have their own pass, ForwardEncoder.
 //
 // One pass takes a batch of sequences through every layer at once: a
 // sequence contributes one token (decode) or many (prefill, or a chunk of a
@@ -76,6 +77,22 @@ struct SequenceStep {
 //   whatever the LayerSource returns (DATA_LOSS for a damaged layer, ...).
 absl::Status ForwardLlama(const ModelView& model, std::span<const SequenceStep> batch, RunState& s,
                           Backend& backend, std::vector<float>& logits, std::vector<float>* hidden = nullptr);
+
+// The pass of the encoders, bert and nomic-bert (forward_encoder.cc). Every
+// step must be `hidden` and bring a whole sequence into an empty cache (a
+// token sees every token of its sequence): its rows (every token's when
+// all_logits, else the last's) go to `hidden` as (rows, dim) final hidden
+// states (an encoder's last layer ends in its LayerNorm). INVALID_ARGUMENT
+// for a logits step, a cache already holding positions, a tree or
+// checkpoint step, or a sequence longer than the model's context; the rest
+// as ForwardLlama.
+absl::Status ForwardEncoder(const ModelView& model, std::span<const SequenceStep> batch, RunState& s,
+                            Backend& backend, std::vector<float>* hidden);
+
+// The pass for the model's architecture: ForwardEncoder (no logits) or
+// ForwardLlama.
+absl::Status ForwardModel(const ModelView& model, std::span<const SequenceStep> batch, RunState& s, Backend& backend,
+                          std::vector<float>& logits, std::vector<float>* hidden = nullptr);
 
 // The dense FFN down(silu(gate · in) * (up · in)) for n rows of `in`
 // (n, dim) into `out` (n, dim); s.hb/s.hb2 hold (n, width). With

@@ -16,11 +16,15 @@ KvCache::KvCache(const ModelConfig& config, int max_positions, std::shared_ptr<B
       v_row_bytes_(RowBytes(types.v, row_elements_)),
       max_positions_(max_positions),
       backend_(std::move(backend)) {
+  // An encoder's layers share one slot: each layer's keys and values are
+  // used by that layer's attention only, over a sequence that comes whole.
+  const bool encoder = IsEncoderArchitecture(config.architecture);
   for (uint32_t l = 0; l < config.n_layers; ++l) {
     const bool delta = IsDeltaNetLayer(config, l);
-    kv_slot_.push_back(delta ? -1 : n_kv_layers_++);
+    kv_slot_.push_back(delta ? -1 : encoder ? 0 : n_kv_layers_++);
     delta_slot_.push_back(delta ? n_delta_layers_++ : -1);
   }
+  if (encoder) n_kv_layers_ = 1;
   if (n_delta_layers_ > 0) {
     const size_t conv_channels = 2 * size_t{config.ssm_k_heads} * config.ssm_head_dim +
                                  size_t{config.ssm_v_heads} * config.ssm_head_dim;

@@ -26,6 +26,9 @@
 // decoding adds a fourth, the checkpoint (allocated on first use): the state
 // part way through a verification step, or between draft steps, so that
 // rejected draft tokens can be rolled back out of the state.
+// Encoders (bert, nomic-bert) keep one layer's rows, which every layer
+// overwrites in turn: a sequence runs whole in one pass, and a layer's
+// attention reads only the rows it wrote.
 // The rows live in backend memory (kernels' memory: the device's for CUDA),
 // where the attention kernels read them.
 #pragma once

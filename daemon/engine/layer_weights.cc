@@ -32,6 +32,8 @@ absl::Status BindOptional(absl::StatusOr<T> (*bind)(const ManifestFile&, const u
 absl::Status BindFfn(const ModelConfig& config, const ManifestFile& file, const uint8_t* bytes, LayerWeights& w);
 absl::Status BindHybridMixer(const ModelConfig& config, const ManifestFile& file, const uint8_t* bytes,
                              LayerWeights& w);
+absl::Status BindEncoderLayer(const ModelConfig& config, const ManifestFile& file, const uint8_t* bytes,
+                              LayerWeights& w);
 
 WeightMatrix ExpertSlice(const WeightMatrix& stacked, int n_experts, int expert) {
   WeightMatrix m = stacked;
@@ -76,6 +78,10 @@ absl::StatusOr<LayerWeights> BindLayerWeights(const ModelConfig& config, const M
                                               const uint8_t* bytes) {
   const std::string b = absl::StrCat("blk.", file.layer, ".");
   LayerWeights w;
+  if (IsEncoderArchitecture(config.architecture)) {
+    OCTO_RETURN_IF_ERROR(BindEncoderLayer(config, file, bytes, w));
+    return w;
+  }
   OCTO_ASSIGN_OR_RETURN(w.attn_norm, BindF32(file, bytes, b + "attn_norm.weight"));
   if (IsHybridArchitecture(config.architecture)) {
     OCTO_RETURN_IF_ERROR(BindHybridMixer(config, file, bytes, w));
@@ -159,6 +165,56 @@ absl::Status BindHybridMixer(const ModelConfig& c, const ManifestFile& file, con
   OCTO_ASSIGN_OR_RETURN(w.dn_decay, BindF32(file, bytes, b + "ssm_a"));
   OCTO_ASSIGN_OR_RETURN(w.dn_norm, BindF32(file, bytes, b + "ssm_norm.weight"));
   OCTO_ASSIGN_OR_RETURN(w.dn_out, BindMatrix(file, bytes, b + "ssm_out.weight"));
+  return absl::OkStatus();
+}
+
+namespace {
+
+// The rows [first, first + n) of `m`: one part of a fused matrix.
+WeightMatrix RowRange(const WeightMatrix& m, int64_t first, int64_t n) {
+  WeightMatrix part = m;
+  part.rows = n;
+  part.data = static_cast<const uint8_t*>(m.data) + first * static_cast<int64_t>(RowBytes(m.type, m.cols));
+  return part;
+}
+
+}  // namespace
+
+absl::Status BindEncoderLayer(const ModelConfig& c, const ManifestFile& file, const uint8_t* bytes,
+                              LayerWeights& w) {
+  const std::string b = absl::StrCat("blk.", file.layer, ".");
+  w.encoder = true;
+  const int64_t q_dim = int64_t{c.n_heads} * c.head_dim;
+  const int64_t kv_dim = int64_t{c.n_kv_heads} * c.head_dim;
+  if (c.architecture == "bert") {
+    OCTO_ASSIGN_OR_RETURN(w.wq, BindMatrix(file, bytes, b + "attn_q.weight"));
+    OCTO_ASSIGN_OR_RETURN(w.wk, BindMatrix(file, bytes, b + "attn_k.weight"));
+    OCTO_ASSIGN_OR_RETURN(w.wv, BindMatrix(file, bytes, b + "attn_v.weight"));
+    OCTO_ASSIGN_OR_RETURN(w.bq, BindF32(file, bytes, b + "attn_q.bias"));
+    OCTO_ASSIGN_OR_RETURN(w.bk, BindF32(file, bytes, b + "attn_k.bias"));
+    OCTO_ASSIGN_OR_RETURN(w.bv, BindF32(file, bytes, b + "attn_v.bias"));
+    OCTO_ASSIGN_OR_RETURN(w.bo, BindF32(file, bytes, b + "attn_output.bias"));
+    OCTO_ASSIGN_OR_RETURN(w.b_up, BindF32(file, bytes, b + "ffn_up.bias"));
+    OCTO_ASSIGN_OR_RETURN(w.b_down, BindF32(file, bytes, b + "ffn_down.bias"));
+  } else {
+    OCTO_ASSIGN_OR_RETURN(const WeightMatrix qkv, BindMatrix(file, bytes, b + "attn_qkv.weight"));
+    if (qkv.rows != q_dim + 2 * kv_dim || qkv.cols != c.dim) {
+      return absl::InvalidArgumentError(absl::StrCat(file.name, ": ", b, "attn_qkv.weight is (", qkv.rows, ", ",
+                                                     qkv.cols, "); the config needs (", q_dim + 2 * kv_dim, ", ",
+                                                     c.dim, ")"));
+    }
+    w.wq = RowRange(qkv, 0, q_dim);
+    w.wk = RowRange(qkv, q_dim, kv_dim);
+    w.wv = RowRange(qkv, q_dim + kv_dim, kv_dim);
+    OCTO_ASSIGN_OR_RETURN(w.w_gate, BindMatrix(file, bytes, b + "ffn_gate.weight"));
+  }
+  OCTO_ASSIGN_OR_RETURN(w.wo, BindMatrix(file, bytes, b + "attn_output.weight"));
+  OCTO_ASSIGN_OR_RETURN(w.attn_out_norm, BindF32(file, bytes, b + "attn_output_norm.weight"));
+  OCTO_ASSIGN_OR_RETURN(w.attn_out_norm_b, BindF32(file, bytes, b + "attn_output_norm.bias"));
+  OCTO_ASSIGN_OR_RETURN(w.w_up, BindMatrix(file, bytes, b + "ffn_up.weight"));
+  OCTO_ASSIGN_OR_RETURN(w.w_down, BindMatrix(file, bytes, b + "ffn_down.weight"));
+  OCTO_ASSIGN_OR_RETURN(w.layer_out_norm, BindF32(file, bytes, b + "layer_output_norm.weight"));
+  OCTO_ASSIGN_OR_RETURN(w.layer_out_norm_b, BindF32(file, bytes, b + "layer_output_norm.bias"));
   return absl::OkStatus();
 }
 

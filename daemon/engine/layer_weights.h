@@ -69,14 +69,34 @@ struct LayerWeights {
   const float* dn_decay = nullptr;   // ssm_a (ssm_v_heads): -exp(A_log)
   const float* dn_norm = nullptr;    // ssm_norm (ssm_head_dim)
   WeightMatrix dn_out;               // ssm_out (dim, value_dim)
+
+  // Encoders (bert, nomic-bert): post-norm LayerNorms with biases; no
+  // attn_norm or ffn_norm. nomic-bert's fused attn_qkv is bound as wq, wk
+  // and wv over its three row ranges. bert has the biases and a GELU FFN
+  // (w_up, w_down only); nomic-bert a SwiGLU FFN without biases.
+  bool encoder = false;
+  const float* bo = nullptr;                // (dim) bert
+  const float* attn_out_norm = nullptr;     // (dim) after x + attention
+  const float* attn_out_norm_b = nullptr;   // (dim)
+  const float* b_up = nullptr;              // (hidden_dim) bert
+  const float* b_down = nullptr;            // (dim) bert
+  const float* layer_out_norm = nullptr;    // (dim) after x + FFN
+  const float* layer_out_norm_b = nullptr;  // (dim)
 };
 
 // Whole-model tensors: always resident.
 struct GlobalWeights {
-  WeightMatrix token_embd;           // (vocab_size, dim)
-  WeightMatrix lm_head;              // (vocab_size, dim); token_embd when tied
-  const float* final_norm = nullptr; // (dim)
+  WeightMatrix token_embd;           // (vocab_size, dim) host memory
+  WeightMatrix lm_head;              // (vocab_size, dim); token_embd when tied; unused by encoders
+  const float* final_norm = nullptr; // (dim); null for encoders
   const float* rope_freqs = nullptr; // (rope_dim / 2) llama-3.1 frequency factors, or null
+  // Encoders: the input's LayerNorm (token_embd_norm), else null.
+  const float* embd_norm = nullptr;    // (dim)
+  const float* embd_norm_b = nullptr;  // (dim)
+  // Encoders, host memory like token_embd: bert's learned positions
+  // (context_length rows, or more) and the token-type rows (row 0 is used).
+  WeightMatrix position_embd;  // (n_positions, dim); data null for nomic-bert
+  WeightMatrix token_types;    // (n_types, dim)
 };
 
 // Expert e's rows of a stacked expert matrix of `n_experts` experts.

@@ -45,7 +45,7 @@ absl::Status Model::Forward(std::span<const SequenceStep> batch, std::vector<flo
                               std::vector<float>* hidden) {
   const ModelView view{.config = &store_->config(), .token_embd = &store_->globals().token_embd,
                        .globals = &weights_->globals(), .layers = &weights_->layers()};
-  return ForwardLlama(view, batch, state_, *backend_, logits, hidden);
+  return ForwardModel(view, batch, state_, *backend_, logits, hidden);
 }
 
 }  // namespace octo

@@ -56,8 +56,12 @@ absl::StatusOr<ResidentGlobals> ResidentGlobals::Load(const std::string& dir, co
     if (f.kind == FileKind::kFinalNorm) final_norm = &f;
     if (f.kind == FileKind::kExtra) extra = &f;
   }
-  if (embed == nullptr || final_norm == nullptr || (lm_head == nullptr && !config.tied_embeddings)) {
+  const bool encoder = IsEncoderArchitecture(config.architecture);
+  if (embed == nullptr || (final_norm == nullptr && !encoder) || (lm_head == nullptr && !config.tied_embeddings)) {
     return absl::InvalidArgumentError("manifest lacks embed.bin, final_norm.bin or lm_head.bin");
+  }
+  if (encoder && extra == nullptr) {
+    return absl::InvalidArgumentError("manifest lacks extra.bin (an encoder's token types and input norm)");
   }
   ResidentGlobals g;
   g.buffers_.reserve(4);  // the views below point into these buffers
@@ -74,10 +78,21 @@ absl::StatusOr<ResidentGlobals> ResidentGlobals::Load(const std::string& dir, co
     OCTO_ASSIGN_OR_RETURN(const uint8_t* bytes, load(lm_head));
     OCTO_ASSIGN_OR_RETURN(w.lm_head, BindMatrix(*lm_head, bytes, "output.weight"));
   }
-  OCTO_ASSIGN_OR_RETURN(const uint8_t* norm_bytes, load(final_norm));
-  OCTO_ASSIGN_OR_RETURN(w.final_norm, BindF32(*final_norm, norm_bytes, "output_norm.weight"));
+  if (final_norm != nullptr) {
+    OCTO_ASSIGN_OR_RETURN(const uint8_t* norm_bytes, load(final_norm));
+    OCTO_ASSIGN_OR_RETURN(w.final_norm, BindF32(*final_norm, norm_bytes, "output_norm.weight"));
+  }
   if (extra != nullptr) {
     OCTO_ASSIGN_OR_RETURN(const uint8_t* bytes, load(extra));
+    if (encoder) {
+      // Shapes were checked with the manifest (tensor_layout.h).
+      OCTO_ASSIGN_OR_RETURN(w.token_types, BindMatrix(*extra, bytes, "token_types.weight"));
+      if (config.architecture == "bert") {
+        OCTO_ASSIGN_OR_RETURN(w.position_embd, BindMatrix(*extra, bytes, "position_embd.weight"));
+      }
+      OCTO_ASSIGN_OR_RETURN(w.embd_norm, BindF32(*extra, bytes, "token_embd_norm.weight"));
+      OCTO_ASSIGN_OR_RETURN(w.embd_norm_b, BindF32(*extra, bytes, "token_embd_norm.bias"));
+    }
     for (const ManifestTensor& t : extra->tensors) {
       if (t.name != "rope_freqs.weight") continue;
       if (t.shape.size() != 1 || t.shape[0] != config.rope_dim / 2) {

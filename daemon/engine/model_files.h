@@ -23,7 +23,8 @@ absl::Status ReadModelFile(const std::string& dir, const ManifestFile& file, Ali
 // the loader): checksum and header page. DATA_LOSS naming the file.
 absl::Status CheckModelFile(const ManifestFile& file, std::span<const uint8_t> bytes);
 
-// The whole-model tensors (embedding, lm_head, final norm, rope factors),
+// The whole-model tensors (embedding, lm_head, final norm, rope factors;
+// an encoder's position and token-type embeddings and input norm),
 // read once and held for the model's lifetime.
 class ResidentGlobals {
  public:

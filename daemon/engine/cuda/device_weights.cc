@@ -2,6 +2,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include <utility>
+
 #include "absl/strings/str_cat.h"
 #include "daemon/engine/cuda/device_layers.h"
 #include "storage/ggml_type.h"
@@ -29,11 +31,23 @@ class DeviceWeights : public BackendWeights {
     const ModelConfig& c = manifest.config;
     globals_.token_embd = host.token_embd;  // stays on the host
     globals_.lm_head = host.lm_head;
-    OCTO_ASSIGN_OR_RETURN(globals_.lm_head.data,
-                          Put(host.lm_head.data, host.lm_head.rows * RowBytes(host.lm_head.type, host.lm_head.cols),
-                              "lm_head"));
-    OCTO_ASSIGN_OR_RETURN(const void* norm, Put(host.final_norm, sizeof(float) * c.dim, "the final norm"));
-    globals_.final_norm = static_cast<const float*>(norm);
+    if (!IsEncoderArchitecture(c.architecture)) {  // an encoder has no logits
+      OCTO_ASSIGN_OR_RETURN(globals_.lm_head.data,
+                            Put(host.lm_head.data, host.lm_head.rows * RowBytes(host.lm_head.type, host.lm_head.cols),
+                                "lm_head"));
+    }
+    globals_.position_embd = host.position_embd;  // these stay on the host too
+    globals_.token_types = host.token_types;
+    // Vectors of dim floats (null when the model has none).
+    const std::pair<const float* GlobalWeights::*, const char*> norms[] = {
+        {&GlobalWeights::final_norm, "the final norm"},
+        {&GlobalWeights::embd_norm, "the input norm"},
+        {&GlobalWeights::embd_norm_b, "the input norm's bias"}};
+    for (const auto& [field, what] : norms) {
+      if (host.*field == nullptr) continue;
+      OCTO_ASSIGN_OR_RETURN(const void* v, Put(host.*field, sizeof(float) * c.dim, what));
+      globals_.*field = static_cast<const float*>(v);
+    }
     if (host.rope_freqs != nullptr) {
       OCTO_ASSIGN_OR_RETURN(const void* freqs, Put(host.rope_freqs, sizeof(float) * (c.rope_dim / 2), "rope factors"));
       globals_.rope_freqs = static_cast<const float*>(freqs);
