@@ -38,6 +38,10 @@ absl::StatusOr<std::shared_ptr<DraftModel>> DraftModel::Load(const DraftLoadOpti
   absl::StatusOr<std::unique_ptr<Model>> model = Model::Open(options.dir, model_options);
   if (!model.ok()) return Annotate(model.status(), name);
   draft->model_ = std::move(*model);
+  if (IsEncoderArchitecture(draft->model_->config().architecture)) {
+    return absl::InvalidArgumentError(absl::StrCat(name, " is an embedding model (",
+                                                   draft->model_->config().architecture, "): it cannot draft tokens"));
+  }
   absl::StatusOr<Tokenizer> tokenizer = Tokenizer::FromMetadata(draft->model_->manifest().tokenizer);
   if (!tokenizer.ok()) return Annotate(tokenizer.status(), name);
   OCTO_RETURN_IF_ERROR(Annotate(

@@ -28,6 +28,7 @@ ModelSummary SummarizeManifest(const Manifest& manifest, const std::string& path
   s.context_length = c.context_length;
   s.n_experts = c.n_experts;
   s.pooling = PoolingName(c.pooling);
+  s.generates = !IsEncoderArchitecture(c.architecture);
   std::map<std::string, uint64_t> matrix_bytes;  // by ggml type name
   for (const ManifestFile& f : manifest.files) {
     s.total_bytes += f.size;
@@ -218,7 +219,7 @@ absl::Status LoadedModel::Forward(std::span<const SequenceStep> batch, std::vect
                               std::vector<float>* hidden) {
   const ModelView view{.config = &manifest_.config, .token_embd = &globals_.weights().token_embd,
                        .globals = &weights_->globals(), .layers = &weights_->layers()};
-  return ForwardLlama(view, batch, state_, *backend_, logits, hidden);
+  return ForwardModel(view, batch, state_, *backend_, logits, hidden);
 }
 
 }  // namespace octo

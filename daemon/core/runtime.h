@@ -248,6 +248,7 @@ struct ModelSummary {
   std::vector<std::string> stop;   // the texts of its end-of-generation tokens (EOS, EOT)
   std::string draft_model;    // the loaded model's draft (speculative decoding), "" if none
   std::string pooling;        // how its embeddings pool: "mean", "cls", "last"; "rank" for a reranker
+  bool generates = true;      // false for an encoder (bert, nomic-bert): it only embeds
   // From its GGUF's chat template: it thinks in <think>...</think> before
   // answering (a constraint starts after the thought), and the template
   // takes a tool list.

@@ -106,6 +106,15 @@ std::string RuntimeImpl::NewSessionId() {
 
 namespace {
 
+// Sessions and generation need a model that gives logits: not an encoder.
+absl::Status CheckGenerates(const LoadedModel& m) {
+  if (!IsEncoderArchitecture(m.config().architecture)) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat("model '", m.summary().path, "' is an embedding model (",
+                                                 m.config().architecture,
+                                                 "): it embeds (/v1/embeddings, /api/embed, octo-gen --embed) "
+                                                 "and cannot generate text"));
+}
+
 absl::Status CheckSessionName(absl::string_view name) {
   const bool plain = std::all_of(name.begin(), name.end(), [](char c) {
     return absl::ascii_isalnum(c) || c == '.' || c == '_' || c == '-';
@@ -138,6 +147,7 @@ absl::StatusOr<SessionReport> RuntimeImpl::CreateSession(uint32_t context_length
                                                          const std::string& name, const std::string& model_name) {
   if (!name.empty()) OCTO_RETURN_IF_ERROR(CheckSessionName(name));
   OCTO_ASSIGN_OR_RETURN(std::shared_ptr<LoadedModel> m, ModelFor(model_name, /*load=*/true));
+  OCTO_RETURN_IF_ERROR(CheckGenerates(*m));
   std::lock_guard<std::mutex> lock(mu_);
   if (stopping_) return absl::UnavailableError("octod is shutting down");
   CloseIdleSessions();
@@ -208,6 +218,7 @@ absl::StatusOr<std::shared_ptr<JobHandle>> RuntimeImpl::Submit(GenerateJob reque
   std::shared_ptr<LoadedModel> m;
   if (request.session_id.empty()) {
     OCTO_ASSIGN_OR_RETURN(m, ModelFor(request.model, /*load=*/true, request.keep_alive));
+    OCTO_RETURN_IF_ERROR(CheckGenerates(*m));
   }
   std::shared_ptr<Session> session;
   {

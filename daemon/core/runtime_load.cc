@@ -203,8 +203,10 @@ absl::StatusOr<ModelSummary> RuntimeImpl::OpenModel(const LoadedFrom& from, cons
   if (const std::string notice = KvTypesNotice(model->config(), from.kv_types); !notice.empty()) {
     Log(absl::StrCat(summary.path, ": ", notice));
   }
-  // A model without a chat template it recognises chats in chatml: said once, here.
-  if (const std::string notice = model->TakeChatTemplateNotice(); !notice.empty()) {
+  // A model without a chat template it recognises chats in chatml: said once,
+  // here (an encoder does not chat).
+  if (const std::string notice = model->TakeChatTemplateNotice();
+      !notice.empty() && !IsEncoderArchitecture(model->config().architecture)) {
     Log(absl::StrCat(summary.path, ": ", notice));
   }
   return summary;

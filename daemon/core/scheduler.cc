@@ -156,6 +156,9 @@ void RuntimeImpl::AddEmbeddingSteps(const LoadedModel* model, std::vector<Step>&
       continue;
     }
     Generation& g = job.generation();
+    // An encoder's input runs whole, in one pass: it waits for a pass with room.
+    const bool whole = IsEncoderArchitecture(model->config().architecture);
+    if (whole && tokens > 0 && g.NextInput().size() > limit - tokens) break;
     if (g.fed() == 0) {
       // Starting: its whole cache now, so an input that starts always
       // finishes; without room it waits while other work runs.
@@ -177,7 +180,7 @@ void RuntimeImpl::AddEmbeddingSteps(const LoadedModel* model, std::vector<Step>&
       }
       holding = true;
     }
-    const size_t chunk = std::min(g.NextInput().size(), limit - tokens);
+    const size_t chunk = whole ? g.NextInput().size() : std::min(g.NextInput().size(), limit - tokens);
     steps.push_back(Step{.job = *it, .tokens = chunk});
     tokens += chunk;
     ++it;

@@ -222,8 +222,10 @@ nlohmann::json OllamaRunningEntry(const LoadedModelReport& model, const std::str
 }
 
 nlohmann::json OllamaCapabilities(const ModelSummary& model) {
+  // Every decoder generates and embeds (/api/embed); an encoder only embeds.
+  if (!model.generates) return nlohmann::json{"embedding"};
   nlohmann::json capabilities = {"completion"};
-  if (model.pooling != "rank") capabilities.push_back("embedding");  // every decoder embeds (/api/embed)
+  if (model.pooling != "rank") capabilities.push_back("embedding");
   if (model.template_tools) capabilities.push_back("tools");
   if (model.thinks) capabilities.push_back("thinking");
   return capabilities;

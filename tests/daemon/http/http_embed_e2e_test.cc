@@ -3,10 +3,12 @@
 // curl on /v1/embeddings, /api/embed and /api/embeddings, and octo-gen
 // --embed over gRPC. They must give the same vectors; a batch the vectors of
 // its inputs alone; and bad requests a 400 naming the field, with octod
-// serving on.
+// serving on. An encoder (bert) beside the chat model gives llama.cpp's
+// vectors and refuses to generate.
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -163,6 +165,64 @@ TEST_F(HttpEmbedE2eTest, BadRequestsAreNamedAndOctodStaysUp) {
                400);
   EXPECT_NE(kept["error"].get<std::string>().find("context"), std::string::npos) << kept.dump();
   EXPECT_EQ(PostJson("/api/embed", {{"model", "tiny"}, {"input", "still serving"}})["embeddings"].size(), 1u);
+}
+
+// The llama.cpp record for `preset` at `type` and `prompt`
+// (tests/data/llamacpp-encoders.jsonl), or null.
+json EncoderRecord(const std::string& preset, const std::string& type, const std::string& prompt) {
+  std::ifstream in(OCTO_SOURCE_DIR "/tests/data/llamacpp-encoders.jsonl");
+  for (std::string line; std::getline(in, line);) {
+    const json r = json::parse(line);
+    if (r["preset"] == preset && r["type"] == type && r["prompt"] == prompt) return r;
+  }
+  return nullptr;
+}
+
+TEST_F(HttpEmbedE2eTest, AnEncoderBesideTheChatModelEmbedsAsLlamaCppAndDoesNotGenerate) {
+  // tiny-bert as llama.cpp's record has it (2 layers, Q8_0, seed 1).
+  MakeModel("minilm", 2, "Q8_0", "tiny-bert", /*seed=*/1);
+  StartWithHttp();
+  const std::string prompt = "the cat sat on the mat";
+  const json record = EncoderRecord("tiny-bert", "Q8_0", prompt);
+  ASSERT_TRUE(record.is_object());
+  const json one = PostJson("/v1/embeddings", {{"model", "minilm"}, {"input", prompt}});
+  const Vector got = one["data"][0]["embedding"].get<Vector>();
+  const Vector want = record["embedding"].get<Vector>();
+  ASSERT_EQ(got.size(), want.size()) << one.dump().substr(0, 300);
+  double dot = 0, worst = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    dot += static_cast<double>(got[i]) * want[i];
+    worst = std::max(worst, static_cast<double>(std::abs(got[i] - want[i])));
+  }
+  EXPECT_GT(dot, 0.99999) << "cosine against llama.cpp";
+  EXPECT_LT(worst, 1e-3);
+  EXPECT_EQ(one["usage"]["prompt_tokens"], record["tokens"].size()) << "[CLS] ... [SEP] as llama.cpp";
+
+  // A batch gives each input its vector alone; the chat model still generates.
+  const json batch = PostJson("/api/embed", {{"model", "minilm"}, {"input", {"hello", prompt, "hello"}}});
+  ASSERT_EQ(batch["embeddings"].size(), 3u) << batch.dump().substr(0, 300);
+  EXPECT_EQ(batch["embeddings"][1].get<Vector>(), got);
+  EXPECT_EQ(batch["embeddings"][0], batch["embeddings"][2]);
+  EXPECT_EQ(PostJson("/api/show", {{"model", "minilm"}})["capabilities"], json({"embedding"}));
+  const json chat = PostJson("/v1/chat/completions",
+                             {{"model", "tiny"}, {"max_tokens", 4}, {"messages", {{{"role", "user"}, {"content", "hi"}}}}});
+  EXPECT_EQ(chat["choices"][0]["message"]["role"], "assistant") << chat.dump();
+
+  // Generating with it: a 400 that says why.
+  for (const std::string path : {"/v1/chat/completions", "/api/generate"}) {
+    const json body = path == "/api/generate"
+                          ? json{{"model", "minilm"}, {"prompt", "hi"}, {"stream", false}}
+                          : json{{"model", "minilm"}, {"messages", {{{"role", "user"}, {"content", "hi"}}}}};
+    const auto [text, status] = CurlPost(path, body.dump());
+    EXPECT_EQ(status, 400) << path << ": " << text;
+    EXPECT_NE(text.find("embedding model"), std::string::npos) << path << ": " << text;
+  }
+  // Past its 512 learned positions: OpenAI's context_length_exceeded.
+  std::vector<int> too_many(513, 100);
+  const json refused = PostJson("/v1/embeddings", {{"model", "minilm"}, {"input", too_many}}, 400);
+  EXPECT_EQ(refused["error"]["code"], "context_length_exceeded") << refused.dump();
+  EXPECT_EQ(PostJson("/v1/embeddings", {{"model", "minilm"}, {"input", prompt}})["data"][0]["embedding"].get<Vector>(),
+            got);
 }
 
 }  // namespace
