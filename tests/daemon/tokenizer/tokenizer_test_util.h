@@ -65,7 +65,7 @@ MetadataList BpeMetadata(const BpeVocabSpec& spec);
 // with "▁") and `extra` tokens with their types.
 struct WpmVocabSpec {
   std::vector<std::string> pieces;
-  std::vector<std::pair<std::string, int32_t>> extra;  // text, token type
+  std::vector<std::pair<std::string, int32_t>> extra = {};  // text, token type
 };
 inline constexpr int32_t kWpmFirstPiece = 5;
 MetadataList WpmMetadata(const WpmVocabSpec& spec);
