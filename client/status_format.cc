@@ -66,7 +66,11 @@ std::string FormatDevice(const v1::DeviceStatus& d) {
       d.staging_buffers(), FormatByteSize(d.staging_bytes()), FormatByteSize(d.global_bytes()),
       FormatByteSize(d.kv_bytes()), FormatByteSize(d.workspace_bytes()), FormatByteSize(d.copied_bytes()),
       d.h2d_gbps(), d.overlap() * 100,
-      d.timing_every() > 1 ? absl::StrCat("; times from one pass in ", d.timing_every()) : "");
+      d.timing_every() > 1 ? absl::StrCat("; times from one pass in ", d.timing_every()) : "") +
+         (d.unpinned_bytes() > 0 ? absl::StrFormat("not pinned  %s of host layers copied as pageable memory (slower; "
+                                                   "cudaHostRegister: %s; raise the memlock limit, ulimit -l)\n",
+                                                   FormatByteSize(d.unpinned_bytes()), d.pin_error())
+                                 : "");
 }
 
 // `part` of `whole` as a percentage, or "-" when there is no whole yet.

@@ -8,6 +8,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "storage/byte_size.h"
 #include "storage/llama_file_type.h"
 #include "storage/status_macros.h"
 
@@ -162,6 +163,15 @@ uint64_t LoadedModel::device_held_bytes() const {
   return weights_->on_device() ? weights_->DeviceStats().held_bytes : 0;
 }
 
+std::string LoadedModel::PinNotice() const {
+  if (!weights_->on_device()) return "";
+  const DeviceTierStats s = weights_->DeviceStats();
+  if (s.unpinned_bytes == 0) return "";
+  return absl::StrCat(FormatByteSize(s.unpinned_bytes), " of host layer memory could not be pinned (cudaHostRegister: ",
+                      s.pin_error, "); those layers are copied to the device as pageable memory, slower. Raise the "
+                      "memlock limit (ulimit -l, LimitMEMLOCK= in systemd) or give octod's host tier less");
+}
+
 void LoadedModel::AddDeviceReport(ResidencyReport& report, std::vector<LayerReport>& layers) {
   if (!weights_->on_device()) return;
   const DeviceTierStats s = weights_->DeviceStats();
@@ -182,6 +192,8 @@ void LoadedModel::AddDeviceReport(ResidencyReport& report, std::vector<LayerRepo
   d.copied_bytes = s.copied_bytes;
   d.copy_seconds = s.copy_seconds;
   d.timing_every = s.timing_every;
+  d.unpinned_bytes = s.unpinned_bytes;
+  d.pin_error = s.pin_error;
   // Rates and averages from the timed uses (one in timing_every).
   d.h2d_gbps = s.copy_seconds > 0 ? s.timed_copied_bytes / s.copy_seconds / 1e9 : 0;
   d.overlap = s.copy_seconds > 0 ? std::clamp(1.0 - s.wait_seconds / s.copy_seconds, 0.0, 1.0) : 0;

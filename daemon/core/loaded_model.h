@@ -32,7 +32,7 @@ namespace octo {
 struct VramSettings {
   bool auto_budget = true;       // free VRAM at load - kv_budget - workspaces - kVramReserveBytes
   uint64_t budget_bytes = 0;     // when !auto_budget
-  uint32_t staging_buffers = 2;
+  uint32_t staging_buffers = kDefaultStagingBuffers;
   uint64_t kv_budget_bytes = 0;  // what auto leaves for the sessions' caches
   int pass_rows = 512;           // the most rows a pass carries: auto leaves room for their workspaces
   uint32_t pin_first = 1, pin_last = 1;  // the residency pins: these layers go to VRAM first
@@ -88,6 +88,9 @@ class LoadedModel {
   uint64_t device_held_bytes() const;
   // The VRAM tier's report and per-layer copy times (CUDA), into `report`.
   void AddDeviceReport(ResidencyReport& report, std::vector<LayerReport>& layers);
+  // What octod logs when cudaHostRegister refused host layer memory (it is
+  // then copied as pageable memory), else "" (all pinned, or the CPU).
+  std::string PinNotice() const;
 
   // A cache of at most max_positions (capped at the context length).
   std::unique_ptr<KvCache> NewCache(int max_positions) const;

@@ -72,7 +72,7 @@ struct RuntimeOptions {
   // the other layers are copied through. 0 = auto: free VRAM at load minus
   // the KV budget, the workspaces and kVramReserveBytes.
   uint64_t vram_budget_bytes = 0;
-  uint32_t staging_buffers = 2;     // device staging buffers, >= 2 (the prefetch depth)
+  uint32_t staging_buffers = 3;     // device staging buffers, >= 2 (the prefetch depth; kDefaultStagingBuffers)
   // Residency (SetResidency changes these at run time).
   uint32_t pin_first = 1;
   uint32_t pin_last = 1;
@@ -302,6 +302,8 @@ struct DeviceReport {
   double h2d_gbps = 0;            // the timed copies' bytes / copy_seconds
   double overlap = 0;             // fraction of copy time hidden behind compute, [0, 1]
   uint32_t timing_every = 0;      // layers' copy and compute times come from one use in this many
+  uint64_t unpinned_bytes = 0;    // host layer memory cudaHostRegister refused: copied as pageable
+  std::string pin_error;          // its error ("" when all is pinned)
 };
 
 // Selective expert streaming (two-phase MoE layers; empty otherwise).

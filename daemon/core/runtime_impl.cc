@@ -440,6 +440,7 @@ absl::StatusOr<ResidencyReport> RuntimeImpl::SetResidency(const ResidencyChange&
     return report;
   }
   OCTO_RETURN_IF_ERROR(m->ApplyResidency(next, next_vram));
+  if (const std::string notice = m->PinNotice(); !notice.empty()) Log(absl::StrCat(m->summary().path, ": ", notice));
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (ModelSlot* slot = SlotOf(*m); slot != nullptr) {

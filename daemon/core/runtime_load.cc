@@ -199,6 +199,7 @@ absl::StatusOr<ModelSummary> RuntimeImpl::OpenModel(const LoadedFrom& from, cons
   Log(absl::StrFormat("model loaded: %s (%s, %u layers, %s)%s", summary.path, summary.architecture, summary.n_layers,
                       FormatByteSize(summary.total_bytes),
                       summary.draft_model.empty() ? "" : ", draft model " + summary.draft_model));
+  if (const std::string notice = model->PinNotice(); !notice.empty()) Log(absl::StrCat(summary.path, ": ", notice));
   // A quantized cache over heads narrower than a block: said once, here.
   if (const std::string notice = KvTypesNotice(model->config(), from.kv_types); !notice.empty()) {
     Log(absl::StrCat(summary.path, ": ", notice));

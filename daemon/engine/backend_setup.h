@@ -52,12 +52,17 @@ DeviceMemory QueryDeviceMemory();
 // pass of up to max_rows token rows: what an auto VRAM budget leaves aside.
 uint64_t WorkspaceEstimate(const ModelConfig& config, int max_rows = 512);
 
+// Staging buffers by default: two copies queued ahead of the layer being
+// computed, so one late copy (a disk read, a busy link) does not stall the
+// pass; fewer when the budget holds fewer (PlanLayers' rule 3).
+inline constexpr uint32_t kDefaultStagingBuffers = 3;
+
 // The VRAM tier's plan: layers kept on the device (pinned first and last,
 // then outermost first) and staging buffers for the rest, within
 // vram_budget (layers + staging). Pure arithmetic over PlanLayers.
 struct VramPlanSettings {
   uint64_t budget_bytes = 0;
-  uint32_t staging_buffers = 2;
+  uint32_t staging_buffers = kDefaultStagingBuffers;
   uint32_t pin_first = 1, pin_last = 1;
 };
 absl::StatusOr<LayerPlan> PlanVram(const std::vector<uint64_t>& layer_bytes, const VramPlanSettings& settings);
@@ -75,6 +80,11 @@ struct DeviceTierStats {
   uint64_t timed_copied_bytes = 0;  // the copies timed (one use of a layer in timing_every)
   double copy_seconds = 0, wait_seconds = 0;  // over the timed uses
   uint32_t timing_every = 1;
+  // [k]: acquires of a layer not in VRAM that found k later copies queued
+  // (the prefetch achieved; device_layers.h).
+  std::vector<uint64_t> acquires_by_copies_ahead;
+  uint64_t unpinned_bytes = 0;  // host layer memory cudaHostRegister refused: copied as pageable
+  std::string pin_error;        // its error, "" when everything is pinned
   uint64_t free_bytes = 0, total_bytes = 0;  // cudaMemGetInfo
   std::vector<bool> in_vram;                 // by layer
   // Per layer: copies and passes (every use), the timed ones, and the

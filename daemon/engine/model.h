@@ -34,7 +34,7 @@ struct ModelOptions {
   // CUDA: layers kept in VRAM plus the staging buffers, and how many
   // staging buffers the other layers are copied through.
   uint64_t vram_budget_bytes = kUnlimitedBudget;
-  uint32_t staging_buffers = 2;
+  uint32_t staging_buffers = kDefaultStagingBuffers;
   uint32_t vram_pin_first = 1, vram_pin_last = 1;  // always in VRAM (if the budget allows)
   KvCacheTypes kv_types = {};  // every cache NewCache makes; Open checks the model's rows fit them
 };

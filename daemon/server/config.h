@@ -65,7 +65,7 @@ struct OctodFlags {
   std::string backend = "auto";
   int64_t gpu = 0;
   std::string vram_budget = "auto";
-  int64_t staging_buffers = 2;
+  int64_t staging_buffers = 3;  // kDefaultStagingBuffers
   int64_t pin_first = 1;
   int64_t pin_last = 1;
   std::string layer_budget = "auto";

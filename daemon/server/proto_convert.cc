@@ -209,6 +209,8 @@ void ToProto(const DeviceReport& device, v1::DeviceStatus* proto) {
   proto->set_h2d_gbps(device.h2d_gbps);
   proto->set_overlap(device.overlap);
   proto->set_timing_every(device.timing_every);
+  proto->set_unpinned_bytes(device.unpinned_bytes);
+  proto->set_pin_error(device.pin_error);
 }
 
 void ToProto(const ExpertReport& experts, v1::ExpertStatus* proto) {

@@ -1,11 +1,15 @@
 #include "tests/bench/api_profile.h"
 
+#include <algorithm>
+#include <functional>
 #include <memory>
 #include <span>
 #include <vector>
 
 #include "absl/strings/str_format.h"
 #include "daemon/engine/model.h"
+#include "daemon/engine/model_files.h"
+#include "storage/manifest.h"
 #include "storage/status_macros.h"
 
 namespace octo::bench {
@@ -33,6 +37,36 @@ Split SplitCount(uint64_t fewer, uint64_t more, uint32_t fewer_layers, uint32_t 
   return s;
 }
 
+// Prefills `batch` sequences of `model`, decodes two tokens untimed, then
+// `steps` more between `start` and `stop` (while the caches still live).
+absl::Status Decode(Model& model, int batch, int steps, const std::function<void()>& start,
+                    const std::function<void()>& stop) {
+  const uint32_t vocab = model.config().vocab_size;
+  std::vector<std::unique_ptr<KvCache>> caches;
+  std::vector<std::vector<int32_t>> tokens(batch);
+  std::vector<SequenceStep> step(batch);
+  for (int b = 0; b < batch; ++b) {
+    caches.push_back(model.NewCache(kPrompt + kUntimedSteps + steps));
+    for (int i = 0; i < kPrompt; ++i) tokens[b].push_back(static_cast<int32_t>((b * 131 + i * 17 + 1) % vocab));
+    step[b] = SequenceStep{.kv = caches[b].get(), .tokens = tokens[b]};
+  }
+  std::vector<float> logits;
+  OCTO_RETURN_IF_ERROR(model.Forward(step, logits));
+  std::vector<int32_t> next(batch);
+  auto decode = [&](int t) {
+    for (int b = 0; b < batch; ++b) {
+      next[b] = static_cast<int32_t>((t * 7 + b * 3 + 2) % vocab);
+      step[b].tokens = std::span<const int32_t>(&next[b], 1);
+    }
+    return model.Forward(step, logits);
+  };
+  for (int t = 0; t < kUntimedSteps; ++t) OCTO_RETURN_IF_ERROR(decode(t));
+  start();
+  for (int t = kUntimedSteps; t < kUntimedSteps + steps; ++t) OCTO_RETURN_IF_ERROR(decode(t));
+  stop();
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<DecodeCalls> MeasureDecodeCalls(const std::string& model_dir, int gpu, int batch, int steps) {
@@ -42,34 +76,78 @@ absl::StatusOr<DecodeCalls> MeasureDecodeCalls(const std::string& model_dir, int
   options.weights.layer_budget_bytes = kUnlimitedBudget;
   options.vram_budget_bytes = kUnlimitedBudget;
   OCTO_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, Model::Open(model_dir, options));
-  const uint32_t vocab = model->config().vocab_size;
-  std::vector<std::unique_ptr<KvCache>> caches;
-  std::vector<std::vector<int32_t>> tokens(batch);
-  std::vector<SequenceStep> step(batch);
-  for (int b = 0; b < batch; ++b) {
-    caches.push_back(model->NewCache(kPrompt + kUntimedSteps + steps));
-    for (int i = 0; i < kPrompt; ++i) tokens[b].push_back(static_cast<int32_t>((b * 131 + i * 17 + 1) % vocab));
-    step[b] = SequenceStep{.kv = caches[b].get(), .tokens = tokens[b]};
-  }
-  std::vector<float> logits;
-  OCTO_RETURN_IF_ERROR(model->Forward(step, logits));
-  std::vector<int32_t> next(batch);
-  auto decode = [&](int t) {
-    for (int b = 0; b < batch; ++b) {
-      next[b] = static_cast<int32_t>((t * 7 + b * 3 + 2) % vocab);
-      step[b].tokens = std::span<const int32_t>(&next[b], 1);
-    }
-    return model->Forward(step, logits);
-  };
-  for (int t = 0; t < kUntimedSteps; ++t) OCTO_RETURN_IF_ERROR(decode(t));
-  const cuda::ApiCounts before = cuda::CurrentApiCounts();
-  for (int t = kUntimedSteps; t < kUntimedSteps + steps; ++t) OCTO_RETURN_IF_ERROR(decode(t));
+  cuda::ApiCounts before, after;
+  OCTO_RETURN_IF_ERROR(Decode(
+      *model, batch, steps, [&] { before = cuda::CurrentApiCounts(); }, [&] { after = cuda::CurrentApiCounts(); }));
   DecodeCalls calls;
-  calls.counted = cuda::CurrentApiCounts() - before;
+  calls.counted = after - before;
   calls.layers = model->config().n_layers;
   calls.batch = batch;
   calls.steps = steps;
   return calls;
+}
+
+absl::StatusOr<StreamedCalls> MeasureStreamedCalls(const std::string& model_dir, int gpu, int steps) {
+  OCTO_ASSIGN_OR_RETURN(const Manifest manifest, ReadManifest(model_dir));
+  OCTO_ASSIGN_OR_RETURN(const std::vector<uint64_t> sizes, LayerFileSizes(manifest));
+  ModelOptions options;
+  options.backend = "cuda";
+  options.gpu = gpu;
+  options.weights.layer_budget_bytes = kUnlimitedBudget;  // the host tier holds every layer
+  options.vram_pin_first = options.vram_pin_last = 0;
+  options.vram_budget_bytes = options.staging_buffers * *std::max_element(sizes.begin(), sizes.end());
+  OCTO_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, Model::Open(model_dir, options));
+  DeviceTierStats start, end;
+  cuda::ApiCounts before, after;
+  OCTO_RETURN_IF_ERROR(Decode(
+      *model, 1, steps,
+      [&] {
+        start = model->weights().DeviceStats();
+        before = cuda::CurrentApiCounts();
+      },
+      [&] {
+        after = cuda::CurrentApiCounts();
+        end = model->weights().DeviceStats();
+      }));
+  StreamedCalls calls;
+  calls.counted = after - before;
+  if (end.vram_layers != 0) {
+    return absl::InternalError(absl::StrCat(end.vram_layers, " layers stayed in VRAM; the profile streams them all"));
+  }
+  calls.layers = model->config().n_layers;
+  calls.staging_buffers = end.staging_buffers;
+  calls.steps = steps;
+  // The counted steps' acquires, by copies found ahead.
+  bool seen = false;
+  for (size_t k = 0; k < end.acquires_by_copies_ahead.size(); ++k) {
+    const uint64_t before_k = k < start.acquires_by_copies_ahead.size() ? start.acquires_by_copies_ahead[k] : 0;
+    const uint64_t n = end.acquires_by_copies_ahead[k] - before_k;
+    if (n == 0) continue;
+    if (!seen) calls.min_copies_ahead = static_cast<uint32_t>(k);
+    seen = true;
+    calls.acquires += n;
+    calls.copies_ahead += n * k;
+  }
+  return calls;
+}
+
+absl::StatusOr<std::string> StreamedProfileLine(const std::string& name, const DecodeCalls& resident,
+                                                const StreamedCalls& streamed) {
+  if (resident.layers != streamed.layers || resident.batch != 1 || resident.steps <= 0 || streamed.steps <= 0 ||
+      streamed.acquires == 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "a streamed profile needs the resident run of the same model at batch 1 (%u and %u layers, batch %d, "
+        "%llu streamed acquires)", resident.layers, streamed.layers, resident.batch,
+        static_cast<unsigned long long>(streamed.acquires)));
+  }
+  const double waits = static_cast<double>(streamed.counted.blocking_waits) / streamed.steps -
+                       static_cast<double>(resident.counted.blocking_waits) / resident.steps;
+  return absl::StrFormat(
+      "profile-streamed: %s layers=%u staging=%u pageable-h2d-bytes/token=%.0f blocking-waits/streamed-layer=%.2f "
+      "copies-ahead/acquire=min %u mean %.2f",
+      name, streamed.layers, streamed.staging_buffers,
+      static_cast<double>(streamed.counted.pageable_bytes) / streamed.steps, waits / streamed.layers,
+      streamed.min_copies_ahead, static_cast<double>(streamed.copies_ahead) / streamed.acquires);
 }
 
 absl::StatusOr<std::string> ProfileLine(const std::string& name, const DecodeCalls& fewer, const DecodeCalls& more,

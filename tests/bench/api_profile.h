@@ -29,6 +29,29 @@ struct DecodeCalls {
 // more.
 absl::StatusOr<DecodeCalls> MeasureDecodeCalls(const std::string& model_dir, int gpu, int batch, int steps);
 
+// What a decode token of a streamed model asks: every layer copied in
+// through the staging buffers (none in VRAM, the default staging depth),
+// counted over `steps` decode tokens after two untimed ones.
+struct StreamedCalls {
+  cuda::ApiCounts counted;
+  uint32_t layers = 0;           // all streamed
+  uint32_t staging_buffers = 0;
+  int steps = 0;
+  uint64_t acquires = 0, copies_ahead = 0;  // over the counted steps (DeviceTierStats)
+  uint32_t min_copies_ahead = 0;
+};
+absl::StatusOr<StreamedCalls> MeasureStreamedCalls(const std::string& model_dir, int gpu, int steps);
+
+// "profile-streamed: NAME layers=N staging=S pageable-h2d-bytes/token=…
+// blocking-waits/streamed-layer=… copies-ahead/acquire=min … mean …":
+// blocking waits per streamed layer are the streamed token's less the
+// resident token's (`resident`: the same model, every layer in VRAM), over
+// the streamed layers. Targets (issue 24): 0 pageable bytes, 0 waits per
+// streamed layer, at least 2 copies ahead. INVALID_ARGUMENT when the two
+// are not the same model.
+absl::StatusOr<std::string> StreamedProfileLine(const std::string& name, const DecodeCalls& resident,
+                                                const StreamedCalls& streamed);
+
 // "profile: NAME batch=B launches/layer=… launches/token=… host-calls/token=…
 // blocking-waits/token=… pageable-copies/token=… allocations/token=…
 // graph=yes|no", from `fewer` and `more` (the same family, fewer and more

@@ -94,7 +94,7 @@ struct Flags {
   uint64_t vram_budget = uint64_t{2} << 30;
   uint64_t host_budget = kUnlimitedBudget;
   int gpu = 0;
-  uint32_t staging_buffers = 2;
+  uint32_t staging_buffers = kDefaultStagingBuffers;
   int tokens = 32;
   int prompt = 16;
   int prefill = 2048;
@@ -609,6 +609,12 @@ absl::Status Profile(const Flags& f) {
   OCTO_ASSIGN_OR_RETURN(const std::string line,
                         ProfileLine(f.profile_name, fewer, more, f.full_layers > 0 ? f.full_layers : more.layers));
   absl::PrintF("%s\n", line);
+  // The MORE model again with every layer streamed through the staging buffers.
+  OCTO_ASSIGN_OR_RETURN(const StreamedCalls streamed, MeasureStreamedCalls(f.profile_models[1], f.gpu, f.profile_steps));
+  if (f.profile_batch == 1) {
+    OCTO_ASSIGN_OR_RETURN(const std::string streamed_line, StreamedProfileLine(f.profile_name, more, streamed));
+    absl::PrintF("%s\n", streamed_line);
+  }
   return absl::OkStatus();
 }
 

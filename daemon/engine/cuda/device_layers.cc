@@ -86,14 +86,27 @@ void DeviceLayers::SetHeld(uint64_t held) {
 }
 
 absl::Status DeviceLayers::Pin() {
+  uint64_t unpinned = 0;
+  std::string error;
   for (const auto& [data, size] : host_.HostRegions()) {
     const cudaError_t e = cudaHostRegister(const_cast<void*>(data), size, cudaHostRegisterDefault);
-    if (e != cudaSuccess) {
+    if (e == cudaErrorHostMemoryAlreadyRegistered) {  // pinned by its owner: as fast, not ours to unpin
       cudaGetLastError();
-      continue;  // already registered, or not registrable: copied as pageable memory, slower but right
+      continue;
+    }
+    if (e != cudaSuccess) {
+      // Copied as pageable memory: right, but slower and never overlapped;
+      // status and the log say so (a memlock limit is the usual cause).
+      cudaGetLastError();
+      unpinned += size;
+      if (error.empty()) error = absl::StrCat(cudaGetErrorName(e), ": ", cudaGetErrorString(e));
+      continue;
     }
     pinned_.push_back(data);
   }
+  std::lock_guard<std::mutex> lock(mu_);
+  stats_.unpinned_bytes = unpinned;
+  stats_.pin_error = std::move(error);
   return absl::OkStatus();
 }
 
@@ -113,6 +126,8 @@ absl::Status DeviceLayers::Drain() {
     s.state = Slot::kFree;
     s.layer = kNoLayer;
   }
+  for (const PendingBytes& p : pending_) host_.ReleaseBytes(p.layer);  // both streams are idle: copied
+  pending_.clear();
   for (uint32_t l = 0; l < events_.size(); ++l) {
     for (EventSet& set : events_[l].sets) {
       HarvestCopy(l, set);
@@ -231,7 +246,32 @@ void DeviceLayers::PollCopies() {
     host_.ReleaseBytes(s.layer);
     s.host_held = false;
   }
+  std::erase_if(pending_, [this](const PendingBytes& p) {
+    if (cudaEventQuery(p.copied) != cudaSuccess) return false;
+    host_.ReleaseBytes(p.layer);
+    return true;
+  });
   cudaGetLastError();  // cudaErrorNotReady from the queries is not an error
+}
+
+void DeviceLayers::GiveBackLater(Slot& slot) {
+  if (!slot.host_held) return;
+  if (cudaEventQuery(slot.copy_done) == cudaSuccess) {
+    host_.ReleaseBytes(slot.layer);
+  } else {
+    cudaGetLastError();
+    pending_.push_back(PendingBytes{slot.layer, slot.copy_done, slot.host_from_disk});
+  }
+  slot.host_held = false;
+}
+
+void DeviceLayers::SettlePending(cudaEvent_t event) {
+  std::erase_if(pending_, [&](const PendingBytes& p) {
+    if (p.copied != event) return false;
+    cudaEventSynchronize(p.copied);  // two rounds after it was queued: long done
+    host_.ReleaseBytes(p.layer);
+    return true;
+  });
 }
 
 // Waits for `slot`'s copy (that one event), then gives its host bytes back.
@@ -246,6 +286,13 @@ absl::Status DeviceLayers::GiveBackWhenCopied(Slot& slot) {
 // Waits for the copy of the earliest-queued disk layer still held, and
 // gives its ring slot back.
 absl::Status DeviceLayers::ReleaseOldestDiskBytes() {
+  for (auto it = pending_.begin(); it != pending_.end(); ++it) {  // the oldest are the pending ones
+    if (!it->from_disk) continue;
+    const absl::Status copied = CudaCallStatus(cudaEventSynchronize(it->copied), "a layer copy");
+    host_.ReleaseBytes(it->layer);
+    pending_.erase(it);
+    return copied;
+  }
   for (size_t step = 0; step < order_.size(); ++step) {
     const uint32_t layer = order_[(cursor_ + step) % order_.size()];
     const int i = SlotOf(layer);
@@ -260,6 +307,7 @@ absl::Status DeviceLayers::Queue(uint32_t layer, int slot_index) {
   PollCopies();
   uint32_t disk_held = 0;
   for (const Slot& s : slots_) disk_held += s.host_held && s.host_from_disk;
+  for (const PendingBytes& p : pending_) disk_held += p.from_disk;
   if (disk_held >= host_.max_disk_held()) OCTO_RETURN_IF_ERROR(ReleaseOldestDiskBytes());
   OCTO_ASSIGN_OR_RETURN(const LayerBytesSource::Bytes bytes, host_.AcquireBytes(layer));
   const ManifestFile& file = *manifest_.Layer(layer);
@@ -276,6 +324,7 @@ absl::Status DeviceLayers::Queue(uint32_t layer, int slot_index) {
   const bool timed = le.queued % timing_every_ == 0;
   EventSet& set = le.sets[le.queued++ % 2];
   HarvestCopy(layer, set);
+  SettlePending(set.copy_done);
   cudaStream_t copy = copy_stream_.get();
   if (slot.used) OCTO_RETURN_IF_ERROR(CudaCallStatus(cudaStreamWaitEvent(copy, slot.slot_free, 0), "cudaStreamWaitEvent"));
   if (timed) OCTO_RETURN_IF_ERROR(CudaCallStatus(cudaEventRecord(set.copy_start, copy), "cudaEventRecord"));
@@ -330,6 +379,7 @@ absl::Status DeviceLayers::FetchExperts(uint32_t layer, const std::vector<uint32
     copied += r.bytes;
   }
   // The ring slot goes back once these copies are done (Release).
+  SettlePending(slot.experts_copied);
   OCTO_RETURN_IF_ERROR(CudaCallStatus(cudaEventRecord(slot.experts_copied, compute), "cudaEventRecord"));
   slot.copy_done = slot.experts_copied;
   std::lock_guard<std::mutex> lock(mu_);
@@ -383,7 +433,7 @@ absl::StatusOr<const LayerWeights*> DeviceLayers::Acquire(uint32_t layer) {
       for (Slot& slot : slots_) {
         if (slot.state != Slot::kCopying) continue;
         slot.keep_host = false;
-        OCTO_RETURN_IF_ERROR(GiveBackWhenCopied(slot));
+        GiveBackLater(slot);
         slot.state = Slot::kFree;
         slot.layer = kNoLayer;
       }
@@ -395,6 +445,14 @@ absl::StatusOr<const LayerWeights*> DeviceLayers::Acquire(uint32_t layer) {
       cursor_ = (static_cast<size_t>(it - order_.begin()) + 1) % order_.size();
     }
     slots_[i].state = Slot::kAcquired;
+    const auto ahead = static_cast<uint32_t>(
+        std::count_if(slots_.begin(), slots_.end(), [](const Slot& s) { return s.state == Slot::kCopying; }));
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      std::vector<uint64_t>& by_ahead = stats_.acquires_by_copies_ahead;
+      if (by_ahead.size() <= ahead) by_ahead.resize(ahead + 1, 0);
+      by_ahead[ahead]++;
+    }
     if (timed) OCTO_RETURN_IF_ERROR(CudaCallStatus(cudaEventRecord(set.gap_start, compute), "cudaEventRecord"));
     OCTO_RETURN_IF_ERROR(
         CudaCallStatus(cudaStreamWaitEvent(compute, slots_[i].copy_done, 0), "waiting for a layer copy"));
@@ -420,7 +478,7 @@ void DeviceLayers::Release(uint32_t layer) {
       slots_[i].used = true;
       slots_[i].state = Slot::kFree;
       slots_[i].keep_host = false;
-      GiveBackWhenCopied(slots_[i]).IgnoreError();  // a copy still in flight: the slot is reused next
+      GiveBackLater(slots_[i]);  // a copy still in flight: given back when PollCopies sees it done
       slots_[i].layer = kNoLayer;
     }
   }

@@ -19,8 +19,11 @@
 //     done" (cudaStreamWaitEvent: no host wait) and binds the views over
 //     the staging buffer.
 //   - A layer's host bytes (a ring slot) go back as soon as its copy is
-//     done: polled with cudaEventQuery at every Acquire/Release, and waited
-//     for (that one event) only when the ring has no free slot.
+//     done: polled with cudaEventQuery at every Acquire/Release/Queue, and
+//     waited for (that one event) only when the ring has no free slot. A
+//     staging buffer released before its copy is seen done keeps the bytes
+//     on a pending list (layer and copy-done event) rather than waiting, so
+//     the forward thread does not block to give them back.
 // There is no device-wide synchronise in the loop; the pass's one wait is
 // the logits' download.
 //
@@ -75,6 +78,13 @@ struct DeviceLayersStats {
   double copy_seconds = 0;                  // their event time, summed
   double wait_seconds = 0;                  // compute-stream gaps before timed streamed layers, summed
   uint32_t timing_every = kLayerTimingEvery;
+  // The prefetch achieved: [k] counts the acquires of a layer not in VRAM
+  // that found k later layers' copies already queued behind it.
+  std::vector<uint64_t> acquires_by_copies_ahead;
+  // Host layer memory cudaHostRegister refused (copied as pageable), and
+  // the first refusal's error; since the last plan.
+  uint64_t unpinned_bytes = 0;
+  std::string pin_error;
 };
 
 class DeviceLayers : public LayerSource {
@@ -143,6 +153,12 @@ class DeviceLayers : public LayerSource {
   DeviceLayers(CudaBackend& backend, const Manifest& manifest, std::string model_dir, LayerBytesSource& host);
   void PollCopies();
   absl::Status GiveBackWhenCopied(Slot& slot);
+  // Gives `slot`'s host bytes back now if its copy is done, else puts them
+  // on pending_ (no wait).
+  void GiveBackLater(Slot& slot);
+  // Waits for the pending give-back recorded on `event`, if any (before the
+  // event is recorded again).
+  void SettlePending(cudaEvent_t event);
   absl::Status ReleaseOldestDiskBytes();
   absl::Status Queue(uint32_t layer, int slot);
   void TopUp();
@@ -167,6 +183,12 @@ class DeviceLayers : public LayerSource {
   std::vector<Slot> slots_;
   std::vector<LayerEvents> events_;  // by layer
   std::vector<const void*> pinned_;  // host regions we registered
+  struct PendingBytes {
+    uint32_t layer;
+    cudaEvent_t copied;  // the copy's event (a layer's EventSet, or a slot's experts_copied)
+    bool from_disk;
+  };
+  std::vector<PendingBytes> pending_;  // host bytes to give back once copied, oldest first
   uint32_t acquired_ = kNoLayer;
   std::atomic<uint32_t> timing_every_{kLayerTimingEvery};
 

@@ -78,6 +78,9 @@ class DeviceWeights : public BackendWeights {
     out.copy_seconds = s.copy_seconds;
     out.wait_seconds = s.wait_seconds;
     out.timing_every = s.timing_every;
+    out.acquires_by_copies_ahead = s.acquires_by_copies_ahead;
+    out.unpinned_bytes = s.unpinned_bytes;
+    out.pin_error = s.pin_error;
     size_t free = 0, total = 0;
     if (cudaMemGetInfo(&free, &total) == cudaSuccess) {
       out.free_bytes = free;

@@ -143,7 +143,7 @@ cudaError_t DeviceMemory::FreeHost(void* p) {
   return cudaSuccess;
 }
 
-cudaError_t DeviceMemory::Register(void* p, size_t bytes) {
+cudaError_t DeviceMemory::Register(void* p, size_t bytes, size_t limit) {
   if (p == nullptr || bytes == 0) return cudaErrorInvalidValue;
   const auto begin = reinterpret_cast<uintptr_t>(p);
   std::lock_guard<std::mutex> lock(mu_);
@@ -151,6 +151,9 @@ cudaError_t DeviceMemory::Register(void* p, size_t bytes) {
   if (it != pinned_.begin() && std::prev(it)->first + std::prev(it)->second > begin) {
     return cudaErrorHostMemoryAlreadyRegistered;
   }
+  size_t registered = 0;
+  for (const auto& [start, size] : pinned_) registered += host_allocated_.count(start) != 0 ? 0 : size;
+  if (bytes > limit || registered > limit - bytes) return cudaErrorMemoryAllocation;
   pinned_[begin] = bytes;
   return cudaSuccess;
 }

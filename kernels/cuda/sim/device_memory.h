@@ -56,7 +56,8 @@ class DeviceMemory {
   // Pinned host memory.
   cudaError_t AllocateHost(size_t bytes, void** out);
   cudaError_t FreeHost(void* p);
-  cudaError_t Register(void* p, size_t bytes);
+  // cudaErrorMemoryAllocation when the registered bytes would pass `limit`.
+  cudaError_t Register(void* p, size_t bytes, size_t limit);
   cudaError_t Unregister(void* p);
   bool IsPinned(const void* p, size_t bytes) const;
 

@@ -90,6 +90,9 @@ Config ConfigFromEnvironment() {
   if (const char* v = std::getenv("OCTO_SIM_COPY_DELAY_US"); v != nullptr && *v != '\0') {
     c.copy_delay = std::chrono::microseconds(std::strtoll(v, nullptr, 10));
   }
+  if (const char* v = std::getenv("OCTO_SIM_PINNABLE_MEMORY"); v != nullptr && *v != '\0') {
+    c.pinnable_bytes = std::strtoull(v, nullptr, 10);
+  }
   return c;
 }
 

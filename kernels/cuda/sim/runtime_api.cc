@@ -174,7 +174,9 @@ cudaError_t cudaFreeHost(void* ptr) {
   Ex().SynchronizeAll();
   return Result(Ex().memory().FreeHost(ptr));
 }
-cudaError_t cudaHostRegister(void* ptr, size_t size, unsigned int) { return Result(Ex().memory().Register(ptr, size)); }
+cudaError_t cudaHostRegister(void* ptr, size_t size, unsigned int) {
+  return Result(Ex().memory().Register(ptr, size, octo::cuda_sim::GetConfig().pinnable_bytes));
+}
 cudaError_t cudaHostUnregister(void* ptr) { return Result(Ex().memory().Unregister(ptr)); }
 
 cudaError_t cudaMemGetInfo(size_t* free, size_t* total) {

@@ -34,13 +34,13 @@ class OctodCudaTest : public OctodTest {
     largest_ = LargestLayerFile(ModelDir("m"));
   }
 
-  // octod on CUDA with `vram_layers` layers' worth of VRAM beside two
-  // staging buffers (0: every layer through staging but the pinned none);
+  // octod on CUDA with `vram_layers` layers' worth of VRAM beside the
+  // default three staging buffers (0: every layer through staging but the pinned none);
   // the host tier holds what `host` says ("" = auto).
   std::vector<std::string> CudaArgs(int vram_layers, std::vector<std::string> extra = {}) const {
     std::vector<std::string> args = {"--backend", "cuda", "--pin-first", "0", "--pin-last", "0"};
     if (vram_layers >= 0) {
-      args.insert(args.end(), {"--vram-budget", std::to_string((vram_layers + 2) * largest_)});
+      args.insert(args.end(), {"--vram-budget", std::to_string((vram_layers + 3) * largest_)});
     }
     args.insert(args.end(), extra.begin(), extra.end());
     return ServeArgs("m", args);
@@ -59,7 +59,7 @@ class OctodCudaTest : public OctodTest {
   uint64_t largest_ = 0;
 };
 
-// Every layer in VRAM, or one there and the rest through two staging
+// Every layer in VRAM, or one there and the rest through three staging
 // buffers from the host tier, or from disk through the ring: the same
 // tokens; and status shows the device, the tiers and the copies.
 TEST_F(OctodCudaTest, StreamedTiersGiveTheResidentTokensAndStatusShowsThem) {
@@ -81,7 +81,7 @@ TEST_F(OctodCudaTest, StreamedTiersGiveTheResidentTokensAndStatusShowsThem) {
     const nlohmann::json& device = status["residency"]["device"];
     ASSERT_TRUE(device["present"].get<bool>()) << status.dump();
     EXPECT_EQ(JsonU64(device["device_layers"]), 1u) << device.dump();
-    EXPECT_EQ(JsonU64(device["staging_buffers"]), 2u) << device.dump();
+    EXPECT_EQ(JsonU64(device["staging_buffers"]), 3u) << device.dump();
     EXPECT_LE(JsonU64(device["peak_bytes"]), JsonU64(device["budget_bytes"])) << device.dump();
     EXPECT_GT(JsonU64(device["copied_bytes"]), 0u) << device.dump();
     EXPECT_GT(device["h2d_gbps"].get<double>(), 0.0) << device.dump();
@@ -133,9 +133,10 @@ TEST_F(OctodCudaTest, SelectiveExpertsOnTheDeviceGiveTheResidentTokens) {
   ASSERT_EQ(resident.size(), 16u * 7);
   ASSERT_TRUE(octod_.Stop());
 
-  // One layer in VRAM, the rest from disk through two ring slots, no expert cache.
+  // One layer in VRAM beside three staging buffers, the rest from disk
+  // through two ring slots, no expert cache.
   ASSERT_TRUE(octod_.Start(ServeArgs("moe", {"--backend", "cuda", "--pin-first", "0", "--pin-last", "0",
-                                             "--vram-budget", std::to_string(3 * largest), "--layer-budget",
+                                             "--vram-budget", std::to_string(4 * largest), "--layer-budget",
                                              std::to_string(2 * largest), "--expert-cache", "0"})));
   EXPECT_EQ(logprobs(), resident);
   const nlohmann::json status = octod_.Status();
@@ -230,7 +231,7 @@ TEST_F(OctodCudaTest, KilledLoaderMidGenerationKeepsTheTokens) {
 TEST_F(OctodCudaTest, ResidencyChangedMidGenerationKeepsTheTokens) {
   ASSERT_TRUE(octod_.Start(CudaArgs(1)));
   const std::vector<int> expected = Tokens(48, kLongPrompt);
-  const std::string wider = std::to_string(5 * largest_);  // three layers in VRAM
+  const std::string wider = std::to_string(6 * largest_);  // three layers in VRAM beside three staging buffers
   const RunResult r = DuringAGeneration(octod_, dir_.Path("gen"), 48, [&] {
     const RunResult ctl = octod_.Ctl("residency", {"--vram-budget", wider});
     EXPECT_EQ(ctl.exit_code, 0) << ctl.err;
@@ -262,6 +263,30 @@ TEST_F(OctodCudaTest, SmallDeviceAutoBudgetIsNeverExceeded) {
   EXPECT_LE(JsonU64(d["total_bytes"]) - JsonU64(d["free_bytes"]), device) << d.dump();
 #endif
 }
+
+#ifdef OCTO_CUDA_SIM
+// A host that cannot pin octod's host tier (a memlock limit; the executor's
+// OCTO_SIM_PINNABLE_MEMORY plays it): the resident tokens through pageable
+// copies, and status and the log say so instead of falling back silently.
+TEST_F(OctodCudaTest, UnpinnableHostMemoryIsNamedNotSilent) {
+  ASSERT_TRUE(octod_.Start(CudaArgs(-1)));
+  const std::vector<int> resident = Tokens(16);
+  EXPECT_EQ(JsonU64(octod_.Status()["residency"]["device"]["unpinned_bytes"]), 0u);
+  ASSERT_TRUE(octod_.Stop());
+
+  ::setenv("OCTO_SIM_PINNABLE_MEMORY", "4096", 1);
+  const bool started = octod_.Start(CudaArgs(1));
+  ::unsetenv("OCTO_SIM_PINNABLE_MEMORY");
+  ASSERT_TRUE(started);
+  EXPECT_EQ(Tokens(16), resident);
+  const nlohmann::json d = octod_.Status()["residency"]["device"];
+  EXPECT_GT(JsonU64(d["unpinned_bytes"]), 0u) << d.dump();
+  EXPECT_NE(d.value("pin_error", "").find("cudaErrorMemoryAllocation"), std::string::npos) << d.dump();
+  EXPECT_NE(octod_.Log().find("could not be pinned"), std::string::npos) << octod_.Log();
+  const RunResult status = octod_.Ctl("status", {});
+  EXPECT_NE(status.out.find("not pinned"), std::string::npos) << status.out;
+}
+#endif
 
 // A device too small for the pinned layers: RESOURCE_EXHAUSTED naming sizes
 // at load; octod itself refuses to start with that model.

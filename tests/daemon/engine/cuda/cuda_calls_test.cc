@@ -65,6 +65,24 @@ TEST_P(CudaDecodeCalls, EachLayerAddsTheSameCallsAndAStepAllocatesNothing) {
   EXPECT_FALSE(bench::ProfileLine("m", four, two, 32).ok()) << "fewer layers second";
 }
 
+// Every layer streamed through the default staging buffers: no pageable
+// byte, no blocking wait for a streamed layer (beyond the resident token's),
+// and two copies queued behind every layer the pass acquires.
+TEST_P(CudaDecodeCalls, AStreamedLayerIsCopiedAheadWithoutBlocking) {
+  const bench::DecodeCalls resident = Measure(6);
+  absl::StatusOr<bench::StreamedCalls> streamed = bench::MeasureStreamedCalls(tmp_.Path("6"), 0, resident.steps);
+  ASSERT_TRUE(streamed.ok()) << streamed.status();
+  EXPECT_EQ(streamed->staging_buffers, kDefaultStagingBuffers);
+  EXPECT_EQ(streamed->acquires, 6u * resident.steps);
+  EXPECT_EQ(streamed->counted.pageable_bytes, 0u);
+  EXPECT_GE(streamed->min_copies_ahead, kDefaultStagingBuffers - 1);
+  EXPECT_EQ(streamed->counted.blocking_waits, resident.counted.blocking_waits);
+  EXPECT_GT(streamed->counted.h2d_bytes, resident.counted.h2d_bytes) << "the layers were copied in";
+  absl::StatusOr<std::string> line = bench::StreamedProfileLine("m", resident, *streamed);
+  ASSERT_TRUE(line.ok()) << line.status();
+  std::printf("%s (%s)\n", line->c_str(), GetParam());
+}
+
 INSTANTIATE_TEST_SUITE_P(Families, CudaDecodeCalls,
                          ::testing::Values("tiny", "tiny-qwen3", "tiny-qwen3moe", "tiny-qwen3next"),
                          PresetParamName());

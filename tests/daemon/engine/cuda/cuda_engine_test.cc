@@ -111,13 +111,13 @@ void ExpectTiersAgree(const std::string& dir) {
   auto want = Greedy(**resident, m.prompt, kSteps);
   ASSERT_TRUE(want.ok()) << want.status();
 
-  // One layer in VRAM plus two staging buffers; the host tier holds the rest.
-  auto host_tier = OpenCuda(dir, 3 * m.largest, kUnlimitedBudget, /*pins=*/0);
+  // One layer in VRAM plus three staging buffers; the host tier holds the rest.
+  auto host_tier = OpenCuda(dir, 4 * m.largest, kUnlimitedBudget, /*pins=*/0);
   ASSERT_TRUE(host_tier.ok()) << host_tier.status();
   const DeviceTierStats s = (*host_tier)->weights().DeviceStats();
   EXPECT_EQ(s.vram_layers, 1u);
-  EXPECT_EQ(s.staging_buffers, 2u);
-  EXPECT_LE(s.peak_bytes, 3 * m.largest);
+  EXPECT_EQ(s.staging_buffers, kDefaultStagingBuffers);
+  EXPECT_LE(s.peak_bytes, 4 * m.largest);
   auto streamed = Greedy(**host_tier, m.prompt, kSteps);
   ASSERT_TRUE(streamed.ok()) << streamed.status();
   ExpectSameRun(*want, *streamed, "host tier through staging");
@@ -132,7 +132,7 @@ void ExpectTiersAgree(const std::string& dir) {
   EXPECT_LE(after.copied_bytes, (passes + 1) * streamed_bytes);  // + the next pass's prefetch
 
   // The same with the host holding one layer at a time: the disk tier.
-  auto disk_tier = OpenCuda(dir, 3 * m.largest, m.largest, /*pins=*/0);
+  auto disk_tier = OpenCuda(dir, 4 * m.largest, m.largest, /*pins=*/0);
   ASSERT_TRUE(disk_tier.ok()) << disk_tier.status();
   auto from_disk = Greedy(**disk_tier, m.prompt, kSteps);
   ASSERT_TRUE(from_disk.ok()) << from_disk.status();
@@ -145,7 +145,7 @@ void ExpectTiersAgree(const std::string& dir) {
 void ExpectTimingSampled(const std::string& dir) {
   const ModelFiles m = ReadModelFiles(dir);
   ASSERT_TRUE(m.ok);
-  auto model = OpenCuda(dir, 3 * m.largest, kUnlimitedBudget, /*pins=*/0);
+  auto model = OpenCuda(dir, 4 * m.largest, kUnlimitedBudget, /*pins=*/0);
   ASSERT_TRUE(model.ok()) << model.status();
   auto sampled = Greedy(**model, m.prompt, kSteps);  // kSteps passes, under kLayerTimingEvery
   ASSERT_TRUE(sampled.ok()) << sampled.status();
