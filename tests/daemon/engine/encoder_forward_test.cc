@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "daemon/engine/backend_setup.h"
 #include "daemon/engine/model.h"
 #include "daemon/engine/model_files.h"
 #include "daemon/tokenizer/tokenizer.h"
@@ -46,6 +47,9 @@ double Cosine(std::span<const float> a, std::span<const double> b) {
 
 class EncoderForwardTest : public ::testing::Test {
  protected:
+  void SetUp() override {
+    if (std::string(OCTO_TEST_BACKEND) == "cuda" && UsableCudaDevices() == 0) GTEST_SKIP() << "no CUDA device";
+  }
   std::string Gguf(const std::string& preset, const std::string& type) {
     const std::string path = tmp_.Path(absl::StrCat(preset, "-", type, ".gguf"));
     if (!std::ifstream(path)) {
