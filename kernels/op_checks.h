@@ -225,6 +225,15 @@ inline absl::StatusOr<int64_t> CheckDequantizeRowsArgs(const WeightMatrix& w, in
   return row_bytes;
 }
 
+inline absl::StatusOr<int64_t> CheckGetRowsArgs(const WeightMatrix& w, const int32_t* ids, int n, const float* out) {
+  absl::StatusOr<int64_t> row_bytes = CheckWeightShape("GetRows", w);
+  if (!row_bytes.ok()) return row_bytes.status();
+  absl::Status null = CheckNotNull("GetRows", {{"ids", ids}, {"out", out}});
+  if (!null.ok()) return null;
+  if (n <= 0) return absl::InvalidArgumentError(absl::StrFormat("GetRows: n (%d) must be positive", n));
+  return row_bytes;
+}
+
 inline absl::Status CheckAddArgs(const float* a, const float* b, const float* out, int64_t n) {
   absl::Status null = CheckNotNull("Add", {{"a", a}, {"b", b}, {"out", out}});
   if (!null.ok()) return null;

@@ -307,6 +307,22 @@ absl::Status DequantizeRows(const WeightMatrix& w, int64_t first_row, int64_t n_
                             StreamHandle stream);
 }  // namespace cuda
 
+// --- GetRows (kernels/cpu/dequantize.cc) -----------------------------------------
+// out (n, w.cols): row i is row ids[i] of w as fp32, decoded as
+// DequantizeRows decodes it (the decoders' embedding lookup, from the token
+// ids). ids is host memory for cpu::GetRows and device memory for
+// cuda::GetRows, like Rope's positions.
+// Preconditions (INVALID_ARGUMENT): w valid as for MatMul, ids and out
+// non-null, n > 0; on the CPU every id in [0, w.rows). The CUDA host code
+// cannot read the ids: a row whose id is out of range comes out as zeros
+// (the forward pass checks the ids before).
+namespace cpu {
+absl::Status GetRows(const WeightMatrix& w, const int32_t* ids, int n, float* out);
+}  // namespace cpu
+namespace cuda {
+absl::Status GetRows(const WeightMatrix& w, const int32_t* ids, int n, float* out, StreamHandle stream);
+}  // namespace cuda
+
 // --- MatMulExperts (kernels/cpu/matmul_experts.cc) --------------------------------
 // The expert matmuls of a mixture-of-experts FFN: for every token t and each
 // of its k choices j,

@@ -294,7 +294,7 @@ struct DeviceReport {
   uint32_t device_layers = 0;     // layers held in VRAM
   uint32_t staging_buffers = 0;
   uint64_t staging_bytes = 0;     // each
-  uint64_t global_bytes = 0;      // lm_head, final norm, rope factors on the device
+  uint64_t global_bytes = 0;      // token_embd, lm_head, final norm, rope factors on the device
   uint64_t workspace_bytes = 0;   // activations and scratch
   uint64_t kv_bytes = 0;          // sessions' caches on the device
   uint64_t copied_bytes = 0;      // host-to-device layer copies since load

@@ -102,6 +102,9 @@ class Backend {
   virtual void SetRowGroups(std::span<const int> rows_per_sequence) {}
 
   // The ops of kernels/ops.h, with the same arguments less the exec/stream.
+  // GetRows: the embedding rows of the pass's token ids (ids in backend
+  // memory, uploaded with the positions).
+  virtual absl::Status GetRows(const WeightMatrix& w, const int32_t* ids, int n, float* out) = 0;
   virtual absl::Status RmsNorm(const float* x, const float* weight, float* out, int n_rows, int dim,
                                float eps) = 0;
   // The residual add and the norm after it: x += delta; out = RmsNorm(x).

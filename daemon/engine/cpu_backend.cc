@@ -65,6 +65,9 @@ absl::Status CpuBackend::Upload(void* dst, const void* src, size_t bytes) {
 absl::Status CpuBackend::Download(void* dst, const void* src, size_t bytes) { return Upload(dst, src, bytes); }
 absl::Status CpuBackend::Copy(void* dst, const void* src, size_t bytes) { return Upload(dst, src, bytes); }
 
+absl::Status CpuBackend::GetRows(const WeightMatrix& w, const int32_t* ids, int n, float* out) {
+  return cpu::GetRows(w, ids, n, out);
+}
 absl::Status CpuBackend::RmsNorm(const float* x, const float* weight, float* out, int n_rows, int dim, float eps) {
   return cpu::RmsNorm(x, weight, out, n_rows, dim, eps);
 }

@@ -26,6 +26,7 @@ class CpuBackend : public Backend {
   absl::Status Download(void* dst, const void* src, size_t bytes) override;
   absl::Status Copy(void* dst, const void* src, size_t bytes) override;
 
+  absl::Status GetRows(const WeightMatrix& w, const int32_t* ids, int n, float* out) override;
   absl::Status RmsNorm(const float* x, const float* weight, float* out, int n_rows, int dim, float eps) override;
   absl::Status LayerNorm(const float* x, const float* weight, const float* bias, float* out, int n_rows, int dim,
                          float eps) override;

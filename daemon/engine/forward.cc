@@ -127,9 +127,10 @@ absl::Status ForwardLlama(const ModelView& model, std::span<const SequenceStep> 
   for (const SequenceStep& step : batch) groups.push_back(static_cast<int>(step.tokens.size()));
   backend.SetRowGroups(groups);
 
-  // Embedding lookup (on the host), and each row's position (and tree mask).
-  // The output rows: the logits steps' first, then the hidden steps' (which
-  // are gathered at the end of out_rows, then moved down).
+  // Each row's position (and tree mask) and token id, uploaded together; the
+  // embedding lookup then runs on the backend. The output rows: the logits
+  // steps' first, then the hidden steps' (which are gathered at the end of
+  // out_rows, then moved down).
   int n_hidden = 0;
   for (const SequenceStep& step : batch) {
     if (step.hidden) n_hidden += step.all_logits ? static_cast<int>(step.tokens.size()) : 1;
@@ -141,8 +142,7 @@ absl::Status ForwardLlama(const ModelView& model, std::span<const SequenceStep> 
     const bool tree = !step.tree_mask.empty();
     any_tree |= tree;
     for (size_t t = 0; t < step.tokens.size(); ++t, ++row) {
-      OCTO_RETURN_IF_ERROR(
-          cpu::DequantizeRows(*model.token_embd, step.tokens[t], 1, &s.x_host[static_cast<size_t>(row) * dim]));
+      s.pos_host[n + row] = step.tokens[t];
       s.pos_host[row] = tree ? step.tree_base + std::popcount(step.tree_mask[t]) - 1
                              : step.kv->size() + static_cast<int>(t);
       s.tree_mask_host[row] = tree ? step.tree_mask[t] : 0;
@@ -151,8 +151,8 @@ absl::Status ForwardLlama(const ModelView& model, std::span<const SequenceStep> 
   }
   n_out = n_logits + n_hidden;
   std::copy(s.out_rows.begin() + (n - n_hidden), s.out_rows.begin() + n, s.out_rows.begin() + n_logits);
-  OCTO_RETURN_IF_ERROR(backend.Upload(s.x.data(), s.x_host.data(), sizeof(float) * n * dim));
-  OCTO_RETURN_IF_ERROR(backend.Upload(s.pos.data(), s.pos_host.data(), sizeof(int32_t) * n));
+  OCTO_RETURN_IF_ERROR(backend.Upload(s.pos.data(), s.pos_host.data(), sizeof(int32_t) * 2 * n));
+  OCTO_RETURN_IF_ERROR(backend.GetRows(g.token_embd, s.pos.data() + n, n, s.x.data()));
   if (any_tree) OCTO_RETURN_IF_ERROR(backend.Upload(s.tree_mask.data(), s.tree_mask_host.data(), sizeof(uint64_t) * n));
 
   const RopeParams rope_q{.n_heads = static_cast<int>(c.n_heads), .head_dim = head_dim,

@@ -15,8 +15,10 @@
 //
 // The pass runs on a Backend (backend.h) and does not know which: the CPU
 // or a CUDA device. The layer weights, the caches and the RunState are that
-// backend's memory; the token embedding stays on the host (the lookup is a
-// host-side row decode, then one upload).
+// backend's memory, the token embedding too: a pass uploads its token ids
+// with the positions (a few bytes per row) and looks the rows up there
+// (GetRows). The encoders sum their input rows on the host (ModelView's
+// host copy).
 #pragma once
 
 #include <cstdint>
@@ -37,8 +39,8 @@ namespace octo {
 // A model as the forward pass needs it. Not owned.
 struct ModelView {
   const ModelConfig* config = nullptr;
-  const WeightMatrix* token_embd = nullptr;  // host memory
-  const GlobalWeights* globals = nullptr;    // lm_head, final_norm, rope_freqs: backend memory
+  const WeightMatrix* token_embd = nullptr;  // host memory (the encoders' input; decoders use globals->token_embd)
+  const GlobalWeights* globals = nullptr;    // token_embd, lm_head, final_norm, rope_freqs: backend memory
   LayerSource* layers = nullptr;             // backend memory
 };
 

@@ -86,7 +86,7 @@ struct LayerWeights {
 
 // Whole-model tensors: always resident.
 struct GlobalWeights {
-  WeightMatrix token_embd;           // (vocab_size, dim) host memory
+  WeightMatrix token_embd;           // (vocab_size, dim); backend memory but an encoder's (host; see ModelView)
   WeightMatrix lm_head;              // (vocab_size, dim); token_embd when tied; unused by encoders
   const float* final_norm = nullptr; // (dim); null for encoders
   const float* rope_freqs = nullptr; // (rope_dim / 2) llama-3.1 frequency factors, or null

@@ -19,7 +19,7 @@ absl::Status RunState::Resize(Backend& backend, const ModelConfig& c, int n) {
   OCTO_RETURN_IF_ERROR(att.Grow(backend, rows * q_dim));
   OCTO_RETURN_IF_ERROR(hb.Grow(backend, rows * ffn));
   OCTO_RETURN_IF_ERROR(hb2.Grow(backend, rows * ffn));
-  OCTO_RETURN_IF_ERROR(pos.Grow(backend, rows));
+  OCTO_RETURN_IF_ERROR(pos.Grow(backend, 2 * rows));
   OCTO_RETURN_IF_ERROR(tree_mask.Grow(backend, rows));
   OCTO_RETURN_IF_ERROR(x_out.Grow(backend, rows * c.dim));
   if (c.n_experts > 0) {
@@ -42,7 +42,7 @@ absl::Status RunState::Resize(Backend& backend, const ModelConfig& c, int n) {
     OCTO_RETURN_IF_ERROR(dn_o.Grow(backend, rows * value_dim));
   }
   if (x_host.size() < rows * c.dim) x_host.resize(rows * c.dim);
-  if (pos_host.size() < rows) pos_host.resize(rows);
+  if (pos_host.size() < 2 * rows) pos_host.resize(2 * rows);
   if (tree_mask_host.size() < rows) tree_mask_host.resize(rows);
   if (out_rows.size() < rows) out_rows.resize(rows);
   return absl::OkStatus();

@@ -43,7 +43,7 @@ struct RunState {
   BackendArray<float> att;    // (n, n_heads * head_dim) attention output, before wo
   BackendArray<float> hb;     // (n, ffn width) gate, then silu(gate) * up; (n, k, expert width) for experts
   BackendArray<float> hb2;    // (n, ffn width) up; likewise
-  BackendArray<int32_t> pos;  // (n) position of each row in its sequence
+  BackendArray<int32_t> pos;  // (2n) position of each row in its sequence; decoders: then each row's token id
   BackendArray<uint64_t> tree_mask;  // (n) the tree steps' rows' ancestor masks (SequenceStep)
 
   // Mixture of experts.
@@ -71,7 +71,7 @@ struct RunState {
 
   // Host memory: filled by the pass, then uploaded.
   std::vector<float> x_host;        // (n, dim) the embedding rows
-  std::vector<int32_t> pos_host;    // (n)
+  std::vector<int32_t> pos_host;    // (2n) as pos
   std::vector<uint64_t> tree_mask_host;  // (n) 0 for a causal step's rows
   std::vector<int32_t> out_rows;    // (n_out) rows of x whose logits are wanted
   std::vector<int> row_groups;      // rows per sequence (Backend::SetRowGroups)

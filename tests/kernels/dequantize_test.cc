@@ -400,6 +400,31 @@ TEST(DequantizeTest, ReadsTheRequestedRows) {
   for (int i = 64; i < 128; ++i) EXPECT_EQ(out[i], 3.0f) << i;
 }
 
+// GetRows gathers the rows the ids name, in their order (repeats allowed),
+// each as DequantizeRows gives it; an id outside the rows is refused.
+TEST(DequantizeTest, GetRowsGathersTheNamedRows) {
+  std::vector<BlockQ8_0> blocks(6);
+  for (int r = 0; r < 3; ++r) {
+    for (int b = 0; b < 2; ++b) {
+      blocks[2 * r + b].d = 0x3C00;
+      std::memset(blocks[2 * r + b].qs, r + 1, 32);
+    }
+  }
+  const WeightMatrix w{GgmlType::kQ8_0, blocks.data(), 3, 64};
+  const int32_t ids[] = {2, 0, 2, 1};
+  std::vector<float> out(4 * 64, -1.0f);
+  ASSERT_TRUE(GetRows(w, ids, 4, out.data()).ok());
+  for (int i = 0; i < 4; ++i) {
+    for (int c = 0; c < 64; ++c) ASSERT_EQ(out[i * 64 + c], static_cast<float>(ids[i] + 1)) << i << " " << c;
+  }
+  const int32_t bad[] = {1, 3};
+  const absl::Status refused = GetRows(w, bad, 2, out.data());
+  EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.message().find("id 3"), std::string::npos) << refused;
+  EXPECT_EQ(GetRows(w, ids, 0, out.data()).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(GetRows(w, nullptr, 1, out.data()).code(), absl::StatusCode::kInvalidArgument);
+}
+
 TEST(DequantizeTest, RejectsBadArguments) {
   std::vector<BlockQ8_0> blocks(6);
   const WeightMatrix w{GgmlType::kQ8_0, blocks.data(), 3, 64};

@@ -54,6 +54,7 @@ class CudaBackend : public Backend {
   absl::Status Copy(void* dst, const void* src, size_t bytes) override;
 
   void SetRowGroups(std::span<const int> rows_per_sequence) override;
+  absl::Status GetRows(const WeightMatrix& w, const int32_t* ids, int n, float* out) override;
   absl::Status RmsNorm(const float* x, const float* weight, float* out, int n_rows, int dim, float eps) override;
   absl::Status AddRmsNorm(float* x, const float* delta, const float* weight, float* out, int n_rows, int dim,
                           float eps) override;  // one launch (cuda::AddRmsNorm)

@@ -29,12 +29,18 @@ class DeviceWeights : public BackendWeights {
   absl::Status Init(const Manifest& manifest, const std::string& dir, const GlobalWeights& host,
                     LayerBytesSource& host_bytes, const LayerPlan& vram) {
     const ModelConfig& c = manifest.config;
-    globals_.token_embd = host.token_embd;  // stays on the host
+    globals_.token_embd = host.token_embd;  // an encoder sums its input rows on the host
     globals_.lm_head = host.lm_head;
     if (!IsEncoderArchitecture(c.architecture)) {  // an encoder has no logits
-      OCTO_ASSIGN_OR_RETURN(globals_.lm_head.data,
-                            Put(host.lm_head.data, host.lm_head.rows * RowBytes(host.lm_head.type, host.lm_head.cols),
-                                "lm_head"));
+      auto bytes = [](const WeightMatrix& w) { return w.rows * RowBytes(w.type, w.cols); };
+      OCTO_ASSIGN_OR_RETURN(globals_.lm_head.data, Put(host.lm_head.data, bytes(host.lm_head), "lm_head"));
+      // The embedding lookup runs on the device: tied embeddings share
+      // lm_head's copy.
+      if (host.token_embd.data == host.lm_head.data) {
+        globals_.token_embd.data = globals_.lm_head.data;
+      } else {
+        OCTO_ASSIGN_OR_RETURN(globals_.token_embd.data, Put(host.token_embd.data, bytes(host.token_embd), "token_embd"));
+      }
     }
     globals_.position_embd = host.position_embd;  // these stay on the host too
     globals_.token_types = host.token_types;

@@ -62,6 +62,39 @@ TEST_F(DequantizeRowsCudaTest, MatchesCpuBitForBitForEveryType) {
   }
 }
 
+// GetRows (the decoders' embedding lookup from device token ids): every
+// type, the CPU's bits for ids in any order with repeats; an id outside the
+// rows gives a row of zeros (the host code cannot read device ids).
+TEST_F(DequantizeRowsCudaTest, GetRowsMatchesCpuAndZeroesABadId) {
+  uint32_t seed = 100;
+  const std::vector<int32_t> ids = {36, 0, 5, 5, 17, 1};
+  auto d_ids = Upload(ids);
+  for (const GgmlTypeInfo& info : AllGgmlTypes()) {
+    SCOPED_TRACE(std::string(info.name));
+    const std::vector<uint8_t> bytes = testing::RandomWeights(info.type, 37, 768, seed++);
+    auto d_bytes = Upload(bytes);
+    std::vector<float> want(ids.size() * 768);
+    ASSERT_TRUE(cpu::GetRows(WeightMatrix{info.type, bytes.data(), 37, 768}, ids.data(), 6, want.data()).ok());
+    auto out = Output<float>(want.size());
+    ASSERT_TRUE(cuda::GetRows(WeightMatrix{info.type, d_bytes.get(), 37, 768}, d_ids.get(), 6, out.get(), stream()).ok());
+    ExpectSameBits(out.Download(stream()), want, "GetRows");
+  }
+  const std::vector<uint8_t> bytes = testing::RandomWeights(GgmlType::kQ4_K, 4, 256, 7);
+  auto d_bytes = Upload(bytes);
+  const std::vector<int32_t> bad = {1, 4, -1};
+  auto d_bad = Upload(bad);
+  auto out = Output<float>(3 * 256);
+  ASSERT_TRUE(cuda::GetRows(WeightMatrix{GgmlType::kQ4_K, d_bytes.get(), 4, 256}, d_bad.get(), 3, out.get(), stream()).ok());
+  const std::vector<float> got = out.Download(stream());
+  std::vector<float> row1(256);
+  ASSERT_TRUE(cpu::DequantizeRows(WeightMatrix{GgmlType::kQ4_K, bytes.data(), 4, 256}, 1, 1, row1.data()).ok());
+  ExpectSameBits(std::vector<float>(got.begin(), got.begin() + 256), row1, "the good id");
+  for (size_t i = 256; i < got.size(); ++i) ASSERT_EQ(got[i], 0.0f) << i;
+  testing::ExpectInvalidArgument(
+      cuda::GetRows(WeightMatrix{GgmlType::kQ4_K, d_bytes.get(), 4, 256}, nullptr, 1, out.get(), stream()), "GetRows",
+      "ids is null");
+}
+
 // Each bad argument is refused by both backends with INVALID_ARGUMENT naming
 // DequantizeRows and the argument; CUDA leaves out as it was.
 TEST_F(DequantizeRowsCudaTest, RejectsBadArgumentsWithoutLaunching) {

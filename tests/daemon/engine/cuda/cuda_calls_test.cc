@@ -48,6 +48,9 @@ TEST_P(CudaDecodeCalls, EachLayerAddsTheSameCallsAndAStepAllocatesNothing) {
     EXPECT_EQ(c->counted.allocations, 0u) << c->layers << " layers: a decode step allocates device memory";
     EXPECT_EQ(c->counted.frees, 0u) << c->layers << " layers";
     EXPECT_EQ(c->counted.pageable_copies, 0u) << c->layers << " layers: host data goes through the pinned stage";
+    // The embedding lookup runs on the device: a token uploads its id and
+    // position (8 bytes), not its embedding row (dim floats).
+    EXPECT_EQ(c->counted.h2d_bytes, 8u * c->steps) << c->layers << " layers";
   }
   // Per step: the launches and host calls of layers 3-4 are those of 5-6.
   EXPECT_EQ(four.counted.launches - two.counted.launches, six.counted.launches - four.counted.launches);
