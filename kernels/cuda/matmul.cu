@@ -16,6 +16,16 @@
 
 namespace octo::cuda {
 
+absl::Status matmul::CheckWeightAlignment(const char* op, const WeightMatrix& w, int64_t expert_bytes) {
+  const int64_t align = WeightAlignment(w.type);
+  if (reinterpret_cast<uintptr_t>(w.data) % align != 0 || expert_bytes % align != 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s: %s weights must start %d-byte aligned (each expert too; its blocks are read %d bytes at a time)", op,
+        GgmlTypeName(w.type), align, align));
+  }
+  return absl::OkStatus();
+}
+
 size_t MatMulScratchBytes(const WeightMatrix& w, int n_tokens) {
   if (n_tokens <= kMaxDecodePathTokens) {
     return matmul::DecodeScratchBytes(w.type, w.cols, n_tokens < kMaxDecodeTokens ? n_tokens : kMaxDecodeTokens);
@@ -29,6 +39,7 @@ namespace {
 absl::StatusOr<int64_t> CheckMatMul(const WeightMatrix& w, const float* x, float* out, int n_tokens, const Exec& exec) {
   absl::StatusOr<int64_t> row_bytes = CheckWeightShape("MatMul", w);
   if (!row_bytes.ok()) return row_bytes.status();
+  if (absl::Status aligned = matmul::CheckWeightAlignment("MatMul", w); !aligned.ok()) return aligned;
   if (absl::Status null = CheckNotNull("MatMul", {{"x", x}, {"out", out}}); !null.ok()) return null;
   if (n_tokens <= 0) {
     return absl::InvalidArgumentError(absl::StrFormat("MatMul: n_tokens (%d) must be positive", n_tokens));

@@ -20,6 +20,9 @@ absl::Status MatMulExperts(const WeightMatrix& w, const int32_t* expert_ids, con
                            const MatMulExpertsParams& p, const Exec& exec) {
   absl::StatusOr<ExpertLayout> layout = CheckMatMulExpertsArgs(w, expert_ids, x, out, p);
   if (!layout.ok()) return layout.status();
+  if (absl::Status aligned = matmul::CheckWeightAlignment("MatMulExperts", w, layout->expert_bytes); !aligned.ok()) {
+    return aligned;
+  }
   if (w.cols > INT32_MAX || int64_t{p.n_tokens} * p.k > INT32_MAX) {
     return absl::InvalidArgumentError("MatMulExperts: more than 2^31 columns or choices");
   }

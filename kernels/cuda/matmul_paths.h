@@ -17,6 +17,16 @@ inline bool IsFloatWeight(GgmlType type) {
   return type == GgmlType::kF32 || type == GgmlType::kF16 || type == GgmlType::kBF16;
 }
 
+// The alignment the decode path's loads need of a weight tensor's start (and
+// of each expert's, in a stacked tensor): 16 for the types it reads in
+// 16-byte units (q8_dot.cuh), else 2 (every GGUF block field).
+inline int64_t WeightAlignment(GgmlType type) {
+  return type == GgmlType::kQ4_K || type == GgmlType::kQ5_K ? 16 : 2;
+}
+// INVALID_ARGUMENT naming `op` when w.data, or an expert's start at a
+// multiple of expert_bytes, is not WeightAlignment(w.type)-aligned.
+absl::Status CheckWeightAlignment(const char* op, const WeightMatrix& w, int64_t expert_bytes = 0);
+
 // --- Decode (matmul_decode.cu) -----------------------------------------------
 // Scratch for n_x activation rows of cols (the 8-bit activations; 0 for
 // F32/F16/BF16 weights).

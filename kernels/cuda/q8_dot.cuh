@@ -203,24 +203,44 @@ struct Q8Weights<GgmlType::kQ3_K> {
 };
 
 // Q4_K / Q5_K: chunk c is sub-block c: the low (c even) or high nibbles of qs
-// bytes 32 * (c / 2) ..; Q5_K's 5th bit is qh bit c.
+// bytes 32 * (c / 2) ..; Q5_K's 5th bit is qh bit c. Their 144- and 176-byte
+// blocks are whole 16-byte units, so a tensor that starts 16-byte aligned
+// (matmul::WeightAlignment; every layer file tensor starts at 4096) is read in
+// 16-byte loads: the block's head (d, dmin and the 12 scale bytes), Q5_K's
+// 32 qh bytes, the chunk's 32 qs bytes.
 template <bool kFifth>
 struct Q8WeightsQ45K {
   static constexpr int kChunks = 8, kBytes = kFifth ? 176 : 144;
   static constexpr bool kHalves = false, kMins = true;
+  // Byte k of word w.
+  __device__ __forceinline__ static uint32_t Byte(uint32_t w, int k) { return (w >> (8 * k)) & 0xFFu; }
   __device__ __forceinline__ static Chunk Unpack(const uint8_t* b, int chunk) {
-    const uint8_t* qs = b + (kFifth ? 48 : 16) + 32 * (chunk / 2);
+    const uint4 head = *reinterpret_cast<const uint4*>(b);
+    const auto* qs = reinterpret_cast<const uint4*>(b + (kFifth ? 48 : 16) + 32 * (chunk / 2));
+    const uint4 q_lo = qs[0], q_hi = qs[1];
+    const uint32_t q_words[8] = {q_lo.x, q_lo.y, q_lo.z, q_lo.w, q_hi.x, q_hi.y, q_hi.z, q_hi.w};
+    uint32_t h_words[8] = {};
+    if (kFifth) {
+      const auto* qh = reinterpret_cast<const uint4*>(b + 16);
+      const uint4 h_lo = qh[0], h_hi = qh[1];
+      const uint32_t words[8] = {h_lo.x, h_lo.y, h_lo.z, h_lo.w, h_hi.x, h_hi.y, h_hi.z, h_hi.w};
+      for (int w = 0; w < 8; ++w) h_words[w] = words[w];
+    }
     const int shift = 4 * (chunk % 2);
     Chunk c{};
     for (int w = 0; w < 8; ++w) {
-      uint32_t q = (Load4(qs + 4 * w) >> shift) & 0x0F0F0F0Fu;
-      if (kFifth) q |= ((Load4(b + 16 + 4 * w) >> chunk) & 0x01010101u) << 4;
+      uint32_t q = (q_words[w] >> shift) & 0x0F0F0F0Fu;
+      if (kFifth) q |= ((h_words[w] >> chunk) & 0x01010101u) << 4;
       c.q[w] = static_cast<int>(q);
     }
-    int sc, m;
-    cpu::UnpackQ4KScaleMin(b + 4, chunk, &sc, &m);
-    c.d[0] = c.d[1] = Half(b) * static_cast<float>(sc);
-    c.m[0] = c.m[1] = Half(b + 2) * static_cast<float>(m);
+    // Sub-block j's 6-bit scale and min (cpu::UnpackQ4KScaleMin), from the
+    // head's scale words: bytes 0-3 (s0), 4-7 (s1), 8-11 (s2) of the 12.
+    const uint32_t s0 = head.y, s1 = head.z, s2 = head.w;
+    const int j = chunk % 4;
+    const uint32_t sc = chunk < 4 ? Byte(s0, j) & 63 : (Byte(s2, j) & 0xF) | ((Byte(s0, j) >> 6) << 4);
+    const uint32_t m = chunk < 4 ? Byte(s1, j) & 63 : (Byte(s2, j) >> 4) | ((Byte(s1, j) >> 6) << 4);
+    c.d[0] = c.d[1] = block_decode::HalfBits(static_cast<uint16_t>(head.x & 0xFFFFu)) * static_cast<float>(sc);
+    c.m[0] = c.m[1] = block_decode::HalfBits(static_cast<uint16_t>(head.x >> 16)) * static_cast<float>(m);
     return c;
   }
 };

@@ -384,6 +384,8 @@ TEST_F(MatMulCudaTest, RejectsBadArgumentsWithoutLaunching) {
            Case{w, d_x.get(), d_out.get(), 2, small, "exec.scratch holds 100 bytes"},
            Case{w, d_x.get(), d_out.get(), kPrefill, no_blas, "exec.blas is null"},
            Case{w, d_x.get(), reinterpret_cast<float*>(d_x.get()) + 8, 2, exec, "out overlaps x"},
+           // Q4_K blocks are read 16 bytes at a time.
+           Case{{GgmlType::kQ4_K, d_w.get() + 2, 3, 256}, d_x.get(), d_out.get(), 1, exec, "16-byte aligned"},
        }) {
     testing::ExpectInvalidArgument(cuda::MatMul(c.w, c.x, c.out, c.n_tokens, c.exec), "MatMul", c.needle);
   }
