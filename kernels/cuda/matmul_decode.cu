@@ -105,23 +105,32 @@ __global__ void QuantizePer256Kernel(const float* x, int8_t* xq, float* xd, int6
 }
 
 // Adds this lane's share of row w_row · x (rows x_row .. of the 8-bit x) for
-// n_tokens tokens to acc: chunks sub, sub + lanes, ... in order.
+// n_tokens tokens to acc: units sub, sub + lanes, ... in order, a unit's
+// chunks in order (q8::ChunksPerUnit: Q4_K and Q5_K lanes take a chunk pair).
 template <typename W>
 struct Q8Dots {
+  static constexpr int kPerUnit = q8::ChunksPerUnit<W>();
   __device__ __forceinline__ static void Add(const DecodeArgs& a, const uint8_t* w_row, int64_t x_row, int n_tokens,
                                              int sub, int lanes, float* acc) {
     const int64_t n_chunks = a.cols / kQ8Chunk;
+    const int64_t n_units = n_chunks / kPerUnit;
+    constexpr int kUnitsPerBlock = W::kChunks / kPerUnit;
     const int8_t* xq = a.xq + x_row * a.cols;
     const float* xd = a.xd + x_row * n_chunks;
-    for (int64_t c = sub; c < n_chunks; c += lanes) {
-      const q8::Chunk chunk = W::Unpack(w_row + c / W::kChunks * W::kBytes, static_cast<int>(c % W::kChunks));
+    for (int64_t u = sub; u < n_units; u += lanes) {
+      q8::Chunk chunks[kPerUnit];
+      q8::UnpackUnit<W>(w_row + u / kUnitsPerBlock * W::kBytes, static_cast<int>(u % kUnitsPerBlock), chunks);
 #pragma unroll
-      for (int t = 0; t < kMaxDecodeTokens; ++t) {
-        if (t >= n_tokens) break;
-        const int4* x4 = reinterpret_cast<const int4*>(xq + t * a.cols + c * kQ8Chunk);
-        const int4 lo = x4[0], hi = x4[1];
-        const int words[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
-        acc[t] += q8::Dot<W>(chunk, words, xd[t * n_chunks + c]);
+      for (int i = 0; i < kPerUnit; ++i) {
+        const int64_t c = u * kPerUnit + i;
+#pragma unroll
+        for (int t = 0; t < kMaxDecodeTokens; ++t) {
+          if (t >= n_tokens) break;
+          const int4* x4 = reinterpret_cast<const int4*>(xq + t * a.cols + c * kQ8Chunk);
+          const int4 lo = x4[0], hi = x4[1];
+          const int words[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+          acc[t] += q8::Dot<W>(chunks[i], words, xd[t * n_chunks + c]);
+        }
       }
     }
   }
@@ -226,20 +235,24 @@ absl::Status Quantize(GgmlType type, const float* x, int64_t n_x, int64_t cols, 
   return absl::OkStatus();
 }
 
-// Launches the decode kernel for w's type over `a` (grid.y choices).
+// Launches the decode kernel for w's type over `a` (grid.y choices), with
+// lanes_per_row from the row's units (elements, chunks or chunk pairs).
 absl::Status Launch(GgmlType type, DecodeArgs a, unsigned grid_y, StreamHandle stream) {
-  a.lanes_per_row = LanesPerRow(IsFloatWeight(type) ? a.cols : a.cols / kQ8Chunk);
-  const int64_t rows_per_block = int64_t{kWarpsPerBlock} * (kWarpSize / a.lanes_per_row);
-  const dim3 grid(static_cast<unsigned>((a.rows + rows_per_block - 1) / rows_per_block), grid_y);
+  auto grid = [&](int64_t units) {
+    a.lanes_per_row = LanesPerRow(units);
+    const int64_t rows_per_block = int64_t{kWarpsPerBlock} * (kWarpSize / a.lanes_per_row);
+    return dim3(static_cast<unsigned>((a.rows + rows_per_block - 1) / rows_per_block), grid_y);
+  };
   const absl::Status unknown = absl::InternalError("MatMul: no decode kernel for this type");
   if (IsFloatWeight(type)) {
     return block_decode::WithDecoder(type, unknown, [&](auto decoder) {
-      OCTO_LAUNCH(DecodeKernel<FloatDots<decltype(decoder)>>, grid, kWarpsPerBlock * kWarpSize, 0, stream, a);
+      OCTO_LAUNCH(DecodeKernel<FloatDots<decltype(decoder)>>, grid(a.cols), kWarpsPerBlock * kWarpSize, 0, stream, a);
       return absl::OkStatus();
     });
   }
   return q8::WithQ8Weights(type, unknown, [&](auto weights) {
-    OCTO_LAUNCH(DecodeKernel<Q8Dots<decltype(weights)>>, grid, kWarpsPerBlock * kWarpSize, 0, stream, a);
+    using Dots = Q8Dots<decltype(weights)>;
+    OCTO_LAUNCH(DecodeKernel<Dots>, grid(a.cols / kQ8Chunk / Dots::kPerUnit), kWarpsPerBlock * kWarpSize, 0, stream, a);
     return absl::OkStatus();
   });
 }

@@ -207,25 +207,26 @@ struct Q8Weights<GgmlType::kQ3_K> {
 // blocks are whole 16-byte units, so a tensor that starts 16-byte aligned
 // (matmul::WeightAlignment; every layer file tensor starts at 4096) is read in
 // 16-byte loads: the block's head (d, dmin and the 12 scale bytes), Q5_K's
-// 32 qh bytes, the chunk's 32 qs bytes.
+// 32 qh bytes, the chunk pair's 32 qs bytes.
 template <bool kFifth>
 struct Q8WeightsQ45K {
   static constexpr int kChunks = 8, kBytes = kFifth ? 176 : 144;
   static constexpr bool kHalves = false, kMins = true;
+  // A lane unpacks a nibble pair, chunks 2p and 2p + 1, which share their
+  // quant bytes: 3 loads (Q5_K 5) for two chunks.
+  static constexpr int kChunksPerUnit = 2;
   // Byte k of word w.
   __device__ __forceinline__ static uint32_t Byte(uint32_t w, int k) { return (w >> (8 * k)) & 0xFFu; }
-  __device__ __forceinline__ static Chunk Unpack(const uint8_t* b, int chunk) {
-    const uint4 head = *reinterpret_cast<const uint4*>(b);
-    const auto* qs = reinterpret_cast<const uint4*>(b + (kFifth ? 48 : 16) + 32 * (chunk / 2));
-    const uint4 q_lo = qs[0], q_hi = qs[1];
-    const uint32_t q_words[8] = {q_lo.x, q_lo.y, q_lo.z, q_lo.w, q_hi.x, q_hi.y, q_hi.z, q_hi.w};
-    uint32_t h_words[8] = {};
-    if (kFifth) {
-      const auto* qh = reinterpret_cast<const uint4*>(b + 16);
-      const uint4 h_lo = qh[0], h_hi = qh[1];
-      const uint32_t words[8] = {h_lo.x, h_lo.y, h_lo.z, h_lo.w, h_hi.x, h_hi.y, h_hi.z, h_hi.w};
-      for (int w = 0; w < 8; ++w) h_words[w] = words[w];
-    }
+  // Four 16-byte words as eight 32-bit ones.
+  __device__ __forceinline__ static void Words(const uint4* p, uint32_t* out) {
+    const uint4 lo = p[0], hi = p[1];
+    const uint32_t words[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+    for (int w = 0; w < 8; ++w) out[w] = words[w];
+  }
+  // Chunk `chunk` from the block's head and the chunk pair's quant (and
+  // Q5_K qh) words.
+  __device__ __forceinline__ static Chunk FromWords(const uint4& head, const uint32_t* q_words,
+                                                    const uint32_t* h_words, int chunk) {
     const int shift = 4 * (chunk % 2);
     Chunk c{};
     for (int w = 0; w < 8; ++w) {
@@ -242,6 +243,15 @@ struct Q8WeightsQ45K {
     c.d[0] = c.d[1] = block_decode::HalfBits(static_cast<uint16_t>(head.x & 0xFFFFu)) * static_cast<float>(sc);
     c.m[0] = c.m[1] = block_decode::HalfBits(static_cast<uint16_t>(head.x >> 16)) * static_cast<float>(m);
     return c;
+  }
+  // Chunks 2 * pair and 2 * pair + 1 into out[0], out[1].
+  __device__ __forceinline__ static void UnpackUnit(const uint8_t* b, int pair, Chunk* out) {
+    const uint4 head = *reinterpret_cast<const uint4*>(b);
+    uint32_t q_words[8], h_words[8] = {};
+    Words(reinterpret_cast<const uint4*>(b + (kFifth ? 48 : 16) + 32 * pair), q_words);
+    if (kFifth) Words(reinterpret_cast<const uint4*>(b + 16), h_words);
+    out[0] = FromWords(head, q_words, h_words, 2 * pair);
+    out[1] = FromWords(head, q_words, h_words, 2 * pair + 1);
   }
 };
 template <>
@@ -417,6 +427,26 @@ __device__ __forceinline__ float Dot(const Chunk& c, const int* xq, float dx) {
     }
   }
   return dx * r;
+}
+
+// The chunks one lane unpacks at a time (W::kChunksPerUnit where a type
+// shares bytes between chunks, else 1), and that unpack: unit u of a block
+// is its chunks u * n .. u * n + n - 1.
+template <typename W>
+__host__ __device__ constexpr int ChunksPerUnit() {
+  if constexpr (requires { W::kChunksPerUnit; }) {
+    return W::kChunksPerUnit;
+  } else {
+    return 1;
+  }
+}
+template <typename W>
+__device__ __forceinline__ void UnpackUnit(const uint8_t* b, int unit, Chunk* out) {
+  if constexpr (ChunksPerUnit<W>() > 1) {
+    W::UnpackUnit(b, unit, out);
+  } else {
+    out[0] = W::Unpack(b, unit);
+  }
 }
 
 // f(Q8Weights<type>{}) for the quantized types, `other` for F32/F16/BF16

@@ -12,11 +12,12 @@
 # byte loaded once (R = 1.0), no load narrower than 4 bytes.
 #
 # How it counts: tests/bench/ptx_loads_probe.cu has one kernel per type that
-# runs one decode lane's work for one 32-element chunk (the decode kernel's
-# own inline unpack, the chunk a runtime value), compiled with the build's
-# flags. The ld.global instructions of that kernel's PTX (every path: a
-# branch on the chunk counts both sides), times the block's chunks, are the
-# loads per block; their widths, the bytes. The IQ types' grid lookups are
+# runs one decode lane's work for one unit (a 32-element chunk, or a chunk
+# pair where they share bytes; the decode kernel's own inline unpack, the
+# unit a runtime value), compiled with the build's flags. The ld.global
+# instructions of that kernel's PTX (every path: a branch on the unit counts
+# both sides), times the block's units, are the loads per block; their
+# widths, the bytes. The IQ types' grid lookups are
 # global loads too and are counted with them.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -33,10 +34,10 @@ grep -o 'struct Q8Weights<GgmlType::k[A-Z0-9_]*>' "$root/kernels/cuda/q8_dot.cuh
   -DOCTO_PTX_PROBE_TYPES="\"$work/types.inc\"" "$root/tests/bench/ptx_loads_probe.cu" -o "$work/probe.ptx"
 
 awk '
-  # .global .align 4 .u32 probe_Q4_K_chunks = 8;
-  /^\.global .* probe_[A-Za-z0-9_]+_(chunks|bytes) = / {
+  # .global .align 4 .u32 probe_Q4_K_units = 4;
+  /^\.global .* probe_[A-Za-z0-9_]+_(units|bytes) = / {
     name = $5; value = $7; sub(/;/, "", value)
-    if (name ~ /_chunks$/) { sub(/^probe_/, "", name); sub(/_chunks$/, "", name); chunks[name] = value }
+    if (name ~ /_units$/) { sub(/^probe_/, "", name); sub(/_units$/, "", name); chunks[name] = value }
     else { sub(/^probe_/, "", name); sub(/_bytes$/, "", name); bytes[name] = value }
     next
   }
