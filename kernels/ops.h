@@ -282,8 +282,10 @@ absl::Status MatMulGroup(std::span<const WeightMatrix> ws, const float* x, std::
 }  // namespace cpu
 // CUDA: bit for bit what separate cuda::MatMul calls give. On the decode path
 // x is rounded to 8 bits once per rounding rule the matrices' types share
-// (act_q8.h), not once per matrix: q, k and v of a K-quant model take one
-// quantize launch and three decodes instead of six launches. Scratch:
+// (act_q8.h), not once per matrix, and the matrices of one type decode in
+// one launch (their rows in consecutive ranges of its grid): q, k and v of a
+// Q4_K model take one quantize and one decode launch instead of six
+// launches (Q4_K_M's Q6_K attn_v layers: one more). Scratch:
 // MatMulGroupScratchBytes (the largest of the matrices' MatMulScratchBytes).
 namespace cuda {
 size_t MatMulGroupScratchBytes(std::span<const WeightMatrix> ws, int n_tokens);

@@ -114,20 +114,34 @@ absl::Status MatMulGroup(std::span<const WeightMatrix> ws, const float* x, std::
     const int n = n_tokens - t0 < kMaxDecodeTokens ? n_tokens - t0 : kMaxDecodeTokens;
     const float* xt = x + int64_t{t0} * cols;
     // x rounded once per rule its matrices' types share (act_q8.h), then
-    // each matrix's decode over it; float weights read x as it is.
+    // one decode launch per type over it (the group's matrices of that
+    // type together); float weights read x as it is.
+    bool done[kMaxMatMulGroup] = {};
     for (const ActQ8Rule rule : {ActQ8Rule::kPer32, ActQ8Rule::kPer256}) {
       matmul::ActQ8View act;
       bool rounded = false;
       for (size_t i = 0; i < ws.size(); ++i) {
         const bool float_weight = matmul::IsFloatWeight(ws[i].type);
-        if (float_weight ? rule != ActQ8Rule::kPer32 : ActQ8RuleFor(ws[i].type) != rule) continue;
+        if (done[i] || (float_weight ? rule != ActQ8Rule::kPer32 : ActQ8RuleFor(ws[i].type) != rule)) continue;
         if (!float_weight && !rounded) {
           absl::Status s = matmul::QuantizeActivations(ws[i].type, xt, n, cols, exec, &act);
           if (!s.ok()) return s;
           rounded = true;
         }
-        absl::Status s = matmul::DecodeQuantized(ws[i], row_bytes[i], xt, float_weight ? matmul::ActQ8View{} : act,
-                                                 outs[i] + int64_t{t0} * ws[i].rows, n, exec.stream);
+        WeightMatrix same[kMaxMatMulGroup];
+        int64_t same_bytes[kMaxMatMulGroup];
+        float* same_out[kMaxMatMulGroup];
+        size_t n_same = 0;
+        for (size_t j = i; j < ws.size(); ++j) {
+          if (done[j] || ws[j].type != ws[i].type) continue;
+          same[n_same] = ws[j];
+          same_bytes[n_same] = row_bytes[j];
+          same_out[n_same++] = outs[j] + int64_t{t0} * ws[j].rows;
+          done[j] = true;
+        }
+        absl::Status s = matmul::DecodeQuantizedGroup(
+            std::span<const WeightMatrix>(same, n_same), std::span<const int64_t>(same_bytes, n_same), xt,
+            float_weight ? matmul::ActQ8View{} : act, std::span<float* const>(same_out, n_same), n, exec.stream);
         if (!s.ok()) return s;
       }
     }

@@ -3,6 +3,7 @@
 // Quantized weights meet 8-bit activations (kernels/cuda/act_q8.h) in integer
 // dot products (kernels/cuda/q8_dot.cuh); F32/F16/BF16 weights meet fp32 x.
 #include <cstdint>
+#include <span>
 
 #include "absl/status/status.h"
 #include "kernels/block_decode.h"
@@ -24,6 +25,17 @@ struct DecodeArgs {
   const uint8_t* w;
   int64_t rows;       // output rows (of one expert)
   int64_t row_bytes;
+  // A group of same-type matrices over one x in one launch (MatMulGroup):
+  // part p is blocks [first_block, next part's) of the grid, with its own
+  // w, rows, row_bytes and out. n_parts 0: the fields above alone.
+  struct Part {
+    const uint8_t* w;
+    int64_t rows, row_bytes;
+    float* out;
+    int64_t first_block;
+  };
+  Part parts[kMaxMatMulGroup];
+  int n_parts;
   int64_t cols;
   const float* x;     // (n_x, cols): the float path
   const int8_t* xq;   // (n_x, cols): the 8-bit path
@@ -193,7 +205,17 @@ template <typename Dots>
 __global__ void DecodeKernel(DecodeArgs a) {
   const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
   const int lanes = a.lanes_per_row;
-  const int64_t first_row = (static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + warp) * (kWarpSize / lanes);
+  int64_t block = blockIdx.x;
+  if (a.n_parts > 0) {  // a group: this block's matrix
+    int p = 0;
+    while (p + 1 < a.n_parts && block >= a.parts[p + 1].first_block) ++p;
+    block -= a.parts[p].first_block;
+    a.w = a.parts[p].w;
+    a.rows = a.parts[p].rows;
+    a.row_bytes = a.parts[p].row_bytes;
+    a.out = a.parts[p].out;
+  }
+  const int64_t first_row = (block * kWarpsPerBlock + warp) * (kWarpSize / lanes);
   if (first_row >= a.rows) return;  // the whole warp
   const int64_t row = first_row + lane / lanes;
   const bool has_row = row < a.rows;
@@ -236,12 +258,19 @@ absl::Status Quantize(GgmlType type, const float* x, int64_t n_x, int64_t cols, 
 }
 
 // Launches the decode kernel for w's type over `a` (grid.y choices), with
-// lanes_per_row from the row's units (elements, chunks or chunk pairs).
+// lanes_per_row from the row's units (elements, chunks or chunk pairs); a
+// group's parts get consecutive ranges of grid.x.
 absl::Status Launch(GgmlType type, DecodeArgs a, unsigned grid_y, StreamHandle stream) {
   auto grid = [&](int64_t units) {
     a.lanes_per_row = LanesPerRow(units);
     const int64_t rows_per_block = int64_t{kWarpsPerBlock} * (kWarpSize / a.lanes_per_row);
-    return dim3(static_cast<unsigned>((a.rows + rows_per_block - 1) / rows_per_block), grid_y);
+    auto blocks = [&](int64_t rows) { return (rows + rows_per_block - 1) / rows_per_block; };
+    int64_t total = a.n_parts > 0 ? 0 : blocks(a.rows);
+    for (int p = 0; p < a.n_parts; ++p) {
+      a.parts[p].first_block = total;
+      total += blocks(a.parts[p].rows);
+    }
+    return dim3(static_cast<unsigned>(total), grid_y);
   };
   const absl::Status unknown = absl::InternalError("MatMul: no decode kernel for this type");
   if (IsFloatWeight(type)) {
@@ -281,6 +310,23 @@ absl::Status DecodeQuantized(const WeightMatrix& w, int64_t row_bytes, const flo
   a.xq = act.q;
   a.xd = act.d;
   return Launch(w.type, a, 1, stream);
+}
+
+absl::Status DecodeQuantizedGroup(std::span<const WeightMatrix> ws, std::span<const int64_t> row_bytes,
+                                  const float* x, const ActQ8View& act, std::span<float* const> outs, int n_tokens,
+                                  StreamHandle stream) {
+  if (ws.size() == 1) return DecodeQuantized(ws[0], row_bytes[0], x, act, outs[0], n_tokens, stream);
+  DecodeArgs a{};
+  a.cols = ws[0].cols;
+  a.x = x;
+  a.n_tokens = n_tokens;
+  a.xq = act.q;
+  a.xd = act.d;
+  a.n_parts = static_cast<int>(ws.size());
+  for (size_t p = 0; p < ws.size(); ++p) {
+    a.parts[p] = DecodeArgs::Part{static_cast<const uint8_t*>(ws[p].data), ws[p].rows, row_bytes[p], outs[p], 0};
+  }
+  return Launch(ws[0].type, a, 1, stream);
 }
 
 absl::Status Decode(const WeightMatrix& w, int64_t row_bytes, const float* x, float* out, int n_tokens,

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 
 #include "absl/status/status.h"
 #include "kernels/ops.h"
@@ -49,6 +50,11 @@ absl::Status QuantizeActivations(GgmlType type, const float* x, int n_tokens, in
                                  ActQ8View* act);
 absl::Status DecodeQuantized(const WeightMatrix& w, int64_t row_bytes, const float* x, const ActQ8View& act,
                              float* out, int n_tokens, StreamHandle stream);
+// DecodeQuantized for matrices of one type and cols over the same x and act,
+// in one launch; each matrix's rows get the bits DecodeQuantized gives them.
+absl::Status DecodeQuantizedGroup(std::span<const WeightMatrix> ws, std::span<const int64_t> row_bytes,
+                                  const float* x, const ActQ8View& act, std::span<float* const> outs, int n_tokens,
+                                  StreamHandle stream);
 
 // MatMulExperts: each (token, choice) one decode row, the expert's matrix
 // chosen on the device. w is the whole stack; expert_bytes one expert's

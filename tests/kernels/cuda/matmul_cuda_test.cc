@@ -251,12 +251,27 @@ TEST_F(MatMulCudaTest, ATokenGetsTheSameBitsAloneAndInADecodeBatch) {
 // is): each output is what its own MatMul gives, bit for bit, on both paths;
 // on the decode path x is rounded once per rule (2 quantize launches per 16
 // tokens, not 3).
-TEST_F(MatMulCudaTest, AGroupGivesEachMatrixItsMatMulBitsRoundingXOncePerRule) {
-  const std::vector<std::pair<GgmlType, int64_t>> shapes = {
-      {GgmlType::kQ4_K, 64}, {GgmlType::kQ6_K, 32}, {GgmlType::kQ8_0, 24}, {GgmlType::kF16, 8}};
+TEST_F(MatMulCudaTest, AGroupGivesEachMatrixItsMatMulBitsRoundingXOncePerRuleDecodingOncePerType) {
+  // Per decode chunk of tokens: the roundings of x (one per rule) and the
+  // decode launches (one per type).
+  struct Group {
+    std::vector<std::pair<GgmlType, int64_t>> shapes;
+    uint64_t launches;
+  };
+  const Group groups[] = {
+      {{{GgmlType::kQ4_K, 64}, {GgmlType::kQ6_K, 32}, {GgmlType::kQ8_0, 24}, {GgmlType::kF16, 8}}, 2 + 4},
+      // q, k, v of Q4_K_M: Q4_K q and k (and a Q4_K v, or a Q6_K one).
+      {{{GgmlType::kQ4_K, 64}, {GgmlType::kQ4_K, 32}, {GgmlType::kQ6_K, 32}, {GgmlType::kQ4_K, 8}}, 1 + 2},
+  };
   constexpr int64_t kCols = 512;
-  for (int n_tokens : {1, 5, 20, kMaxDecodePathTokens + 6}) {
+  std::vector<std::pair<const Group*, int>> cases;
+  for (const Group& group : groups) {
+    for (int n_tokens : {1, 5, 20, kMaxDecodePathTokens + 6}) cases.emplace_back(&group, n_tokens);
+  }
+  for (const auto& [group_ptr, n_tokens] : cases) {
     SCOPED_TRACE(n_tokens);
+    const Group& group = *group_ptr;
+    const auto& shapes = group.shapes;
     std::vector<Problem> problems;
     std::vector<DeviceVector<uint8_t>> weights;
     std::vector<DeviceVector<float>> outs;
@@ -278,7 +293,7 @@ TEST_F(MatMulCudaTest, AGroupGivesEachMatrixItsMatMulBitsRoundingXOncePerRule) {
     const uint64_t launches = (cuda::CurrentApiCounts() - before).launches;
     if (n_tokens <= kMaxDecodePathTokens) {
       const uint64_t chunks = (n_tokens + kMaxDecodeTokens - 1) / kMaxDecodeTokens;
-      EXPECT_EQ(launches, chunks * (2 + shapes.size())) << "two roundings of x and a decode per matrix";
+      EXPECT_EQ(launches, chunks * group.launches) << "a rounding of x per rule and a decode per type";
     }
     for (size_t i = 0; i < shapes.size(); ++i) {
       EXPECT_EQ(outs[i].Download(stream()), Run(problems[i])) << problems[i].Name();
