@@ -1,5 +1,7 @@
 #include "tests/daemon/engine/encoder_reference.h"
 
+#include "tests/daemon/engine/reference_gguf.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -75,30 +77,9 @@ struct EncoderReference::Model {
 
 namespace {
 
-absl::StatusOr<double> NumberKey(const GgufFile& g, const std::string& key) {
-  const GgufValue* v = g.Find(key);
-  if (v == nullptr) return absl::InvalidArgumentError("missing metadata key " + key);
-  return v->AsDouble();
-}
-
 // Reads `name` (F32, of exactly `shape`) into m.w.
 absl::Status Read(const GgufFile& g, const std::string& name, const Shape& shape, EncoderReference::Model& m) {
-  const GgufTensorInfo* t = g.FindTensor(name);
-  if (t == nullptr) return absl::InvalidArgumentError("missing tensor " + name);
-  if (t->type.type != GgmlType::kF32) return absl::InvalidArgumentError(name + " is not F32");
-  if (t->dims != shape) {
-    return absl::InvalidArgumentError(absl::StrCat(name, " has shape [", absl::StrJoin(t->dims, ", "),
-                                                   "], expected [", absl::StrJoin(shape, ", "), "]"));
-  }
-  std::vector<uint8_t> bytes(t->n_bytes);
-  OCTO_RETURN_IF_ERROR(g.ReadTensorData(*t, 0, bytes));
-  Vec& out = m.w[name];
-  out.resize(t->n_elements);
-  for (uint64_t i = 0; i < t->n_elements; ++i) {
-    float f;
-    std::memcpy(&f, bytes.data() + i * sizeof f, sizeof f);
-    out[i] = f;
-  }
+  OCTO_ASSIGN_OR_RETURN(m.w[name], ReferenceTensor(g, name, shape));
   return absl::OkStatus();
 }
 
@@ -159,7 +140,7 @@ absl::StatusOr<std::unique_ptr<EncoderReference>> EncoderReference::Load(const s
   m->bert = arch == "bert";
   const std::string p = absl::StrCat(arch, ".");
   auto int_key = [&](const std::string& key) -> absl::StatusOr<int> {
-    OCTO_ASSIGN_OR_RETURN(double v, NumberKey(g, p + key));
+    OCTO_ASSIGN_OR_RETURN(double v, ReferenceNumber(g, p + key));
     return static_cast<int>(v);
   };
   OCTO_ASSIGN_OR_RETURN(m->dim, int_key("embedding_length"));
@@ -167,11 +148,11 @@ absl::StatusOr<std::unique_ptr<EncoderReference>> EncoderReference::Load(const s
   OCTO_ASSIGN_OR_RETURN(m->n_heads, int_key("attention.head_count"));
   OCTO_ASSIGN_OR_RETURN(m->n_kv_heads, int_key("attention.head_count_kv"));
   OCTO_ASSIGN_OR_RETURN(m->ff, int_key("feed_forward_length"));
-  OCTO_ASSIGN_OR_RETURN(m->eps, NumberKey(g, p + "attention.layer_norm_epsilon"));
+  OCTO_ASSIGN_OR_RETURN(m->eps, ReferenceNumber(g, p + "attention.layer_norm_epsilon"));
   m->head_dim = m->dim / m->n_heads;
   m->rope_dim = m->head_dim;
   if (!m->bert) {
-    OCTO_ASSIGN_OR_RETURN(m->rope_base, NumberKey(g, p + "rope.freq_base"));
+    OCTO_ASSIGN_OR_RETURN(m->rope_base, ReferenceNumber(g, p + "rope.freq_base"));
   }
   const GgufTensorInfo* embd = g.FindTensor("token_embd.weight");
   if (embd == nullptr || embd->dims.size() != 2) return absl::InvalidArgumentError("missing tensor token_embd.weight");

@@ -1,5 +1,7 @@
 #include "tests/daemon/engine/hybrid_reference.h"
 
+#include "tests/daemon/engine/reference_gguf.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -100,30 +102,11 @@ absl::StatusOr<int> Key(const GgufFile& g, const std::string& key) {
   return static_cast<int>(n);
 }
 
-absl::StatusOr<double> FloatKey(const GgufFile& g, const std::string& key) {
-  const GgufValue* v = g.Find(key);
-  if (v == nullptr) return absl::InvalidArgumentError("missing metadata key " + key);
-  return v->AsDouble();
-}
+absl::StatusOr<double> FloatKey(const GgufFile& g, const std::string& key) { return ReferenceNumber(g, key); }
 
 // Reads `name` (F32, of exactly `shape`) into m.w.
 absl::Status Read(const GgufFile& g, const std::string& name, const Shape& shape, HybridReference::Model& m) {
-  const GgufTensorInfo* t = g.FindTensor(name);
-  if (t == nullptr) return absl::InvalidArgumentError("missing tensor " + name);
-  if (t->type.type != GgmlType::kF32) return absl::InvalidArgumentError(name + " is not F32");
-  if (t->dims != shape) {
-    return absl::InvalidArgumentError(absl::StrCat(name, " has shape [", absl::StrJoin(t->dims, ", "),
-                                                   "], expected [", absl::StrJoin(shape, ", "), "]"));
-  }
-  std::vector<uint8_t> bytes(t->n_bytes);
-  OCTO_RETURN_IF_ERROR(g.ReadTensorData(*t, 0, bytes));
-  Vec& out = m.w[name];
-  out.resize(t->n_elements);
-  for (uint64_t i = 0; i < t->n_elements; ++i) {
-    float f;
-    std::memcpy(&f, bytes.data() + i * sizeof f, sizeof f);
-    out[i] = f;
-  }
+  OCTO_ASSIGN_OR_RETURN(m.w[name], ReferenceTensor(g, name, shape));
   return absl::OkStatus();
 }
 
