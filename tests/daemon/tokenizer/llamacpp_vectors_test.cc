@@ -16,48 +16,15 @@ namespace octo {
 namespace {
 
 using ::octo::testing::Escaped;
+using ::octo::testing::ReadVocabTestInputs;
+using ::octo::testing::ReadVocabTestOutputs;
 using ::octo::testing::SharedPath;
 using ::octo::testing::SharedTokenizer;
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-// .inp: the inputs, each followed by a "\n__ggml_vocab_test__\n" line (the
-// file ends with one). An input may itself be empty or consist of newlines.
-std::vector<std::string> ReadInputs(const std::string& path) {
-  const std::string text = ReadFile(path);
-  const std::string separator = "\n__ggml_vocab_test__\n";
-  std::vector<std::string> inputs;
-  for (size_t pos = 0; pos < text.size();) {
-    size_t next = text.find(separator, pos);
-    if (next == std::string::npos) next = text.size();
-    inputs.push_back(text.substr(pos, next - pos));
-    pos = next + separator.size();
-  }
-  return inputs;
-}
-
-// .out: one line of space-separated ids per input (an empty line for an
-// input with no tokens).
-std::vector<std::vector<int32_t>> ReadOutputs(const std::string& path) {
-  std::ifstream in(path);
-  std::vector<std::vector<int32_t>> outputs;
-  for (std::string line; std::getline(in, line);) {
-    std::istringstream ids(line);
-    std::vector<int32_t>& out = outputs.emplace_back();
-    for (int32_t id; ids >> id;) out.push_back(id);
-  }
-  return outputs;
-}
-
 void CheckVectors(const std::string& vocab, const std::string& expected_prefix) {
   const Tokenizer& tokenizer = SharedTokenizer("vocab/" + vocab);
-  const std::vector<std::string> inputs = ReadInputs(SharedPath("models/vocab/" + vocab + ".inp"));
-  const std::vector<std::vector<int32_t>> outputs = ReadOutputs(SharedPath("models/vocab/" + vocab + ".out"));
+  const std::vector<std::string> inputs = ReadVocabTestInputs(SharedPath("models/vocab/" + vocab + ".inp"));
+  const std::vector<std::vector<int32_t>> outputs = ReadVocabTestOutputs(SharedPath("models/vocab/" + vocab + ".out"));
   ASSERT_EQ(inputs.size(), 46u);
   ASSERT_EQ(outputs.size(), inputs.size());
   int passed = 0;
@@ -153,7 +120,7 @@ TEST(LlamaCppVectorsTest, ManifestJsonGivesTheSameTokenizer) {
     absl::StatusOr<Tokenizer> tokenizer = Tokenizer::FromMetadata(from_json);
     ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
     const Tokenizer& direct = SharedTokenizer("vocab/" + vocab);
-    for (const std::string& input : ReadInputs(SharedPath("models/vocab/" + vocab + ".inp"))) {
+    for (const std::string& input : ReadVocabTestInputs(SharedPath("models/vocab/" + vocab + ".inp"))) {
       EXPECT_EQ(tokenizer->Encode(input, true, true), direct.Encode(input, true, true)) << Escaped(input);
     }
   }

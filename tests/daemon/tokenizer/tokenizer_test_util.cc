@@ -1,7 +1,9 @@
 #include "tests/daemon/tokenizer/tokenizer_test_util.h"
 
+#include <fstream>
 #include <map>
 #include <memory>
+#include <sstream>
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_format.h"
@@ -114,5 +116,32 @@ const Tokenizer& SharedTokenizer(const std::string& relative_path) {
 }
 
 std::string Escaped(const std::string& text) { return absl::CHexEscape(text); }
+
+std::vector<std::string> ReadVocabTestInputs(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  const std::string text = buffer.str();
+  const std::string separator = "\n__ggml_vocab_test__\n";
+  std::vector<std::string> inputs;
+  for (size_t pos = 0; pos < text.size();) {
+    size_t next = text.find(separator, pos);
+    if (next == std::string::npos) next = text.size();
+    inputs.push_back(text.substr(pos, next - pos));
+    pos = next + separator.size();
+  }
+  return inputs;
+}
+
+std::vector<std::vector<int32_t>> ReadVocabTestOutputs(const std::string& path) {
+  std::ifstream in(path);
+  std::vector<std::vector<int32_t>> outputs;
+  for (std::string line; std::getline(in, line);) {
+    std::istringstream ids(line);
+    std::vector<int32_t>& out = outputs.emplace_back();
+    for (int32_t id; ids >> id;) out.push_back(id);
+  }
+  return outputs;
+}
 
 }  // namespace octo::testing

@@ -83,4 +83,11 @@ const Tokenizer& SharedTokenizer(const std::string& relative_path);
 // Text readable in a failure message: bytes outside printable ASCII escaped.
 std::string Escaped(const std::string& text);
 
+// llama.cpp's tokenizer test files: .inp holds the inputs, each followed by
+// a "\n__ggml_vocab_test__\n" line (an input may itself be empty or hold
+// newlines); .out one line of space-separated ids per input (empty for an
+// input with no tokens).
+std::vector<std::string> ReadVocabTestInputs(const std::string& path);
+std::vector<std::vector<int32_t>> ReadVocabTestOutputs(const std::string& path);
+
 }  // namespace octo::testing

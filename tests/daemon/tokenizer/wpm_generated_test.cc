@@ -51,45 +51,12 @@ Tokenizer GeneratedTokenizer(uint32_t vocab_size) {
   return testing::MakeTokenizer(gguf->metadata());
 }
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-// llama.cpp's test format: .inp holds the inputs, each followed by
-// "\n__ggml_vocab_test__\n"; .out one line of ids per input.
-std::vector<std::string> ReadInputs(const std::string& path) {
-  const std::string text = ReadFile(path);
-  const std::string separator = "\n__ggml_vocab_test__\n";
-  std::vector<std::string> inputs;
-  for (size_t pos = 0; pos < text.size();) {
-    const size_t next = text.find(separator, pos);
-    if (next == std::string::npos) break;
-    inputs.push_back(text.substr(pos, next - pos));
-    pos = next + separator.size();
-  }
-  return inputs;
-}
-
-std::vector<Ids> ReadOutputs(const std::string& path) {
-  std::ifstream in(path);
-  std::vector<Ids> outputs;
-  for (std::string line; std::getline(in, line);) {
-    std::istringstream ids(line);
-    Ids& out = outputs.emplace_back();
-    for (int32_t id; ids >> id;) out.push_back(id);
-  }
-  return outputs;
-}
-
 TEST(WpmGeneratedTest, MatchesLlamaCpp) {
   const Tokenizer tokenizer = GeneratedTokenizer(kVectorsVocabSize);
   const std::string base = OCTO_LLAMACPP_WPM_VECTORS;
-  const std::vector<std::string> inputs = ReadInputs(base + ".inp");
-  const std::vector<Ids> plain = ReadOutputs(base + ".out");
-  const std::vector<Ids> special = ReadOutputs(base + ".special.out");
+  const std::vector<std::string> inputs = testing::ReadVocabTestInputs(base + ".inp");
+  const std::vector<Ids> plain = testing::ReadVocabTestOutputs(base + ".out");
+  const std::vector<Ids> special = testing::ReadVocabTestOutputs(base + ".special.out");
   ASSERT_EQ(inputs.size(), 82u);
   ASSERT_EQ(plain.size(), inputs.size());
   ASSERT_EQ(special.size(), inputs.size());
