@@ -89,6 +89,17 @@ absl::Status ResidualAndFfn(const ModelConfig& c, const LayerWeights& lw, uint32
 
 }  // namespace
 
+absl::StatusOr<int> SizePass(const ModelConfig& c, std::span<const SequenceStep> batch, RunState& s,
+                             Backend& backend) {
+  int n = 0;
+  for (const SequenceStep& step : batch) n += static_cast<int>(step.tokens.size());
+  OCTO_RETURN_IF_ERROR(s.Resize(backend, c, n));
+  s.row_groups.clear();
+  for (const SequenceStep& step : batch) s.row_groups.push_back(static_cast<int>(step.tokens.size()));
+  backend.SetRowGroups(s.row_groups);
+  return n;
+}
+
 absl::Status SwiGlu(const WeightMatrix& gate, const WeightMatrix& up, const WeightMatrix& down, const float* in,
                     float* out, int n, RunState& s, Backend& backend, const float* sub_norm, float eps) {
   const size_t width = static_cast<size_t>(gate.rows);
@@ -118,14 +129,9 @@ absl::Status ForwardLlama(const ModelView& model, std::span<const SequenceStep> 
   const int head_dim = static_cast<int>(c.head_dim);
   const int q_dim = static_cast<int>(c.n_heads) * head_dim;
   const int kv_dim = static_cast<int>(c.n_kv_heads) * head_dim;
-  int n = 0;  // rows: every new token of every sequence
+  OCTO_ASSIGN_OR_RETURN(const int n, SizePass(c, batch, s, backend));  // rows: every new token of every sequence
   int n_out = 0;
-  for (const SequenceStep& step : batch) n += static_cast<int>(step.tokens.size());
-  OCTO_RETURN_IF_ERROR(s.Resize(backend, c, n));
   std::vector<int>& groups = s.row_groups;
-  groups.clear();
-  for (const SequenceStep& step : batch) groups.push_back(static_cast<int>(step.tokens.size()));
-  backend.SetRowGroups(groups);
 
   // Each row's position (and tree mask) and token id, uploaded together; the
   // embedding lookup then runs on the backend. The output rows: the logits

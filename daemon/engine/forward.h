@@ -96,6 +96,12 @@ absl::Status ForwardEncoder(const ModelView& model, std::span<const SequenceStep
 absl::Status ForwardModel(const ModelView& model, std::span<const SequenceStep> batch, RunState& s, Backend& backend,
                           std::vector<float>& logits, std::vector<float>* hidden = nullptr);
 
+// Both passes' set-up: s sized for the batch's rows (every new token of
+// every sequence), and the backend told each sequence's rows
+// (Backend::SetRowGroups). Returns the row count.
+absl::StatusOr<int> SizePass(const ModelConfig& c, std::span<const SequenceStep> batch, RunState& s,
+                             Backend& backend);
+
 // The dense FFN down(silu(gate · in) * (up · in)) for n rows of `in`
 // (n, dim) into `out` (n, dim); s.hb/s.hb2 hold (n, width). With
 // `sub_norm` (BitNet's ffn_sub_norm), the product is RMS-normed (eps)

@@ -52,13 +52,12 @@ absl::Status CheckEncoderBatch(const ModelConfig& c, std::span<const SequenceSte
   return absl::OkStatus();
 }
 
-// x[row] = token + token type 0 (+ position), on the host.
-absl::Status EmbedInput(const GlobalWeights& g, const WeightMatrix& token_embd, int32_t token, int pos, int dim,
-                        float* x, std::vector<float>& scratch) {
-  scratch.resize(static_cast<size_t>(dim));
+// x[row] = token + token type 0 (`type_row`, decoded once a pass) (+
+// position), on the host.
+absl::Status EmbedInput(const GlobalWeights& g, const WeightMatrix& token_embd, std::span<const float> type_row,
+                        int32_t token, int pos, int dim, float* x, std::vector<float>& scratch) {
   OCTO_RETURN_IF_ERROR(cpu::DequantizeRows(token_embd, token, 1, x));
-  OCTO_RETURN_IF_ERROR(cpu::DequantizeRows(g.token_types, 0, 1, scratch.data()));
-  for (int i = 0; i < dim; ++i) x[i] += scratch[i];
+  for (int i = 0; i < dim; ++i) x[i] += type_row[i];
   if (g.position_embd.data != nullptr) {
     OCTO_RETURN_IF_ERROR(cpu::DequantizeRows(g.position_embd, pos, 1, scratch.data()));
     for (int i = 0; i < dim; ++i) x[i] += scratch[i];
@@ -132,22 +131,17 @@ absl::Status ForwardEncoder(const ModelView& model, std::span<const SequenceStep
   for (const SequenceStep& step : batch) OCTO_RETURN_IF_ERROR(step.kv->Reserve(static_cast<int>(step.tokens.size())));
 
   const int dim = static_cast<int>(c.dim);
-  int n = 0;
-  for (const SequenceStep& step : batch) n += static_cast<int>(step.tokens.size());
-  OCTO_RETURN_IF_ERROR(s.Resize(backend, c, n));
-  std::vector<int>& groups = s.row_groups;
-  groups.clear();
-  for (const SequenceStep& step : batch) groups.push_back(static_cast<int>(step.tokens.size()));
-  backend.SetRowGroups(groups);
+  OCTO_ASSIGN_OR_RETURN(const int n, SizePass(c, batch, s, backend));
 
   // The input rows and positions; the rows to output (every token's, or the
   // last one's), in batch order.
   int n_out = 0;
-  std::vector<float> scratch;
+  std::vector<float> type_row(static_cast<size_t>(dim)), scratch(static_cast<size_t>(dim));
+  OCTO_RETURN_IF_ERROR(cpu::DequantizeRows(g.token_types, 0, 1, type_row.data()));
   for (int b = 0, row = 0; b < static_cast<int>(batch.size()); ++b) {
     const SequenceStep& step = batch[b];
     for (size_t t = 0; t < step.tokens.size(); ++t, ++row) {
-      OCTO_RETURN_IF_ERROR(EmbedInput(g, *model.token_embd, step.tokens[t], static_cast<int>(t), dim,
+      OCTO_RETURN_IF_ERROR(EmbedInput(g, *model.token_embd, type_row, step.tokens[t], static_cast<int>(t), dim,
                                       &s.x_host[static_cast<size_t>(row) * dim], scratch));
       s.pos_host[row] = static_cast<int32_t>(t);
       if (step.all_logits || t + 1 == step.tokens.size()) s.out_rows[n_out++] = row;

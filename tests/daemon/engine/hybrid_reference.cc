@@ -102,7 +102,6 @@ absl::StatusOr<int> Key(const GgufFile& g, const std::string& key) {
   return static_cast<int>(n);
 }
 
-absl::StatusOr<double> FloatKey(const GgufFile& g, const std::string& key) { return ReferenceNumber(g, key); }
 
 // Reads `name` (F32, of exactly `shape`) into m.w.
 absl::Status Read(const GgufFile& g, const std::string& name, const Shape& shape, HybridReference::Model& m) {
@@ -199,8 +198,8 @@ absl::StatusOr<std::unique_ptr<HybridReference>> HybridReference::Load(const std
   OCTO_ASSIGN_OR_RETURN(m.n_kv_heads, Key(g, a + "attention.head_count_kv"));
   OCTO_ASSIGN_OR_RETURN(m.head_dim, Key(g, a + "attention.key_length"));
   OCTO_ASSIGN_OR_RETURN(m.rope_dim, Key(g, a + "rope.dimension_count"));
-  OCTO_ASSIGN_OR_RETURN(m.rope_base, FloatKey(g, a + "rope.freq_base"));
-  OCTO_ASSIGN_OR_RETURN(m.eps, FloatKey(g, a + "attention.layer_norm_rms_epsilon"));
+  OCTO_ASSIGN_OR_RETURN(m.rope_base, ReferenceNumber(g, a + "rope.freq_base"));
+  OCTO_ASSIGN_OR_RETURN(m.eps, ReferenceNumber(g, a + "attention.layer_norm_rms_epsilon"));
   OCTO_ASSIGN_OR_RETURN(m.interval, Key(g, a + "full_attention_interval"));
   OCTO_ASSIGN_OR_RETURN(m.conv_kernel, Key(g, a + "ssm.conv_kernel"));
   OCTO_ASSIGN_OR_RETURN(m.ssm_head, Key(g, a + "ssm.state_size"));
