@@ -71,6 +71,19 @@ inline constexpr ActQ8Rule ActQ8RuleFor(GgmlType type) {
   }
 }
 
+// Where a kernel writes the 8-bit activations of x: the quants and scales in
+// the layout above, rounded by `rule`.
+struct ActQ8Out {
+  ActQ8Rule rule;
+  int8_t* q;
+  float* d;
+};
+// That layout from the start of a scratch, for n_tokens rows of cols.
+inline ActQ8Out ActQ8At(void* scratch, ActQ8Rule rule, int64_t n_tokens, int64_t cols) {
+  auto* q = static_cast<int8_t*>(scratch);
+  return ActQ8Out{rule, q, reinterpret_cast<float*>(q + ActQ8QuantBytes(n_tokens, cols))};
+}
+
 // One element's quant under kPer32, given its chunk's amax.
 OCTO_HD inline int8_t ActQ8QuantPer32(float x, float amax) {
   if (amax == 0.0f) return 0;

@@ -10,6 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
 #include "kernels/cuda/act_q8.h"
+#include "kernels/cuda/fused.h"
 #include "kernels/cuda/matmul_paths.h"
 #include "kernels/op_checks.h"
 #include "kernels/ops.h"
@@ -86,8 +87,11 @@ size_t MatMulGroupScratchBytes(std::span<const WeightMatrix> ws, int n_tokens) {
   return bytes;
 }
 
-absl::Status MatMulGroup(std::span<const WeightMatrix> ws, const float* x, std::span<float* const> outs, int n_tokens,
-                         const Exec& exec) {
+namespace {
+
+// MatMulGroup, x's 8-bit activations under one rule given (fused.h) or not.
+absl::Status Group(std::span<const WeightMatrix> ws, const float* x, std::span<float* const> outs, int n_tokens,
+                   const Exec& exec, const ActQ8Out* rounded) {
   if (ws.empty() || ws.size() > kMaxMatMulGroup || ws.size() != outs.size()) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "MatMulGroup: %d matrices and %d outputs (1 to %d, as many of each)", ws.size(), outs.size(), kMaxMatMulGroup));
@@ -119,14 +123,18 @@ absl::Status MatMulGroup(std::span<const WeightMatrix> ws, const float* x, std::
     bool done[kMaxMatMulGroup] = {};
     for (const ActQ8Rule rule : {ActQ8Rule::kPer32, ActQ8Rule::kPer256}) {
       matmul::ActQ8View act;
-      bool rounded = false;
+      bool have_act = false;
+      if (rounded != nullptr && rounded->rule == rule) {
+        act = matmul::ActQ8View{rounded->q, rounded->d};
+        have_act = true;
+      }
       for (size_t i = 0; i < ws.size(); ++i) {
         const bool float_weight = matmul::IsFloatWeight(ws[i].type);
         if (done[i] || (float_weight ? rule != ActQ8Rule::kPer32 : ActQ8RuleFor(ws[i].type) != rule)) continue;
-        if (!float_weight && !rounded) {
+        if (!float_weight && !have_act) {
           absl::Status s = matmul::QuantizeActivations(ws[i].type, xt, n, cols, exec, &act);
           if (!s.ok()) return s;
-          rounded = true;
+          have_act = true;
         }
         WeightMatrix same[kMaxMatMulGroup];
         int64_t same_bytes[kMaxMatMulGroup];
@@ -147,6 +155,37 @@ absl::Status MatMulGroup(std::span<const WeightMatrix> ws, const float* x, std::
     }
   }
   return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status MatMulGroup(std::span<const WeightMatrix> ws, const float* x, std::span<float* const> outs, int n_tokens,
+                         const Exec& exec) {
+  return Group(ws, x, outs, n_tokens, exec, nullptr);
+}
+
+std::optional<ActQ8Rule> SharedRounding(std::span<const WeightMatrix> ws, int n_tokens) {
+  if (ws.empty() || n_tokens <= 0 || n_tokens > kMaxDecodeTokens) return std::nullopt;
+  for (const WeightMatrix& w : ws) {
+    if (matmul::IsFloatWeight(w.type) || ActQ8RuleFor(w.type) != ActQ8RuleFor(ws[0].type)) return std::nullopt;
+  }
+  return ActQ8RuleFor(ws[0].type);
+}
+
+absl::Status MatMulGroup(std::span<const WeightMatrix> ws, const float* x, std::span<float* const> outs,
+                         int n_tokens, const Exec& exec, const ActQ8Out& rounded) {
+  if (n_tokens > kMaxDecodeTokens) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "MatMulGroup: %d tokens over rounded activations (at most %d, one decode launch)", n_tokens, kMaxDecodeTokens));
+  }
+  for (const WeightMatrix& w : ws) {
+    if (!matmul::IsFloatWeight(w.type) && ActQ8RuleFor(w.type) != rounded.rule) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "MatMulGroup: %s weights round x by another rule than the activations given", GgmlTypeName(w.type)));
+    }
+  }
+  if (rounded.q == nullptr || rounded.d == nullptr) return absl::InvalidArgumentError("MatMulGroup: rounded is null");
+  return Group(ws, x, outs, n_tokens, exec, &rounded);
 }
 
 }  // namespace octo::cuda

@@ -7,7 +7,7 @@
 
 #include "absl/status/status.h"
 #include "kernels/block_decode.h"
-#include "kernels/cuda/act_q8.h"
+#include "kernels/cuda/act_q8.cuh"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/matmul_paths.h"
 #include "kernels/cuda/q8_dot.cuh"
@@ -16,7 +16,7 @@ namespace octo::cuda::matmul {
 namespace {
 
 constexpr int kWarpsPerBlock = 4;
-constexpr int kQuantizeWarps = 8;  // one 32-element chunk per warp
+constexpr int kQuantizeWarps = 8;  // one rounding chunk per warp
 
 // What a decode kernel reads and writes. Dense: n_tokens rows of x share w.
 // Experts: choice i (of n_tokens * k) reads row i (x_per_choice) or i / k of
@@ -62,58 +62,13 @@ int LanesPerRow(int64_t units) {
 
 // --- Kernels -----------------------------------------------------------------
 
-// One warp per 32-element chunk of x (n_tokens * cols / 32 chunks in all),
-// act_q8.h's kPer32 rule.
-__global__ void QuantizePer32Kernel(const float* x, int8_t* xq, float* xd, int64_t n_chunks) {
+// One warp per rounding chunk of x (n_tokens * cols / kRoundChunk<R> chunks
+// in all), act_q8.h's rule R.
+template <ActQ8Rule R>
+__global__ void QuantizeKernel(const float* x, int8_t* xq, float* xd, int64_t n_chunks) {
   const int64_t chunk = static_cast<int64_t>(blockIdx.x) * kQuantizeWarps + threadIdx.x / kWarpSize;
   if (chunk >= n_chunks) return;  // the whole warp
-  const int lane = threadIdx.x % kWarpSize;
-  const float v = x[chunk * kQ8Chunk + lane];
-  float amax = fabsf(v);
-#pragma unroll
-  for (int offset = kWarpSize / 2; offset > 0; offset /= 2) {
-    amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, offset));
-  }
-  xq[chunk * kQ8Chunk + lane] = ActQ8QuantPer32(v, amax);
-  if (lane == 0) xd[chunk] = __half2float(__float2half_rn(amax / 127.0f));
-}
-
-// One warp per 256-element block of x (n_tokens * cols / 256 blocks),
-// act_q8.h's kPer256 rule: lane l holds elements l, l + 32, ..., l + 224.
-__global__ void QuantizePer256Kernel(const float* x, int8_t* xq, float* xd, int64_t n_blocks) {
-  constexpr int kPerLane = kQ8KBlock / kWarpSize;
-  const int64_t block = static_cast<int64_t>(blockIdx.x) * kQuantizeWarps + threadIdx.x / kWarpSize;
-  if (block >= n_blocks) return;  // the whole warp
-  const int lane = threadIdx.x % kWarpSize;
-  const float* xb = x + block * kQ8KBlock;
-  float v[kPerLane];
-  // The element of largest |x|, the lowest index on ties.
-  float best_abs = -1.0f, best = 0.0f;
-  int best_index = 0;
-#pragma unroll
-  for (int j = 0; j < kPerLane; ++j) {
-    v[j] = xb[lane + j * kWarpSize];
-    if (fabsf(v[j]) > best_abs) {
-      best_abs = fabsf(v[j]);
-      best = v[j];
-      best_index = lane + j * kWarpSize;
-    }
-  }
-#pragma unroll
-  for (int offset = kWarpSize / 2; offset > 0; offset /= 2) {
-    const float o_abs = __shfl_xor_sync(0xffffffffu, best_abs, offset);
-    const float o = __shfl_xor_sync(0xffffffffu, best, offset);
-    const int o_index = __shfl_xor_sync(0xffffffffu, best_index, offset);
-    if (o_abs > best_abs || (o_abs == best_abs && o_index < best_index)) {
-      best_abs = o_abs;
-      best = o;
-      best_index = o_index;
-    }
-  }
-  const float iscale = best_abs == 0.0f ? 0.0f : -127.0f / best;
-#pragma unroll
-  for (int j = 0; j < kPerLane; ++j) xq[block * kQ8KBlock + lane + j * kWarpSize] = ActQ8QuantPer256(v[j], iscale);
-  if (lane < kQ8KBlock / kQ8Chunk) xd[block * (kQ8KBlock / kQ8Chunk) + lane] = iscale == 0.0f ? 0.0f : 1.0f / iscale;
+  RoundChunk<R>(chunk, threadIdx.x % kWarpSize, [x](int64_t e) { return x[e]; }, nullptr, xq, xd);
 }
 
 // Adds this lane's share of row w_row · x (rows x_row .. of the 8-bit x) for
@@ -243,18 +198,16 @@ __global__ void DecodeKernel(DecodeArgs a) {
 // Quantizes n_x rows of x into the scratch (act_q8.h's layout and rules).
 absl::Status Quantize(GgmlType type, const float* x, int64_t n_x, int64_t cols, const Exec& exec, int8_t** xq,
                       float** xd) {
-  *xq = static_cast<int8_t*>(exec.scratch);
-  *xd = reinterpret_cast<float*>(static_cast<unsigned char*>(exec.scratch) + ActQ8QuantBytes(n_x, cols));
-  if (ActQ8RuleFor(type) == ActQ8Rule::kPer256) {
-    const int64_t n_blocks = n_x * (cols / kQ8KBlock);
-    const unsigned grid = static_cast<unsigned>((n_blocks + kQuantizeWarps - 1) / kQuantizeWarps);
-    OCTO_LAUNCH(QuantizePer256Kernel, grid, kQuantizeWarps * kWarpSize, 0, exec.stream, x, *xq, *xd, n_blocks);
-  } else {
-    const int64_t n_chunks = n_x * (cols / kQ8Chunk);
+  const ActQ8Out act = ActQ8At(exec.scratch, ActQ8RuleFor(type), n_x, cols);
+  *xq = act.q;
+  *xd = act.d;
+  return WithActQ8Rule(act.rule, [&](auto rule) {
+    constexpr ActQ8Rule R = decltype(rule)::value;
+    const int64_t n_chunks = n_x * cols / kRoundChunk<R>;
     const unsigned grid = static_cast<unsigned>((n_chunks + kQuantizeWarps - 1) / kQuantizeWarps);
-    OCTO_LAUNCH(QuantizePer32Kernel, grid, kQuantizeWarps * kWarpSize, 0, exec.stream, x, *xq, *xd, n_chunks);
-  }
-  return absl::OkStatus();
+    OCTO_LAUNCH(QuantizeKernel<R>, grid, kQuantizeWarps * kWarpSize, 0, exec.stream, x, act.q, act.d, n_chunks);
+    return absl::OkStatus();
+  });
 }
 
 // Launches the decode kernel for w's type over `a` (grid.y choices), with

@@ -1,9 +1,12 @@
 // RMSNorm on CUDA. Semantics and preconditions: kernels/ops.h; the CPU twin
 // is kernels/cpu/rmsnorm.cc.
 #include <cstddef>
+#include <type_traits>
 
 #include "absl/status/status.h"
+#include "kernels/cuda/act_q8.cuh"
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/fused.h"
 #include "kernels/op_checks.h"
 #include "kernels/ops.h"
 
@@ -16,21 +19,30 @@ namespace {
 // squares and sums its elements, the block sums the partial sums, and each
 // thread then writes the elements it read. A thread reads x[i] before it
 // writes out[i] for the same i, so out == x (in place) is safe.
-// With kAdd, x is the residual stream and delta is added to it first
+// With Mode::kAdd, x is the residual stream and delta is added to it first
 // (x[i] = x[i] + delta[i], stored, as AddKernel computes it) by the thread
 // that then squares, scales and writes element i: the same bits as the two
 // launches, whether or not out is delta.
+// With Mode::kRounded, the block's warps then write the row a rounding chunk each
+// (act_q8.cuh), each element's value the same expression, and round it into
+// q8 (fused.h); after the block's barrier, so a thread may read an x[i]
+// another wrote.
 // Launch: gridDim.x == n_rows, blockDim.x a multiple of 32, at most 1024.
-template <bool kAdd>
+template <bool kAdd_, bool kRounded_, ActQ8Rule R_ = ActQ8Rule::kPer32>
+struct NormMode {
+  static constexpr bool kAdd = kAdd_, kRounded = kRounded_;
+  using Rule = std::integral_constant<ActQ8Rule, R_>;
+};
+template <typename Mode>
 __global__ void RmsNormKernel(float* x,             // (n_rows, dim); written only with kAdd
                               const float* delta,   // (n_rows, dim) with kAdd, else null
                               const float* weight,  // (dim)
                               float* out,           // (n_rows, dim)
-                              int dim, float eps) {
+                              int dim, float eps, ActQ8Out q8) {
   const size_t row_offset = static_cast<size_t>(blockIdx.x) * dim;
   float* x_row = x + row_offset;
   float* out_row = out + row_offset;
-  if constexpr (kAdd) {
+  if constexpr (Mode::kAdd) {
     const float* delta_row = delta + row_offset;
     for (int i = threadIdx.x; i < dim; i += blockDim.x) x_row[i] = x_row[i] + delta_row[i];
   }
@@ -52,7 +64,16 @@ __global__ void RmsNormKernel(float* x,             // (n_rows, dim); written on
   const float mean = static_cast<float>(ss / dim);
   const float scale = 1.0f / sqrtf(mean + eps);
 
-  for (int i = threadIdx.x; i < dim; i += blockDim.x) out_row[i] = x_row[i] * scale * weight[i];
+  auto value = [=](int64_t i) { return x_row[i] * scale * weight[i]; };
+  if constexpr (Mode::kRounded) {
+    constexpr ActQ8Rule R = Mode::Rule::value;
+    const int warps = static_cast<int>(blockDim.x / kWarpSize);
+    for (int64_t c = threadIdx.x / kWarpSize; c < dim / kRoundChunk<R>; c += warps) {
+      RoundChunk<R>(c, threadIdx.x % kWarpSize, value, out_row, q8.q + row_offset, q8.d + row_offset / kQ8Chunk);
+    }
+  } else {
+    for (int i = threadIdx.x; i < dim; i += blockDim.x) out_row[i] = value(i);
+  }
 }
 
 }  // namespace
@@ -66,6 +87,17 @@ namespace {
 // 1024 threads; longer rows (dim 4096, 8192) give each thread dim / 1024.
 int RowThreads(int dim) { return dim >= kMaxBlockSize ? kMaxBlockSize : (dim + kWarpSize - 1) / kWarpSize * kWarpSize; }
 
+// The rounded variants' extra precondition.
+absl::Status CheckRounding(const char* op, int64_t width, const ActQ8Out& q8) {
+  const int chunk = q8.rule == ActQ8Rule::kPer256 ? kQ8KBlock : kQ8Chunk;
+  if (q8.q == nullptr || q8.d == nullptr) return absl::InvalidArgumentError(absl::StrFormat("%s: q8 is null", op));
+  if (width % chunk != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s: rows of %d are not whole %d-element rounding chunks", op, width, chunk));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status RmsNorm(const float* x, const float* weight, float* out, int n_rows, int dim,
@@ -73,13 +105,29 @@ absl::Status RmsNorm(const float* x, const float* weight, float* out, int n_rows
   absl::Status args = CheckRmsNormArgs(x, weight, out, n_rows, dim, eps);
   if (!args.ok()) return args;
   // The kernel writes x only with kAdd.
-  OCTO_LAUNCH(RmsNormKernel<false>, n_rows, RowThreads(dim), 0, stream, const_cast<float*>(x), nullptr, weight, out,
-              dim, eps);
+  using Mode = NormMode<false, false>;
+  OCTO_LAUNCH(RmsNormKernel<Mode>, n_rows, RowThreads(dim), 0, stream, const_cast<float*>(x), nullptr,
+              weight, out, dim, eps, ActQ8Out{});
   return absl::OkStatus();
 }
 
-absl::Status AddRmsNorm(float* x, const float* delta, const float* weight, float* out, int n_rows, int dim,
-                        float eps, StreamHandle stream) {
+absl::Status RmsNorm(const float* x, const float* weight, float* out, int n_rows, int dim, float eps,
+                     StreamHandle stream, const ActQ8Out& q8) {
+  absl::Status args = CheckRmsNormArgs(x, weight, out, n_rows, dim, eps);
+  if (!args.ok()) return args;
+  if (absl::Status rounding = CheckRounding("RmsNorm", dim, q8); !rounding.ok()) return rounding;
+  return WithActQ8Rule(q8.rule, [&](auto rule) {
+    using Mode = NormMode<false, true, decltype(rule)::value>;
+    OCTO_LAUNCH(RmsNormKernel<Mode>, n_rows, RowThreads(dim), 0, stream,
+                const_cast<float*>(x), nullptr, weight, out, dim, eps, q8);
+    return absl::OkStatus();
+  });
+}
+
+namespace {
+
+absl::Status CheckAddRmsNorm(float* x, const float* delta, const float* weight, float* out, int n_rows, int dim,
+                             float eps) {
   absl::Status args = CheckRmsNormArgs(x, weight, out, n_rows, dim, eps);
   if (!args.ok()) return args;
   if (delta == nullptr) return absl::InvalidArgumentError("AddRmsNorm: delta is null");
@@ -87,8 +135,32 @@ absl::Status AddRmsNorm(float* x, const float* delta, const float* weight, float
   if (Overlaps(x, bytes, delta, bytes) || Overlaps(x, bytes, out, bytes)) {
     return absl::InvalidArgumentError("AddRmsNorm: x overlaps delta or out");
   }
-  OCTO_LAUNCH(RmsNormKernel<true>, n_rows, RowThreads(dim), 0, stream, x, delta, weight, out, dim, eps);
   return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status AddRmsNorm(float* x, const float* delta, const float* weight, float* out, int n_rows, int dim,
+                        float eps, StreamHandle stream) {
+  absl::Status args = CheckAddRmsNorm(x, delta, weight, out, n_rows, dim, eps);
+  if (!args.ok()) return args;
+  using Mode = NormMode<true, false>;
+  OCTO_LAUNCH(RmsNormKernel<Mode>, n_rows, RowThreads(dim), 0, stream, x, delta, weight, out, dim, eps,
+              ActQ8Out{});
+  return absl::OkStatus();
+}
+
+absl::Status AddRmsNorm(float* x, const float* delta, const float* weight, float* out, int n_rows, int dim,
+                        float eps, StreamHandle stream, const ActQ8Out& q8) {
+  absl::Status args = CheckAddRmsNorm(x, delta, weight, out, n_rows, dim, eps);
+  if (!args.ok()) return args;
+  if (absl::Status rounding = CheckRounding("AddRmsNorm", dim, q8); !rounding.ok()) return rounding;
+  return WithActQ8Rule(q8.rule, [&](auto rule) {
+    using Mode = NormMode<true, true, decltype(rule)::value>;
+    OCTO_LAUNCH(RmsNormKernel<Mode>, n_rows, RowThreads(dim), 0, stream, x, delta,
+                weight, out, dim, eps, q8);
+    return absl::OkStatus();
+  });
 }
 
 }  // namespace octo::cuda

@@ -3,7 +3,9 @@
 #include <cstdint>
 
 #include "absl/status/status.h"
+#include "kernels/cuda/act_q8.cuh"
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/fused.h"
 #include "kernels/cuda/elementwise.cuh"
 #include "kernels/op_checks.h"
 #include "kernels/ops.h"
@@ -13,19 +15,32 @@ namespace {
 
 // --- Kernels -----------------------------------------------------------------
 
-// out[i] = silu(gate[i]) * up[i], the CPU's expression with the device's
-// expf. Each element is read and written by one thread, the reads first, so
-// out may be gate or up.
+// silu(g) * u, the CPU's expression with the device's expf.
+__device__ __forceinline__ float SiluTimes(float g, float u) {
+  const float silu = g / (1.0f + expf(-g));
+  return silu * u;
+}
+
+// out[i] = SiluTimes(gate[i], up[i]). Each element is read and written by one
+// thread, the reads first, so out may be gate or up.
 // Launch: one-dimensional, any size (grid-stride).
 __global__ void SiluMulKernel(const float* gate,  // (n)
                               const float* up,    // (n)
                               float* out,         // (n)
                               int64_t n) {
-  for (int64_t i = GridStrideBegin(); i < n; i += GridStrideStep()) {
-    const float g = gate[i];
-    const float silu = g / (1.0f + expf(-g));
-    out[i] = silu * up[i];
-  }
+  for (int64_t i = GridStrideBegin(); i < n; i += GridStrideStep()) out[i] = SiluTimes(gate[i], up[i]);
+}
+
+// The same, a warp per rounding chunk, also rounding out into q8
+// (act_q8.cuh). A chunk's elements are read and written by its own warp.
+// Launch: kRoundWarps warps per block, one per chunk (n / chunk in all).
+constexpr int kRoundWarps = 8;
+template <ActQ8Rule R>
+__global__ void SiluMulRoundedKernel(const float* gate, const float* up, float* out, int64_t n_chunks, ActQ8Out q8) {
+  const int64_t chunk = static_cast<int64_t>(blockIdx.x) * kRoundWarps + threadIdx.x / kWarpSize;
+  if (chunk >= n_chunks) return;  // the whole warp
+  RoundChunk<R>(chunk, threadIdx.x % kWarpSize, [=](int64_t e) { return SiluTimes(gate[e], up[e]); }, out, q8.q,
+                q8.d);
 }
 
 }  // namespace
@@ -37,6 +52,24 @@ absl::Status SiluMul(const float* gate, const float* up, float* out, int64_t n, 
   if (!args.ok()) return args;
   OCTO_LAUNCH(SiluMulKernel, ElementwiseBlocks(n), kElementwiseThreads, 0, stream, gate, up, out, n);
   return absl::OkStatus();
+}
+
+absl::Status SiluMul(const float* gate, const float* up, float* out, int64_t n, StreamHandle stream,
+                     const ActQ8Out& q8) {
+  absl::Status args = CheckSiluMulArgs(gate, up, out, n);
+  if (!args.ok()) return args;
+  const int chunk = q8.rule == ActQ8Rule::kPer256 ? kQ8KBlock : kQ8Chunk;
+  if (q8.q == nullptr || q8.d == nullptr || n % chunk != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("SiluMul: q8 is null or n (%d) is not whole %d-element rounding chunks", n, chunk));
+  }
+  return WithActQ8Rule(q8.rule, [&](auto rule) {
+    const int64_t n_chunks = n / chunk;
+    const unsigned grid = static_cast<unsigned>((n_chunks + kRoundWarps - 1) / kRoundWarps);
+    OCTO_LAUNCH(SiluMulRoundedKernel<decltype(rule)::value>, grid, kRoundWarps * kWarpSize, 0, stream, gate, up,
+                out, n_chunks, q8);
+    return absl::OkStatus();
+  });
 }
 
 }  // namespace octo::cuda

@@ -4,9 +4,12 @@
 
 #include <algorithm>
 #include <cstring>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "kernels/cuda/fused.h"
+#include "kernels/op_checks.h"
 #include "storage/status_macros.h"
 
 namespace octo {
@@ -58,6 +61,7 @@ std::string CudaBackend::Describe() const {
 }
 
 absl::StatusOr<BackendBuffer> CudaBackend::Allocate(size_t bytes) {
+  OCTO_RETURN_IF_ERROR(LaunchHeld());
   if (bytes == 0) return BackendBuffer();
   void* p = nullptr;
   const cudaError_t e = cudaMalloc(&p, bytes);
@@ -92,6 +96,7 @@ absl::Status CudaBackend::ReserveStage(size_t bytes) {
 }
 
 absl::Status CudaBackend::Upload(void* dst, const void* src, size_t bytes) {
+  OCTO_RETURN_IF_ERROR(LaunchHeld());
   if (bytes == 0) return absl::OkStatus();
   OCTO_RETURN_IF_ERROR(ReserveStage(bytes));
   uint8_t* staged = stage_ + stage_used_;
@@ -101,6 +106,7 @@ absl::Status CudaBackend::Upload(void* dst, const void* src, size_t bytes) {
 }
 
 absl::Status CudaBackend::Download(void* dst, const void* src, size_t bytes) {
+  OCTO_RETURN_IF_ERROR(LaunchHeld());
   // The pass's launches, checked once here rather than one call each.
   OCTO_RETURN_IF_ERROR(CudaCallStatus(cudaGetLastError(), "a kernel launch"));
   OCTO_RETURN_IF_ERROR(ReserveStage(bytes));
@@ -116,12 +122,46 @@ absl::Status CudaBackend::Download(void* dst, const void* src, size_t bytes) {
 }
 
 absl::Status CudaBackend::Copy(void* dst, const void* src, size_t bytes) {
+  OCTO_RETURN_IF_ERROR(LaunchHeld());
   if (bytes == 0) return absl::OkStatus();
   return CudaCallStatus(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_.get()),
                         "device copy");
 }
 
+cudaStream_t CudaBackend::stream() {
+  if (absl::Status s = LaunchHeld(); !s.ok()) held_error_ = s;
+  return stream_.get();
+}
+
+absl::Status CudaBackend::Hold(const float* out, int64_t elements,
+                               absl::AnyInvocable<absl::Status(const cuda::ActQ8Out*)> launch) {
+  held_ = Held{std::move(launch), out, elements};
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::LaunchHeld() {
+  absl::Status error = std::exchange(held_error_, absl::OkStatus());
+  if (!held_.launch) return error;
+  auto launch = std::exchange(held_.launch, nullptr);
+  absl::Status s = launch(nullptr);
+  return error.ok() ? s : error;
+}
+
+std::optional<absl::Status> CudaBackend::FusedMatMul(std::span<const WeightMatrix> ws, const float* x,
+                                                     std::span<float* const> outs, int n_tokens) {
+  if (!held_.launch || !held_error_.ok() || held_.out != x || ws.empty()) return std::nullopt;
+  const std::optional<cuda::ActQ8Rule> rule = cuda::SharedRounding(ws, n_tokens);
+  if (!rule || held_.elements != int64_t{n_tokens} * ws[0].cols) return std::nullopt;
+  auto launch = std::exchange(held_.launch, nullptr);
+  absl::StatusOr<cuda::Exec> exec = ExecWithScratch(cuda::MatMulGroupScratchBytes(ws, n_tokens));
+  if (!exec.ok()) return exec.status();
+  const cuda::ActQ8Out q8 = cuda::ActQ8At(exec->scratch, *rule, n_tokens, ws[0].cols);
+  if (absl::Status s = launch(&q8); !s.ok()) return s;
+  return Op(ws.size() == 1 ? "MatMul" : "MatMulGroup", cuda::MatMulGroup(ws, x, outs, n_tokens, *exec, q8));
+}
+
 absl::StatusOr<cuda::Exec> CudaBackend::ExecWithScratch(size_t bytes) {
+  OCTO_RETURN_IF_ERROR(LaunchHeld());
   if (bytes > scratch_.size()) {
     OCTO_RETURN_IF_ERROR(stream_.Synchronize());
     scratch_ = cuda::DeviceBuffer();
@@ -132,14 +172,29 @@ absl::StatusOr<cuda::Exec> CudaBackend::ExecWithScratch(size_t bytes) {
 }
 
 absl::Status CudaBackend::GetRows(const WeightMatrix& w, const int32_t* ids, int n, float* out) {
+  OCTO_RETURN_IF_ERROR(LaunchHeld());
   return Op("GetRows", cuda::GetRows(w, ids, n, out, stream_.get()));
 }
 absl::Status CudaBackend::RmsNorm(const float* x, const float* weight, float* out, int n_rows, int dim, float eps) {
-  return Op("RmsNorm", cuda::RmsNorm(x, weight, out, n_rows, dim, eps, stream_.get()));
+  OCTO_RETURN_IF_ERROR(LaunchHeld());
+  OCTO_RETURN_IF_ERROR(Op("RmsNorm", CheckRmsNormArgs(x, weight, out, n_rows, dim, eps)));
+  if (n_rows > kMaxDecodeTokens) return Op("RmsNorm", cuda::RmsNorm(x, weight, out, n_rows, dim, eps, stream_.get()));
+  return Hold(out, int64_t{n_rows} * dim, [=, this](const cuda::ActQ8Out* q8) {
+    return Op("RmsNorm", q8 == nullptr ? cuda::RmsNorm(x, weight, out, n_rows, dim, eps, stream_.get())
+                                       : cuda::RmsNorm(x, weight, out, n_rows, dim, eps, stream_.get(), *q8));
+  });
 }
 absl::Status CudaBackend::AddRmsNorm(float* x, const float* delta, const float* weight, float* out, int n_rows,
                                      int dim, float eps) {
-  return Op("AddRmsNorm", cuda::AddRmsNorm(x, delta, weight, out, n_rows, dim, eps, stream_.get()));
+  OCTO_RETURN_IF_ERROR(LaunchHeld());
+  OCTO_RETURN_IF_ERROR(Op("AddRmsNorm", CheckRmsNormArgs(x, weight, out, n_rows, dim, eps)));
+  if (n_rows > kMaxDecodeTokens || delta == nullptr) {
+    return Op("AddRmsNorm", cuda::AddRmsNorm(x, delta, weight, out, n_rows, dim, eps, stream_.get()));
+  }
+  return Hold(out, int64_t{n_rows} * dim, [=, this](const cuda::ActQ8Out* q8) {
+    return Op("AddRmsNorm", q8 == nullptr ? cuda::AddRmsNorm(x, delta, weight, out, n_rows, dim, eps, stream_.get())
+                                          : cuda::AddRmsNorm(x, delta, weight, out, n_rows, dim, eps, stream_.get(), *q8));
+  });
 }
 void CudaBackend::SetRowGroups(std::span<const int> rows_per_sequence) {
   row_groups_.assign(rows_per_sequence.begin(), rows_per_sequence.end());
@@ -149,9 +204,12 @@ void CudaBackend::SetRowGroups(std::span<const int> rows_per_sequence) {
 
 absl::Status CudaBackend::LayerNorm(const float* x, const float* weight, const float* bias, float* out, int n_rows,
                                     int dim, float eps) {
+  OCTO_RETURN_IF_ERROR(LaunchHeld());
   return Op("LayerNorm", cuda::LayerNorm(x, weight, bias, out, n_rows, dim, eps, stream_.get()));
 }
 absl::Status CudaBackend::MatMul(const WeightMatrix& w, const float* x, float* out, int n_tokens) {
+  if (std::optional<absl::Status> fused = FusedMatMul({&w, 1}, x, {&out, 1}, n_tokens)) return *fused;
+  OCTO_RETURN_IF_ERROR(LaunchHeld());
   // `n` rows from `row` on: cuda::MatMul in one call (n > kMaxDecodePathTokens
   // takes the cuBLAS path), or in decode launches of kMaxDecodeTokens.
   auto run = [&](int row, int n, bool decode) -> absl::Status {
@@ -181,6 +239,8 @@ absl::Status CudaBackend::MatMul(const WeightMatrix& w, const float* x, float* o
 }
 absl::Status CudaBackend::MatMulGroup(std::span<const WeightMatrix> ws, const float* x, std::span<float* const> outs,
                                       int n_tokens) {
+  if (std::optional<absl::Status> fused = FusedMatMul(ws, x, outs, n_tokens)) return *fused;
+  OCTO_RETURN_IF_ERROR(LaunchHeld());
   if (n_tokens > kMaxDecodePathTokens || ws.size() > kMaxMatMulGroup) return Backend::MatMulGroup(ws, x, outs, n_tokens);
   OCTO_ASSIGN_OR_RETURN(cuda::Exec exec, ExecWithScratch(cuda::MatMulGroupScratchBytes(ws, n_tokens)));
   return Op("MatMulGroup", cuda::MatMulGroup(ws, x, outs, n_tokens, exec));
@@ -188,60 +248,79 @@ absl::Status CudaBackend::MatMulGroup(std::span<const WeightMatrix> ws, const fl
 
 absl::Status CudaBackend::MatMulExperts(const WeightMatrix& w, const int32_t* expert_ids, const float* x, float* out,
                                         const MatMulExpertsParams& p) {
+  OCTO_RETURN_IF_ERROR(LaunchHeld());
   OCTO_ASSIGN_OR_RETURN(cuda::Exec exec, ExecWithScratch(cuda::MatMulExpertsScratchBytes(w, p)));
   return Op("MatMulExperts", cuda::MatMulExperts(w, expert_ids, x, out, p, exec));
 }
 absl::Status CudaBackend::Rope(float* x, const int32_t* positions, int n_tokens, const RopeParams& p) {
+  OCTO_RETURN_IF_ERROR(LaunchHeld());
   return Op("Rope", cuda::Rope(x, positions, n_tokens, p, stream_.get()));
 }
 absl::Status CudaBackend::RopeQK(float* q, float* k, const int32_t* positions, int n_tokens,
                                  const RopeParams& q_params, int k_heads) {
+  OCTO_RETURN_IF_ERROR(LaunchHeld());
   return Op("RopeQK", cuda::RopeQK(q, k, positions, n_tokens, q_params, k_heads, stream_.get()));
 }
 absl::Status CudaBackend::KvAppend(const float* k, const float* v, int n_tokens, int kv_dim, void* k_cache,
                                    void* v_cache, int first_pos, KvCacheTypes types) {
+  OCTO_RETURN_IF_ERROR(LaunchHeld());
   return Op("KvAppend", cuda::KvAppend(k, v, n_tokens, kv_dim, k_cache, v_cache, first_pos, types, stream_.get()));
 }
 absl::Status CudaBackend::Attention(const float* q, const void* k_cache, const void* v_cache, float* out,
                                     const AttentionParams& p) {
+  OCTO_RETURN_IF_ERROR(LaunchHeld());
   OCTO_ASSIGN_OR_RETURN(cuda::Exec exec, ExecWithScratch(cuda::AttentionScratchBytes(p)));
   return Op("Attention", cuda::Attention(q, k_cache, v_cache, out, p, exec));
 }
 absl::Status CudaBackend::SiluMul(const float* gate, const float* up, float* out, int64_t n) {
-  return Op("SiluMul", cuda::SiluMul(gate, up, out, n, stream_.get()));
+  OCTO_RETURN_IF_ERROR(LaunchHeld());
+  OCTO_RETURN_IF_ERROR(Op("SiluMul", CheckSiluMulArgs(gate, up, out, n)));
+  return Hold(out, n, [=, this](const cuda::ActQ8Out* q8) {
+    return Op("SiluMul", q8 == nullptr ? cuda::SiluMul(gate, up, out, n, stream_.get())
+                                       : cuda::SiluMul(gate, up, out, n, stream_.get(), *q8));
+  });
 }
 absl::Status CudaBackend::Gelu(const float* x, float* out, int64_t n) {
+  OCTO_RETURN_IF_ERROR(LaunchHeld());
   return Op("Gelu", cuda::Gelu(x, out, n, stream_.get()));
 }
 absl::Status CudaBackend::Add(const float* a, const float* b, float* out, int64_t n) {
+  OCTO_RETURN_IF_ERROR(LaunchHeld());
   return Op("Add", cuda::Add(a, b, out, n, stream_.get()));
 }
 absl::Status CudaBackend::AddBias(float* x, const float* bias, int n_rows, int width) {
+  OCTO_RETURN_IF_ERROR(LaunchHeld());
   return Op("AddBias", cuda::AddBias(x, bias, n_rows, width, stream_.get()));
 }
 absl::Status CudaBackend::TopKExperts(const float* router_logits, int n_tokens, int n_experts, int k, bool normalize,
                                       int32_t* expert_ids, float* weights) {
+  OCTO_RETURN_IF_ERROR(LaunchHeld());
   return Op("TopKExperts",
             cuda::TopKExperts(router_logits, n_tokens, n_experts, k, normalize, expert_ids, weights, stream_.get()));
 }
 absl::Status CudaBackend::MoeCombine(const MoeCombineParams& p) {
+  OCTO_RETURN_IF_ERROR(LaunchHeld());
   return Op("MoeCombine", cuda::MoeCombine(p, stream_.get()));
 }
 absl::Status CudaBackend::DeltaNetConv(const float* x, const float* taps, const float* state_in, float* state_out,
                                        float* out, const DeltaNetConvParams& p) {
+  OCTO_RETURN_IF_ERROR(LaunchHeld());
   return Op("DeltaNetConv", cuda::DeltaNetConv(x, taps, state_in, state_out, out, p, stream_.get()));
 }
 absl::Status CudaBackend::GatedDeltaRule(const float* qkv, const float* b, const float* a, const float* dt_bias,
                                          const float* decay, const float* state_in, float* state_out, float* out,
                                          const GatedDeltaRuleParams& p) {
+  OCTO_RETURN_IF_ERROR(LaunchHeld());
   return Op("GatedDeltaRule",
             cuda::GatedDeltaRule(qkv, b, a, dt_bias, decay, state_in, state_out, out, p, stream_.get()));
 }
 absl::Status CudaBackend::SplitGatedQuery(const float* qg, float* q, float* gate, int n_tokens, int n_heads,
                                           int head_dim) {
+  OCTO_RETURN_IF_ERROR(LaunchHeld());
   return Op("SplitGatedQuery", cuda::SplitGatedQuery(qg, q, gate, n_tokens, n_heads, head_dim, stream_.get()));
 }
 absl::Status CudaBackend::SigmoidMul(const float* gate, float* x, int64_t n) {
+  OCTO_RETURN_IF_ERROR(LaunchHeld());
   return Op("SigmoidMul", cuda::SigmoidMul(gate, x, n, stream_.get()));
 }
 

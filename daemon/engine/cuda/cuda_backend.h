@@ -14,6 +14,18 @@
 // so it costs a stream wait the first time a larger batch runs, never in
 // the steady state.
 //
+// Held launches. RmsNorm, AddRmsNorm and SiluMul of a few rows (at most
+// kMaxDecodeTokens) are not launched when called but held until the next
+// call. If that is a MatMul or MatMulGroup on the decode path whose x is the
+// held op's whole output and whose matrices round x by one rule, the held op
+// is launched in the form that also rounds its output for them
+// (kernels/cuda/fused.h), and the MatMul skips its own quantize launch: one
+// launch fewer per norm or SiLU, the same bits. Any other call launches the
+// held op as it is first, so the stream runs the same work in the same
+// order. stream() does the same: code that queues work on the compute
+// stream itself (DeviceLayers' events and copies) sees every op called
+// before. A held op's error is returned by the call that launches it.
+//
 // Host data goes through a pinned staging buffer: Upload copies into it and
 // queues the copy from there; Download copies out of it after its wait. So
 // no pass copies pageable memory (which CUDA would stage itself, blocking).
@@ -24,11 +36,14 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "absl/functional/any_invocable.h"
 #include "absl/status/statusor.h"
 #include "daemon/engine/backend.h"
+#include "kernels/cuda/act_q8.h"
 #include "kernels/cuda/device.h"
 
 namespace octo {
@@ -42,7 +57,9 @@ class CudaBackend : public Backend {
 
   int gpu() const { return gpu_; }
   const std::string& device_name() const { return name_; }
-  cudaStream_t stream() const { return stream_.get(); }
+  // The compute stream, every held launch queued on it (a held launch's
+  // error comes back from the next op).
+  cudaStream_t stream();
   uint64_t total_bytes() const { return total_bytes_; }
   uint64_t scratch_bytes() const { return scratch_.size(); }
 
@@ -99,6 +116,22 @@ class CudaBackend : public Backend {
   // use at stage_ + stage_used_.
   absl::Status ReserveStage(size_t bytes);
 
+  // A held launch (see above): `launch(nullptr)` plain, `launch(&q8)` also
+  // rounding its output (`elements` floats at `out`) into q8.
+  struct Held {
+    absl::AnyInvocable<absl::Status(const cuda::ActQ8Out*)> launch;
+    const float* out = nullptr;
+    int64_t elements = 0;
+  };
+  absl::Status Hold(const float* out, int64_t elements, absl::AnyInvocable<absl::Status(const cuda::ActQ8Out*)> launch);
+  // Launches the held op plain (and returns the error of one launched by
+  // stream()).
+  absl::Status LaunchHeld();
+  // MatMulGroup over the held op's output: the fused launch pair when it
+  // applies, else nullopt (nothing launched).
+  std::optional<absl::Status> FusedMatMul(std::span<const WeightMatrix> ws, const float* x,
+                                          std::span<float* const> outs, int n_tokens);
+
   int gpu_ = 0;
   std::string name_;
   uint64_t total_bytes_ = 0;
@@ -107,6 +140,8 @@ class CudaBackend : public Backend {
   cuda::DeviceBuffer scratch_;
   std::vector<int> row_groups_;
   int row_groups_sum_ = 0;
+  Held held_;
+  absl::Status held_error_;  // of a held op launched by stream()
   uint8_t* stage_ = nullptr;  // cudaMallocHost
   size_t stage_size_ = 0, stage_used_ = 0;
 };

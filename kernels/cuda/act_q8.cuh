@@ -1,0 +1,85 @@
+// The device side of act_q8.h: one warp rounds one chunk of x (32 elements
+// under kPer32, 256 under kPer256) to its 8-bit quants and scales.
+//
+// One routine for every kernel that writes 8-bit activations: the decode
+// path's own quantize launch (matmul_decode.cu), and the producers that
+// round their output for the MatMul that reads it (RmsNorm, AddRmsNorm,
+// SiluMul: fused.h), so a fused launch gives the quantize launch's bits by
+// construction. The element values come from a functor: x[e] for the
+// quantize launch, the producer's own expression for a producer, which also
+// stores them (out non-null).
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/cuda/act_q8.h"
+#include "kernels/cuda/common.cuh"
+
+namespace octo::cuda {
+
+// Elements per rounding chunk (one warp's share).
+template <ActQ8Rule R>
+inline constexpr int kRoundChunk = R == ActQ8Rule::kPer256 ? kQ8KBlock : kQ8Chunk;
+
+// Chunk `chunk` of a flat (rows, cols) x whose cols are a multiple of the
+// chunk: elements e = chunk * kRoundChunk<R> + lane + 32 j. Writes out[e] =
+// value(e) when out is non-null, q[e], and the chunk's scales (d indexed by
+// 32-element chunk, as act_q8.h lays them out). Called by all 32 lanes.
+template <ActQ8Rule R, typename Value>
+__device__ __forceinline__ void RoundChunk(int64_t chunk, int lane, Value value, float* out, int8_t* q, float* d) {
+  constexpr int kPerLane = kRoundChunk<R> / kWarpSize;
+  const int64_t base = chunk * kRoundChunk<R>;
+  float v[kPerLane];
+#pragma unroll
+  for (int j = 0; j < kPerLane; ++j) {
+    v[j] = value(base + lane + j * kWarpSize);
+    if (out != nullptr) out[base + lane + j * kWarpSize] = v[j];
+  }
+  if constexpr (R == ActQ8Rule::kPer32) {
+    float amax = fabsf(v[0]);
+#pragma unroll
+    for (int offset = kWarpSize / 2; offset > 0; offset /= 2) {
+      amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, offset));
+    }
+    q[base + lane] = ActQ8QuantPer32(v[0], amax);
+    if (lane == 0) d[chunk] = __half2float(__float2half_rn(amax / 127.0f));
+  } else {
+    // The element of largest |x|, the lowest index on ties.
+    float best_abs = -1.0f, best = 0.0f;
+    int best_index = 0;
+#pragma unroll
+    for (int j = 0; j < kPerLane; ++j) {
+      if (fabsf(v[j]) > best_abs) {
+        best_abs = fabsf(v[j]);
+        best = v[j];
+        best_index = lane + j * kWarpSize;
+      }
+    }
+#pragma unroll
+    for (int offset = kWarpSize / 2; offset > 0; offset /= 2) {
+      const float o_abs = __shfl_xor_sync(0xffffffffu, best_abs, offset);
+      const float o = __shfl_xor_sync(0xffffffffu, best, offset);
+      const int o_index = __shfl_xor_sync(0xffffffffu, best_index, offset);
+      if (o_abs > best_abs || (o_abs == best_abs && o_index < best_index)) {
+        best_abs = o_abs;
+        best = o;
+        best_index = o_index;
+      }
+    }
+    const float iscale = best_abs == 0.0f ? 0.0f : -127.0f / best;
+#pragma unroll
+    for (int j = 0; j < kPerLane; ++j) q[base + lane + j * kWarpSize] = ActQ8QuantPer256(v[j], iscale);
+    constexpr int kScales = kQ8KBlock / kQ8Chunk;
+    if (lane < kScales) d[chunk * kScales + lane] = iscale == 0.0f ? 0.0f : 1.0f / iscale;
+  }
+}
+
+// Calls f(std::integral_constant<ActQ8Rule, rule>) (host side: picks a
+// kernel instantiation).
+template <typename F>
+auto WithActQ8Rule(ActQ8Rule rule, F f) {
+  if (rule == ActQ8Rule::kPer256) return f(std::integral_constant<ActQ8Rule, ActQ8Rule::kPer256>());
+  return f(std::integral_constant<ActQ8Rule, ActQ8Rule::kPer32>());
+}
+
+}  // namespace octo::cuda

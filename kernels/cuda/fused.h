@@ -1,0 +1,44 @@
+// CUDA launches that do the work of two ops of kernels/ops.h at once, with
+// the bits of the two: the CUDA backend uses them where the forward pass
+// calls the two in a row (daemon/engine/cuda/cuda_backend.h says when).
+//
+// A producer that rounds for its consumer: RmsNorm, AddRmsNorm and SiluMul
+// also write their output's 8-bit activations (act_q8.h, under q8.rule, at
+// q8.q and q8.d), which the decode MatMul that reads the output would
+// otherwise compute in a launch of its own; MatMulGroup then takes them as
+// `rounded`. The rounding is act_q8.cuh's RoundChunk, the decode path's own,
+// so the MatMul's output is the unfused one's bit for bit.
+#pragma once
+
+#include <optional>
+#include <span>
+
+#include "absl/status/status.h"
+#include "kernels/cuda/act_q8.h"
+#include "kernels/ops.h"
+
+namespace octo::cuda {
+
+// ops.h's RmsNorm, AddRmsNorm and SiluMul, also writing out's 8-bit
+// activations to q8. dim (SiluMul: n) must be a multiple of the rule's
+// chunk (32 or 256 elements); so must the reader's cols, as its type asks.
+absl::Status RmsNorm(const float* x, const float* weight, float* out, int n_rows, int dim, float eps,
+                     StreamHandle stream, const ActQ8Out& q8);
+absl::Status AddRmsNorm(float* x, const float* delta, const float* weight, float* out, int n_rows, int dim,
+                        float eps, StreamHandle stream, const ActQ8Out& q8);
+absl::Status SiluMul(const float* gate, const float* up, float* out, int64_t n, StreamHandle stream,
+                     const ActQ8Out& q8);
+
+// ops.h's MatMulGroup on the decode path (n_tokens <= kMaxDecodeTokens)
+// over x's 8-bit activations already written under `rounded.rule` (by a
+// producer above), which every quantized matrix of ws must round by (float
+// ones read x).
+absl::Status MatMulGroup(std::span<const WeightMatrix> ws, const float* x, std::span<float* const> outs,
+                         int n_tokens, const Exec& exec, const ActQ8Out& rounded);
+
+// The rule by which MatMulGroup on ws rounds x in one decode launch of
+// n_tokens, when that is one rule for all (at least one quantized matrix, no
+// float one): what a producer may round for it. nullopt otherwise.
+std::optional<ActQ8Rule> SharedRounding(std::span<const WeightMatrix> ws, int n_tokens);
+
+}  // namespace octo::cuda

@@ -1,0 +1,135 @@
+// CudaBackend's held launches (cuda_backend.h): a norm or SiLU product held
+// until the next call is launched by whatever comes next, so its output is
+// there for a Download, for work queued on stream() and for any op; and
+// when the next call is the decode MatMul reading it, the pair takes one
+// launch fewer with the bits of the two apart.
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include "daemon/engine/backend_setup.h"
+#include "daemon/engine/cpu_backend.h"
+#include "daemon/engine/cuda/cuda_backend.h"
+#include "kernels/cuda/api_counts.h"
+#include "tests/kernels/quant_test_util.h"
+
+namespace octo {
+namespace {
+
+using testing::RandomActivations;
+using testing::RandomWeights;
+
+constexpr int kDim = 512;
+
+class CudaBackendHeld : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (UsableCudaDevices() == 0) GTEST_SKIP() << "no CUDA device";
+    absl::StatusOr<std::shared_ptr<CudaBackend>> b = CudaBackend::Create(0);
+    ASSERT_TRUE(b.ok()) << b.status();
+    cuda_ = *b;
+  }
+
+  // A device copy of `host`.
+  template <typename T>
+  BackendBuffer Put(const std::vector<T>& host) {
+    absl::StatusOr<BackendBuffer> b = cuda_->Allocate(host.size() * sizeof(T));
+    EXPECT_TRUE(b.ok()) << b.status();
+    EXPECT_TRUE(cuda_->Upload(b->data(), host.data(), host.size() * sizeof(T)).ok());
+    return std::move(*b);
+  }
+  std::vector<float> Get(const BackendBuffer& b) {
+    std::vector<float> host(b.size() / 4);
+    EXPECT_TRUE(cuda_->Download(host.data(), b.data(), b.size()).ok());
+    return host;
+  }
+
+  std::shared_ptr<CudaBackend> cuda_;
+};
+
+TEST_F(CudaBackendHeld, AHeldNormIsThereForWhateverComesNext) {
+  const std::vector<float> x = RandomActivations(2 * kDim, 1), delta = RandomActivations(2 * kDim, 2),
+                           weight = RandomActivations(kDim, 3);
+  std::vector<float> want_x = x, want_out(2 * kDim);
+  CpuBackend cpu(1, false);
+  ASSERT_TRUE(cpu.AddRmsNorm(want_x.data(), delta.data(), weight.data(), want_out.data(), 2, kDim, 1e-5f).ok());
+
+  // A Download.
+  BackendBuffer d_x = Put(x), d_delta = Put(delta), d_weight = Put(weight), d_out = Put(std::vector<float>(2 * kDim));
+  ASSERT_TRUE(cuda_->AddRmsNorm(d_x.as<float>(), d_delta.as<float>(), d_weight.as<float>(), d_out.as<float>(), 2, kDim,
+                                1e-5f)
+                  .ok());
+  EXPECT_EQ(Get(d_out), want_out);
+  EXPECT_EQ(Get(d_x), want_x);
+
+  // Work queued on stream() by someone else (DeviceLayers' copies).
+  BackendBuffer d_x2 = Put(x);
+  ASSERT_TRUE(cuda_->AddRmsNorm(d_x2.as<float>(), d_delta.as<float>(), d_weight.as<float>(), d_out.as<float>(), 2,
+                                kDim, 1e-5f)
+                  .ok());
+  std::vector<float> copied(2 * kDim);
+  ASSERT_EQ(cudaMemcpyAsync(copied.data(), d_out.data(), copied.size() * 4, cudaMemcpyDeviceToHost, cuda_->stream()),
+            cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(cuda_->stream()), cudaSuccess);
+  EXPECT_EQ(copied, want_out);
+
+  // Another op reading it.
+  BackendBuffer d_x3 = Put(x), d_sum = Put(std::vector<float>(2 * kDim));
+  ASSERT_TRUE(cuda_->AddRmsNorm(d_x3.as<float>(), d_delta.as<float>(), d_weight.as<float>(), d_out.as<float>(), 2,
+                                kDim, 1e-5f)
+                  .ok());
+  ASSERT_TRUE(cuda_->Add(d_out.as<float>(), d_out.as<float>(), d_sum.as<float>(), 2 * kDim).ok());
+  const std::vector<float> sum = Get(d_sum);
+  for (size_t i = 0; i < sum.size(); ++i) ASSERT_EQ(sum[i], want_out[i] + want_out[i]) << i;
+
+  // A bad call is refused when made, not at the next call.
+  EXPECT_EQ(cuda_->RmsNorm(d_x.as<float>(), nullptr, d_out.as<float>(), 2, kDim, 1e-5f).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(cuda_->Add(d_out.as<float>(), d_out.as<float>(), d_sum.as<float>(), 2 * kDim).ok());
+}
+
+// q, k, v (Q4_K) after the attention norm and down (Q8_0) after the SiLU
+// product: held and fused, or launched apart (stream() between), the same bits
+// and one launch fewer each.
+TEST_F(CudaBackendHeld, TheMatMulReadingAHeldOpTakesItsRoundingWithTheSameBits) {
+  const std::vector<float> x = RandomActivations(kDim, 4), delta = RandomActivations(kDim, 5),
+                           weight = RandomActivations(kDim, 6);
+  BackendBuffer d_weight = Put(weight), d_delta = Put(delta);
+  BackendBuffer wq = Put(RandomWeights(GgmlType::kQ4_K, 64, kDim, 7)),
+                wk = Put(RandomWeights(GgmlType::kQ4_K, 32, kDim, 8)),
+                wd = Put(RandomWeights(GgmlType::kQ8_0, 16, kDim, 9));
+  const WeightMatrix qk[] = {{GgmlType::kQ4_K, wq.data(), 64, kDim}, {GgmlType::kQ4_K, wk.data(), 32, kDim}};
+  const WeightMatrix down{GgmlType::kQ8_0, wd.data(), 16, kDim};
+  struct Run {
+    std::vector<float> q, k, down;
+    uint64_t launches;
+  };
+  auto run = [&](bool apart) {
+    BackendBuffer d_x = Put(x), d_out = Put(delta), q = Put(std::vector<float>(64)), k = Put(std::vector<float>(32)),
+                  h = Put(std::vector<float>(kDim)), d = Put(std::vector<float>(16));
+    const cuda::ApiCounts before = cuda::CurrentApiCounts();
+    EXPECT_TRUE(cuda_->AddRmsNorm(d_x.as<float>(), d_out.as<float>(), d_weight.as<float>(), d_out.as<float>(), 1,
+                                  kDim, 1e-5f)
+                    .ok());
+    if (apart) cuda_->stream();
+    float* const qk_out[] = {q.as<float>(), k.as<float>()};
+    EXPECT_TRUE(cuda_->MatMulGroup(qk, d_out.as<float>(), qk_out, 1).ok());
+    EXPECT_TRUE(cuda_->SiluMul(d_out.as<float>(), d_delta.as<float>(), h.as<float>(), kDim).ok());
+    if (apart) cuda_->stream();
+    EXPECT_TRUE(cuda_->MatMul(down, h.as<float>(), d.as<float>(), 1).ok());
+    const uint64_t launches = (cuda::CurrentApiCounts() - before).launches;
+    return Run{Get(q), Get(k), Get(d), launches};
+  };
+  const Run apart = run(true), fused = run(false);
+  EXPECT_EQ(fused.launches + 2, apart.launches);
+  EXPECT_EQ(0, std::memcmp(fused.q.data(), apart.q.data(), 64 * 4));
+  EXPECT_EQ(0, std::memcmp(fused.k.data(), apart.k.data(), 32 * 4));
+  EXPECT_EQ(0, std::memcmp(fused.down.data(), apart.down.data(), 16 * 4));
+}
+
+}  // namespace
+}  // namespace octo

@@ -1,0 +1,146 @@
+// kernels/cuda/fused.h: a producer (RmsNorm, AddRmsNorm, SiluMul) that also
+// rounds its output for the decode MatMul reading it writes what the two ops
+// apart write -- its float output, the 8-bit activations MatMulGroup's own
+// quantize launch would, and so the MatMul's bits -- in one launch fewer;
+// both rules (per 32 for Q8_0, per 256 for Q4_K), a token and a few.
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "kernels/cuda/act_q8.h"
+#include "kernels/cuda/api_counts.h"
+#include "kernels/cuda/fused.h"
+#include "kernels/ops.h"
+#include "tests/kernels/cuda/cuda_test_util.h"
+#include "tests/kernels/quant_test_util.h"
+
+namespace octo {
+namespace {
+
+using testing::DeviceVector;
+using testing::RandomActivations;
+using testing::RandomWeights;
+
+constexpr int64_t kCols = 512;
+constexpr int64_t kRows = 48;
+
+// Fills out (n_tokens, kCols) from residual (the same shape; AddRmsNorm adds
+// to it), also rounding out into q8 when it is non-null.
+using Producer = std::function<absl::Status(int n_tokens, float* residual, float* out, const cuda::ActQ8Out* q8)>;
+
+class FusedCudaTest : public testing::CudaOpTest {
+ protected:
+  // What one run of a producer and the MatMul after it leaves behind.
+  struct Result {
+    std::vector<float> produced, residual, matmul;
+    std::vector<uint8_t> act;  // the 8-bit activations, as laid out in the scratch
+    uint64_t launches = 0;
+  };
+
+  // Runs `produce` (filling `out` from the inputs, and rounding into q8 when
+  // it is non-null), then the MatMul of w over out: fused, the producer
+  // rounds and MatMulGroup takes its activations; apart, MatMulGroup rounds
+  // out itself.
+  Result Run(GgmlType type, int n_tokens, bool fused,
+             const Producer& produce) {
+    const std::vector<uint8_t> w_bytes = RandomWeights(type, kRows, kCols, 7);
+    auto d_w = Upload(w_bytes);
+    auto d_residual = Upload(RandomActivations(n_tokens * kCols, 11));
+    auto d_out = Output<float>(static_cast<size_t>(n_tokens * kCols));
+    auto d_matmul = Output<float>(static_cast<size_t>(n_tokens * kRows));
+    const WeightMatrix w{type, d_w.get(), kRows, kCols};
+    float* const outs[] = {d_matmul.get()};
+    const size_t scratch_bytes = cuda::MatMulGroupScratchBytes({&w, 1}, n_tokens);
+    const cuda::Exec exec = Exec(scratch_bytes);
+    const cuda::ActQ8Out q8 = cuda::ActQ8At(exec.scratch, cuda::ActQ8RuleFor(type), n_tokens, kCols);
+    const cuda::ApiCounts before = cuda::CurrentApiCounts();
+    absl::Status s = produce(n_tokens, d_residual.get(), d_out.get(), fused ? &q8 : nullptr);
+    EXPECT_TRUE(s.ok()) << s;
+    s = fused ? cuda::MatMulGroup({&w, 1}, d_out.get(), outs, n_tokens, exec, q8)
+              : cuda::MatMulGroup({&w, 1}, d_out.get(), outs, n_tokens, exec);
+    EXPECT_TRUE(s.ok()) << s;
+    Result r;
+    r.launches = (cuda::CurrentApiCounts() - before).launches;
+    r.produced = d_out.Download(stream());
+    r.residual = d_residual.Download(stream());
+    r.matmul = d_matmul.Download(stream());
+    r.act.resize(cuda::ActQ8Bytes(n_tokens, kCols));
+    EXPECT_EQ(cudaMemcpy(r.act.data(), exec.scratch, r.act.size(), cudaMemcpyDeviceToHost), cudaSuccess);
+    return r;
+  }
+
+  void ExpectFusedIsApart(const std::string& op,
+                          const Producer& produce) {
+    for (GgmlType type : {GgmlType::kQ8_0, GgmlType::kQ4_K}) {
+      for (int n_tokens : {1, 3}) {
+        SCOPED_TRACE(op + " " + std::string(GgmlTypeName(type)) + " tokens " + std::to_string(n_tokens));
+        const Result apart = Run(type, n_tokens, false, produce), fused = Run(type, n_tokens, true, produce);
+        EXPECT_EQ(fused.launches + 1, apart.launches) << "the quantize launch goes";
+        EXPECT_EQ(0, std::memcmp(fused.produced.data(), apart.produced.data(), fused.produced.size() * 4));
+        EXPECT_EQ(0, std::memcmp(fused.residual.data(), apart.residual.data(), fused.residual.size() * 4));
+        EXPECT_EQ(fused.act, apart.act) << "the producer's rounding is the quantize launch's";
+        EXPECT_EQ(0, std::memcmp(fused.matmul.data(), apart.matmul.data(), fused.matmul.size() * 4));
+      }
+    }
+  }
+};
+
+TEST_F(FusedCudaTest, ANormRoundingItsOutputGivesTheTwoLaunchesBits) {
+  auto d_weight = Upload(RandomActivations(kCols, 3));
+  ExpectFusedIsApart("RmsNorm", [&](int n, float* residual, float* out, const cuda::ActQ8Out* q8) {
+    return q8 == nullptr ? cuda::RmsNorm(residual, d_weight.get(), out, n, kCols, 1e-5f, stream())
+                         : cuda::RmsNorm(residual, d_weight.get(), out, n, kCols, 1e-5f, stream(), *q8);
+  });
+  auto d_delta = Upload(RandomActivations(3 * kCols, 5));
+  ExpectFusedIsApart("AddRmsNorm", [&](int n, float* residual, float* out, const cuda::ActQ8Out* q8) {
+    // The forward pass's form: out is the delta it adds.
+    EXPECT_EQ(cudaMemcpy(out, d_delta.get(), n * kCols * 4, cudaMemcpyDeviceToDevice), cudaSuccess);
+    return q8 == nullptr ? cuda::AddRmsNorm(residual, out, d_weight.get(), out, n, kCols, 1e-5f, stream())
+                         : cuda::AddRmsNorm(residual, out, d_weight.get(), out, n, kCols, 1e-5f, stream(), *q8);
+  });
+}
+
+TEST_F(FusedCudaTest, ASiluProductRoundingItsOutputGivesTheTwoLaunchesBits) {
+  auto d_up = Upload(RandomActivations(3 * kCols, 9));
+  ExpectFusedIsApart("SiluMul", [&](int n, float* residual, float* out, const cuda::ActQ8Out* q8) {
+    return q8 == nullptr ? cuda::SiluMul(residual, d_up.get(), out, n * kCols, stream())
+                         : cuda::SiluMul(residual, d_up.get(), out, n * kCols, stream(), *q8);
+  });
+}
+
+TEST_F(FusedCudaTest, RefusesWhatTheRoundingCannotHold) {
+  auto d_x = Upload(RandomActivations(kCols, 1));
+  auto d_out = Output<float>(kCols);
+  const cuda::Exec exec = Exec(cuda::ActQ8Bytes(kMaxDecodeTokens + 1, kCols));
+  const cuda::ActQ8Out per256 = cuda::ActQ8At(exec.scratch, cuda::ActQ8Rule::kPer256, 1, kCols);
+  // 384 = one and a half 256-element chunks.
+  testing::ExpectInvalidArgument(cuda::RmsNorm(d_x.get(), d_x.get(), d_out.get(), 1, 384, 1e-5f, stream(), per256),
+                                 "RmsNorm", "rounding chunks");
+  testing::ExpectInvalidArgument(cuda::SiluMul(d_x.get(), d_x.get(), d_out.get(), 384, stream(), per256), "SiluMul",
+                                 "rounding chunks");
+  testing::ExpectInvalidArgument(
+      cuda::RmsNorm(d_x.get(), d_x.get(), d_out.get(), 1, kCols, 1e-5f, stream(), cuda::ActQ8Out{}), "RmsNorm",
+      "q8 is null");
+  // The MatMul's weights round by the other rule, or too many tokens.
+  auto d_w = Upload(RandomWeights(GgmlType::kQ8_0, kRows, kCols, 2));
+  const WeightMatrix w{GgmlType::kQ8_0, d_w.get(), kRows, kCols};
+  auto d_mm = Output<float>(kRows * (kMaxDecodeTokens + 1));
+  float* const outs[] = {d_mm.get()};
+  testing::ExpectInvalidArgument(cuda::MatMulGroup({&w, 1}, d_x.get(), outs, 1, exec, per256), "MatMulGroup",
+                                 "another rule");
+  testing::ExpectInvalidArgument(cuda::MatMulGroup({&w, 1}, d_x.get(), outs, kMaxDecodeTokens + 1, exec, per256),
+                                 "MatMulGroup", "one decode launch");
+  EXPECT_EQ(cuda::SharedRounding({&w, 1}, 1), cuda::ActQ8Rule::kPer32);
+  EXPECT_EQ(cuda::SharedRounding({&w, 1}, kMaxDecodeTokens + 1), std::nullopt);
+  const WeightMatrix mixed[] = {w, WeightMatrix{GgmlType::kQ4_K, d_w.get(), kRows, kCols}};
+  EXPECT_EQ(cuda::SharedRounding(mixed, 1), std::nullopt) << "two rules";
+  const WeightMatrix with_float[] = {w, WeightMatrix{GgmlType::kF16, d_w.get(), kRows, kCols}};
+  EXPECT_EQ(cuda::SharedRounding(with_float, 1), std::nullopt) << "a float matrix";
+}
+
+}  // namespace
+}  // namespace octo
