@@ -36,6 +36,13 @@ absl::Status SiluMul(const float* gate, const float* up, float* out, int64_t n, 
 absl::Status MatMulGroup(std::span<const WeightMatrix> ws, const float* x, std::span<float* const> outs,
                          int n_tokens, const Exec& exec, const ActQ8Out& rounded);
 
+// RopeQK (ops.h) then KvAppend of the rotated k and of v (k_heads *
+// p.head_dim wide) into the caches at first_pos, in one launch: the bytes
+// and values of the two. The preconditions of both.
+absl::Status RopeQKAppend(float* q, float* k, const int32_t* positions, int n_tokens, const RopeParams& p,
+                          int k_heads, const float* v, void* k_cache, void* v_cache, int first_pos, KvCacheTypes types,
+                          StreamHandle stream);
+
 // The rule by which MatMulGroup on ws rounds x in one decode launch of
 // n_tokens, when that is one rule for all (at least one quantized matrix, no
 // float one): what a producer may round for it. nullopt otherwise.

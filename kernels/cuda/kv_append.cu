@@ -8,6 +8,7 @@
 #include "absl/status/status.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/elementwise.cuh"
+#include "kernels/cuda/kv_append.cuh"
 #include "kernels/kv_blocks.h"
 #include "kernels/op_checks.h"
 #include "kernels/ops.h"
@@ -16,14 +17,6 @@ namespace octo::cuda {
 namespace {
 
 // --- Kernels -----------------------------------------------------------------
-
-// One rows' worth of one cache: where it goes and how it is encoded.
-struct AppendTarget {
-  uint8_t* rows;       // the cache's row first_pos (the launcher offsets it)
-  int64_t row_bytes;
-  int64_t units;       // per row: values (F16) or blocks
-  GgmlType type;
-};
 
 // Item i = (token t, unit u) encodes unit u of row t of k into keys and of v
 // into values, when the row has that many units (the two types may differ).
@@ -37,11 +30,6 @@ __global__ void KvAppendKernel(const float* k,  // (n_tokens, kv_dim)
     if (u < keys.units) kv_blocks::EncodeUnit(keys.type, k + t * kv_dim, keys.rows + t * keys.row_bytes, u);
     if (u < values.units) kv_blocks::EncodeUnit(values.type, v + t * kv_dim, values.rows + t * values.row_bytes, u);
   }
-}
-
-AppendTarget TargetOf(void* cache, GgmlType type, int kv_dim, int first_pos) {
-  const auto row_bytes = static_cast<int64_t>(RowBytes(type, kv_dim));
-  return {static_cast<uint8_t*>(cache) + first_pos * row_bytes, row_bytes, kv_blocks::UnitsOf(type, kv_dim), type};
 }
 
 }  // namespace

@@ -6,6 +6,8 @@
 
 #include "absl/status/status.h"
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/fused.h"
+#include "kernels/cuda/kv_append.cuh"
 #include "kernels/op_checks.h"
 #include "kernels/ops.h"
 
@@ -20,12 +22,31 @@ constexpr int kMaxRopeBlocksPerToken = 65535;  // gridDim.y's limit
 
 // --- Kernels -----------------------------------------------------------------
 
+// Rotates pair i of one head (at `head`) of a token at position pos: its
+// angle as the CPU computes it (pos, times theta_scale once per pair before
+// it, in float; divided by the pair's frequency factor), its cos and sin.
+// Pair i is (x[2i], x[2i+1]) in normal mode, (x[i], x[i + n_pairs]) in neox.
+__device__ __forceinline__ void RotatePair(float* head, int i, float pos, const RopeParams& p, float theta_scale) {
+  const int n_pairs = p.rope_dim / 2;
+  // theta_i = pos * theta_scale^i, multiplied up pair by pair in float as
+  // the CPU (and ggml) does: i roundings, the same bits.
+  float theta = pos;
+  for (int m = 0; m < i; ++m) theta *= theta_scale;
+  const float angle = p.freq_factors != nullptr ? theta / p.freq_factors[i] : theta;
+  const float cos_theta = cosf(angle);
+  const float sin_theta = sinf(angle);
+  float* first = head + i * (p.neox ? 1 : 2);
+  float* second = first + (p.neox ? n_pairs : 1);
+  const float x0 = *first;
+  const float x1 = *second;
+  *first = x0 * cos_theta - x1 * sin_theta;
+  *second = x0 * sin_theta + x1 * cos_theta;
+}
+
 // One thread per (token, head, pair): blockIdx.x is the token, the (head,
-// pair)s of a token are spread over blockIdx.y and the threads. A thread
-// computes its pair's angle as the CPU does (pos, times theta_scale once per
-// pair before it, in float; divided by the pair's frequency factor), its
-// cos and sin, and turns its two elements. No two threads touch the same
-// element, so x is rotated in place.
+// pair)s of a token are spread over blockIdx.y and the threads, each turned
+// by RotatePair. No two threads touch the same element, so x is rotated in
+// place.
 // Launch: gridDim.x == n_tokens, one-dimensional blocks of any size.
 //   theta_scale: powf(freq_base, -2 / rope_dim), computed by the launcher
 //   as the CPU computes it.
@@ -35,9 +56,6 @@ __global__ void RopeKernel(float* x,                  // (n_tokens, n_heads * he
                            const int32_t* positions,  // (n_tokens)
                            RopeParams p, float theta_scale, float* k, int k_heads) {
   const int n_pairs = p.rope_dim / 2;
-  // Pair i is (x[2i], x[2i+1]) in normal mode, (x[i], x[i + n_pairs]) in neox.
-  const int pair_stride = p.neox ? 1 : 2;
-  const int partner_offset = p.neox ? n_pairs : 1;
   float* x_token = x + static_cast<size_t>(blockIdx.x) * p.n_heads * p.head_dim;
   float* k_token = k + static_cast<size_t>(blockIdx.x) * k_heads * p.head_dim;  // unused without k
   const float pos = static_cast<float>(positions[blockIdx.x]);
@@ -45,22 +63,42 @@ __global__ void RopeKernel(float* x,                  // (n_tokens, n_heads * he
   const int64_t step = static_cast<int64_t>(gridDim.y) * blockDim.x;
   for (int64_t idx = static_cast<int64_t>(blockIdx.y) * blockDim.x + threadIdx.x; idx < n; idx += step) {
     const int h = static_cast<int>(idx / n_pairs);
-    const int i = static_cast<int>(idx % n_pairs);
-    // theta_i = pos * theta_scale^i, multiplied up pair by pair in float as
-    // the CPU (and ggml) does: i roundings, the same bits.
-    float theta = pos;
-    for (int m = 0; m < i; ++m) theta *= theta_scale;
-    const float angle = p.freq_factors != nullptr ? theta / p.freq_factors[i] : theta;
-    const float cos_theta = cosf(angle);
-    const float sin_theta = sinf(angle);
+    float* head = h < p.n_heads ? x_token + static_cast<size_t>(h) * p.head_dim
+                                : k_token + static_cast<size_t>(h - p.n_heads) * p.head_dim;
+    RotatePair(head, static_cast<int>(idx % n_pairs), pos, p, theta_scale);
+  }
+}
 
-    float* first = h < p.n_heads ? x_token + static_cast<size_t>(h) * p.head_dim + i * pair_stride
-                                 : k_token + static_cast<size_t>(h - p.n_heads) * p.head_dim + i * pair_stride;
-    float* second = first + partner_offset;
-    const float x0 = *first;
-    const float x1 = *second;
-    *first = x0 * cos_theta - x1 * sin_theta;
-    *second = x0 * sin_theta + x1 * cos_theta;
+// RopeQK, then KvAppend of the rotated k and of v, in one launch: blocks y <
+// gridDim.y - 1 of a token rotate its q as RopeKernel does; the last one
+// rotates its k, waits for the block, then encodes the token's key and value
+// rows into the caches (kv_blocks.h, what KvAppendKernel runs). So the cache
+// gets the bytes of the two launches.
+// Launch: gridDim.x == n_tokens, gridDim.y >= 2, one-dimensional blocks.
+__global__ void RopeAppendKernel(float* q, float* k, const float* v, const int32_t* positions, RopeParams p,
+                                 float theta_scale, int k_heads, AppendTarget keys, AppendTarget values) {
+  const int n_pairs = p.rope_dim / 2;
+  const float pos = static_cast<float>(positions[blockIdx.x]);
+  if (blockIdx.y + 1 < gridDim.y) {
+    float* q_token = q + static_cast<size_t>(blockIdx.x) * p.n_heads * p.head_dim;
+    const int64_t n = static_cast<int64_t>(p.n_heads) * n_pairs;
+    const int64_t step = static_cast<int64_t>(gridDim.y - 1) * blockDim.x;
+    for (int64_t idx = static_cast<int64_t>(blockIdx.y) * blockDim.x + threadIdx.x; idx < n; idx += step) {
+      RotatePair(q_token + idx / n_pairs * p.head_dim, static_cast<int>(idx % n_pairs), pos, p, theta_scale);
+    }
+    return;
+  }
+  const int kv_dim = k_heads * p.head_dim;
+  float* k_token = k + static_cast<size_t>(blockIdx.x) * kv_dim;
+  for (int idx = threadIdx.x; idx < k_heads * n_pairs; idx += blockDim.x) {
+    RotatePair(k_token + idx / n_pairs * p.head_dim, idx % n_pairs, pos, p, theta_scale);
+  }
+  __syncthreads();  // the token's k is rotated (global writes, visible to the block)
+  const float* v_token = v + static_cast<size_t>(blockIdx.x) * kv_dim;
+  const int64_t units = keys.units > values.units ? keys.units : values.units;
+  for (int64_t u = threadIdx.x; u < units; u += blockDim.x) {
+    if (u < keys.units) kv_blocks::EncodeUnit(keys.type, k_token, keys.rows + blockIdx.x * keys.row_bytes, u);
+    if (u < values.units) kv_blocks::EncodeUnit(values.type, v_token, values.rows + blockIdx.x * values.row_bytes, u);
   }
 }
 
@@ -70,22 +108,43 @@ __global__ void RopeKernel(float* x,                  // (n_tokens, n_heads * he
 
 namespace {
 
+// The CPU's expression (std::pow on floats is powf), on the host: the
+// device's powf may differ in the last bit.
+float ThetaScale(const RopeParams& p) { return std::pow(p.freq_base, -2.0f / static_cast<float>(p.rope_dim)); }
+
+// Threads and blocks per token for `pairs` (head, pair)s of a token: whole
+// warps, at most kRopeThreads; blocks within gridDim.y's limit.
+struct RopeShape {
+  int threads;
+  unsigned blocks;
+};
+RopeShape ShapeFor(int64_t pairs) {
+  const int threads =
+      pairs >= kRopeThreads ? kRopeThreads : static_cast<int>((pairs + kWarpSize - 1) / kWarpSize * kWarpSize);
+  const int64_t blocks = (pairs + threads - 1) / threads;
+  return {threads, static_cast<unsigned>(blocks < kMaxRopeBlocksPerToken ? blocks : kMaxRopeBlocksPerToken)};
+}
+
 // The launch over `heads` heads per token (q's, and k's after them when k
-// is set).
+// is set). Grid: x one block per token (n_tokens is an int, within
+// gridDim.x's 2^31 - 1), y enough blocks for the token's (head, pair)s.
 absl::Status LaunchRope(float* x, float* k, int k_heads, const int32_t* positions, int n_tokens, const RopeParams& p,
                         StreamHandle stream) {
-  // The CPU's expression (std::pow on floats is powf), on the host: the
-  // device's powf may differ in the last bit.
-  const float theta_scale = std::pow(p.freq_base, -2.0f / static_cast<float>(p.rope_dim));
-  // Grid: x one block per token (n_tokens is an int, within gridDim.x's
-  // 2^31 - 1), y enough blocks for the token's (head, pair)s. Block: whole
-  // warps, at most kRopeThreads.
-  const int64_t per_token = static_cast<int64_t>(p.n_heads + k_heads) * (p.rope_dim / 2);
-  const int threads = per_token >= kRopeThreads ? kRopeThreads
-                                                : static_cast<int>((per_token + kWarpSize - 1) / kWarpSize * kWarpSize);
-  const int64_t blocks = (per_token + threads - 1) / threads;
-  const dim3 grid(n_tokens, static_cast<unsigned>(blocks < kMaxRopeBlocksPerToken ? blocks : kMaxRopeBlocksPerToken));
-  OCTO_LAUNCH(RopeKernel, grid, threads, 0, stream, x, positions, p, theta_scale, k, k_heads);
+  const RopeShape shape = ShapeFor(static_cast<int64_t>(p.n_heads + k_heads) * (p.rope_dim / 2));
+  OCTO_LAUNCH(RopeKernel, dim3(n_tokens, shape.blocks), shape.threads, 0, stream, x, positions, p, ThetaScale(p), k,
+              k_heads);
+  return absl::OkStatus();
+}
+
+absl::Status CheckRopeQK(float* q, float* k, const int32_t* positions, int n_tokens, const RopeParams& p,
+                         int k_heads) {
+  RopeParams k_params = p;
+  k_params.n_heads = k_heads;
+  absl::Status args = CheckRopeArgs(q, positions, n_tokens, p);
+  if (!args.ok()) return args;
+  if (absl::Status k_args = CheckRopeArgs(k, positions, n_tokens, k_params); !k_args.ok()) return k_args;
+  const int64_t q_bytes = int64_t{n_tokens} * p.n_heads * p.head_dim * 4, k_bytes = int64_t{n_tokens} * k_heads * p.head_dim * 4;
+  if (Overlaps(q, q_bytes, k, k_bytes)) return absl::InvalidArgumentError("RopeQK: q overlaps k");
   return absl::OkStatus();
 }
 
@@ -99,14 +158,23 @@ absl::Status Rope(float* x, const int32_t* positions, int n_tokens, const RopePa
 
 absl::Status RopeQK(float* q, float* k, const int32_t* positions, int n_tokens, const RopeParams& p, int k_heads,
                     StreamHandle stream) {
-  RopeParams k_params = p;
-  k_params.n_heads = k_heads;
-  absl::Status args = CheckRopeArgs(q, positions, n_tokens, p);
-  if (args.ok()) args = CheckRopeArgs(k, positions, n_tokens, k_params);
-  if (!args.ok()) return args;
-  const int64_t q_bytes = int64_t{n_tokens} * p.n_heads * p.head_dim * 4, k_bytes = int64_t{n_tokens} * k_heads * p.head_dim * 4;
-  if (Overlaps(q, q_bytes, k, k_bytes)) return absl::InvalidArgumentError("RopeQK: q overlaps k");
+  if (absl::Status args = CheckRopeQK(q, k, positions, n_tokens, p, k_heads); !args.ok()) return args;
   return LaunchRope(q, k, k_heads, positions, n_tokens, p, stream);
+}
+
+absl::Status RopeQKAppend(float* q, float* k, const int32_t* positions, int n_tokens, const RopeParams& p,
+                          int k_heads, const float* v, void* k_cache, void* v_cache, int first_pos, KvCacheTypes types,
+                          StreamHandle stream) {
+  if (absl::Status args = CheckRopeQK(q, k, positions, n_tokens, p, k_heads); !args.ok()) return args;
+  const int kv_dim = k_heads * p.head_dim;
+  if (absl::Status args = CheckKvAppendArgs(k, v, n_tokens, kv_dim, k_cache, v_cache, first_pos, types); !args.ok()) {
+    return args;
+  }
+  const RopeShape shape = ShapeFor(static_cast<int64_t>(p.n_heads) * (p.rope_dim / 2));
+  OCTO_LAUNCH(RopeAppendKernel, dim3(n_tokens, shape.blocks + 1), shape.threads, 0, stream, q, k, v, positions, p,
+              ThetaScale(p), k_heads, TargetOf(k_cache, types.k, kv_dim, first_pos),
+              TargetOf(v_cache, types.v, kv_dim, first_pos));
+  return absl::OkStatus();
 }
 
 }  // namespace octo::cuda

@@ -133,26 +133,25 @@ cudaStream_t CudaBackend::stream() {
   return stream_.get();
 }
 
-absl::Status CudaBackend::Hold(const float* out, int64_t elements,
-                               absl::AnyInvocable<absl::Status(const cuda::ActQ8Out*)> launch) {
-  held_ = Held{std::move(launch), out, elements};
+absl::Status CudaBackend::Hold(Held held) {
+  held_ = std::move(held);
   return absl::OkStatus();
 }
 
 absl::Status CudaBackend::LaunchHeld() {
   absl::Status error = std::exchange(held_error_, absl::OkStatus());
   if (!held_.launch) return error;
-  auto launch = std::exchange(held_.launch, nullptr);
-  absl::Status s = launch(nullptr);
+  Held held = std::exchange(held_, Held{});
+  absl::Status s = held.launch(nullptr);
   return error.ok() ? s : error;
 }
 
 std::optional<absl::Status> CudaBackend::FusedMatMul(std::span<const WeightMatrix> ws, const float* x,
                                                      std::span<float* const> outs, int n_tokens) {
-  if (!held_.launch || !held_error_.ok() || held_.out != x || ws.empty()) return std::nullopt;
+  if (!held_.launch || !held_error_.ok() || held_.rope || held_.out != x || ws.empty()) return std::nullopt;
   const std::optional<cuda::ActQ8Rule> rule = cuda::SharedRounding(ws, n_tokens);
   if (!rule || held_.elements != int64_t{n_tokens} * ws[0].cols) return std::nullopt;
-  auto launch = std::exchange(held_.launch, nullptr);
+  auto launch = std::exchange(held_, Held{}).launch;
   absl::StatusOr<cuda::Exec> exec = ExecWithScratch(cuda::MatMulGroupScratchBytes(ws, n_tokens));
   if (!exec.ok()) return exec.status();
   const cuda::ActQ8Out q8 = cuda::ActQ8At(exec->scratch, *rule, n_tokens, ws[0].cols);
@@ -179,10 +178,10 @@ absl::Status CudaBackend::RmsNorm(const float* x, const float* weight, float* ou
   OCTO_RETURN_IF_ERROR(LaunchHeld());
   OCTO_RETURN_IF_ERROR(Op("RmsNorm", CheckRmsNormArgs(x, weight, out, n_rows, dim, eps)));
   if (n_rows > kMaxDecodeTokens) return Op("RmsNorm", cuda::RmsNorm(x, weight, out, n_rows, dim, eps, stream_.get()));
-  return Hold(out, int64_t{n_rows} * dim, [=, this](const cuda::ActQ8Out* q8) {
+  return Hold(Held{.launch = [=, this](const cuda::ActQ8Out* q8) {
     return Op("RmsNorm", q8 == nullptr ? cuda::RmsNorm(x, weight, out, n_rows, dim, eps, stream_.get())
                                        : cuda::RmsNorm(x, weight, out, n_rows, dim, eps, stream_.get(), *q8));
-  });
+  }, .out = out, .elements = int64_t{n_rows} * dim, .rope = std::nullopt});
 }
 absl::Status CudaBackend::AddRmsNorm(float* x, const float* delta, const float* weight, float* out, int n_rows,
                                      int dim, float eps) {
@@ -191,10 +190,10 @@ absl::Status CudaBackend::AddRmsNorm(float* x, const float* delta, const float* 
   if (n_rows > kMaxDecodeTokens || delta == nullptr) {
     return Op("AddRmsNorm", cuda::AddRmsNorm(x, delta, weight, out, n_rows, dim, eps, stream_.get()));
   }
-  return Hold(out, int64_t{n_rows} * dim, [=, this](const cuda::ActQ8Out* q8) {
+  return Hold(Held{.launch = [=, this](const cuda::ActQ8Out* q8) {
     return Op("AddRmsNorm", q8 == nullptr ? cuda::AddRmsNorm(x, delta, weight, out, n_rows, dim, eps, stream_.get())
                                           : cuda::AddRmsNorm(x, delta, weight, out, n_rows, dim, eps, stream_.get(), *q8));
-  });
+  }, .out = out, .elements = int64_t{n_rows} * dim, .rope = std::nullopt});
 }
 void CudaBackend::SetRowGroups(std::span<const int> rows_per_sequence) {
   row_groups_.assign(rows_per_sequence.begin(), rows_per_sequence.end());
@@ -259,10 +258,25 @@ absl::Status CudaBackend::Rope(float* x, const int32_t* positions, int n_tokens,
 absl::Status CudaBackend::RopeQK(float* q, float* k, const int32_t* positions, int n_tokens,
                                  const RopeParams& q_params, int k_heads) {
   OCTO_RETURN_IF_ERROR(LaunchHeld());
-  return Op("RopeQK", cuda::RopeQK(q, k, positions, n_tokens, q_params, k_heads, stream_.get()));
+  RopeParams k_params = q_params;
+  k_params.n_heads = k_heads;
+  OCTO_RETURN_IF_ERROR(Op("RopeQK", CheckRopeArgs(q, positions, n_tokens, q_params)));
+  OCTO_RETURN_IF_ERROR(Op("RopeQK", CheckRopeArgs(k, positions, n_tokens, k_params)));
+  return Hold(Held{.launch = [=, this](const cuda::ActQ8Out*) {
+                     return Op("RopeQK", cuda::RopeQK(q, k, positions, n_tokens, q_params, k_heads, stream_.get()));
+                   },
+                   .out = nullptr,
+                   .elements = 0,
+                   .rope = HeldRope{q, k, positions, n_tokens, q_params, k_heads}});
 }
 absl::Status CudaBackend::KvAppend(const float* k, const float* v, int n_tokens, int kv_dim, void* k_cache,
                                    void* v_cache, int first_pos, KvCacheTypes types) {
+  if (held_.rope && held_error_.ok() && held_.rope->k == k && held_.rope->n_tokens == n_tokens &&
+      int64_t{held_.rope->k_heads} * held_.rope->p.head_dim == kv_dim) {
+    const HeldRope r = *std::exchange(held_, Held{}).rope;
+    return Op("RopeQK + KvAppend", cuda::RopeQKAppend(r.q, r.k, r.positions, r.n_tokens, r.p, r.k_heads, v, k_cache,
+                                                      v_cache, first_pos, types, stream_.get()));
+  }
   OCTO_RETURN_IF_ERROR(LaunchHeld());
   return Op("KvAppend", cuda::KvAppend(k, v, n_tokens, kv_dim, k_cache, v_cache, first_pos, types, stream_.get()));
 }
@@ -275,10 +289,10 @@ absl::Status CudaBackend::Attention(const float* q, const void* k_cache, const v
 absl::Status CudaBackend::SiluMul(const float* gate, const float* up, float* out, int64_t n) {
   OCTO_RETURN_IF_ERROR(LaunchHeld());
   OCTO_RETURN_IF_ERROR(Op("SiluMul", CheckSiluMulArgs(gate, up, out, n)));
-  return Hold(out, n, [=, this](const cuda::ActQ8Out* q8) {
+  return Hold(Held{.launch = [=, this](const cuda::ActQ8Out* q8) {
     return Op("SiluMul", q8 == nullptr ? cuda::SiluMul(gate, up, out, n, stream_.get())
                                        : cuda::SiluMul(gate, up, out, n, stream_.get(), *q8));
-  });
+  }, .out = out, .elements = n, .rope = std::nullopt});
 }
 absl::Status CudaBackend::Gelu(const float* x, float* out, int64_t n) {
   OCTO_RETURN_IF_ERROR(LaunchHeld());

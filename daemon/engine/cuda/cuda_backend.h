@@ -15,14 +15,17 @@
 // the steady state.
 //
 // Held launches. RmsNorm, AddRmsNorm and SiluMul of a few rows (at most
-// kMaxDecodeTokens) are not launched when called but held until the next
-// call. If that is a MatMul or MatMulGroup on the decode path whose x is the
-// held op's whole output and whose matrices round x by one rule, the held op
-// is launched in the form that also rounds its output for them
-// (kernels/cuda/fused.h), and the MatMul skips its own quantize launch: one
-// launch fewer per norm or SiLU, the same bits. Any other call launches the
-// held op as it is first, so the stream runs the same work in the same
-// order. stream() does the same: code that queues work on the compute
+// kMaxDecodeTokens), and RopeQK, are not launched when called but held until
+// the next call, which may do the held op's work in its own launch
+// (kernels/cuda/fused.h), with the bits of the two apart:
+//   - a MatMul or MatMulGroup on the decode path whose x is the held norm's
+//     or SiLU product's whole output, its matrices rounding x by one rule:
+//     the producer also rounds its output for them, and the MatMul skips
+//     its quantize launch;
+//   - a KvAppend of all of the held RopeQK's rotated k rows: RoPE and the
+//     append in one launch.
+// Any other call launches the held op as it is first, so the stream runs
+// the same work in the same order. stream() does the same: code that queues work on the compute
 // stream itself (DeviceLayers' events and copies) sees every op called
 // before. A held op's error is returned by the call that launches it.
 //
@@ -116,14 +119,24 @@ class CudaBackend : public Backend {
   // use at stage_ + stage_used_.
   absl::Status ReserveStage(size_t bytes);
 
-  // A held launch (see above): `launch(nullptr)` plain, `launch(&q8)` also
-  // rounding its output (`elements` floats at `out`) into q8.
+  // A held launch (see above): `launch(nullptr)` plain; for a producer,
+  // `launch(&q8)` also rounds its output (`elements` floats at `out`) into
+  // q8; for RopeQK, `rope` holds its arguments.
+  struct HeldRope {
+    float* q;
+    float* k;
+    const int32_t* positions;
+    int n_tokens;
+    RopeParams p;
+    int k_heads;
+  };
   struct Held {
     absl::AnyInvocable<absl::Status(const cuda::ActQ8Out*)> launch;
     const float* out = nullptr;
     int64_t elements = 0;
+    std::optional<HeldRope> rope;
   };
-  absl::Status Hold(const float* out, int64_t elements, absl::AnyInvocable<absl::Status(const cuda::ActQ8Out*)> launch);
+  absl::Status Hold(Held held);
   // Launches the held op plain (and returns the error of one launched by
   // stream()).
   absl::Status LaunchHeld();

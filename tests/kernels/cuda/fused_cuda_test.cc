@@ -11,6 +11,8 @@
 
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_format.h"
+
 #include "kernels/cuda/act_q8.h"
 #include "kernels/cuda/api_counts.h"
 #include "kernels/cuda/fused.h"
@@ -110,6 +112,60 @@ TEST_F(FusedCudaTest, ASiluProductRoundingItsOutputGivesTheTwoLaunchesBits) {
     return q8 == nullptr ? cuda::SiluMul(residual, d_up.get(), out, n * kCols, stream())
                          : cuda::SiluMul(residual, d_up.get(), out, n * kCols, stream(), *q8);
   });
+}
+
+// RoPE on q and k then the append of k and v: one launch, the values and
+// cache bytes of the two, for each cache type, both rotation styles, a
+// partial rotation and a token or three.
+TEST_F(FusedCudaTest, RopeAndTheKvAppendInOneLaunchGiveTheTwoLaunchesBytes) {
+  constexpr int kHeads = 4, kKvHeads = 2, kHeadDim = 64, kKvDim = kKvHeads * kHeadDim, kFirst = 5;
+  const std::vector<float> q = RandomActivations(3 * kHeads * kHeadDim, 21), k = RandomActivations(3 * kKvDim, 22),
+                           v = RandomActivations(3 * kKvDim, 23);
+  auto d_pos = Upload(std::vector<int32_t>{5, 6, 7});
+  for (const KvCacheTypes types : {KvCacheTypes{}, KvCacheTypes{GgmlType::kQ8_0, GgmlType::kQ4_0},
+                                   KvCacheTypes{GgmlType::kQ4_1, GgmlType::kF16}}) {
+    for (const bool neox : {false, true}) {
+      for (const int rope_dim : {kHeadDim, 32}) {
+        for (const int n : {1, 3}) {
+          SCOPED_TRACE(absl::StrFormat("%s/%s neox %d rope_dim %d tokens %d", GgmlTypeName(types.k),
+                                       GgmlTypeName(types.v), neox, rope_dim, n));
+          const RopeParams p{.n_heads = kHeads, .head_dim = kHeadDim, .rope_dim = rope_dim, .freq_base = 5e5f,
+                             .neox = neox};
+          const size_t k_bytes = RowBytes(types.k, kKvDim) * (kFirst + n), v_bytes = RowBytes(types.v, kKvDim) * (kFirst + n);
+          struct Out {
+            std::vector<float> q, k;
+            std::vector<uint8_t> keys, values;
+            uint64_t launches;
+          };
+          auto run = [&](bool fused) {
+            auto d_q = Upload(q), d_k = Upload(k), d_v = Upload(v);
+            auto keys = Upload(std::vector<uint8_t>(k_bytes, 0xAB)), values = Upload(std::vector<uint8_t>(v_bytes, 0xCD));
+            const cuda::ApiCounts before = cuda::CurrentApiCounts();
+            if (fused) {
+              EXPECT_TRUE(cuda::RopeQKAppend(d_q.get(), d_k.get(), d_pos.get(), n, p, kKvHeads, d_v.get(), keys.get(),
+                                             values.get(), kFirst, types, stream())
+                              .ok());
+            } else {
+              EXPECT_TRUE(cuda::RopeQK(d_q.get(), d_k.get(), d_pos.get(), n, p, kKvHeads, stream()).ok());
+              EXPECT_TRUE(cuda::KvAppend(d_k.get(), d_v.get(), n, kKvDim, keys.get(), values.get(), kFirst, types,
+                                         stream())
+                              .ok());
+            }
+            const uint64_t launches = (cuda::CurrentApiCounts() - before).launches;
+            return Out{d_q.Download(stream()), d_k.Download(stream()), keys.Download(stream()),
+                       values.Download(stream()), launches};
+          };
+          const Out apart = run(false), fused = run(true);
+          EXPECT_EQ(fused.launches, 1u);
+          EXPECT_EQ(apart.launches, 2u);
+          EXPECT_EQ(0, std::memcmp(fused.q.data(), apart.q.data(), q.size() * 4));
+          EXPECT_EQ(0, std::memcmp(fused.k.data(), apart.k.data(), k.size() * 4));
+          EXPECT_EQ(fused.keys, apart.keys);
+          EXPECT_EQ(fused.values, apart.values);
+        }
+      }
+    }
+  }
 }
 
 TEST_F(FusedCudaTest, RefusesWhatTheRoundingCannotHold) {
