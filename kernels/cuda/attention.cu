@@ -13,23 +13,33 @@
 // position's key and value are read from the cache row its mask maps it to.
 // So it gets that causal query's bits. A non-causal query is cut as the
 // causal query at the call's last position, first_pos + n_tokens - 1, and
-// gets its bits likewise. Three launches per round:
+// gets its bits likewise. One or two launches per round:
 //
-//  1. AttentionSplitKernel, stats pass, one block per (token, split, head):
-//     scores the split's positions and writes their max m and sum l of
-//     exp(score - m) to the split's record.
-//  2. AttentionSplitKernel, value pass, the same blocks: thread 0 reduces
-//     the query's records (m, l) in split order to its max M and sum S
-//     (SplitNorm: every block of a query computes the same floats), then the
-//     block scores again, weights each position by exp(score - M) / S and
-//     writes the weighted sum acc (head_dim) of its value rows to the record.
-//  3. AttentionCombineKernel, one block per (token, head): out = the sum of
-//     the query's acc over its splits, in split order.
+//  1. AttentionSplitKernel, stats pass, one block per (token, split, head).
+//     A query of one split (every query of a context up to kAttentionSplit:
+//     most decode steps) is done here whole: the block scores its positions,
+//     takes their max m and sum l of exp(score - m), weights each position
+//     by exp(score - m) / l and writes the weighted sum of its value rows to
+//     out. A query of more splits: the block writes its split's m and l to
+//     the split's record.
+//  2. AttentionSplitKernel, value pass, the blocks of queries of more than
+//     one split (launched only when the round has such a query): thread 0
+//     reduces the query's records (m, l) in split order to its max M and
+//     sum S (SplitNorm: every block of a query computes the same floats),
+//     then the block scores again, weights each position by exp(score - M)
+//     / S and writes the weighted sum acc (head_dim) of its value rows to the
+//     record. The last block of the query to finish (a counter per (token,
+//     head), zeroed by the stats pass) sums the query's acc over its splits,
+//     in split order, into out.
+// A one-split query's weights are the value pass's for M = m, S = l (the
+// same expressions), so a query's bits do not depend on which pass did it.
 //
 // Scratch: the records of every (token, split, head) of a round, packed by
 // token, then split, then head ("pairs" are the (token, split) pairs, counted
 // from token 0 of the call):
-//   record r = pair * n_heads + head, (head_dim + 2) floats: m, l, acc.
+//   record r = pair * n_heads + head, (head_dim + 3) floats: m, l, the
+//   count of value blocks done (an int, used in the query's split 0 only),
+//   acc.
 // A causal query's splits follow from its position, so the pairs are packed
 // tight (PairsBefore is a closed form). Non-causal queries all have the
 // last position's splits. A tree query's follow from its mask,
@@ -41,9 +51,9 @@
 // as many whole tokens as it holds; every block computes the same thing in
 // any round, so the bits do not change.
 //
-// out may be q: q[t] is read only by the split blocks of token t, and out[t]
-// is written only by the combine kernel, which runs after them (rounds cover
-// whole tokens, and the stream runs them in order).
+// out may be q: q[t] head h is read only by the split blocks of (t, h), and
+// out[t] head h is written by the one of them that finishes last (the only
+// one, for a one-split query), after every one of them has read it.
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -71,6 +81,9 @@ static_assert(kAttentionSplit % kSplitThreads == 0 && kMaxHeadDim % kSplitThread
 static_assert(kSplitThreads % kWarpSize == 0, "the block max and sum use full-warp shuffles");
 // The most blocks one launch may have (gridDim.x).
 constexpr int64_t kMaxGridBlocks = INT32_MAX;
+
+// Floats of a record before its acc: m, l and the done count.
+constexpr int kRecordHead = 3;
 
 // --- Split arithmetic (host and device) --------------------------------------
 
@@ -109,7 +122,7 @@ struct AttentionLaunch {
   int64_t k_row_bytes;
   int64_t v_row_bytes;
   float* out;                 // (n_tokens, n_heads * head_dim)
-  float* partials;            // the round's records, (pairs, n_heads, head_dim + 2)
+  float* partials;            // the round's records, (pairs, n_heads, kRecordHead + head_dim)
   SplitLayout layout;
   const uint64_t* tree_mask;  // (n_tokens) or nullptr: causal
   int tree_base;
@@ -149,7 +162,7 @@ __device__ __forceinline__ int RowOf(int pos, int contiguous, const int* tree_bi
 // in split order to the max M and 1 / S, S the sum of l_s * exp(m_s - M).
 __device__ __forceinline__ void SplitNorm(const AttentionLaunch& a, int t, int h, float* norm) {
   const int64_t n_splits = SplitsOf(ContextOf(a, t) - 1);
-  const size_t record_floats = static_cast<size_t>(a.head_dim) + 2;
+  const size_t record_floats = static_cast<size_t>(a.head_dim) + kRecordHead;
   const size_t split_stride = static_cast<size_t>(a.n_heads) * record_floats;
   const float* records = a.partials + (static_cast<size_t>(FirstRecordOf(a, t)) + h) * record_floats;
   float max = -INFINITY;
@@ -251,8 +264,12 @@ __global__ void __launch_bounds__(kSplitThreads) AttentionSplitKernel(AttentionL
       m = fmaxf(m, p[i]);
     }
   }
-  float* record = a.partials + static_cast<size_t>(blockIdx.x) * (head_dim + 2);
+  float* record = a.partials + static_cast<size_t>(blockIdx.x) * (head_dim + kRecordHead);
+  // The done count of the query's value blocks, in its split 0 record.
+  int* done = reinterpret_cast<int*>(record - static_cast<size_t>(split) * a.n_heads * (head_dim + kRecordHead) + 2);
 
+  const int64_t n_splits = SplitsOf(n_ctx - 1);
+  __shared__ float norm[2];
   if (!a.value_pass) {
     // Stats: the split's max, and the sum of exp(score - m).
     m = SplitBlockMax(m);
@@ -263,20 +280,29 @@ __global__ void __launch_bounds__(kSplitThreads) AttentionSplitKernel(AttentionL
       if (i < n) l += expf(p[i] - m);
     }
     l = BlockReduceSum(l);
-    if (threadIdx.x == 0) {
-      record[0] = m;
-      record[1] = l;
+    if (n_splits > 1) {
+      if (threadIdx.x == 0) {
+        record[0] = m;
+        record[1] = l;
+        if (split == 0) *done = 0;
+      }
+      return;
     }
-    return;
+    // The query's one split: SplitNorm's floats over this one record.
+    if (threadIdx.x == 0) {
+      const float max = fmaxf(-INFINITY, m);
+      norm[0] = max;
+      norm[1] = 1.0f / (0.0f + l * expf(m - max));
+    }
+  } else {
+    if (n_splits == 1) return;  // done by the stats pass
+    // Thread 0 reduces the query's split statistics to (M, 1 / S) first.
+    if (threadIdx.x == 0) SplitNorm(a, t, h, norm);
   }
+  __syncthreads();  // norm is written
 
   // Values: the normalized weights (rounded to fp16 over an fp16 V, as on the
-  // CPU), then acc = sum_i p[i] * v[i] in position order. Thread 0 reduces
-  // the query's split statistics to (M, 1 / S) first (SplitNorm: every
-  // block of the query gets the same floats).
-  __shared__ float norm[2];
-  if (threadIdx.x == 0) SplitNorm(a, t, h, norm);
-  __syncthreads();  // norm is written
+  // CPU), then acc = sum_i p[i] * v[i] in position order.
   const float max = norm[0], inv_sum = norm[1];
 #pragma unroll
   for (int j = 0; j < kPositionsPerThread; ++j) {
@@ -296,30 +322,36 @@ __global__ void __launch_bounds__(kSplitThreads) AttentionSplitKernel(AttentionL
       if (d < head_dim) acc[j] += p[i] * kv_blocks::Element<Types::kV>(v_row, first + d);
     }
   }
+  float* out_head = a.out + (static_cast<size_t>(t) * a.n_heads + h) * head_dim;
+  if (n_splits == 1) {
+#pragma unroll
+    for (int j = 0; j < kDimsPerThread; ++j) {
+      const int d = threadIdx.x + j * kSplitThreads;
+      if (d < head_dim) out_head[d] = 0.0f + acc[j];  // the sum over one split, as below
+    }
+    return;
+  }
 #pragma unroll
   for (int j = 0; j < kDimsPerThread; ++j) {
     const int d = threadIdx.x + j * kSplitThreads;
-    if (d < head_dim) record[2 + d] = acc[j];
+    if (d < head_dim) record[kRecordHead + d] = acc[j];
   }
-}
-
-// One block per (token, head) of the round: blockIdx.x = (t - first_token) *
-// n_heads + head. Each thread sums the token's records for its dimensions,
-// in split order (the weights are already normalized).
-// Launch: any blockDim.x.
-__global__ void AttentionCombineKernel(AttentionLaunch a) {
-  const int h = static_cast<int>(blockIdx.x % a.n_heads);
-  const int t = a.first_token + static_cast<int>(blockIdx.x / a.n_heads);
-  const int64_t n_splits = SplitsOf(ContextOf(a, t) - 1);
-  const size_t record_floats = static_cast<size_t>(a.head_dim) + 2;
+  // The query's last block to get here sums every split's acc, in split
+  // order (the weights are already normalized).
+  __threadfence();  // this block's acc is visible to the device before it counts
+  __shared__ bool last;
+  __syncthreads();  // every thread's acc is written and fenced
+  if (threadIdx.x == 0) last = atomicAdd(done, 1) == n_splits - 1;
+  __syncthreads();  // last is written
+  if (!last) return;
+  __threadfence();
+  const size_t record_floats = static_cast<size_t>(head_dim) + kRecordHead;
   const size_t split_stride = static_cast<size_t>(a.n_heads) * record_floats;  // between a token's splits
-  const float* records = a.partials + (static_cast<size_t>(FirstRecordOf(a, t)) + h) * record_floats;
-
-  float* out_head = a.out + (static_cast<size_t>(t) * a.n_heads + h) * a.head_dim;
-  for (int d = threadIdx.x; d < a.head_dim; d += blockDim.x) {
-    float acc = 0.0f;
-    for (int64_t s = 0; s < n_splits; ++s) acc += records[s * split_stride + 2 + d];
-    out_head[d] = acc;
+  const volatile float* records = a.partials + (static_cast<size_t>(FirstRecordOf(a, t)) + h) * record_floats;
+  for (int d = threadIdx.x; d < head_dim; d += kSplitThreads) {
+    float sum = 0.0f;
+    for (int64_t s = 0; s < n_splits; ++s) sum += records[s * split_stride + kRecordHead + d];
+    out_head[d] = sum;
   }
 }
 
@@ -342,7 +374,7 @@ SplitLayout LayoutOf(const AttentionParams& p) {
 // Bytes of the records of tokens [t0, t1).
 size_t RecordBytes(const AttentionParams& p, int t0, int t1) {
   const auto pairs = static_cast<size_t>(PairsBefore(LayoutOf(p), t1) - PairsBefore(LayoutOf(p), t0));
-  const size_t record_bytes = (static_cast<size_t>(p.head_dim) + 2) * sizeof(float);
+  const size_t record_bytes = (static_cast<size_t>(p.head_dim) + kRecordHead) * sizeof(float);
   return SaturatingMul(SaturatingMul(pairs, static_cast<size_t>(p.n_heads)), record_bytes);
 }
 
@@ -412,8 +444,6 @@ absl::Status Attention(const float* q, const void* k_cache, const void* v_cache,
                        .head_dim = p.head_dim,
                        .scale = p.scale,
                        .value_pass = false};
-  // Combine blocks: one thread per dimension, in whole warps.
-  const int combine_threads = (p.head_dim + kWarpSize - 1) / kWarpSize * kWarpSize;
   while (a.first_token < p.n_tokens) {
     // Grow the round while the next token's records fit.
     int end = a.first_token + 1;
@@ -423,18 +453,21 @@ absl::Status Attention(const float* q, const void* k_cache, const void* v_cache,
     }
     a.n_round_tokens = end - a.first_token;
     const auto split_blocks = static_cast<unsigned>(SplitBlocks(p, a.first_token, end));
-    const auto combine_blocks = static_cast<unsigned>(static_cast<int64_t>(a.n_round_tokens) * p.n_heads);
-    // Each kernel reads what the one before wrote: stream order.
+    // The round's last token has the most splits (tree and non-causal
+    // tokens all have as many): with one, the stats pass does everything.
+    const bool value_pass = SplitBlocks(p, end - 1, end) > p.n_heads;
+    // The value pass reads what the stats pass wrote: stream order.
     kv_blocks::Visit(p.types.k, [&](auto k) {
       kv_blocks::Visit(p.types.v, [&](auto v) {
         using Types = CacheTypes<decltype(k)::value, decltype(v)::value>;
         a.value_pass = false;
         OCTO_LAUNCH(AttentionSplitKernel<Types>, split_blocks, kSplitThreads, 0, exec.stream, a);
-        a.value_pass = true;
-        OCTO_LAUNCH(AttentionSplitKernel<Types>, split_blocks, kSplitThreads, 0, exec.stream, a);
+        if (value_pass) {
+          a.value_pass = true;
+          OCTO_LAUNCH(AttentionSplitKernel<Types>, split_blocks, kSplitThreads, 0, exec.stream, a);
+        }
       });
     });
-    OCTO_LAUNCH(AttentionCombineKernel, combine_blocks, combine_threads, 0, exec.stream, a);
     a.first_token = end;
   }
   return absl::OkStatus();

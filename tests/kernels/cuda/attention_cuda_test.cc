@@ -283,9 +283,9 @@ TEST_F(AttentionCudaTest, RoundsOfASmallScratchGiveTheSameBits) {
   }
 }
 
-// The records of every (token, split, head): (head_dim + 2) floats each.
+// The records of every (token, split, head): (head_dim + 3) floats each.
 TEST_F(AttentionCudaTest, ScratchBytesCountsEverySplitOfEveryToken) {
-  const size_t record = (64 + 2) * sizeof(float);
+  const size_t record = (64 + 3) * sizeof(float);
   EXPECT_EQ(cuda::AttentionScratchBytes(ParamsFor({1, 0, 8, 2, 64})), 8 * record);
   EXPECT_EQ(cuda::AttentionScratchBytes(ParamsFor({1, 255, 8, 2, 64})), 8 * record);
   EXPECT_EQ(cuda::AttentionScratchBytes(ParamsFor({1, 256, 8, 2, 64})), 2 * 8 * record);
@@ -444,10 +444,10 @@ TEST_F(AttentionCudaTreeTest, AnyMaskReadsOnlyTheRowsItNames) {
 
 // In tree mode every query is given the records of tree_base +
 // kMaxTreeAttentionRows positions: (tree_base + 63) / kAttentionSplit + 1
-// splits of n_heads records of (head_dim + 2) floats, whatever the masks
+// splits of n_heads records of (head_dim + 3) floats, whatever the masks
 // (the pointer is not read).
 TEST_F(AttentionCudaTreeTest, ScratchBytesIsTheBoundForEveryMask) {
-  const size_t record = (64 + 2) * sizeof(float);
+  const size_t record = (64 + 3) * sizeof(float);
   const uint64_t any_mask[1] = {};
   auto bytes = [&](int n_tokens, int tree_base) {
     return cuda::AttentionScratchBytes(testing::TreeParamsFor({n_tokens, tree_base, 8, 2, 64}, any_mask));
@@ -517,7 +517,7 @@ TEST_F(AttentionCudaTest, NonCausalMatchesCpu) {
 
 // Every non-causal query is given the last position's splits.
 TEST_F(AttentionCudaTest, NonCausalScratchBytesGivesEveryTokenTheLastPositionsSplits) {
-  const size_t record = (64 + 2) * sizeof(float);
+  const size_t record = (64 + 3) * sizeof(float);
   EXPECT_EQ(cuda::AttentionScratchBytes(NonCausal({10, 0, 8, 2, 64})), 10 * 8 * record);
   EXPECT_EQ(cuda::AttentionScratchBytes(NonCausal({10, 246, 8, 2, 64})), 10 * 8 * record);  // up to 255
   EXPECT_EQ(cuda::AttentionScratchBytes(NonCausal({10, 247, 8, 2, 64})), 10 * 2 * 8 * record);
@@ -535,9 +535,9 @@ TEST_F(AttentionCudaTest, RejectsBadArgumentsWithoutLaunching) {
   const DeviceInputs d = UploadInputs(in);
   auto out = Output<float>(in.q.size());
   const AttentionParams good = ParamsFor(ok);
-  // Two tokens of one split each, 4 heads, records of 8 + 2 floats.
+  // Two tokens of one split each, 4 heads, records of 8 + 3 floats.
   const size_t need = cuda::AttentionScratchBytes(good);
-  ASSERT_EQ(need, 2 * 4 * 10 * sizeof(float));
+  ASSERT_EQ(need, 2 * 4 * 11 * sizeof(float));
   const cuda::Exec exec = Exec(need);
   auto with = [&](auto change) {
     AttentionParams p = good;
@@ -597,9 +597,9 @@ TEST_F(AttentionCudaTest, RejectsBadArgumentsWithoutLaunching) {
          p.causal = false;
        }),
        exec, "a tree_mask needs causal"},
-      // The last token (position 2) has one split: 4 heads * (8 + 2) floats.
-      {q, k, v, out.get(), good, scratch(exec.scratch, 159), "exec.scratch_bytes (159) is less than 160"},
-      {q, k, v, out.get(), good, scratch(exec.scratch, 0), "exec.scratch_bytes (0) is less than 160"},
+      // The last token (position 2) has one split: 4 heads * (8 + 3) floats.
+      {q, k, v, out.get(), good, scratch(exec.scratch, 175), "exec.scratch_bytes (175) is less than 176"},
+      {q, k, v, out.get(), good, scratch(exec.scratch, 0), "exec.scratch_bytes (0) is less than 176"},
       {q, k, v, out.get(), good, scratch(nullptr, need), "exec.scratch is null"},
   };
   for (const Case& c : cases) {
