@@ -19,7 +19,7 @@ namespace {
 
 struct Counters {
   std::atomic<uint64_t> launches{0}, host_calls{0}, blocking_waits{0}, pageable_copies{0}, pageable_bytes{0},
-      allocations{0}, frees{0}, h2d_bytes{0}, d2h_bytes{0};
+      allocations{0}, frees{0}, h2d_bytes{0}, d2h_bytes{0}, graph_launches{0}, graph_captures{0};
 };
 
 Counters& Count() {
@@ -112,6 +112,8 @@ ApiCounts CurrentApiCounts() {
   n.frees = c.frees.load(std::memory_order_relaxed);
   n.h2d_bytes = c.h2d_bytes.load(std::memory_order_relaxed);
   n.d2h_bytes = c.d2h_bytes.load(std::memory_order_relaxed);
+  n.graph_launches = c.graph_launches.load(std::memory_order_relaxed);
+  n.graph_captures = c.graph_captures.load(std::memory_order_relaxed);
   return n;
 }
 
@@ -153,6 +155,12 @@ cudaError_t __real_cudaEventQuery(cudaEvent_t event);
 cudaError_t __real_cudaEventSynchronize(cudaEvent_t event);
 cudaError_t __real_cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end);
 cudaError_t __real_cudaDeviceSynchronize(void);
+cudaError_t __real_cudaStreamBeginCapture(cudaStream_t stream, cudaStreamCaptureMode mode);
+cudaError_t __real_cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t* graph);
+cudaError_t __real_cudaGraphInstantiate(cudaGraphExec_t* exec, cudaGraph_t graph, unsigned long long flags);
+cudaError_t __real_cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream);
+cudaError_t __real_cudaGraphExecDestroy(cudaGraphExec_t exec);
+cudaError_t __real_cudaGraphDestroy(cudaGraph_t graph);
 cudaError_t __real_cudaGetLastError(void);
 cudaError_t __real_cudaPeekAtLastError(void);
 cudaError_t __real_cudaMemGetInfo(size_t* free, size_t* total);
@@ -290,6 +298,34 @@ cudaError_t __wrap_cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_
 cudaError_t __wrap_cudaDeviceSynchronize(void) {
   Wait();
   return __real_cudaDeviceSynchronize();
+}
+
+// Graphs: a capture counts once (at its begin), a replay once.
+cudaError_t __wrap_cudaStreamBeginCapture(cudaStream_t stream, cudaStreamCaptureMode mode) {
+  Call();
+  Add(octo::cuda::Count().graph_captures);
+  return __real_cudaStreamBeginCapture(stream, mode);
+}
+cudaError_t __wrap_cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t* graph) {
+  Call();
+  return __real_cudaStreamEndCapture(stream, graph);
+}
+cudaError_t __wrap_cudaGraphInstantiate(cudaGraphExec_t* exec, cudaGraph_t graph, unsigned long long flags) {
+  Call();
+  return __real_cudaGraphInstantiate(exec, graph, flags);
+}
+cudaError_t __wrap_cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream) {
+  Call();
+  Add(octo::cuda::Count().graph_launches);
+  return __real_cudaGraphLaunch(exec, stream);
+}
+cudaError_t __wrap_cudaGraphExecDestroy(cudaGraphExec_t exec) {
+  Call();
+  return __real_cudaGraphExecDestroy(exec);
+}
+cudaError_t __wrap_cudaGraphDestroy(cudaGraph_t graph) {
+  Call();
+  return __real_cudaGraphDestroy(graph);
 }
 
 // Errors and the device.

@@ -30,8 +30,8 @@ struct ApiCounts {
   uint64_t frees = 0;        // cudaFree, cudaFreeHost, cudaHostUnregister
   uint64_t h2d_bytes = 0;    // host to device, pinned or not
   uint64_t d2h_bytes = 0;
-  uint64_t graph_launches = 0;  // CUDA graphs: none yet, so 0
-  uint64_t graph_captures = 0;
+  uint64_t graph_launches = 0;  // cudaGraphLaunch
+  uint64_t graph_captures = 0;  // cudaStreamBeginCapture
 
   ApiCounts operator-(const ApiCounts& earlier) const;
 };

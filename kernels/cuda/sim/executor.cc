@@ -174,6 +174,10 @@ uint64_t Executor::Enqueue(cudaStream_t stream, std::string what, std::function<
   std::vector<std::pair<CUstream_st*, uint64_t>> waits;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    if (auto capture = captures_.find(s); capture != captures_.end()) {
+      capture->second.ops.push_back(CapturedOp{std::move(what), std::move(op), always});
+      return 0;
+    }
     if (s == legacy_.get()) {
       for (CUstream_st* other : streams_) {
         if (other->blocking()) waits.emplace_back(other, other->last_ticket());

@@ -11,10 +11,12 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <set>
 #include <string>
+#include <vector>
 
 #include <cuda_runtime_api.h>
 
@@ -25,6 +27,13 @@
 #include "kernels/cuda/sim/stream.h"
 
 namespace octo::cuda_sim {
+
+// One operation a stream capture recorded (graph.cc): what Enqueue was given.
+struct CapturedOp {
+  std::string what;
+  std::function<void()> op;
+  bool always = false;
+};
 
 class Executor {
  public:
@@ -50,6 +59,18 @@ class Executor {
   // Waits for everything queued on every stream so far.
   void SynchronizeAll();
 
+  // Stream capture (graph.cc, README.md). While `stream` captures, Enqueue
+  // records what it is given (returning ticket 0) instead of queueing it.
+  // Begin: cudaErrorStreamCaptureUnsupported on the legacy stream,
+  // cudaErrorIllegalState if it captures already. End: the recorded
+  // operations; cudaErrorStreamCaptureInvalidated when a call the capture
+  // cannot hold was made meanwhile (Invalidate), cudaErrorIllegalState if it
+  // did not capture.
+  cudaError_t BeginCapture(cudaStream_t stream);
+  cudaError_t EndCapture(cudaStream_t stream, std::vector<CapturedOp>* ops);
+  bool Capturing(cudaStream_t stream);
+  void InvalidateCapture(cudaStream_t stream);
+
   // The sticky error (cudaSuccess if none) and its description.
   cudaError_t sticky_error();
   void Fail(cudaError_t error, const std::string& description);
@@ -69,6 +90,11 @@ class Executor {
   std::unique_ptr<GridRunner> grids_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<CUstream_st> legacy_;
   std::set<CUstream_st*> streams_ ABSL_GUARDED_BY(mu_);
+  struct Capture {
+    std::vector<CapturedOp> ops;
+    bool invalidated = false;
+  };
+  std::map<CUstream_st*, Capture> captures_ ABSL_GUARDED_BY(mu_);
   int next_stream_ ABSL_GUARDED_BY(mu_) = 1;
   cudaError_t sticky_ ABSL_GUARDED_BY(mu_) = cudaSuccess;
   std::string sticky_description_ ABSL_GUARDED_BY(mu_);

@@ -68,6 +68,14 @@ cudaError_t Copy(void* dst, const void* src, size_t count, cudaMemcpyKind kind, 
 
   // Pageable host memory: a copy from it reads the source now; one into it
   // is complete when the call returns. Pinned memory is truly asynchronous.
+  // A capture holds only what runs later as it was called: asynchronous
+  // copies between device and pinned memory.
+  if (ex.Capturing(stream) &&
+      (!asynchronous || kind == cudaMemcpyHostToHost || (kind == cudaMemcpyHostToDevice && !memory.IsPinned(src, count)) ||
+       (kind == cudaMemcpyDeviceToHost && !memory.IsPinned(dst, count)))) {
+    ex.InvalidateCapture(stream);
+    return Result(cudaErrorStreamCaptureUnsupported);
+  }
   std::shared_ptr<std::vector<unsigned char>> staging;
   const void* from = src;
   if (asynchronous && kind == cudaMemcpyHostToDevice && !memory.IsPinned(src, count)) {
@@ -101,6 +109,10 @@ cudaError_t Set(void* dst, int value, size_t count, cudaStream_t stream, bool as
   if (count == 0) return cudaSuccess;
   if (!ex.IsStream(stream) || !ex.memory().IsDeviceRange(dst, count)) return Result(cudaErrorInvalidValue);
   if (ex.sticky_error() != cudaSuccess) return Result(ex.sticky_error());
+  if (!asynchronous && ex.Capturing(stream)) {
+    ex.InvalidateCapture(stream);
+    return Result(cudaErrorStreamCaptureUnsupported);
+  }
   const std::chrono::microseconds delay = asynchronous ? ex.config().copy_delay : std::chrono::microseconds(0);
   std::string what = absl::StrFormat("%s (%d bytes) on %s", asynchronous ? "cudaMemsetAsync" : "cudaMemset", count,
                                      ex.Resolve(stream)->name());
@@ -214,20 +226,31 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream) {
   Ex().DestroyStream(stream);
   return cudaSuccess;
 }
+// A capturing stream cannot be waited for, and records no events (the
+// executor's graphs hold kernels, copies and fills): each such call ends the
+// capture's hope (cudaStreamEndCapture then fails).
+static cudaError_t RefusedInCapture(cudaStream_t stream) {
+  Ex().InvalidateCapture(stream);
+  return Result(cudaErrorStreamCaptureUnsupported);
+}
+
 cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
   if (!Ex().IsStream(stream)) return Result(cudaErrorInvalidResourceHandle);
+  if (Ex().Capturing(stream)) return RefusedInCapture(stream);
   CUstream_st* s = Ex().Resolve(stream);
   s->WaitDone(s->last_ticket());
   return Result(Ex().sticky_error());
 }
 cudaError_t cudaStreamQuery(cudaStream_t stream) {
   if (!Ex().IsStream(stream)) return Result(cudaErrorInvalidResourceHandle);
+  if (Ex().Capturing(stream)) return RefusedInCapture(stream);
   if (Ex().sticky_error() != cudaSuccess) return Result(Ex().sticky_error());
   CUstream_st* s = Ex().Resolve(stream);
   return s->Done(s->last_ticket()) ? cudaSuccess : cudaErrorNotReady;
 }
 cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int) {
   if (event == nullptr || !Ex().IsStream(stream)) return Result(cudaErrorInvalidResourceHandle);
+  if (Ex().Capturing(stream)) return RefusedInCapture(stream);
   const uint64_t generation = event->recorded();
   if (generation == 0) return cudaSuccess;  // never recorded: nothing to wait for
   Ex().Enqueue(stream, "cudaStreamWaitEvent", [event, generation] { event->WaitDone(generation); });
@@ -249,6 +272,7 @@ cudaError_t cudaEventDestroy(cudaEvent_t event) {
 }
 cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
   if (event == nullptr || !Ex().IsStream(stream)) return Result(cudaErrorInvalidResourceHandle);
+  if (Ex().Capturing(stream)) return RefusedInCapture(stream);
   const uint64_t generation = event->NewRecord();
   // Not skipped after a kernel failure, so nothing waiting on it hangs.
   Ex().Enqueue(stream, "cudaEventRecord", [event, generation] { event->Complete(generation); }, /*always=*/true);

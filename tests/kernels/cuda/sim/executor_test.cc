@@ -1,6 +1,7 @@
 // The host executor (kernels/cuda/sim) on its own: kernels broken on purpose
 // fail with the error named (the kernel, block and thread, and what), never
 // a hang; streams, events, copies and memory behave as the runtime API says.
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -12,6 +13,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "kernels/cuda/api_counts.h"
 #include "kernels/cuda/sim/config.h"
 #include "tests/kernels/cuda/sim/test_kernels.h"
 
@@ -348,6 +350,66 @@ TEST_F(ExecutorTest, CopiesCheckThatEachSideIsWhatTheKindSays) {
   EXPECT_EQ(cudaMemcpy(d.get(), host.data(), 128, cudaMemcpyHostToDevice), cudaErrorInvalidValue);  // past the end
   EXPECT_EQ(cudaMemcpy(d.get(), host.data(), 64, cudaMemcpyDefault), cudaSuccess);
   EXPECT_EQ(d.Get(), host);
+}
+
+// A captured copy, kernel and fill run only when the graph is launched, and
+// again at each launch, reading the pinned input as it is then; what a
+// capture cannot hold (a wait, an event, a pageable copy) is refused and
+// fails the capture.
+TEST_F(ExecutorTest, AGraphReplaysWhatItsCaptureRecorded) {
+  float* pinned = nullptr;
+  ASSERT_EQ(cudaMallocHost(reinterpret_cast<void**>(&pinned), 64 * sizeof(float)), cudaSuccess);
+  std::fill(pinned, pinned + 64, 1.0f);
+  Device<float> x(std::vector<float>(64, 0.0f)), sum(std::vector<float>(2, -1.0f));
+  const cuda::ApiCounts before = cuda::CurrentApiCounts();
+  ASSERT_EQ(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeGlobal), cudaSuccess);
+  cudaStreamCaptureStatus status;
+  ASSERT_EQ(cudaStreamIsCapturing(stream_, &status), cudaSuccess);
+  EXPECT_EQ(status, cudaStreamCaptureStatusActive);
+  ASSERT_EQ(cudaMemcpyAsync(x.get(), pinned, 64 * sizeof(float), cudaMemcpyHostToDevice, stream_), cudaSuccess);
+  ASSERT_EQ(sim_test::BlockSum(x.get(), sum.get(), 64, false, stream_), cudaSuccess);
+  ASSERT_EQ(cudaMemsetAsync(sum.get() + 1, 0, sizeof(float), stream_), cudaSuccess);
+  cudaGraph_t graph = nullptr;
+  ASSERT_EQ(cudaStreamEndCapture(stream_, &graph), cudaSuccess);
+  EXPECT_EQ(sum.Get(), (std::vector<float>{-1.0f, -1.0f})) << "a capture runs nothing";
+  cudaGraphExec_t exec = nullptr;
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  ASSERT_EQ(cudaGraphLaunch(exec, stream_), cudaSuccess);
+  ASSERT_EQ(Wait().first, cudaSuccess);
+  EXPECT_EQ(sum.Get(), (std::vector<float>{64.0f, 0.0f}));
+  std::fill(pinned, pinned + 64, 2.0f);  // the next replay copies the input as it is now
+  ASSERT_EQ(cudaGraphLaunch(exec, stream_), cudaSuccess);
+  ASSERT_EQ(Wait().first, cudaSuccess);
+  EXPECT_EQ(sum.Get()[0], 128.0f);
+  const cuda::ApiCounts counted = cuda::CurrentApiCounts() - before;
+  EXPECT_EQ(counted.graph_captures, 1u);
+  EXPECT_EQ(counted.graph_launches, 2u);
+  EXPECT_EQ(counted.launches, 1u) << "launched once, at the capture";
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+
+  // Refused in a capture, and the capture then fails.
+  std::vector<float> pageable(64, 1.0f);
+  cudaEvent_t event;
+  ASSERT_EQ(cudaEventCreate(&event), cudaSuccess);
+  auto refused = [&](auto call) {
+    ASSERT_EQ(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeGlobal), cudaSuccess);
+    EXPECT_EQ(call(), cudaErrorStreamCaptureUnsupported);
+    cudaGraph_t g = nullptr;
+    EXPECT_EQ(cudaStreamEndCapture(stream_, &g), cudaErrorStreamCaptureInvalidated);
+    EXPECT_EQ(g, nullptr);
+    cudaGetLastError();
+  };
+  refused([&] { return cudaStreamSynchronize(stream_); });
+  refused([&] { return cudaEventRecord(event, stream_); });
+  refused([&] { return cudaMemcpyAsync(x.get(), pageable.data(), 256, cudaMemcpyHostToDevice, stream_); });
+  refused([&] { return cudaStreamQuery(stream_); });
+  EXPECT_EQ(cudaStreamBeginCapture(nullptr, cudaStreamCaptureModeGlobal), cudaErrorStreamCaptureUnsupported);
+  cudaGraph_t none = nullptr;
+  EXPECT_EQ(cudaStreamEndCapture(stream_, &none), cudaErrorIllegalState) << "not capturing";
+  cudaGetLastError();
+  cudaEventDestroy(event);
+  cudaFreeHost(pinned);
 }
 
 }  // namespace
