@@ -124,6 +124,11 @@ inline absl::Status CheckAttentionArgs(const float* q, const void* k_cache, cons
   if (!k_type.ok()) return k_type;
   absl::Status v_type = KvRowCheck("Attention: types.v", p.types.v, kv_dim);
   if (!v_type.ok()) return v_type;
+  if (p.first_pos_at != nullptr && (p.tree_mask != nullptr || !p.causal || p.max_ctx < p.n_tokens)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "Attention: first_pos_at needs a causal step without tree_mask and max_ctx (%d) >= n_tokens (%d)",
+        p.max_ctx, p.n_tokens));
+  }
   // tree_mask itself is not read: it is device memory for the CUDA op.
   if (p.tree_mask != nullptr && !p.causal) {
     return absl::InvalidArgumentError("Attention: a tree_mask needs causal (a tree query sees its ancestors only)");

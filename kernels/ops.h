@@ -487,6 +487,15 @@ struct AttentionParams {
   bool causal = true;   // false: every query sees rows 0..first_pos + n_tokens - 1
   int tree_base = 0;    // with tree_mask: the cache row of mask bit 0
   KvCacheTypes types;   // the caches' encodings; rows of n_kv_heads * head_dim values
+  // A causal step's first position read when the op runs, not when it is
+  // called: *first_pos_at (backend memory) replaces first_pos, so one
+  // recorded launch (a CUDA graph) serves every decode step. Its positions
+  // must stay below max_ctx (the caches' capacity), which sizes the CUDA
+  // launch (splits of max_ctx positions, those past a query's own doing
+  // nothing); the CPU refuses a step past it. Not with tree_mask or
+  // !causal.
+  const int32_t* first_pos_at = nullptr;
+  int max_ctx = 0;
 };
 namespace cpu {
 absl::Status Attention(const float* q, const void* k_cache, const void* v_cache, float* out,
@@ -532,16 +541,18 @@ absl::Status Attention(const float* q, const void* k_cache, const void* v_cache,
 //   a NaN is some fp16 NaN (the CPU keeps its sign, as F16C does; CUDA's
 //   conversion gives its canonical NaN); a quantized block holding a NaN or
 //   an infinity has unspecified bytes.
+// first_pos_at non-null (backend memory): the rows start at *first_pos_at,
+// read when the op runs (first_pos is not used), as AttentionParams'.
 // Preconditions (INVALID_ARGUMENT): pointers non-null, n_tokens and kv_dim
 // positive, first_pos >= 0, each type a cache type whose blocks divide
 // kv_dim (KvRowCheck; the caches' size is not checkable here).
 namespace cpu {
 absl::Status KvAppend(const float* k, const float* v, int n_tokens, int kv_dim, void* k_cache, void* v_cache,
-                      int first_pos, KvCacheTypes types);
+                      int first_pos, KvCacheTypes types, const int32_t* first_pos_at = nullptr);
 }  // namespace cpu
 namespace cuda {
 absl::Status KvAppend(const float* k, const float* v, int n_tokens, int kv_dim, void* k_cache, void* v_cache,
-                      int first_pos, KvCacheTypes types, StreamHandle stream);
+                      int first_pos, KvCacheTypes types, StreamHandle stream, const int32_t* first_pos_at = nullptr);
 }  // namespace cuda
 
 // --- SiluMul (kernels/cpu/silu_mul.cc) -----------------------------------------

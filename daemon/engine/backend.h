@@ -127,8 +127,10 @@ class Backend {
   // two Rope calls; CUDA rotates both in one launch, bit for bit the same.
   virtual absl::Status RopeQK(float* q, float* k, const int32_t* positions, int n_tokens, const RopeParams& q_params,
                               int k_heads);
+  // first_pos_at: as ops.h's (the rows' start read when the op runs).
   virtual absl::Status KvAppend(const float* k, const float* v, int n_tokens, int kv_dim, void* k_cache,
-                                void* v_cache, int first_pos, KvCacheTypes types) = 0;
+                                void* v_cache, int first_pos, KvCacheTypes types,
+                                const int32_t* first_pos_at = nullptr) = 0;
   virtual absl::Status Attention(const float* q, const void* k_cache, const void* v_cache, float* out,
                                  const AttentionParams& p) = 0;
   virtual absl::Status SiluMul(const float* gate, const float* up, float* out, int64_t n) = 0;

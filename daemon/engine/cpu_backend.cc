@@ -90,8 +90,8 @@ absl::Status CpuBackend::Rope(float* x, const int32_t* positions, int n_tokens, 
   return cpu::Rope(x, positions, n_tokens, p);
 }
 absl::Status CpuBackend::KvAppend(const float* k, const float* v, int n_tokens, int kv_dim, void* k_cache,
-                                  void* v_cache, int first_pos, KvCacheTypes types) {
-  return cpu::KvAppend(k, v, n_tokens, kv_dim, k_cache, v_cache, first_pos, types);
+                                  void* v_cache, int first_pos, KvCacheTypes types, const int32_t* first_pos_at) {
+  return cpu::KvAppend(k, v, n_tokens, kv_dim, k_cache, v_cache, first_pos, types, first_pos_at);
 }
 absl::Status CpuBackend::Attention(const float* q, const void* k_cache, const void* v_cache, float* out,
                                    const AttentionParams& p) {

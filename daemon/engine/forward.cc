@@ -218,17 +218,26 @@ absl::Status ForwardLlama(const ModelView& model, std::span<const SequenceStep> 
         const int first_pos = step.kv->size();
         uint8_t* k_cache = step.kv->keys(static_cast<int>(layer));
         uint8_t* v_cache = step.kv->values(static_cast<int>(layer));
+        const bool tree = !step.tree_mask.empty();
+        // A decode step's position is read from the device's copy of the
+        // positions when the ops run (AttentionParams::first_pos_at), so the
+        // ops' arguments stay the same from token to token and a recorded
+        // step replays (CUDA graphs; the cache's capacity bounds the
+        // position). Longer steps pass theirs.
+        const int32_t* first_pos_at = !tree && n_new == 1 ? s.pos.data() + row : nullptr;
+        const int call_first_pos = first_pos_at != nullptr ? 0 : first_pos;
         OCTO_RETURN_IF_ERROR(backend.KvAppend(s.k.data() + static_cast<size_t>(row) * kv_dim,
                                               s.v.data() + static_cast<size_t>(row) * kv_dim, n_new, kv_dim, k_cache,
-                                              v_cache, first_pos, step.kv->types()));
-        const bool tree = !step.tree_mask.empty();
-        const AttentionParams ap{.n_tokens = n_new, .first_pos = first_pos,
+                                              v_cache, call_first_pos, step.kv->types(), first_pos_at));
+        const AttentionParams ap{.n_tokens = n_new, .first_pos = call_first_pos,
                                  .n_heads = static_cast<int>(c.n_heads),
                                  .n_kv_heads = static_cast<int>(c.n_kv_heads), .head_dim = head_dim,
                                  .scale = 1.0f / std::sqrt(static_cast<float>(head_dim)),
                                  .tree_mask = tree ? s.tree_mask.data() + row : nullptr,
                                  .tree_base = tree ? step.tree_base : 0,
-                                 .types = step.kv->types()};
+                                 .types = step.kv->types(),
+                                 .first_pos_at = first_pos_at,
+                                 .max_ctx = step.kv->capacity()};
         OCTO_RETURN_IF_ERROR(backend.Attention(s.q.data() + static_cast<size_t>(row) * q_dim, k_cache, v_cache,
                                                s.att.data() + static_cast<size_t>(row) * q_dim, ap));
         row += n_new;

@@ -217,9 +217,17 @@ AttentionKernels PortableAttentionKernels() {
 }
 
 absl::Status Attention(const float* q, const void* k_cache, const void* v_cache, float* out,
-                       const AttentionParams& p, const Exec& exec) {
-  absl::Status args = CheckAttentionArgs(q, k_cache, v_cache, out, p);
+                       const AttentionParams& params, const Exec& exec) {
+  absl::Status args = CheckAttentionArgs(q, k_cache, v_cache, out, params);
   if (!args.ok()) return args;
+  AttentionParams p = params;
+  if (p.first_pos_at != nullptr) {  // the step's position, now
+    p.first_pos = *p.first_pos_at;
+    if (p.first_pos < 0 || int64_t{p.first_pos} + p.n_tokens > p.max_ctx) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "Attention: *first_pos_at (%d) + n_tokens (%d) is past max_ctx (%d)", p.first_pos, p.n_tokens, p.max_ctx));
+    }
+  }
   // The CPU can read the masks, so it refuses a query that sees no row of
   // the tree (its own row at least belongs in its mask).
   if (p.tree_mask != nullptr) {

@@ -32,7 +32,8 @@ void AppendRows(const float* x, int n_tokens, int kv_dim, GgmlType type, void* c
 }  // namespace
 
 absl::Status KvAppend(const float* k, const float* v, int n_tokens, int kv_dim, void* k_cache, void* v_cache,
-                      int first_pos, KvCacheTypes types) {
+                      int first_pos, KvCacheTypes types, const int32_t* first_pos_at) {
+  if (first_pos_at != nullptr) first_pos = *first_pos_at;  // the step's position, now
   absl::Status args = CheckKvAppendArgs(k, v, n_tokens, kv_dim, k_cache, v_cache, first_pos, types);
   if (!args.ok()) return args;
   AppendRows(k, n_tokens, kv_dim, types.k, k_cache, first_pos);

@@ -125,6 +125,7 @@ struct AttentionLaunch {
   float* partials;            // the round's records, (pairs, n_heads, kRecordHead + head_dim)
   SplitLayout layout;
   const uint64_t* tree_mask;  // (n_tokens) or nullptr: causal
+  const int32_t* first_pos_at;  // causal: the first position, read here (AttentionParams), or null: layout's
   int tree_base;
   int all_ctx;                // non-causal: the positions every query sees; 0 when causal
   int first_token;            // the round's first token
@@ -146,7 +147,7 @@ __host__ __device__ __forceinline__ int64_t FirstRecordOf(const AttentionLaunch&
 __device__ __forceinline__ int ContextOf(const AttentionLaunch& a, int t) {
   if (a.tree_mask != nullptr) return a.tree_base + __popcll(a.tree_mask[t]);
   if (a.all_ctx > 0) return a.all_ctx;
-  return a.layout.first_pos + t + 1;
+  return (a.first_pos_at != nullptr ? *a.first_pos_at : a.layout.first_pos) + t + 1;
 }
 
 // The cache row of (logical) position pos of a query. Its positions below
@@ -368,6 +369,9 @@ SplitLayout LayoutOf(const AttentionParams& p) {
     return {p.first_pos, static_cast<int>(SplitsOf(static_cast<int64_t>(p.tree_base) + kMaxTreeAttentionRows - 1))};
   }
   if (!p.causal) return {p.first_pos, static_cast<int>(SplitsOf(static_cast<int64_t>(p.first_pos) + p.n_tokens - 1))};
+  // The first position read on the device: every query is given the splits
+  // of max_ctx positions, as a tree query is.
+  if (p.first_pos_at != nullptr) return {0, static_cast<int>(SplitsOf(static_cast<int64_t>(p.max_ctx) - 1))};
   return {p.first_pos, 0};
 }
 
@@ -396,6 +400,7 @@ size_t AttentionScratchBytes(const AttentionParams& p) {
                                  static_cast<int64_t>(p.tree_base) + kMaxTreeAttentionRows > INT32_MAX)) {
     return 0;  // likewise
   }
+  if (p.first_pos_at != nullptr && (p.tree_mask != nullptr || !p.causal || p.max_ctx < p.n_tokens)) return 0;
   return RecordBytes(p, 0, p.n_tokens);
 }
 
@@ -435,6 +440,7 @@ absl::Status Attention(const float* q, const void* k_cache, const void* v_cache,
                        .partials = static_cast<float*>(exec.scratch),
                        .layout = LayoutOf(p),
                        .tree_mask = p.tree_mask,
+                       .first_pos_at = p.first_pos_at,
                        .tree_base = p.tree_base,
                        .all_ctx = p.causal ? 0 : p.first_pos + p.n_tokens,
                        .first_token = 0,

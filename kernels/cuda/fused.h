@@ -37,11 +37,11 @@ absl::Status MatMulGroup(std::span<const WeightMatrix> ws, const float* x, std::
                          int n_tokens, const Exec& exec, const ActQ8Out& rounded);
 
 // RopeQK (ops.h) then KvAppend of the rotated k and of v (k_heads *
-// p.head_dim wide) into the caches at first_pos, in one launch: the bytes
-// and values of the two. The preconditions of both.
+// p.head_dim wide) into the caches at first_pos (or *first_pos_at), in one
+// launch: the bytes and values of the two. The preconditions of both.
 absl::Status RopeQKAppend(float* q, float* k, const int32_t* positions, int n_tokens, const RopeParams& p,
                           int k_heads, const float* v, void* k_cache, void* v_cache, int first_pos, KvCacheTypes types,
-                          StreamHandle stream);
+                          StreamHandle stream, const int32_t* first_pos_at = nullptr);
 
 // The rule by which MatMulGroup on ws rounds x in one decode launch of
 // n_tokens, when that is one rule for all (at least one quantized matrix, no

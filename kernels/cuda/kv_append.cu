@@ -27,8 +27,8 @@ __global__ void KvAppendKernel(const float* k,  // (n_tokens, kv_dim)
                                AppendTarget keys, AppendTarget values, int kv_dim, int64_t units, int64_t n) {
   for (int64_t i = GridStrideBegin(); i < n; i += GridStrideStep()) {
     const int64_t t = i / units, u = i % units;
-    if (u < keys.units) kv_blocks::EncodeUnit(keys.type, k + t * kv_dim, keys.rows + t * keys.row_bytes, u);
-    if (u < values.units) kv_blocks::EncodeUnit(values.type, v + t * kv_dim, values.rows + t * values.row_bytes, u);
+    if (u < keys.units) kv_blocks::EncodeUnit(keys.type, k + t * kv_dim, keys.Row(t), u);
+    if (u < values.units) kv_blocks::EncodeUnit(values.type, v + t * kv_dim, values.Row(t), u);
   }
 }
 
@@ -37,11 +37,12 @@ __global__ void KvAppendKernel(const float* k,  // (n_tokens, kv_dim)
 // --- Launchers ---------------------------------------------------------------
 
 absl::Status KvAppend(const float* k, const float* v, int n_tokens, int kv_dim, void* k_cache, void* v_cache,
-                      int first_pos, KvCacheTypes types, StreamHandle stream) {
+                      int first_pos, KvCacheTypes types, StreamHandle stream, const int32_t* first_pos_at) {
+  if (first_pos_at != nullptr) first_pos = 0;  // read on the device
   absl::Status args = CheckKvAppendArgs(k, v, n_tokens, kv_dim, k_cache, v_cache, first_pos, types);
   if (!args.ok()) return args;
-  const AppendTarget keys = TargetOf(k_cache, types.k, kv_dim, first_pos);
-  const AppendTarget values = TargetOf(v_cache, types.v, kv_dim, first_pos);
+  const AppendTarget keys = TargetOf(k_cache, types.k, kv_dim, first_pos, first_pos_at);
+  const AppendTarget values = TargetOf(v_cache, types.v, kv_dim, first_pos, first_pos_at);
   const int64_t units = keys.units > values.units ? keys.units : values.units;
   const int64_t n = static_cast<int64_t>(n_tokens) * units;
   OCTO_LAUNCH(KvAppendKernel, ElementwiseBlocks(n), kElementwiseThreads, 0, stream, k, v, keys, values, kv_dim,

@@ -97,8 +97,8 @@ __global__ void RopeAppendKernel(float* q, float* k, const float* v, const int32
   const float* v_token = v + static_cast<size_t>(blockIdx.x) * kv_dim;
   const int64_t units = keys.units > values.units ? keys.units : values.units;
   for (int64_t u = threadIdx.x; u < units; u += blockDim.x) {
-    if (u < keys.units) kv_blocks::EncodeUnit(keys.type, k_token, keys.rows + blockIdx.x * keys.row_bytes, u);
-    if (u < values.units) kv_blocks::EncodeUnit(values.type, v_token, values.rows + blockIdx.x * values.row_bytes, u);
+    if (u < keys.units) kv_blocks::EncodeUnit(keys.type, k_token, keys.Row(blockIdx.x), u);
+    if (u < values.units) kv_blocks::EncodeUnit(values.type, v_token, values.Row(blockIdx.x), u);
   }
 }
 
@@ -164,16 +164,17 @@ absl::Status RopeQK(float* q, float* k, const int32_t* positions, int n_tokens, 
 
 absl::Status RopeQKAppend(float* q, float* k, const int32_t* positions, int n_tokens, const RopeParams& p,
                           int k_heads, const float* v, void* k_cache, void* v_cache, int first_pos, KvCacheTypes types,
-                          StreamHandle stream) {
+                          StreamHandle stream, const int32_t* first_pos_at) {
   if (absl::Status args = CheckRopeQK(q, k, positions, n_tokens, p, k_heads); !args.ok()) return args;
+  if (first_pos_at != nullptr) first_pos = 0;  // read on the device
   const int kv_dim = k_heads * p.head_dim;
   if (absl::Status args = CheckKvAppendArgs(k, v, n_tokens, kv_dim, k_cache, v_cache, first_pos, types); !args.ok()) {
     return args;
   }
   const RopeShape shape = ShapeFor(static_cast<int64_t>(p.n_heads) * (p.rope_dim / 2));
   OCTO_LAUNCH(RopeAppendKernel, dim3(n_tokens, shape.blocks + 1), shape.threads, 0, stream, q, k, v, positions, p,
-              ThetaScale(p), k_heads, TargetOf(k_cache, types.k, kv_dim, first_pos),
-              TargetOf(v_cache, types.v, kv_dim, first_pos));
+              ThetaScale(p), k_heads, TargetOf(k_cache, types.k, kv_dim, first_pos, first_pos_at),
+              TargetOf(v_cache, types.v, kv_dim, first_pos, first_pos_at));
   return absl::OkStatus();
 }
 

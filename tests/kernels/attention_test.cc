@@ -110,6 +110,26 @@ TEST(AttentionCpuTest, MatchesDoublePrecisionReference) {
 // (h / group + 1) times the sum of its weights, which is 1 to within the fp16
 // rounding of each weight (2^-11 relative): the output names the kv head the
 // query head read (a neighbour's value is off by 1/8 or more).
+// first_pos_at: the position read when the op runs gives the passed
+// position's bits; a step past max_ctx is refused.
+TEST(AttentionCpuTest, APositionReadWhenTheOpRunsGivesThePassedPositionsBits) {
+  const testing::AttentionShape s = {1, 300, 4, 2, 64};
+  const testing::AttentionInputs in = testing::RandomAttentionInputs(s, 5);
+  std::vector<float> want(in.q.size()), got(in.q.size());
+  ASSERT_TRUE(cpu::Attention(in.q.data(), in.k.data(), in.v.data(), want.data(), ParamsFor(s), {}).ok());
+  const int32_t position = 300;
+  AttentionParams p = ParamsFor(s);
+  p.first_pos = 0;
+  p.first_pos_at = &position;
+  p.max_ctx = 512;
+  ASSERT_TRUE(cpu::Attention(in.q.data(), in.k.data(), in.v.data(), got.data(), p, {}).ok());
+  EXPECT_EQ(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)), 0);
+  p.max_ctx = 300;
+  const absl::Status past = cpu::Attention(in.q.data(), in.k.data(), in.v.data(), got.data(), p, {});
+  EXPECT_EQ(past.code(), absl::StatusCode::kInvalidArgument) << past;
+  EXPECT_NE(past.message().find("max_ctx"), std::string::npos) << past;
+}
+
 TEST(AttentionCpuTest, QueryHeadsReadTheirGroupsKvHead) {
   const int n_heads = 8;
   for (int n_kv_heads : {8, 4, 1}) {

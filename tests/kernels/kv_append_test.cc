@@ -39,6 +39,19 @@ TEST(KvAppendCpuTest, StoresRoundedRowsAtFirstPos) {
   }
 }
 
+TEST(KvAppendCpuTest, AFirstRowReadWhenTheOpRunsIsTheOnePassed) {
+  const int kv_dim = 32, n_tokens = 2, rows = 8;
+  const std::vector<float> k = testing::RandomVector(n_tokens * kv_dim, -2, 2, 3), v = testing::RandomVector(n_tokens * kv_dim, -2, 2, 4);
+  std::vector<uint8_t> want_k(rows * RowBytes(GgmlType::kQ8_0, kv_dim), 0xAB), want_v(rows * kv_dim * 2, 0xAB);
+  std::vector<uint8_t> got_k = want_k, got_v = want_v;
+  const KvCacheTypes types{GgmlType::kQ8_0, GgmlType::kF16};
+  ASSERT_TRUE(cpu::KvAppend(k.data(), v.data(), n_tokens, kv_dim, want_k.data(), want_v.data(), 5, types).ok());
+  const int32_t position = 5;
+  ASSERT_TRUE(cpu::KvAppend(k.data(), v.data(), n_tokens, kv_dim, got_k.data(), got_v.data(), 0, types, &position).ok());
+  EXPECT_EQ(got_k, want_k);
+  EXPECT_EQ(got_v, want_v);
+}
+
 TEST(KvAppendCpuTest, RejectsBadArguments) {
   float k[4] = {}, v[4] = {};
   uint16_t kc[4] = {}, vc[4] = {};

@@ -270,15 +270,16 @@ absl::Status CudaBackend::RopeQK(float* q, float* k, const int32_t* positions, i
                    .rope = HeldRope{q, k, positions, n_tokens, q_params, k_heads}});
 }
 absl::Status CudaBackend::KvAppend(const float* k, const float* v, int n_tokens, int kv_dim, void* k_cache,
-                                   void* v_cache, int first_pos, KvCacheTypes types) {
+                                   void* v_cache, int first_pos, KvCacheTypes types, const int32_t* first_pos_at) {
   if (held_.rope && held_error_.ok() && held_.rope->k == k && held_.rope->n_tokens == n_tokens &&
       int64_t{held_.rope->k_heads} * held_.rope->p.head_dim == kv_dim) {
     const HeldRope r = *std::exchange(held_, Held{}).rope;
     return Op("RopeQK + KvAppend", cuda::RopeQKAppend(r.q, r.k, r.positions, r.n_tokens, r.p, r.k_heads, v, k_cache,
-                                                      v_cache, first_pos, types, stream_.get()));
+                                                      v_cache, first_pos, types, stream_.get(), first_pos_at));
   }
   OCTO_RETURN_IF_ERROR(LaunchHeld());
-  return Op("KvAppend", cuda::KvAppend(k, v, n_tokens, kv_dim, k_cache, v_cache, first_pos, types, stream_.get()));
+  return Op("KvAppend",
+            cuda::KvAppend(k, v, n_tokens, kv_dim, k_cache, v_cache, first_pos, types, stream_.get(), first_pos_at));
 }
 absl::Status CudaBackend::Attention(const float* q, const void* k_cache, const void* v_cache, float* out,
                                     const AttentionParams& p) {

@@ -92,7 +92,7 @@ class CudaBackend : public Backend {
   absl::Status RopeQK(float* q, float* k, const int32_t* positions, int n_tokens, const RopeParams& q_params,
                       int k_heads) override;  // one launch (cuda::RopeQK)
   absl::Status KvAppend(const float* k, const float* v, int n_tokens, int kv_dim, void* k_cache,
-                        void* v_cache, int first_pos, KvCacheTypes types) override;
+                        void* v_cache, int first_pos, KvCacheTypes types, const int32_t* first_pos_at = nullptr) override;
   absl::Status Attention(const float* q, const void* k_cache, const void* v_cache, float* out,
                          const AttentionParams& p) override;
   absl::Status SiluMul(const float* gate, const float* up, float* out, int64_t n) override;

@@ -295,6 +295,39 @@ TEST_F(AttentionCudaTest, ScratchBytesCountsEverySplitOfEveryToken) {
 
 // out == q: every query is read before its output is written, across the
 // splits, the combine and the rounds.
+// A decode step whose position is read on the device (first_pos_at, the
+// launch sized by max_ctx) gets the bits of the same step passed its
+// position: within one split, at and past a split edge, several splits in.
+TEST_F(AttentionCudaTest, APositionReadOnTheDeviceGivesThePassedPositionsBits) {
+  for (const int first_pos : {0, 100, 255, 256, 700}) {
+    SCOPED_TRACE(first_pos);
+    const Shape s = {1, first_pos, 4, 2, 64};
+    const DeviceInputs d = UploadInputs(RandomInputs(s, 30 + first_pos, /*extra_rows=*/1024 - first_pos - 1));
+    const std::vector<float> want = Run(d, s);
+    auto position = Upload(std::vector<int32_t>{first_pos});
+    AttentionParams p = ParamsFor(s);
+    p.first_pos = 0;
+    p.first_pos_at = position.get();
+    p.max_ctx = 1024;
+    const std::vector<float> got = Run(d, p);
+    EXPECT_EQ(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)), 0);
+  }
+  // Refused: a bound below the step, or with a tree or non-causal.
+  const Shape s = {2, 0, 4, 2, 8};
+  const DeviceInputs d = UploadInputs(RandomInputs(s, 3));
+  auto position = Upload(std::vector<int32_t>{0});
+  AttentionParams p = ParamsFor(s);
+  p.first_pos_at = position.get();
+  p.max_ctx = 1;
+  auto out = Output<float>(d.q.size());
+  testing::ExpectInvalidArgument(cuda::Attention(d.q.get(), d.k.get(), d.v.get(), out.get(), p, Exec(1 << 16)),
+                                 "Attention", "first_pos_at");
+  p.max_ctx = 8;
+  p.causal = false;
+  testing::ExpectInvalidArgument(cuda::Attention(d.q.get(), d.k.get(), d.v.get(), out.get(), p, Exec(1 << 16)),
+                                 "Attention", "first_pos_at");
+}
+
 TEST_F(AttentionCudaTest, OutMayBeQ) {
   const Shape s = {40, 230, 4, 2, 24};
   const Inputs in = RandomInputs(s, 8);

@@ -106,6 +106,14 @@ TEST_F(KvAppendCudaTest, QuantizedRowsMatchCpuByteForByte) {
                       .ok());
       EXPECT_TRUE(d_k_cache.Download(stream()) == want_k) << GgmlTypeName(kt) << " keys differ";
       EXPECT_TRUE(d_v_cache.Download(stream()) == want_v) << GgmlTypeName(vt) << " values differ";
+      // The first row read on the device (first_pos_at; first_pos unused).
+      auto k_at = Upload(std::vector<uint8_t>(want_k.size(), 0x5A)), v_at = Upload(std::vector<uint8_t>(want_v.size(), 0x5A));
+      auto position = Upload(std::vector<int32_t>{first_pos});
+      ASSERT_TRUE(cuda::KvAppend(d_k.get(), d_v.get(), n_tokens, kv_dim, k_at.get(), v_at.get(), 0, {kt, vt}, stream(),
+                                 position.get())
+                      .ok());
+      EXPECT_TRUE(k_at.Download(stream()) == want_k) << GgmlTypeName(kt) << " keys differ (first_pos_at)";
+      EXPECT_TRUE(v_at.Download(stream()) == want_v) << GgmlTypeName(vt) << " values differ (first_pos_at)";
     }
   }
 }
