@@ -85,7 +85,8 @@ absl::StatusOr<std::unique_ptr<LoadedModel>> LoadedModel::Load(const ModelLoadOp
   OCTO_ASSIGN_OR_RETURN(m->backend_, CreateBackend(BackendChoice{.kind = options.backend,
                                                                  .gpu = options.gpu,
                                                                  .n_threads = options.n_threads,
-                                                                 .allow_simd = options.allow_simd}));
+                                                                 .allow_simd = options.allow_simd,
+                                                                 .cuda_graphs = options.vram.cuda_graphs}));
   m->dir_ = options.dir;
   m->vram_ = options.vram;
   m->vram_.pin_first = options.residency.pin_first;
@@ -194,6 +195,9 @@ void LoadedModel::AddDeviceReport(ResidencyReport& report, std::vector<LayerRepo
   d.timing_every = s.timing_every;
   d.unpinned_bytes = s.unpinned_bytes;
   d.pin_error = s.pin_error;
+  d.graph_captures = s.graph_captures;
+  d.graph_replays = s.graph_replays;
+  d.eager_passes = s.eager_passes;
   // Rates and averages from the timed uses (one in timing_every).
   d.h2d_gbps = s.copy_seconds > 0 ? s.timed_copied_bytes / s.copy_seconds / 1e9 : 0;
   d.overlap = s.copy_seconds > 0 ? std::clamp(1.0 - s.wait_seconds / s.copy_seconds, 0.0, 1.0) : 0;

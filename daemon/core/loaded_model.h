@@ -33,6 +33,7 @@ struct VramSettings {
   bool auto_budget = true;       // free VRAM at load - kv_budget - workspaces - kVramReserveBytes
   uint64_t budget_bytes = 0;     // when !auto_budget
   uint32_t staging_buffers = kDefaultStagingBuffers;
+  bool cuda_graphs = true;       // decode passes replayed as CUDA graphs
   uint64_t kv_budget_bytes = 0;  // what auto leaves for the sessions' caches
   int pass_rows = 512;           // the most rows a pass carries: auto leaves room for their workspaces
   uint32_t pin_first = 1, pin_last = 1;  // the residency pins: these layers go to VRAM first

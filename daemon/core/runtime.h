@@ -73,6 +73,7 @@ struct RuntimeOptions {
   // the KV budget, the workspaces and kVramReserveBytes.
   uint64_t vram_budget_bytes = 0;
   uint32_t staging_buffers = 3;     // device staging buffers, >= 2 (the prefetch depth; kDefaultStagingBuffers)
+  bool cuda_graphs = true;          // decode passes replayed as CUDA graphs (--no-cuda-graphs: launch by launch)
   // Residency (SetResidency changes these at run time).
   uint32_t pin_first = 1;
   uint32_t pin_last = 1;
@@ -304,6 +305,7 @@ struct DeviceReport {
   uint32_t timing_every = 0;      // layers' copy and compute times come from one use in this many
   uint64_t unpinned_bytes = 0;    // host layer memory cudaHostRegister refused: copied as pageable
   std::string pin_error;          // its error ("" when all is pinned)
+  uint64_t graph_captures = 0, graph_replays = 0, eager_passes = 0;  // CUDA graphs (step_graphs.h)
 };
 
 // Selective expert streaming (two-phase MoE layers; empty otherwise).

@@ -67,6 +67,7 @@ RuntimeImpl::RuntimeImpl(const RuntimeOptions& options, LayerStreamFactory facto
   v.auto_budget = options.vram_budget_bytes == 0;
   v.budget_bytes = options.vram_budget_bytes;
   v.staging_buffers = options.staging_buffers;
+  v.cuda_graphs = options.cuda_graphs;
   v.kv_budget_bytes = options.kv_budget_bytes;
   // A pass's rows: the generations' (at least kMinPassTokens) and embedding inputs' beside them.
   v.pass_rows = static_cast<int>(std::max<uint32_t>(kMinPassTokens, options.prefill_chunk) +

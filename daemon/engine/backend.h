@@ -93,6 +93,11 @@ class Backend {
   // backend -> backend.
   virtual absl::Status Copy(void* dst, const void* src, size_t bytes) = 0;
 
+  // Queues on the device every launch the backend keeps back (CUDA: a pass
+  // being recorded as a graph). A pass that fails calls it, so nothing
+  // kept outlives the pass's memory.
+  virtual absl::Status Flush() { return absl::OkStatus(); }
+
   // The rows of the next MatMuls come in these groups, one per sequence of
   // the batch, in order (the forward pass says so before the layers, and
   // again before lm_head). A backend whose matmul rounds by the number of

@@ -71,6 +71,7 @@ absl::StatusOr<std::shared_ptr<Backend>> CreateBackend(const BackendChoice& choi
   if (!cuda) return std::make_shared<CpuBackend>(choice.n_threads, choice.allow_simd);
 #if defined(OCTO_HAVE_CUDA)
   OCTO_ASSIGN_OR_RETURN(std::shared_ptr<CudaBackend> backend, CudaBackend::Create(choice.gpu));
+  backend->set_graphs(choice.cuda_graphs);
   return std::shared_ptr<Backend>(std::move(backend));
 #else
   return absl::FailedPreconditionError("backend cuda: this build has no CUDA backend (built without nvcc)");

@@ -171,11 +171,17 @@ absl::Status ForwardEncoder(const ModelView& model, std::span<const SequenceStep
 
 absl::Status ForwardModel(const ModelView& model, std::span<const SequenceStep> batch, RunState& s, Backend& backend,
                           std::vector<float>& logits, std::vector<float>* hidden) {
+  absl::Status status;
   if (IsEncoderArchitecture(model.config->architecture)) {
     logits.clear();
-    return ForwardEncoder(model, batch, s, backend, hidden);
+    status = ForwardEncoder(model, batch, s, backend, hidden);
+  } else {
+    status = ForwardLlama(model, batch, s, backend, logits, hidden);
   }
-  return ForwardLlama(model, batch, s, backend, logits, hidden);
+  // A failed pass ends before its Download: what the backend kept of it is
+  // launched now (as it would have been without graphs).
+  if (!status.ok()) backend.Flush().IgnoreError();
+  return status;
 }
 
 }  // namespace octo

@@ -15,7 +15,8 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Open(const std::string& dir, const
   OCTO_ASSIGN_OR_RETURN(model->backend_, CreateBackend(BackendChoice{.kind = options.backend,
                                                                      .gpu = options.gpu,
                                                                      .n_threads = options.n_threads,
-                                                                     .allow_simd = options.allow_simd}));
+                                                                     .allow_simd = options.allow_simd,
+                                                                     .cuda_graphs = options.cuda_graphs}));
   LayerPlan vram;
   if (model->backend_->kind() != "cpu") {
     OCTO_ASSIGN_OR_RETURN(const std::vector<uint64_t> layer_bytes, LayerFileSizes(model->store_->manifest()));

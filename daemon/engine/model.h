@@ -37,6 +37,7 @@ struct ModelOptions {
   uint32_t staging_buffers = kDefaultStagingBuffers;
   uint32_t vram_pin_first = 1, vram_pin_last = 1;  // always in VRAM (if the budget allows)
   KvCacheTypes kv_types = {};  // every cache NewCache makes; Open checks the model's rows fit them
+  bool cuda_graphs = true;     // CUDA: decode passes replayed as CUDA graphs
 };
 
 class Model {

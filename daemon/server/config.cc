@@ -246,6 +246,8 @@ void AddOctodFlags(CLI::App& app, OctodFlags& flags) {
                               FormatByteSize(kVramReserveBytes), " reserve)"));
   app.add_option("--staging-buffers", flags.staging_buffers,
                  "CUDA: device staging buffers the other layers are copied through (the prefetch depth)");
+  app.add_flag("--cuda-graphs,!--no-cuda-graphs", flags.cuda_graphs,
+               "CUDA: replay each decode step as one CUDA graph (default on; off: launch by launch)");
   app.add_option("--pin-first", flags.pin_first, "First layers always resident");
   app.add_option("--pin-last", flags.pin_last, "Last layers always resident");
   app.add_option("--layer-budget", flags.layer_budget, "Layer memory (resident layers + ring), SIZE or auto");
@@ -324,6 +326,7 @@ absl::StatusOr<OctodConfig> ValidateOctodFlags(const OctodFlags& flags) {
   OCTO_RETURN_IF_ERROR(ResolveLoader(flags.loader, &runtime.loader_path));
   OCTO_RETURN_IF_ERROR(CheckRange("threads", flags.threads, 0, kMaxThreads, &runtime.n_threads));
   runtime.allow_simd = !flags.portable;
+  runtime.cuda_graphs = flags.cuda_graphs;
   OCTO_RETURN_IF_ERROR(CheckBackend(flags.backend));
   runtime.backend = flags.backend;
   OCTO_RETURN_IF_ERROR(CheckRange("gpu", flags.gpu, 0, kMaxGpuIndex, &runtime.gpu));

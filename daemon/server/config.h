@@ -66,6 +66,7 @@ struct OctodFlags {
   int64_t gpu = 0;
   std::string vram_budget = "auto";
   int64_t staging_buffers = 3;  // kDefaultStagingBuffers
+  bool cuda_graphs = true;
   int64_t pin_first = 1;
   int64_t pin_last = 1;
   std::string layer_budget = "auto";

@@ -211,6 +211,9 @@ void ToProto(const DeviceReport& device, v1::DeviceStatus* proto) {
   proto->set_timing_every(device.timing_every);
   proto->set_unpinned_bytes(device.unpinned_bytes);
   proto->set_pin_error(device.pin_error);
+  proto->set_graph_captures(device.graph_captures);
+  proto->set_graph_replays(device.graph_replays);
+  proto->set_eager_passes(device.eager_passes);
 }
 
 void ToProto(const ExpertReport& experts, v1::ExpertStatus* proto) {

@@ -69,9 +69,11 @@ absl::Status Decode(Model& model, int batch, int steps, const std::function<void
 
 }  // namespace
 
-absl::StatusOr<DecodeCalls> MeasureDecodeCalls(const std::string& model_dir, int gpu, int batch, int steps) {
+absl::StatusOr<DecodeCalls> MeasureDecodeCalls(const std::string& model_dir, int gpu, int batch, int steps,
+                                               bool graphs) {
   ModelOptions options;
   options.backend = "cuda";
+  options.cuda_graphs = graphs;
   options.gpu = gpu;
   options.weights.layer_budget_bytes = kUnlimitedBudget;
   options.vram_budget_bytes = kUnlimitedBudget;
@@ -84,6 +86,7 @@ absl::StatusOr<DecodeCalls> MeasureDecodeCalls(const std::string& model_dir, int
   calls.layers = model->config().n_layers;
   calls.batch = batch;
   calls.steps = steps;
+  calls.graphs = graphs;
   return calls;
 }
 
@@ -151,7 +154,7 @@ absl::StatusOr<std::string> StreamedProfileLine(const std::string& name, const D
 }
 
 absl::StatusOr<std::string> ProfileLine(const std::string& name, const DecodeCalls& fewer, const DecodeCalls& more,
-                                        uint32_t full_layers) {
+                                        uint32_t full_layers, const DecodeCalls* graphed) {
   if (more.layers <= fewer.layers || fewer.batch != more.batch || fewer.steps <= 0 || more.steps <= 0) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "a profile needs two models with different layer counts (%u, %u) at one batch (%d, %d)", fewer.layers,
@@ -166,12 +169,25 @@ absl::StatusOr<std::string> ProfileLine(const std::string& name, const DecodeCal
   const Split waits = split(&cuda::ApiCounts::blocking_waits);
   const Split pageable = split(&cuda::ApiCounts::pageable_copies);
   const Split allocations = split(&cuda::ApiCounts::allocations);
-  const bool graph = more.counted.graph_launches > 0;
+  if (graphed == nullptr) {
+    return absl::StrFormat(
+        "profile: %s batch=%d launches/layer=%.1f launches/token=%.0f host-calls/token=%.0f blocking-waits/token=%.1f "
+        "pageable-copies/token=%.1f allocations/token=%.1f graph=no",
+        name, more.batch, launches.per_layer, launches.At(full_layers), calls.At(full_layers), waits.At(full_layers),
+        pageable.At(full_layers), allocations.At(full_layers));
+  }
+  if (graphed->batch != more.batch || graphed->steps <= 0) {
+    return absl::InvalidArgumentError("the graphed run must be at the eager runs' batch, over some steps");
+  }
+  const auto per_token = [&](uint64_t cuda::ApiCounts::*counter) {
+    return static_cast<double>(graphed->counted.*counter) / graphed->steps;
+  };
   return absl::StrFormat(
       "profile: %s batch=%d launches/layer=%.1f launches/token=%.0f host-calls/token=%.0f blocking-waits/token=%.1f "
       "pageable-copies/token=%.1f allocations/token=%.1f graph=%s",
-      name, more.batch, launches.per_layer, launches.At(full_layers), calls.At(full_layers), waits.At(full_layers),
-      pageable.At(full_layers), allocations.At(full_layers), graph ? "yes" : "no");
+      name, more.batch, launches.per_layer, launches.At(full_layers), per_token(&cuda::ApiCounts::host_calls),
+      per_token(&cuda::ApiCounts::blocking_waits), per_token(&cuda::ApiCounts::pageable_copies),
+      per_token(&cuda::ApiCounts::allocations), graphed->counted.graph_launches > 0 ? "yes" : "no");
 }
 
 }  // namespace octo::bench

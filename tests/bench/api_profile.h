@@ -22,12 +22,15 @@ struct DecodeCalls {
   uint32_t layers = 0;
   int batch = 1;
   int steps = 0;
+  bool graphs = false;  // CUDA graphs on (the backend's step_graphs.h)
 };
 
 // Opens `model_dir` on the CUDA backend with every layer in VRAM, prefills
 // `batch` sequences, takes two decode steps untimed, then counts `steps`
-// more.
-absl::StatusOr<DecodeCalls> MeasureDecodeCalls(const std::string& model_dir, int gpu, int batch, int steps);
+// more. graphs: CUDA graphs on (the first untimed step captures, the rest
+// replay), else every launch as called.
+absl::StatusOr<DecodeCalls> MeasureDecodeCalls(const std::string& model_dir, int gpu, int batch, int steps,
+                                               bool graphs = false);
 
 // What a decode token of a streamed model asks: every layer copied in
 // through the staging buffers (none in VRAM, the default staging depth),
@@ -55,9 +58,13 @@ absl::StatusOr<std::string> StreamedProfileLine(const std::string& name, const D
 // "profile: NAME batch=B launches/layer=… launches/token=… host-calls/token=…
 // blocking-waits/token=… pageable-copies/token=… allocations/token=…
 // graph=yes|no", from `fewer` and `more` (the same family, fewer and more
-// layers, the same batch), per token at `full_layers` layers. INVALID_ARGUMENT
-// when the two do not differ in layers or batch.
+// layers, the same batch, graphs off), per token at `full_layers` layers.
+// With `graphed` (`more` again, graphs on): the launches stay the eager
+// runs' (a graph holds those kernels), the host calls, waits, pageable
+// copies and allocations per token are the graphed run's (a replay's do not
+// grow with the layers), and graph=yes when it launched graphs.
+// INVALID_ARGUMENT when the two do not differ in layers or batch.
 absl::StatusOr<std::string> ProfileLine(const std::string& name, const DecodeCalls& fewer, const DecodeCalls& more,
-                                        uint32_t full_layers);
+                                        uint32_t full_layers, const DecodeCalls* graphed = nullptr);
 
 }  // namespace octo::bench

@@ -606,8 +606,11 @@ absl::Status Profile(const Flags& f) {
                         MeasureDecodeCalls(f.profile_models[0], f.gpu, f.profile_batch, f.profile_steps));
   OCTO_ASSIGN_OR_RETURN(const DecodeCalls more,
                         MeasureDecodeCalls(f.profile_models[1], f.gpu, f.profile_batch, f.profile_steps));
-  OCTO_ASSIGN_OR_RETURN(const std::string line,
-                        ProfileLine(f.profile_name, fewer, more, f.full_layers > 0 ? f.full_layers : more.layers));
+  // MORE again with CUDA graphs on: a token's host calls when it replays.
+  OCTO_ASSIGN_OR_RETURN(const DecodeCalls graphed, MeasureDecodeCalls(f.profile_models[1], f.gpu, f.profile_batch,
+                                                                      f.profile_steps, /*graphs=*/true));
+  OCTO_ASSIGN_OR_RETURN(const std::string line, ProfileLine(f.profile_name, fewer, more,
+                                                            f.full_layers > 0 ? f.full_layers : more.layers, &graphed));
   absl::PrintF("%s\n", line);
   // The MORE model again with every layer streamed through the staging buffers.
   OCTO_ASSIGN_OR_RETURN(const StreamedCalls streamed, MeasureStreamedCalls(f.profile_models[1], f.gpu, f.profile_steps));

@@ -29,6 +29,12 @@
 // stream itself (DeviceLayers' events and copies) sees every op called
 // before. A held op's error is returned by the call that launches it.
 //
+// CUDA graphs: launches are kept as the pass calls its ops and, at the
+// pass's Download, replayed as one graph when the pass repeats one before
+// it (a decode token after the first of the same batch shape), captured
+// when it repeats the pass just before, else run as called (step_graphs.h).
+// Held launches (above) are kept the same way once launched.
+//
 // Host data goes through a pinned staging buffer: Upload copies into it and
 // queues the copy from there; Download copies out of it after its wait. So
 // no pass copies pageable memory (which CUDA would stage itself, blocking).
@@ -46,6 +52,7 @@
 #include "absl/functional/any_invocable.h"
 #include "absl/status/statusor.h"
 #include "daemon/engine/backend.h"
+#include "daemon/engine/cuda/step_graphs.h"
 #include "kernels/cuda/act_q8.h"
 #include "kernels/cuda/device.h"
 
@@ -60,9 +67,17 @@ class CudaBackend : public Backend {
 
   int gpu() const { return gpu_; }
   const std::string& device_name() const { return name_; }
-  // The compute stream, every held launch queued on it (a held launch's
-  // error comes back from the next op).
+  // The compute stream, every held and kept launch queued on it (an error
+  // of one comes back from the next op); the pass is not recorded as a
+  // graph from here on.
   cudaStream_t stream();
+  // CUDA graphs for repeated passes (step_graphs.h); on by default.
+  void set_graphs(bool enabled);
+  bool graphs_enabled() const;
+  // Launches the held op and what graphs_ keeps; the rest of the pass runs
+  // as called.
+  absl::Status Flush() override;
+  StepGraphsStats graph_stats() const;
   uint64_t total_bytes() const { return total_bytes_; }
   uint64_t scratch_bytes() const { return scratch_.size(); }
 
@@ -137,6 +152,8 @@ class CudaBackend : public Backend {
     std::optional<HeldRope> rope;
   };
   absl::Status Hold(Held held);
+  // Prefixes an op's error with its name (the forward pass adds the layer).
+  static absl::Status Op(const char* name, absl::Status s);
   // Launches the held op plain (and returns the error of one launched by
   // stream()).
   absl::Status LaunchHeld();
@@ -149,6 +166,7 @@ class CudaBackend : public Backend {
   std::string name_;
   uint64_t total_bytes_ = 0;
   cuda::CudaStream stream_;
+  std::unique_ptr<StepGraphs> graphs_;  // after stream_: destroyed before it
   cuda::BlasContext blas_;
   cuda::DeviceBuffer scratch_;
   std::vector<int> row_groups_;

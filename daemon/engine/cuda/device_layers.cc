@@ -247,17 +247,23 @@ void DeviceLayers::HarvestCompute(uint32_t layer, EventSet& set) {
 
 // Gives back the host bytes of every layer whose copy has landed.
 void DeviceLayers::PollCopies() {
+  bool not_ready = false;  // cudaErrorNotReady from a query is not an error, but is the last one
+  auto done = [&not_ready](cudaEvent_t event) {
+    if (cudaEventQuery(event) == cudaSuccess) return true;
+    not_ready = true;
+    return false;
+  };
   for (Slot& s : slots_) {
-    if (!s.host_held || s.keep_host || cudaEventQuery(s.copy_done) != cudaSuccess) continue;
+    if (!s.host_held || s.keep_host || !done(s.copy_done)) continue;
     host_.ReleaseBytes(s.layer);
     s.host_held = false;
   }
-  std::erase_if(pending_, [this](const PendingBytes& p) {
-    if (cudaEventQuery(p.copied) != cudaSuccess) return false;
+  std::erase_if(pending_, [&](const PendingBytes& p) {
+    if (!done(p.copied)) return false;
     host_.ReleaseBytes(p.layer);
     return true;
   });
-  cudaGetLastError();  // cudaErrorNotReady from the queries is not an error
+  if (not_ready) cudaGetLastError();
 }
 
 void DeviceLayers::GiveBackLater(Slot& slot) {
@@ -417,9 +423,19 @@ absl::StatusOr<const LayerWeights*> DeviceLayers::Acquire(uint32_t layer) {
     return absl::FailedPreconditionError(absl::StrCat("layer ", layer, " acquired before layer ", acquired_,
                                                       " was released"));
   }
-  cudaStream_t compute = backend_.stream();
   LayerEvents& le = events_[layer];
-  const bool timed = le.acquired % timing_every_ == 0;
+  // A resident layer's events would end the pass's CUDA graph (CudaBackend):
+  // with graphs on, it is timed in one use of kGraphedTimingFactor times as
+  // many (unless every use is asked for), so a graphed decode token stays a
+  // few host calls on average.
+  const uint32_t every = timing_every_;
+  const bool sparse = plan_.in_vram[layer] && backend_.graphs_enabled() && every > 1;
+  const bool timed = le.acquired % (sparse ? every * kGraphedTimingFactor : every) == 0;
+  // Events and waits on the compute stream: only for a timed pass or a
+  // streamed layer (asking for the stream ends the pass's graph recording,
+  // CudaBackend).
+  const bool on_stream = timed || !plan_.in_vram[layer];
+  cudaStream_t compute = on_stream ? backend_.stream() : nullptr;
   EventSet& set = le.sets[le.acquired++ % 2];
   HarvestCompute(layer, set);
   set.waited = false;
@@ -473,9 +489,9 @@ absl::StatusOr<const LayerWeights*> DeviceLayers::Acquire(uint32_t layer) {
 void DeviceLayers::Release(uint32_t layer) {
   if (layer != acquired_) return;
   acquired_ = kNoLayer;
-  cudaStream_t compute = backend_.stream();
   LayerEvents& le = events_[layer];
   EventSet& set = le.sets[(le.acquired - 1) % 2];
+  cudaStream_t compute = set.timed || !plan_.in_vram[layer] ? backend_.stream() : nullptr;
   set.compute_pending = set.timed && cudaEventRecord(set.end, compute) == cudaSuccess;
   if (!plan_.in_vram[layer]) {
     const int i = SlotOf(layer);

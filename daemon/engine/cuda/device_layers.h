@@ -35,7 +35,11 @@
 // is timed, the first among them: the others record no timing events and
 // read none back, which saves host calls on every other pass. The counts
 // of copies and passes cover every use; the seconds the timed ones, with
-// their own counts beside them.
+// their own counts beside them. With CUDA graphs on (CudaBackend), a
+// resident layer is timed in one use of kGraphedTimingFactor * timing_every
+// (timing_every 1 still times every use):
+// its events end the pass's graph recording. Asking for the compute stream
+// (events, copies) is left to timed uses and streamed layers for that reason.
 //
 // Threading: Acquire/Release/Apply from the forward pass's thread;
 // Stats/LayerStats from any thread.
@@ -191,6 +195,7 @@ class DeviceLayers : public LayerSource {
   std::vector<PendingBytes> pending_;  // host bytes to give back once copied, oldest first
   uint32_t acquired_ = kNoLayer;
   std::atomic<uint32_t> timing_every_{kLayerTimingEvery};
+  static constexpr uint32_t kGraphedTimingFactor = 16;
 
   std::mutex mu_;
   DeviceLayersStats stats_ ABSL_GUARDED_BY(mu_);

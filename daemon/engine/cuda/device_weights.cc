@@ -87,6 +87,10 @@ class DeviceWeights : public BackendWeights {
     out.acquires_by_copies_ahead = s.acquires_by_copies_ahead;
     out.unpinned_bytes = s.unpinned_bytes;
     out.pin_error = s.pin_error;
+    const StepGraphsStats graphs = backend_.graph_stats();
+    out.graph_captures = graphs.captures;
+    out.graph_replays = graphs.replays;
+    out.eager_passes = graphs.eager_passes;
     size_t free = 0, total = 0;
     if (cudaMemGetInfo(&free, &total) == cudaSuccess) {
       out.free_bytes = free;

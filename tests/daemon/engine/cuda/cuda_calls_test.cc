@@ -3,6 +3,7 @@
 // -- what lets gpu_bench's profile scale a tiny model's counts to a full
 // model's -- and a decode step in steady state allocates and frees nothing.
 #include <cstdio>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -29,11 +30,13 @@ class CudaDecodeCalls : public ::testing::TestWithParam<const char*> {
   // The family's model at `layers` layers, decoded `steps` tokens. Q4_K
   // throughout, so every layer asks the same (Q4_K_M's Q6_K attn_v layers
   // take one decode launch more: MatMulGroup decodes once per type).
-  bench::DecodeCalls Measure(uint32_t layers, int steps = 3) {
+  bench::DecodeCalls Measure(uint32_t layers, int steps = 3, bool graphs = false) {
     const std::string gguf = tmp_.Path(absl::StrCat(layers, ".gguf")), dir = tmp_.Path(absl::StrCat(layers));
-    GenerateModel(gguf, GetParam(), "Q4_K", [&](ModelShape& s) { s.n_layers = layers; });
-    EXPECT_TRUE(Decompose(gguf, dir, DecomposeOptions{}).ok());
-    absl::StatusOr<bench::DecodeCalls> calls = bench::MeasureDecodeCalls(dir, 0, 1, steps);
+    if (!std::filesystem::exists(dir)) {
+      GenerateModel(gguf, GetParam(), "Q4_K", [&](ModelShape& s) { s.n_layers = layers; });
+      EXPECT_TRUE(Decompose(gguf, dir, DecomposeOptions{}).ok());
+    }
+    absl::StatusOr<bench::DecodeCalls> calls = bench::MeasureDecodeCalls(dir, 0, 1, steps, graphs);
     EXPECT_TRUE(calls.ok()) << calls.status();
     return calls.ok() ? *calls : bench::DecodeCalls{};
   }
@@ -73,7 +76,34 @@ TEST_P(CudaDecodeCalls, EachLayerAddsTheSameCallsAndAStepAllocatesNothing) {
   // q, k, v (1), their decode (1), RoPE with the KV append (1), attention
   // (1), wo (2: its input rounded, its decode), the FFN norm rounding for
   // gate and up (1), their decode (1), SiLU rounding for down (1), down (1).
-  if (std::string(GetParam()) == "tiny") EXPECT_LE(per_layer, 10.0);
+  if (std::string(GetParam()) == "tiny") {
+    EXPECT_LE(per_layer, 10.0);
+  }
+}
+
+// With CUDA graphs on, a decode token is one graph launch: its host calls
+// do not grow with the layers, and stay within the 8 (the graph
+// launch, the launch-error check, the stream wait). The hybrid's delta rule
+// takes its position as a launch argument, so its steps are not graphed.
+TEST_P(CudaDecodeCalls, AGraphedDecodeTokenIsOneGraphLaunch) {
+  if (std::string(GetParam()) == "tiny-qwen3next") GTEST_SKIP() << "the hybrid's steps are not graphed";
+  const bench::DecodeCalls four = Measure(4, 3, true), six = Measure(6, 3, true);
+  for (const bench::DecodeCalls* c : {&four, &six}) {
+    EXPECT_EQ(c->counted.graph_launches, static_cast<uint64_t>(c->steps)) << c->layers << " layers";
+    EXPECT_EQ(c->counted.graph_captures, 0u) << "captured before the counted steps";
+    EXPECT_EQ(c->counted.launches, 0u) << c->layers << " layers";
+    EXPECT_LE(c->counted.host_calls, 8u * c->steps) << c->layers << " layers";
+    EXPECT_EQ(c->counted.allocations, 0u);
+    // The token's id and position go in by a copy node of the graph, from
+    // the pinned stage the host wrote: no copy call of its own.
+    EXPECT_EQ(c->counted.h2d_bytes, 0u);
+  }
+  EXPECT_EQ(four.counted.host_calls, six.counted.host_calls) << "a replay's calls do not grow with the layers";
+  const bench::DecodeCalls two = Measure(2), eager_four = Measure(4);
+  absl::StatusOr<std::string> line = bench::ProfileLine("m", two, eager_four, 32, &four);
+  ASSERT_TRUE(line.ok()) << line.status();
+  EXPECT_NE(line->find("graph=yes"), std::string::npos) << *line;
+  std::printf("%s (%s)\n", line->c_str(), GetParam());
 }
 
 // Every layer streamed through the default staging buffers: no pageable

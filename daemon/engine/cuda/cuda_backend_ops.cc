@@ -1,0 +1,255 @@
+// CudaBackend's op table: each op signs its arguments and queues its launch
+// (step_graphs.h), or holds it for the op after it (cuda_backend.h).
+#include <algorithm>
+#include <utility>
+#include <vector>
+
+#include "daemon/engine/cuda/cuda_backend.h"
+#include "daemon/engine/cuda/op_signature.h"
+#include "kernels/cuda/fused.h"
+#include "kernels/op_checks.h"
+#include "storage/status_macros.h"
+
+namespace octo {
+
+using signature::SignOp;
+
+absl::Status CudaBackend::GetRows(const WeightMatrix& w, const int32_t* ids, int n, float* out) {
+  OCTO_RETURN_IF_ERROR(LaunchHeld());
+  SignOp(*graphs_, "GetRows", w, ids, n, out);
+  return graphs_->Queue([=, this] { return Op("GetRows", cuda::GetRows(w, ids, n, out, stream_.get())); });
+}
+
+absl::Status CudaBackend::RmsNorm(const float* x, const float* weight, float* out, int n_rows, int dim, float eps) {
+  OCTO_RETURN_IF_ERROR(LaunchHeld());
+  OCTO_RETURN_IF_ERROR(Op("RmsNorm", CheckRmsNormArgs(x, weight, out, n_rows, dim, eps)));
+  SignOp(*graphs_, "RmsNorm", x, weight, out, n_rows, dim, eps);
+  auto launch = [=, this](const cuda::ActQ8Out* q8) {
+    return Op("RmsNorm", q8 == nullptr ? cuda::RmsNorm(x, weight, out, n_rows, dim, eps, stream_.get())
+                                       : cuda::RmsNorm(x, weight, out, n_rows, dim, eps, stream_.get(), *q8));
+  };
+  if (n_rows > kMaxDecodeTokens) return graphs_->Queue([launch] { return launch(nullptr); });
+  return Hold(Held{.launch = launch, .out = out, .elements = int64_t{n_rows} * dim, .rope = std::nullopt});
+}
+
+absl::Status CudaBackend::AddRmsNorm(float* x, const float* delta, const float* weight, float* out, int n_rows,
+                                     int dim, float eps) {
+  OCTO_RETURN_IF_ERROR(LaunchHeld());
+  OCTO_RETURN_IF_ERROR(Op("AddRmsNorm", CheckRmsNormArgs(x, weight, out, n_rows, dim, eps)));
+  SignOp(*graphs_, "AddRmsNorm", x, delta, weight, out, n_rows, dim, eps);
+  auto launch = [=, this](const cuda::ActQ8Out* q8) {
+    return Op("AddRmsNorm", q8 == nullptr
+                                ? cuda::AddRmsNorm(x, delta, weight, out, n_rows, dim, eps, stream_.get())
+                                : cuda::AddRmsNorm(x, delta, weight, out, n_rows, dim, eps, stream_.get(), *q8));
+  };
+  if (n_rows > kMaxDecodeTokens || delta == nullptr) return graphs_->Queue([launch] { return launch(nullptr); });
+  return Hold(Held{.launch = launch, .out = out, .elements = int64_t{n_rows} * dim, .rope = std::nullopt});
+}
+
+absl::Status CudaBackend::LayerNorm(const float* x, const float* weight, const float* bias, float* out, int n_rows,
+                                    int dim, float eps) {
+  OCTO_RETURN_IF_ERROR(LaunchHeld());
+  SignOp(*graphs_, "LayerNorm", x, weight, bias, out, n_rows, dim, eps);
+  return graphs_->Queue(
+      [=, this] { return Op("LayerNorm", cuda::LayerNorm(x, weight, bias, out, n_rows, dim, eps, stream_.get())); });
+}
+
+absl::Status CudaBackend::MatMul(const WeightMatrix& w, const float* x, float* out, int n_tokens) {
+  if (std::optional<absl::Status> fused = FusedMatMul({&w, 1}, x, {&out, 1}, n_tokens)) return *fused;
+  OCTO_RETURN_IF_ERROR(LaunchHeld());
+  // The launches: runs of `n` rows from `row`, each cuda::MatMul in one call
+  // (n > kMaxDecodePathTokens takes the cuBLAS path) or in decode launches
+  // of kMaxDecodeTokens. Consecutive short sequences share decode launches;
+  // a long one runs alone.
+  struct Run {
+    int row, n;
+    bool decode;
+  };
+  std::vector<Run> runs;
+  if (row_groups_sum_ != n_tokens || n_tokens <= kMaxDecodePathTokens) {
+    runs.push_back({0, n_tokens, n_tokens <= kMaxDecodePathTokens});
+  } else {
+    int row = 0, decode_from = 0;
+    for (int g : row_groups_) {
+      if (g <= kMaxDecodePathTokens) {
+        row += g;
+        continue;
+      }
+      if (row > decode_from) runs.push_back({decode_from, row - decode_from, true});
+      runs.push_back({row, g, false});
+      row += g;
+      decode_from = row;
+    }
+    if (row > decode_from) runs.push_back({decode_from, row - decode_from, true});
+  }
+  size_t scratch = 0;
+  for (const Run& r : runs) {
+    scratch = std::max(scratch, cuda::MatMulScratchBytes(w, r.decode ? std::min(r.n, kMaxDecodeTokens) : r.n));
+  }
+  OCTO_ASSIGN_OR_RETURN(const cuda::Exec exec, ExecWithScratch(scratch));
+  SignOp(*graphs_, "MatMul", w, x, out, n_tokens, exec);
+  for (const Run& r : runs) SignOp(*graphs_, "run", r.row, r.n, r.decode);
+  return graphs_->Queue([=, runs = std::move(runs)]() -> absl::Status {
+    for (const Run& r : runs) {
+      const int step = r.decode ? kMaxDecodeTokens : r.n;
+      for (int t = r.row; t < r.row + r.n; t += step) {
+        const int m = std::min(step, r.row + r.n - t);
+        OCTO_RETURN_IF_ERROR(Op("MatMul", cuda::MatMul(w, x + int64_t{t} * w.cols, out + int64_t{t} * w.rows, m, exec)));
+      }
+    }
+    return absl::OkStatus();
+  });
+}
+
+absl::Status CudaBackend::MatMulGroup(std::span<const WeightMatrix> ws, const float* x, std::span<float* const> outs,
+                                      int n_tokens) {
+  if (std::optional<absl::Status> fused = FusedMatMul(ws, x, outs, n_tokens)) return *fused;
+  OCTO_RETURN_IF_ERROR(LaunchHeld());
+  if (n_tokens > kMaxDecodePathTokens || ws.size() > kMaxMatMulGroup) return Backend::MatMulGroup(ws, x, outs, n_tokens);
+  OCTO_ASSIGN_OR_RETURN(const cuda::Exec exec, ExecWithScratch(cuda::MatMulGroupScratchBytes(ws, n_tokens)));
+  SignOp(*graphs_, "MatMulGroup", ws, x, outs, n_tokens, exec);
+  return graphs_->Queue([ws = std::vector<WeightMatrix>(ws.begin(), ws.end()),
+                         outs = std::vector<float*>(outs.begin(), outs.end()), x, n_tokens, exec] {
+    return Op("MatMulGroup", cuda::MatMulGroup(ws, x, outs, n_tokens, exec));
+  });
+}
+
+absl::Status CudaBackend::MatMulExperts(const WeightMatrix& w, const int32_t* expert_ids, const float* x, float* out,
+                                        const MatMulExpertsParams& p) {
+  OCTO_RETURN_IF_ERROR(LaunchHeld());
+  OCTO_ASSIGN_OR_RETURN(const cuda::Exec exec, ExecWithScratch(cuda::MatMulExpertsScratchBytes(w, p)));
+  SignOp(*graphs_, "MatMulExperts", w, expert_ids, x, out, p, exec);
+  return graphs_->Queue([=] { return Op("MatMulExperts", cuda::MatMulExperts(w, expert_ids, x, out, p, exec)); });
+}
+
+absl::Status CudaBackend::Rope(float* x, const int32_t* positions, int n_tokens, const RopeParams& p) {
+  OCTO_RETURN_IF_ERROR(LaunchHeld());
+  SignOp(*graphs_, "Rope", x, positions, n_tokens, p);
+  return graphs_->Queue([=, this] { return Op("Rope", cuda::Rope(x, positions, n_tokens, p, stream_.get())); });
+}
+
+absl::Status CudaBackend::RopeQK(float* q, float* k, const int32_t* positions, int n_tokens,
+                                 const RopeParams& q_params, int k_heads) {
+  OCTO_RETURN_IF_ERROR(LaunchHeld());
+  RopeParams k_params = q_params;
+  k_params.n_heads = k_heads;
+  OCTO_RETURN_IF_ERROR(Op("RopeQK", CheckRopeArgs(q, positions, n_tokens, q_params)));
+  OCTO_RETURN_IF_ERROR(Op("RopeQK", CheckRopeArgs(k, positions, n_tokens, k_params)));
+  SignOp(*graphs_, "RopeQK", q, k, positions, n_tokens, q_params, k_heads);
+  return Hold(Held{.launch = [=, this](const cuda::ActQ8Out*) {
+                     return Op("RopeQK", cuda::RopeQK(q, k, positions, n_tokens, q_params, k_heads, stream_.get()));
+                   },
+                   .out = nullptr,
+                   .elements = 0,
+                   .rope = HeldRope{q, k, positions, n_tokens, q_params, k_heads}});
+}
+
+absl::Status CudaBackend::KvAppend(const float* k, const float* v, int n_tokens, int kv_dim, void* k_cache,
+                                   void* v_cache, int first_pos, KvCacheTypes types, const int32_t* first_pos_at) {
+  SignOp(*graphs_, "KvAppend", k, v, n_tokens, kv_dim, k_cache, v_cache, first_pos, types, first_pos_at);
+  if (held_.rope && held_error_.ok() && held_.rope->k == k && held_.rope->n_tokens == n_tokens &&
+      int64_t{held_.rope->k_heads} * held_.rope->p.head_dim == kv_dim) {
+    const HeldRope r = *std::exchange(held_, Held{}).rope;
+    return graphs_->Queue([=, this] {
+      return Op("RopeQK + KvAppend", cuda::RopeQKAppend(r.q, r.k, r.positions, r.n_tokens, r.p, r.k_heads, v, k_cache,
+                                                        v_cache, first_pos, types, stream_.get(), first_pos_at));
+    });
+  }
+  OCTO_RETURN_IF_ERROR(LaunchHeld());
+  return graphs_->Queue([=, this] {
+    return Op("KvAppend",
+              cuda::KvAppend(k, v, n_tokens, kv_dim, k_cache, v_cache, first_pos, types, stream_.get(), first_pos_at));
+  });
+}
+
+absl::Status CudaBackend::Attention(const float* q, const void* k_cache, const void* v_cache, float* out,
+                                    const AttentionParams& p) {
+  OCTO_RETURN_IF_ERROR(LaunchHeld());
+  OCTO_ASSIGN_OR_RETURN(const cuda::Exec exec, ExecWithScratch(cuda::AttentionScratchBytes(p)));
+  SignOp(*graphs_, "Attention", q, k_cache, v_cache, out, p, exec);
+  return graphs_->Queue([=] { return Op("Attention", cuda::Attention(q, k_cache, v_cache, out, p, exec)); });
+}
+
+absl::Status CudaBackend::SiluMul(const float* gate, const float* up, float* out, int64_t n) {
+  OCTO_RETURN_IF_ERROR(LaunchHeld());
+  OCTO_RETURN_IF_ERROR(Op("SiluMul", CheckSiluMulArgs(gate, up, out, n)));
+  SignOp(*graphs_, "SiluMul", gate, up, out, n);
+  return Hold(Held{.launch = [=, this](const cuda::ActQ8Out* q8) {
+                     return Op("SiluMul", q8 == nullptr ? cuda::SiluMul(gate, up, out, n, stream_.get())
+                                                        : cuda::SiluMul(gate, up, out, n, stream_.get(), *q8));
+                   },
+                   .out = out,
+                   .elements = n,
+                   .rope = std::nullopt});
+}
+
+absl::Status CudaBackend::Gelu(const float* x, float* out, int64_t n) {
+  OCTO_RETURN_IF_ERROR(LaunchHeld());
+  SignOp(*graphs_, "Gelu", x, out, n);
+  return graphs_->Queue([=, this] { return Op("Gelu", cuda::Gelu(x, out, n, stream_.get())); });
+}
+
+absl::Status CudaBackend::Add(const float* a, const float* b, float* out, int64_t n) {
+  OCTO_RETURN_IF_ERROR(LaunchHeld());
+  SignOp(*graphs_, "Add", a, b, out, n);
+  return graphs_->Queue([=, this] { return Op("Add", cuda::Add(a, b, out, n, stream_.get())); });
+}
+
+absl::Status CudaBackend::AddBias(float* x, const float* bias, int n_rows, int width) {
+  OCTO_RETURN_IF_ERROR(LaunchHeld());
+  SignOp(*graphs_, "AddBias", x, bias, n_rows, width);
+  return graphs_->Queue([=, this] { return Op("AddBias", cuda::AddBias(x, bias, n_rows, width, stream_.get())); });
+}
+
+absl::Status CudaBackend::TopKExperts(const float* router_logits, int n_tokens, int n_experts, int k, bool normalize,
+                                      int32_t* expert_ids, float* weights) {
+  OCTO_RETURN_IF_ERROR(LaunchHeld());
+  SignOp(*graphs_, "TopKExperts", router_logits, n_tokens, n_experts, k, normalize, expert_ids, weights);
+  return graphs_->Queue([=, this] {
+    return Op("TopKExperts",
+              cuda::TopKExperts(router_logits, n_tokens, n_experts, k, normalize, expert_ids, weights, stream_.get()));
+  });
+}
+
+absl::Status CudaBackend::MoeCombine(const MoeCombineParams& p) {
+  OCTO_RETURN_IF_ERROR(LaunchHeld());
+  SignOp(*graphs_, "MoeCombine", p);
+  return graphs_->Queue([=, this] { return Op("MoeCombine", cuda::MoeCombine(p, stream_.get())); });
+}
+
+absl::Status CudaBackend::DeltaNetConv(const float* x, const float* taps, const float* state_in, float* state_out,
+                                       float* out, const DeltaNetConvParams& p) {
+  OCTO_RETURN_IF_ERROR(LaunchHeld());
+  SignOp(*graphs_, "DeltaNetConv", x, taps, state_in, state_out, out, p);
+  return graphs_->Queue([=, this] {
+    return Op("DeltaNetConv", cuda::DeltaNetConv(x, taps, state_in, state_out, out, p, stream_.get()));
+  });
+}
+
+absl::Status CudaBackend::GatedDeltaRule(const float* qkv, const float* b, const float* a, const float* dt_bias,
+                                         const float* decay, const float* state_in, float* state_out, float* out,
+                                         const GatedDeltaRuleParams& p) {
+  OCTO_RETURN_IF_ERROR(LaunchHeld());
+  SignOp(*graphs_, "GatedDeltaRule", qkv, b, a, dt_bias, decay, state_in, state_out, out, p);
+  return graphs_->Queue([=, this] {
+    return Op("GatedDeltaRule",
+              cuda::GatedDeltaRule(qkv, b, a, dt_bias, decay, state_in, state_out, out, p, stream_.get()));
+  });
+}
+
+absl::Status CudaBackend::SplitGatedQuery(const float* qg, float* q, float* gate, int n_tokens, int n_heads,
+                                          int head_dim) {
+  OCTO_RETURN_IF_ERROR(LaunchHeld());
+  SignOp(*graphs_, "SplitGatedQuery", qg, q, gate, n_tokens, n_heads, head_dim);
+  return graphs_->Queue([=, this] {
+    return Op("SplitGatedQuery", cuda::SplitGatedQuery(qg, q, gate, n_tokens, n_heads, head_dim, stream_.get()));
+  });
+}
+
+absl::Status CudaBackend::SigmoidMul(const float* gate, float* x, int64_t n) {
+  OCTO_RETURN_IF_ERROR(LaunchHeld());
+  SignOp(*graphs_, "SigmoidMul", gate, x, n);
+  return graphs_->Queue([=, this] { return Op("SigmoidMul", cuda::SigmoidMul(gate, x, n, stream_.get())); });
+}
+
+}  // namespace octo
