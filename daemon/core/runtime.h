@@ -305,7 +305,7 @@ struct DeviceReport {
   uint32_t timing_every = 0;      // layers' copy and compute times come from one use in this many
   uint64_t unpinned_bytes = 0;    // host layer memory cudaHostRegister refused: copied as pageable
   std::string pin_error;          // its error ("" when all is pinned)
-  uint64_t graph_captures = 0, graph_replays = 0, eager_passes = 0;  // CUDA graphs (step_graphs.h)
+  uint64_t graph_captures = 0, graph_replays = 0, eager_stretches = 0;  // CUDA graphs (step_graphs.h)
 };
 
 // Selective expert streaming (two-phase MoE layers; empty otherwise).

@@ -86,7 +86,7 @@ struct DeviceTierStats {
   std::vector<uint64_t> acquires_by_copies_ahead;
   uint64_t unpinned_bytes = 0;  // host layer memory cudaHostRegister refused: copied as pageable
   std::string pin_error;        // its error, "" when everything is pinned
-  uint64_t graph_captures = 0, graph_replays = 0, eager_passes = 0;  // CudaBackend's StepGraphs
+  uint64_t graph_captures = 0, graph_replays = 0, eager_stretches = 0;  // CudaBackend's StepGraphs
   uint64_t free_bytes = 0, total_bytes = 0;  // cudaMemGetInfo
   std::vector<bool> in_vram;                 // by layer
   // Per layer: copies and passes (every use), the timed ones, and the

@@ -213,7 +213,7 @@ void ToProto(const DeviceReport& device, v1::DeviceStatus* proto) {
   proto->set_pin_error(device.pin_error);
   proto->set_graph_captures(device.graph_captures);
   proto->set_graph_replays(device.graph_replays);
-  proto->set_eager_passes(device.eager_passes);
+  proto->set_eager_stretches(device.eager_stretches);
 }
 
 void ToProto(const ExpertReport& experts, v1::ExpertStatus* proto) {

@@ -63,9 +63,11 @@ std::string CudaBackend::Describe() const {
 }
 
 absl::StatusOr<BackendBuffer> CudaBackend::Allocate(size_t bytes) {
-  // What is kept may read memory freed after this (a cache growing, a
-  // RunState resized): it runs now, and so does the rest of this pass.
-  OCTO_RETURN_IF_ERROR(Flush());
+  // What is kept, and what comes after this in the pass, may read memory
+  // freed meanwhile (a cache growing: allocate, copy, free the old): they
+  // go on the stream as they come until the pass ends.
+  OCTO_RETURN_IF_ERROR(LaunchHeld());
+  OCTO_RETURN_IF_ERROR(graphs_->Pause());
   if (bytes == 0) return BackendBuffer();
   void* p = nullptr;
   const cudaError_t e = cudaMalloc(&p, bytes);

@@ -30,10 +30,12 @@
 // before. A held op's error is returned by the call that launches it.
 //
 // CUDA graphs: launches are kept as the pass calls its ops and, at the
-// pass's Download, replayed as one graph when the pass repeats one before
-// it (a decode token after the first of the same batch shape), captured
-// when it repeats the pass just before, else run as called (step_graphs.h).
-// Held launches (above) are kept the same way once launched.
+// pass's Download (or where outside work must reach the stream: stream(),
+// an allocation), replayed as one graph when the stretch repeats one
+// captured before (a decode token after the first of the same batch
+// shape), captured when it repeats one run before, else run as called
+// (step_graphs.h). Held launches (above) are kept the same way once
+// launched.
 //
 // Host data goes through a pinned staging buffer: Upload copies into it and
 // queues the copy from there; Download copies out of it after its wait. So
@@ -68,14 +70,14 @@ class CudaBackend : public Backend {
   int gpu() const { return gpu_; }
   const std::string& device_name() const { return name_; }
   // The compute stream, every held and kept launch queued on it (an error
-  // of one comes back from the next op); the pass is not recorded as a
-  // graph from here on.
+  // of one comes back from the next op); the launches after it are a new
+  // stretch for the graphs.
   cudaStream_t stream();
   // CUDA graphs for repeated passes (step_graphs.h); on by default.
   void set_graphs(bool enabled);
   bool graphs_enabled() const;
-  // Launches the held op and what graphs_ keeps; the rest of the pass runs
-  // as called.
+  // Queues the held op and what graphs_ keeps on the stream (a graph or
+  // launch by launch).
   absl::Status Flush() override;
   StepGraphsStats graph_stats() const;
   uint64_t total_bytes() const { return total_bytes_; }

@@ -90,7 +90,7 @@ class DeviceWeights : public BackendWeights {
     const StepGraphsStats graphs = backend_.graph_stats();
     out.graph_captures = graphs.captures;
     out.graph_replays = graphs.replays;
-    out.eager_passes = graphs.eager_passes;
+    out.eager_stretches = graphs.eager_stretches;
     size_t free = 0, total = 0;
     if (cudaMemGetInfo(&free, &total) == cudaSuccess) {
       out.free_bytes = free;

@@ -1,5 +1,6 @@
 #include "daemon/engine/cuda/step_graphs.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -23,14 +24,24 @@ StepGraphs::~StepGraphs() {
 void StepGraphs::set_enabled(bool enabled) {
   Flush().IgnoreError();  // a kept launch's error shows at the pass's Download anyway (a fault is sticky)
   enabled_ = enabled;
-  recording_ = enabled;
+}
+
+absl::Status StepGraphs::Pause() {
+  paused_ = true;
+  return Flush();
+}
+
+absl::Status StepGraphs::EndPass() {
+  paused_ = false;
+  return Flush();
 }
 
 absl::Status StepGraphs::Queue(absl::AnyInvocable<absl::Status()> launch) {
-  if (recording_) {
+  if (enabled_ && !paused_) {
     kept_.push_back(std::move(launch));
     return absl::OkStatus();
   }
+  signature_.clear();
   return launch();
 }
 
@@ -40,11 +51,6 @@ absl::Status StepGraphs::RunKept() {
     if (absl::Status s = launch(); !s.ok()) return s;
   }
   return absl::OkStatus();
-}
-
-absl::Status StepGraphs::Flush() {
-  recording_ = false;
-  return RunKept();
 }
 
 absl::Status StepGraphs::Capture(cudaGraphExec_t* exec) {
@@ -63,29 +69,24 @@ absl::Status StepGraphs::Capture(cudaGraphExec_t* exec) {
   return s;
 }
 
-absl::Status StepGraphs::EndPass() {
+absl::Status StepGraphs::Flush() {
   std::string signature = std::exchange(signature_, {});
-  const bool recorded = recording_;
-  recording_ = enabled_;
-  if (!recorded) {
-    eager_passes_.fetch_add(1, std::memory_order_relaxed);
-    last_signature_ = std::move(signature);
-    return absl::OkStatus();
-  }
-  if (kept_.empty()) return absl::OkStatus();  // nothing since the last end (a second Download)
+  if (kept_.empty()) return absl::OkStatus();
   for (auto it = graphs_.begin(); it != graphs_.end(); ++it) {
     if (it->signature != signature) continue;
     graphs_.splice(graphs_.begin(), graphs_, it);
     kept_.clear();
     replays_.fetch_add(1, std::memory_order_relaxed);
-    last_signature_ = std::move(signature);
     return GraphCall(cudaGraphLaunch(graphs_.front().exec, stream_), "cudaGraphLaunch");
   }
-  if (signature != last_signature_) {
-    eager_passes_.fetch_add(1, std::memory_order_relaxed);
-    last_signature_ = std::move(signature);
+  const auto seen = std::find(seen_.begin(), seen_.end(), signature);
+  if (seen == seen_.end()) {
+    eager_stretches_.fetch_add(1, std::memory_order_relaxed);
+    if (seen_.size() == kMaxSeen) seen_.pop_front();
+    seen_.push_back(std::move(signature));
     return RunKept();
   }
+  seen_.erase(seen);
   cudaGraphExec_t exec = nullptr;
   if (absl::Status s = Capture(&exec); !s.ok()) return s;
   captures_.fetch_add(1, std::memory_order_relaxed);
@@ -93,7 +94,7 @@ absl::Status StepGraphs::EndPass() {
     cudaGraphExecDestroy(graphs_.back().exec);
     graphs_.pop_back();
   }
-  graphs_.push_front(Graph{signature, exec});
+  graphs_.push_front(Graph{std::move(signature), exec});
   replays_.fetch_add(1, std::memory_order_relaxed);
   return GraphCall(cudaGraphLaunch(exec, stream_), "cudaGraphLaunch");
 }

@@ -1,13 +1,14 @@
 // StepGraphs: CudaBackend's CUDA graphs. A forward pass's launches are kept
 // (not run) as the pass calls its ops, each with the bytes of the arguments
 // that decide what it launches (its signature: op, pointers, sizes,
-// parameters; never the data behind them). At the pass's end (the Download
-// of its logits):
+// parameters; never the data behind them). A stretch of kept launches ends
+// at the pass's Download, or earlier where something else must reach the
+// compute stream in order (Flush: DeviceLayers' event waits and copies
+// around a streamed layer, an allocation, a scratch growth). At its end:
 //   - a signature with an instantiated graph: that graph is launched, one
-//     call for the whole pass, the kept launches dropped;
-//   - the signature of the pass before (a second decode token of the same
-//     batch shape): the kept launches run under stream capture, the graph is
-//     instantiated, kept and launched;
+//     call for the stretch, the kept launches dropped;
+//   - a signature seen once before, recently: the kept launches run under
+//     stream capture, the graph is instantiated, kept and launched;
 //   - else they run as they are (a prefill, a first token).
 // A decode step's arguments do not change from token to token -- its
 // positions and ids are uploaded from the same pinned bytes, its attention
@@ -15,19 +16,25 @@
 // one graph serves every token until the batch shape or a cache's capacity
 // changes (new pointers, a new signature, a capture).
 //
-// What breaks a pass's recording (it then runs as called, from that point):
-// Flush, which CudaBackend calls before memory is allocated or freed (kept
-// launches may read it), and when code outside the ops queues work on the
-// compute stream (DeviceLayers' copies and timing events).
+// Streamed layers: the graphs cover the stretches between them (each
+// streamed layer's own launches are a stretch too), not the copies. A
+// layer's bytes reach its staging buffer when the loader has read them into
+// the host ring -- a host-side event a graph cannot wait on -- and the copy
+// is queued then, on the copy stream, behind it the compute stream's wait
+// for it: work that must be issued at run time anyway. A stretch of a
+// streamed pass costs its launches' host time once per token, next to a
+// layer copy thousands of times longer; the resident stretches (pinned
+// first and last layers, the VRAM tier) are where graphs pay.
 //
 // Errors: a kept launch's error (its arguments checked when it runs)
-// returns from the call that runs it -- Flush or EndPass -- named by its
+// returns from the call that runs it -- Flush -- named by its
 // op.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
 #include <cstring>
+#include <deque>
 #include <list>
 #include <string>
 #include <type_traits>
@@ -41,16 +48,20 @@
 namespace octo {
 
 struct StepGraphsStats {
-  uint64_t captures = 0;     // graphs captured and instantiated
-  uint64_t replays = 0;      // passes run as one graph launch
-  uint64_t eager_passes = 0; // passes whose launches ran as called
+  uint64_t captures = 0;        // graphs captured and instantiated
+  uint64_t replays = 0;         // stretches run as one graph launch
+  uint64_t eager_stretches = 0; // stretches whose launches ran as called
 };
 
 class StepGraphs {
  public:
   // At most this many instantiated graphs are kept (the least recently
-  // launched goes first): one per batch shape in use.
-  static constexpr size_t kMaxGraphs = 8;
+  // launched goes first): a resident model's decode step per batch shape
+  // in use, or a streamed model's stretches (its staging buffers rotate, so
+  // a layer's launches repeat every few passes); and this many signatures
+  // seen once, the candidates for a capture.
+  static constexpr size_t kMaxGraphs = 256;
+  static constexpr size_t kMaxSeen = 256;
 
   explicit StepGraphs(cudaStream_t stream) : stream_(stream) {}
   ~StepGraphs();
@@ -73,15 +84,20 @@ class StepGraphs {
 
   // Runs `launch` now, or keeps it for the pass's end while recording.
   absl::Status Queue(absl::AnyInvocable<absl::Status()> launch);
-  // Runs what is kept, in order; the rest of the pass runs as called.
+  // Ends the stretch: what is kept is replayed, captured or run (above),
+  // queued on the stream either way.
   absl::Status Flush();
-  // The pass's launches are all queued: replay, capture or run them (above).
+  // Flush, then every launch runs as it is queued until EndPass: for a pass
+  // that allocates (its caller may free memory the launches after it read,
+  // a cache growing: allocate, copy, free the old).
+  absl::Status Pause();
+  // Flush, and launches are kept again.
   absl::Status EndPass();
 
   // Read from any thread (status).
   StepGraphsStats stats() const {
     return {captures_.load(std::memory_order_relaxed), replays_.load(std::memory_order_relaxed),
-            eager_passes_.load(std::memory_order_relaxed)};
+            eager_stretches_.load(std::memory_order_relaxed)};
   }
 
  private:
@@ -94,12 +110,12 @@ class StepGraphs {
 
   const cudaStream_t stream_;
   bool enabled_ = true;
-  bool recording_ = true;  // this pass's launches are kept so far
-  std::string signature_;  // this pass's so far
-  std::string last_signature_;
+  bool paused_ = false;
+  std::string signature_;  // the stretch's so far
   std::vector<absl::AnyInvocable<absl::Status()>> kept_;
-  std::list<Graph> graphs_;  // most recently launched first
-  std::atomic<uint64_t> captures_{0}, replays_{0}, eager_passes_{0};
+  std::list<Graph> graphs_;        // most recently launched first
+  std::deque<std::string> seen_;   // signatures run once, oldest first
+  std::atomic<uint64_t> captures_{0}, replays_{0}, eager_stretches_{0};
 };
 
 }  // namespace octo

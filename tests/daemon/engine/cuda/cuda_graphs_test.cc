@@ -96,7 +96,7 @@ TEST(CudaGraphs, ReplaysGiveTheEagerBitsAcrossAKvGrowthAndABatchChange) {
   std::printf("graphs: %llu captures, %llu replays, %llu passes launch by launch\n",
               static_cast<unsigned long long>(graphed.device.graph_captures),
               static_cast<unsigned long long>(graphed.device.graph_replays),
-              static_cast<unsigned long long>(graphed.device.eager_passes));
+              static_cast<unsigned long long>(graphed.device.eager_stretches));
 }
 
 }  // namespace
