@@ -206,8 +206,8 @@ struct Q8Weights<GgmlType::kQ3_K> {
 // bytes 32 * (c / 2) ..; Q5_K's 5th bit is qh bit c. Their 144- and 176-byte
 // blocks are whole 16-byte units, so a tensor that starts 16-byte aligned
 // (matmul::WeightAlignment; every layer file tensor starts at 4096) is read in
-// 16-byte loads: the block's head (d, dmin and the 12 scale bytes), Q5_K's
-// 32 qh bytes, the chunk pair's 32 qs bytes.
+// aligned loads: the block's head (d, dmin and the 12 scale bytes), Q5_K's
+// 32 qh bytes, the chunk pair's 32 qs bytes (UnpackUnit).
 template <bool kFifth>
 struct Q8WeightsQ45K {
   static constexpr int kChunks = 8, kBytes = kFifth ? 176 : 144;
@@ -244,12 +244,32 @@ struct Q8WeightsQ45K {
     c.m[0] = c.m[1] = block_decode::HalfBits(static_cast<uint16_t>(head.x >> 16)) * static_cast<float>(m);
     return c;
   }
-  // Chunks 2 * pair and 2 * pair + 1 into out[0], out[1].
+  // Chunks 2 * pair and 2 * pair + 1 into out[0], out[1]. Called by the 4
+  // lanes 4m .. 4m + 3 of a warp at once, lane 4m + p unpacking pair p of
+  // the same block (the decode loop's order: a row's lanes are a multiple
+  // of 4, its units go round-robin over them). They share what every pair
+  // needs -- the 16-byte head, and Q5_K's 32 qh bytes -- each loading a
+  // quarter and taking the rest from the others by shuffles, so each byte
+  // of the block is loaded once, in 4-byte (head), 8-byte (qh) and 16-byte
+  // (qs) loads.
   __device__ __forceinline__ static void UnpackUnit(const uint8_t* b, int pair, Chunk* out) {
-    const uint4 head = *reinterpret_cast<const uint4*>(b);
+    const int base = static_cast<int>(threadIdx.x % 32) & ~3;  // the group's first lane
+    const unsigned group = 0xFu << base;
+    const uint32_t head_word = reinterpret_cast<const uint32_t*>(b)[pair];
+    uint4 head;
+    head.x = __shfl_sync(group, head_word, base);
+    head.y = __shfl_sync(group, head_word, base + 1);
+    head.z = __shfl_sync(group, head_word, base + 2);
+    head.w = __shfl_sync(group, head_word, base + 3);
     uint32_t q_words[8], h_words[8] = {};
     Words(reinterpret_cast<const uint4*>(b + (kFifth ? 48 : 16) + 32 * pair), q_words);
-    if (kFifth) Words(reinterpret_cast<const uint4*>(b + 16), h_words);
+    if constexpr (kFifth) {
+      const uint2 h = reinterpret_cast<const uint2*>(b + 16)[pair];
+      for (int k = 0; k < 4; ++k) {
+        h_words[2 * k] = __shfl_sync(group, h.x, base + k);
+        h_words[2 * k + 1] = __shfl_sync(group, h.y, base + k);
+      }
+    }
     out[0] = FromWords(head, q_words, h_words, 2 * pair);
     out[1] = FromWords(head, q_words, h_words, 2 * pair + 1);
   }
