@@ -64,7 +64,10 @@ absl::Status DeltaNetMixer(const ModelConfig& c, const LayerWeights& w, uint32_t
                                       .grouped_ba = fused_ba,
                                       .eps = c.norm_eps,
                                       .chunk = checkpoint > 0 ? 0 : kMaxDeltaRuleChunk,
-                                      .first_position = static_cast<int64_t>(kv.size()) + from};
+                                      // One token takes the step form wherever it sits (SplitDeltaRule):
+                                      // position 0 keeps a decode step's arguments the same from token
+                                      // to token (a replayed CUDA graph).
+                                      .first_position = n_part == 1 ? 0 : static_cast<int64_t>(kv.size()) + from};
       const float* beta = s.dn_b.data() + at * ba_stride;
       const float* alpha = fused_ba ? beta : s.dn_a.data() + at * v_heads;
       OCTO_RETURN_IF_ERROR(backend.GatedDeltaRule(s.dn_conv.data() + at * channels, beta, alpha, w.dn_dt_bias,

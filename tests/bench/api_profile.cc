@@ -16,7 +16,7 @@ namespace octo::bench {
 namespace {
 
 constexpr int kPrompt = 8;
-constexpr int kUntimedSteps = 2;
+constexpr int kUntimedSteps = 4;  // a hybrid's states alternate: two graphs to capture
 
 // Per layer and per token of one counter: the layers' share is the
 // difference between the models over the layers between them, the rest is
@@ -37,7 +37,7 @@ Split SplitCount(uint64_t fewer, uint64_t more, uint32_t fewer_layers, uint32_t 
   return s;
 }
 
-// Prefills `batch` sequences of `model`, decodes two tokens untimed, then
+// Prefills `batch` sequences of `model`, decodes four tokens untimed, then
 // `steps` more between `start` and `stop` (while the caches still live).
 absl::Status Decode(Model& model, int batch, int steps, const std::function<void()>& start,
                     const std::function<void()>& stop) {

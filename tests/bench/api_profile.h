@@ -26,15 +26,15 @@ struct DecodeCalls {
 };
 
 // Opens `model_dir` on the CUDA backend with every layer in VRAM, prefills
-// `batch` sequences, takes two decode steps untimed, then counts `steps`
-// more. graphs: CUDA graphs on (the first untimed step captures, the rest
+// `batch` sequences, takes four decode steps untimed, then counts `steps`
+// more. graphs: CUDA graphs on (the untimed steps capture, the counted ones
 // replay), else every launch as called.
 absl::StatusOr<DecodeCalls> MeasureDecodeCalls(const std::string& model_dir, int gpu, int batch, int steps,
                                                bool graphs = false);
 
 // What a decode token of a streamed model asks: every layer copied in
 // through the staging buffers (none in VRAM, the default staging depth),
-// counted over `steps` decode tokens after two untimed ones.
+// counted over `steps` decode tokens after four untimed ones.
 struct StreamedCalls {
   cuda::ApiCounts counted;
   uint32_t layers = 0;           // all streamed

@@ -83,10 +83,8 @@ TEST_P(CudaDecodeCalls, EachLayerAddsTheSameCallsAndAStepAllocatesNothing) {
 
 // With CUDA graphs on, a decode token is one graph launch: its host calls
 // do not grow with the layers, and stay within the 8 (the graph
-// launch, the launch-error check, the stream wait). The hybrid's delta rule
-// takes its position as a launch argument, so its steps are not graphed.
+// launch, the launch-error check, the stream wait).
 TEST_P(CudaDecodeCalls, AGraphedDecodeTokenIsOneGraphLaunch) {
-  if (std::string(GetParam()) == "tiny-qwen3next") GTEST_SKIP() << "the hybrid's steps are not graphed";
   const bench::DecodeCalls four = Measure(4, 3, true), six = Measure(6, 3, true);
   for (const bench::DecodeCalls* c : {&four, &six}) {
     EXPECT_EQ(c->counted.graph_launches, static_cast<uint64_t>(c->steps)) << c->layers << " layers";
