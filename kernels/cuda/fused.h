@@ -36,12 +36,22 @@ absl::Status SiluMul(const float* gate, const float* up, float* out, int64_t n, 
 absl::Status MatMulGroup(std::span<const WeightMatrix> ws, const float* x, std::span<float* const> outs,
                          int n_tokens, const Exec& exec, const ActQ8Out& rounded);
 
+// Per-head RMS norms before RoPE (qwen3's q_norm and k_norm, head_dim
+// wide each): RmsNorm(q, q, n_tokens * n_heads rows) and the same of k. q
+// null: none.
+struct HeadNorms {
+  const float* q = nullptr;
+  const float* k = nullptr;
+  float eps = 0;
+};
+
 // RopeQK (ops.h) then KvAppend of the rotated k and of v (k_heads *
 // p.head_dim wide) into the caches at first_pos (or *first_pos_at), in one
-// launch: the bytes and values of the two. The preconditions of both.
+// launch: the bytes and values of the two -- and with norms, of the two
+// head norms before them. The preconditions of each.
 absl::Status RopeQKAppend(float* q, float* k, const int32_t* positions, int n_tokens, const RopeParams& p,
                           int k_heads, const float* v, void* k_cache, void* v_cache, int first_pos, KvCacheTypes types,
-                          StreamHandle stream, const int32_t* first_pos_at = nullptr);
+                          StreamHandle stream, const int32_t* first_pos_at = nullptr, HeadNorms norms = {});
 
 // The rule by which MatMulGroup on ws rounds x in one decode launch of
 // n_tokens, when that is one rule for all (at least one quantized matrix, no

@@ -7,6 +7,7 @@
 #include "kernels/cuda/act_q8.cuh"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/fused.h"
+#include "kernels/cuda/rms_scale.cuh"
 #include "kernels/op_checks.h"
 #include "kernels/ops.h"
 
@@ -47,22 +48,7 @@ __global__ void RmsNormKernel(float* x,             // (n_rows, dim); written on
     for (int i = threadIdx.x; i < dim; i += blockDim.x) x_row[i] = x_row[i] + delta_row[i];
   }
 
-  // The squares (float products, as on the CPU) summed in double: each is
-  // exact in double and the sum of up to 2^20 of them errs by far less than
-  // half a float ulp of the mean, so the mean rounded to float is the CPU's
-  // (which sums in index order) but for a tie at a rounding boundary.
-  __shared__ double warp_sums[kMaxBlockSize / kWarpSize];
-  double ss = 0.0;
-  for (int i = threadIdx.x; i < dim; i += blockDim.x) ss += static_cast<double>(x_row[i] * x_row[i]);
-  ss = WarpReduceSum(ss);
-  if (threadIdx.x % kWarpSize == 0) warp_sums[threadIdx.x / kWarpSize] = ss;
-  __syncthreads();  // every warp's sum is written
-  ss = 0.0;
-  for (int w = 0; w < static_cast<int>(blockDim.x / kWarpSize); ++w) ss += warp_sums[w];
-  // The CPU version's expression; without --use_fast_math both the division
-  // and sqrtf are IEEE-rounded.
-  const float mean = static_cast<float>(ss / dim);
-  const float scale = 1.0f / sqrtf(mean + eps);
+  const float scale = RmsScale(x_row, dim, eps);
 
   auto value = [=](int64_t i) { return x_row[i] * scale * weight[i]; };
   if constexpr (Mode::kRounded) {
@@ -82,10 +68,8 @@ __global__ void RmsNormKernel(float* x,             // (n_rows, dim); written on
 
 namespace {
 
-// Grid: one block per row (n_rows is an int, within gridDim.x's 2^31 - 1).
-// Block: enough whole warps to give each thread one element, capped at
-// 1024 threads; longer rows (dim 4096, 8192) give each thread dim / 1024.
-int RowThreads(int dim) { return dim >= kMaxBlockSize ? kMaxBlockSize : (dim + kWarpSize - 1) / kWarpSize * kWarpSize; }
+// Grid: one block per row (n_rows is an int, within gridDim.x's 2^31 - 1);
+// block: RowThreads(dim) (rms_scale.cuh).
 
 // The rounded variants' extra precondition.
 absl::Status CheckRounding(const char* op, int64_t width, const ActQ8Out& q8) {

@@ -8,6 +8,7 @@
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/fused.h"
 #include "kernels/cuda/kv_append.cuh"
+#include "kernels/cuda/rms_scale.cuh"
 #include "kernels/op_checks.h"
 #include "kernels/ops.h"
 
@@ -74,13 +75,30 @@ __global__ void RopeKernel(float* x,                  // (n_tokens, n_heads * he
 // rotates its k, waits for the block, then encodes the token's key and value
 // rows into the caches (kv_blocks.h, what KvAppendKernel runs). So the cache
 // gets the bytes of the two launches.
-// Launch: gridDim.x == n_tokens, gridDim.y >= 2, one-dimensional blocks.
+// With kNorm, each head is first RMS-normed in place by its q or k norm
+// (qwen3's per-head norm, RmsNorm's expression and its RmsScale, with
+// RmsNorm's block size): the q blocks then take whole heads, one at a time.
+// Launch: gridDim.x == n_tokens, gridDim.y >= 2, one-dimensional blocks
+// (kNorm: RowThreads(head_dim) threads).
+template <bool kNorm>
 __global__ void RopeAppendKernel(float* q, float* k, const float* v, const int32_t* positions, RopeParams p,
-                                 float theta_scale, int k_heads, AppendTarget keys, AppendTarget values) {
+                                 float theta_scale, int k_heads, AppendTarget keys, AppendTarget values,
+                                 HeadNorms norms) {
   const int n_pairs = p.rope_dim / 2;
   const float pos = static_cast<float>(positions[blockIdx.x]);
+  // Norms then turns head `head` with this block's threads.
+  auto norm_and_turn = [&](float* head, const float* weight) {
+    const float scale = RmsScale(head, p.head_dim, norms.eps);
+    for (int i = threadIdx.x; i < p.head_dim; i += blockDim.x) head[i] = head[i] * scale * weight[i];
+    __syncthreads();  // the head is normed (global writes, visible to the block)
+    for (int i = threadIdx.x; i < n_pairs; i += blockDim.x) RotatePair(head, i, pos, p, theta_scale);
+  };
   if (blockIdx.y + 1 < gridDim.y) {
     float* q_token = q + static_cast<size_t>(blockIdx.x) * p.n_heads * p.head_dim;
+    if constexpr (kNorm) {
+      for (int h = blockIdx.y; h < p.n_heads; h += gridDim.y - 1) norm_and_turn(q_token + h * p.head_dim, norms.q);
+      return;
+    }
     const int64_t n = static_cast<int64_t>(p.n_heads) * n_pairs;
     const int64_t step = static_cast<int64_t>(gridDim.y - 1) * blockDim.x;
     for (int64_t idx = static_cast<int64_t>(blockIdx.y) * blockDim.x + threadIdx.x; idx < n; idx += step) {
@@ -90,8 +108,12 @@ __global__ void RopeAppendKernel(float* q, float* k, const float* v, const int32
   }
   const int kv_dim = k_heads * p.head_dim;
   float* k_token = k + static_cast<size_t>(blockIdx.x) * kv_dim;
-  for (int idx = threadIdx.x; idx < k_heads * n_pairs; idx += blockDim.x) {
-    RotatePair(k_token + idx / n_pairs * p.head_dim, idx % n_pairs, pos, p, theta_scale);
+  if constexpr (kNorm) {
+    for (int h = 0; h < k_heads; ++h) norm_and_turn(k_token + h * p.head_dim, norms.k);
+  } else {
+    for (int idx = threadIdx.x; idx < k_heads * n_pairs; idx += blockDim.x) {
+      RotatePair(k_token + idx / n_pairs * p.head_dim, idx % n_pairs, pos, p, theta_scale);
+    }
   }
   __syncthreads();  // the token's k is rotated (global writes, visible to the block)
   const float* v_token = v + static_cast<size_t>(blockIdx.x) * kv_dim;
@@ -164,17 +186,29 @@ absl::Status RopeQK(float* q, float* k, const int32_t* positions, int n_tokens, 
 
 absl::Status RopeQKAppend(float* q, float* k, const int32_t* positions, int n_tokens, const RopeParams& p,
                           int k_heads, const float* v, void* k_cache, void* v_cache, int first_pos, KvCacheTypes types,
-                          StreamHandle stream, const int32_t* first_pos_at) {
+                          StreamHandle stream, const int32_t* first_pos_at, HeadNorms norms) {
   if (absl::Status args = CheckRopeQK(q, k, positions, n_tokens, p, k_heads); !args.ok()) return args;
   if (first_pos_at != nullptr) first_pos = 0;  // read on the device
   const int kv_dim = k_heads * p.head_dim;
   if (absl::Status args = CheckKvAppendArgs(k, v, n_tokens, kv_dim, k_cache, v_cache, first_pos, types); !args.ok()) {
     return args;
   }
+  const AppendTarget keys = TargetOf(k_cache, types.k, kv_dim, first_pos, first_pos_at);
+  const AppendTarget values = TargetOf(v_cache, types.v, kv_dim, first_pos, first_pos_at);
+  if (norms.q != nullptr) {
+    if (norms.k == nullptr || p.head_dim > kMaxCudaHeadDim) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "RopeQKAppend: head norms need both weights and head_dim (%d) <= %d", p.head_dim, kMaxCudaHeadDim));
+    }
+    // RmsNorm's block for a head; a block per head of q, up to gridDim.y's limit.
+    const unsigned q_blocks = static_cast<unsigned>(p.n_heads < kMaxRopeBlocksPerToken ? p.n_heads : kMaxRopeBlocksPerToken - 1);
+    OCTO_LAUNCH(RopeAppendKernel<true>, dim3(n_tokens, q_blocks + 1), RowThreads(p.head_dim), 0, stream, q, k, v,
+                positions, p, ThetaScale(p), k_heads, keys, values, norms);
+    return absl::OkStatus();
+  }
   const RopeShape shape = ShapeFor(static_cast<int64_t>(p.n_heads) * (p.rope_dim / 2));
-  OCTO_LAUNCH(RopeAppendKernel, dim3(n_tokens, shape.blocks + 1), shape.threads, 0, stream, q, k, v, positions, p,
-              ThetaScale(p), k_heads, TargetOf(k_cache, types.k, kv_dim, first_pos, first_pos_at),
-              TargetOf(v_cache, types.v, kv_dim, first_pos, first_pos_at));
+  OCTO_LAUNCH(RopeAppendKernel<false>, dim3(n_tokens, shape.blocks + 1), shape.threads, 0, stream, q, k, v, positions,
+              p, ThetaScale(p), k_heads, keys, values, norms);
   return absl::OkStatus();
 }
 

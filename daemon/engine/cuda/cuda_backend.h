@@ -23,7 +23,9 @@
 //     the producer also rounds its output for them, and the MatMul skips
 //     its quantize launch;
 //   - a KvAppend of all of the held RopeQK's rotated k rows: RoPE and the
-//     append in one launch.
+//     append in one launch; and two in-place per-head RmsNorms of RopeQK's
+//     q and k before it (qwen3's q and k norms) are held with it and go in
+//     that launch too.
 // Any other call launches the held op as it is first, so the stream runs
 // the same work in the same order. stream() does the same: code that queues work on the compute
 // stream itself (DeviceLayers' events and copies) sees every op called
@@ -57,6 +59,7 @@
 #include "daemon/engine/cuda/step_graphs.h"
 #include "kernels/cuda/act_q8.h"
 #include "kernels/cuda/device.h"
+#include "kernels/cuda/fused.h"
 
 namespace octo {
 
@@ -146,12 +149,21 @@ class CudaBackend : public Backend {
     int n_tokens;
     RopeParams p;
     int k_heads;
+    cuda::HeadNorms norms;  // q and k's head norms folded in (q null: none)
+  };
+  // An in-place RmsNorm of rows no wider than a head: maybe RopeQK's q or k.
+  struct HeadNormCall {
+    float* x;
+    const float* weight;
+    int n_rows, dim;
+    float eps;
   };
   struct Held {
     absl::AnyInvocable<absl::Status(const cuda::ActQ8Out*)> launch;
     const float* out = nullptr;
     int64_t elements = 0;
     std::optional<HeldRope> rope;
+    std::vector<HeadNormCall> norms;  // the held in-place head-wide RmsNorms (one or two)
   };
   absl::Status Hold(Held held);
   // Prefixes an op's error with its name (the forward pass adds the layer).

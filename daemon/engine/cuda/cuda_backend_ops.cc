@@ -21,15 +21,33 @@ absl::Status CudaBackend::GetRows(const WeightMatrix& w, const int32_t* ids, int
 }
 
 absl::Status CudaBackend::RmsNorm(const float* x, const float* weight, float* out, int n_rows, int dim, float eps) {
-  OCTO_RETURN_IF_ERROR(LaunchHeld());
   OCTO_RETURN_IF_ERROR(Op("RmsNorm", CheckRmsNormArgs(x, weight, out, n_rows, dim, eps)));
   SignOp(*graphs_, "RmsNorm", x, weight, out, n_rows, dim, eps);
   auto launch = [=, this](const cuda::ActQ8Out* q8) {
     return Op("RmsNorm", q8 == nullptr ? cuda::RmsNorm(x, weight, out, n_rows, dim, eps, stream_.get())
                                        : cuda::RmsNorm(x, weight, out, n_rows, dim, eps, stream_.get(), *q8));
   };
-  if (n_rows > kMaxDecodeTokens) return graphs_->Queue([launch] { return launch(nullptr); });
-  return Hold(Held{.launch = launch, .out = out, .elements = int64_t{n_rows} * dim, .rope = std::nullopt});
+  const bool head_wide = out == x && dim <= kMaxCudaHeadDim;
+  const HeadNormCall call{out, weight, n_rows, dim, eps};
+  if (head_wide && held_.norms.size() == 1 && !held_.rope && held_.norms[0].dim == dim && held_.norms[0].eps == eps) {
+    // A second head norm (k's after q's): the two wait for RopeQK together.
+    Held first = std::exchange(held_, Held{});
+    return Hold(Held{.launch = [first = std::move(first.launch), launch](const cuda::ActQ8Out*) mutable {
+                       if (absl::Status s = first(nullptr); !s.ok()) return s;
+                       return launch(nullptr);
+                     },
+                     .out = nullptr,
+                     .elements = 0,
+                     .rope = std::nullopt,
+                     .norms = {first.norms[0], call}});
+  }
+  OCTO_RETURN_IF_ERROR(LaunchHeld());
+  if (n_rows > kMaxDecodeTokens && !head_wide) return graphs_->Queue([launch] { return launch(nullptr); });
+  return Hold(Held{.launch = launch,
+                   .out = out,
+                   .elements = int64_t{n_rows} * dim,
+                   .rope = std::nullopt,
+                   .norms = head_wide ? std::vector<HeadNormCall>{call} : std::vector<HeadNormCall>{}});
 }
 
 absl::Status CudaBackend::AddRmsNorm(float* x, const float* delta, const float* weight, float* out, int n_rows,
@@ -43,7 +61,7 @@ absl::Status CudaBackend::AddRmsNorm(float* x, const float* delta, const float* 
                                 : cuda::AddRmsNorm(x, delta, weight, out, n_rows, dim, eps, stream_.get(), *q8));
   };
   if (n_rows > kMaxDecodeTokens || delta == nullptr) return graphs_->Queue([launch] { return launch(nullptr); });
-  return Hold(Held{.launch = launch, .out = out, .elements = int64_t{n_rows} * dim, .rope = std::nullopt});
+  return Hold(Held{.launch = launch, .out = out, .elements = int64_t{n_rows} * dim, .rope = std::nullopt, .norms = {}});
 }
 
 absl::Status CudaBackend::LayerNorm(const float* x, const float* weight, const float* bias, float* out, int n_rows,
@@ -130,18 +148,35 @@ absl::Status CudaBackend::Rope(float* x, const int32_t* positions, int n_tokens,
 
 absl::Status CudaBackend::RopeQK(float* q, float* k, const int32_t* positions, int n_tokens,
                                  const RopeParams& q_params, int k_heads) {
-  OCTO_RETURN_IF_ERROR(LaunchHeld());
   RopeParams k_params = q_params;
   k_params.n_heads = k_heads;
   OCTO_RETURN_IF_ERROR(Op("RopeQK", CheckRopeArgs(q, positions, n_tokens, q_params)));
   OCTO_RETURN_IF_ERROR(Op("RopeQK", CheckRopeArgs(k, positions, n_tokens, k_params)));
   SignOp(*graphs_, "RopeQK", q, k, positions, n_tokens, q_params, k_heads);
-  return Hold(Held{.launch = [=, this](const cuda::ActQ8Out*) {
-                     return Op("RopeQK", cuda::RopeQK(q, k, positions, n_tokens, q_params, k_heads, stream_.get()));
-                   },
-                   .out = nullptr,
-                   .elements = 0,
-                   .rope = HeldRope{q, k, positions, n_tokens, q_params, k_heads}});
+  auto rope = [=, this](const cuda::ActQ8Out*) {
+    return Op("RopeQK", cuda::RopeQK(q, k, positions, n_tokens, q_params, k_heads, stream_.get()));
+  };
+  HeldRope held{q, k, positions, n_tokens, q_params, k_heads, {}};
+  // The held norms of exactly this q and k, head by head: folded in.
+  if (held_.norms.size() == 2 && !held_.rope) {
+    const HeadNormCall& qn = held_.norms[0];
+    const HeadNormCall& kn = held_.norms[1];
+    if (qn.x == q && qn.n_rows == n_tokens * q_params.n_heads && qn.dim == q_params.head_dim && kn.x == k &&
+        kn.n_rows == n_tokens * k_heads && kn.dim == q_params.head_dim && kn.eps == qn.eps) {
+      held.norms = cuda::HeadNorms{qn.weight, kn.weight, qn.eps};
+      Held norms = std::exchange(held_, Held{});
+      return Hold(Held{.launch = [norms = std::move(norms.launch), rope](const cuda::ActQ8Out*) mutable {
+                         if (absl::Status s = norms(nullptr); !s.ok()) return s;
+                         return rope(nullptr);
+                       },
+                       .out = nullptr,
+                       .elements = 0,
+                       .rope = held,
+                       .norms = {}});
+    }
+  }
+  OCTO_RETURN_IF_ERROR(LaunchHeld());
+  return Hold(Held{.launch = rope, .out = nullptr, .elements = 0, .rope = held, .norms = {}});
 }
 
 absl::Status CudaBackend::KvAppend(const float* k, const float* v, int n_tokens, int kv_dim, void* k_cache,
@@ -152,7 +187,8 @@ absl::Status CudaBackend::KvAppend(const float* k, const float* v, int n_tokens,
     const HeldRope r = *std::exchange(held_, Held{}).rope;
     return graphs_->Queue([=, this] {
       return Op("RopeQK + KvAppend", cuda::RopeQKAppend(r.q, r.k, r.positions, r.n_tokens, r.p, r.k_heads, v, k_cache,
-                                                        v_cache, first_pos, types, stream_.get(), first_pos_at));
+                                                        v_cache, first_pos, types, stream_.get(), first_pos_at,
+                                                        r.norms));
     });
   }
   OCTO_RETURN_IF_ERROR(LaunchHeld());
@@ -180,7 +216,8 @@ absl::Status CudaBackend::SiluMul(const float* gate, const float* up, float* out
                    },
                    .out = out,
                    .elements = n,
-                   .rope = std::nullopt});
+                   .rope = std::nullopt,
+                   .norms = {}});
 }
 
 absl::Status CudaBackend::Gelu(const float* x, float* out, int64_t n) {
