@@ -120,65 +120,60 @@ struct FloatDots {
   }
 };
 
-// Sums each row's acc over its lanes and stores token t's rows. The
-// partials go through shared memory (one __syncwarp for every row and
-// token of the warp); each (row, token) is then one lane's tree sum over its
-// row's lanes, in the order a __shfl_xor_sync butterfly would give (the
-// widest stride first): the same bits whatever n_tokens is.
+// Sums each row's acc over its lanes and stores token t's rows: per token,
+// a __shfl_xor_sync butterfly within each row's lanes (the widest stride
+// first), whose result at the row's first lane is the tree sum left + right
+// at every level -- the same bits whatever n_tokens is -- and that lane
+// stores it. Registers only (no local array). Called by the whole warp.
 __device__ __forceinline__ void StoreRows(const float* acc, float* out, int64_t out_stride, int64_t first_row,
                                           int64_t n_rows, int n_tokens, int lanes) {
-  __shared__ float partials[kWarpsPerBlock][kMaxDecodeTokens][kWarpSize];
-  const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
+  const int lane = threadIdx.x % kWarpSize;
+  const int64_t row = first_row + lane / lanes;
+  const bool stores = lane % lanes == 0 && row < n_rows;
 #pragma unroll
   for (int t = 0; t < kMaxDecodeTokens; ++t) {
-    if (t < n_tokens) partials[warp][t][lane] = acc[t];
-  }
-  __syncwarp();
-  const int rows_per_warp = kWarpSize / lanes;
-  for (int sum = lane; sum < rows_per_warp * n_tokens; sum += kWarpSize) {
-    const int sub_row = sum % rows_per_warp, t = sum / rows_per_warp;
-    if (first_row + sub_row >= n_rows) continue;
-    const float* p = &partials[warp][t][sub_row * lanes];
-    float v[kWarpSize];
-#pragma unroll
-    for (int l = 0; l < kWarpSize; ++l) v[l] = l < lanes ? p[l] : 0.0f;
+    if (t >= n_tokens) break;
+    float v = acc[t];
 #pragma unroll
     for (int width = kWarpSize / 2; width > 0; width /= 2) {
-      if (width >= lanes) continue;
-#pragma unroll
-      for (int l = 0; l < width; ++l) v[l] += v[l + width];
+      if (width < lanes) v += __shfl_xor_sync(0xffffffffu, v, width);
     }
-    out[t * out_stride + first_row + sub_row] = v[0];
+    if (stores) out[t * out_stride + row] = v;
   }
-  __syncwarp();  // the partials are read before the next ones are written
 }
 
 // Each warp takes 32 / lanes_per_row consecutive rows; grid.x * warps per
 // block covers them. Dense: every token of the call. Experts: grid.y strides
 // over the choices, one token each.
 template <typename Dots>
-__global__ void DecodeKernel(DecodeArgs a) {
+__global__ void DecodeKernel(const __grid_constant__ DecodeArgs a) {
   const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
   const int lanes = a.lanes_per_row;
+  // This block's matrix: a's, or its part's in a group. Read from the
+  // parameters in place (grid constant: no local copy of a).
   int64_t block = blockIdx.x;
-  if (a.n_parts > 0) {  // a group: this block's matrix
+  const uint8_t* w = a.w;
+  int64_t rows = a.rows, row_bytes = a.row_bytes;
+  float* out = a.out;
+  if (a.n_parts > 0) {
     int p = 0;
     while (p + 1 < a.n_parts && block >= a.parts[p + 1].first_block) ++p;
-    block -= a.parts[p].first_block;
-    a.w = a.parts[p].w;
-    a.rows = a.parts[p].rows;
-    a.row_bytes = a.parts[p].row_bytes;
-    a.out = a.parts[p].out;
+    const DecodeArgs::Part& part = a.parts[p];
+    block -= part.first_block;
+    w = part.w;
+    rows = part.rows;
+    row_bytes = part.row_bytes;
+    out = part.out;
   }
   const int64_t first_row = (block * kWarpsPerBlock + warp) * (kWarpSize / lanes);
-  if (first_row >= a.rows) return;  // the whole warp
+  if (first_row >= rows) return;  // the whole warp
   const int64_t row = first_row + lane / lanes;
-  const bool has_row = row < a.rows;
+  const bool has_row = row < rows;
   const int sub = lane % lanes;
   float acc[kMaxDecodeTokens] = {};
   if (a.expert_ids == nullptr) {
-    if (has_row) Dots::Add(a, a.w + row * a.row_bytes, 0, a.n_tokens, sub, lanes, acc);
-    StoreRows(acc, a.out, a.rows, first_row, a.rows, a.n_tokens, lanes);
+    if (has_row) Dots::Add(a, w + row * row_bytes, 0, a.n_tokens, sub, lanes, acc);
+    StoreRows(acc, out, rows, first_row, rows, a.n_tokens, lanes);
     return;
   }
   for (int i = blockIdx.y; i < a.n_choices; i += gridDim.y) {
@@ -186,10 +181,10 @@ __global__ void DecodeKernel(DecodeArgs a) {
     const bool known = e >= 0 && e < a.n_experts;
     acc[0] = known ? 0.0f : __int_as_float(0x7fc00000);  // NaN rows for an id out of range
     if (has_row) {
-      Dots::Add(a, a.w + (known ? e : 0) * a.expert_bytes + row * a.row_bytes, a.x_per_choice ? i : i / a.k, 1, sub,
+      Dots::Add(a, w + (known ? e : 0) * a.expert_bytes + row * row_bytes, a.x_per_choice ? i : i / a.k, 1, sub,
                 lanes, acc);
     }
-    StoreRows(acc, a.out + static_cast<int64_t>(i) * a.rows, a.rows, first_row, a.rows, 1, lanes);
+    StoreRows(acc, out + static_cast<int64_t>(i) * rows, rows, first_row, rows, 1, lanes);
   }
 }
 

@@ -63,6 +63,8 @@ TEST_F(ConfigTest, DefaultsAreTheRuntimeDefaults) {
   EXPECT_EQ(runtime.gpu, defaults.gpu);
   EXPECT_EQ(runtime.vram_budget_bytes, defaults.vram_budget_bytes);
   EXPECT_EQ(runtime.staging_buffers, defaults.staging_buffers);
+  EXPECT_TRUE(runtime.cuda_graphs);
+  EXPECT_EQ(runtime.cuda_graphs, defaults.cuda_graphs);
   EXPECT_EQ(runtime.pin_first, defaults.pin_first);
   EXPECT_EQ(runtime.pin_last, defaults.pin_last);
   EXPECT_EQ(runtime.layer_budget_bytes, defaults.layer_budget_bytes);
@@ -89,9 +91,10 @@ TEST_F(ConfigTest, EveryFlagReachesItsField) {
        "4GiB", "--memory-limit", "12G", "--ring-slots", "4", "--no-direct-io", "--kv-budget", "512M",
        "--cache-type-k", "Q8_0", "--cache-type-v", "q4_0", "--session-context", "8192", "--max-sessions", "5", "--evict-idle-sessions", "--prefill-chunk", "128",
        "--listen", "127.0.0.1:7070", "--token-file", dir_.Path("token"), "--backend", "cuda", "--gpu", "3",
-       "--vram-budget", "60GiB", "--staging-buffers", "4", "--expert-cache", "3GiB"}));
+       "--vram-budget", "60GiB", "--staging-buffers", "4", "--no-cuda-graphs", "--expert-cache", "3GiB"}));
   ASSERT_TRUE(config.ok()) << config.status();
   const RuntimeOptions& runtime = config->runtime;
+  EXPECT_FALSE(runtime.cuda_graphs);
   EXPECT_EQ(runtime.model, "tiny");
   EXPECT_EQ(runtime.n_threads, 3);
   EXPECT_FALSE(runtime.allow_simd);

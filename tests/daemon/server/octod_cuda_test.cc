@@ -264,6 +264,24 @@ TEST_F(OctodCudaTest, SmallDeviceAutoBudgetIsNeverExceeded) {
 #endif
 }
 
+// Decode steps replay as CUDA graphs by default: the tokens of
+// --no-cuda-graphs, and status (JSON and octo-ctl) counts the captures and
+// replays.
+TEST_F(OctodCudaTest, DecodeStepsReplayAsCudaGraphsAndStatusCountsThem) {
+  ASSERT_TRUE(octod_.Start(CudaArgs(-1, {"--no-cuda-graphs"})));
+  const std::vector<int> eager = Tokens(16);
+  EXPECT_EQ(JsonU64(octod_.Status()["residency"]["device"]["graph_replays"]), 0u);
+  ASSERT_TRUE(octod_.Stop());
+
+  ASSERT_TRUE(octod_.Start(CudaArgs(-1)));
+  EXPECT_EQ(Tokens(16), eager);
+  const nlohmann::json d = octod_.Status()["residency"]["device"];
+  EXPECT_GE(JsonU64(d["graph_captures"]), 1u) << d.dump();
+  EXPECT_GE(JsonU64(d["graph_replays"]), 10u) << d.dump();
+  const RunResult status = octod_.Ctl("status", {});
+  EXPECT_NE(status.out.find("replayed as a CUDA graph"), std::string::npos) << status.out;
+}
+
 #ifdef OCTO_CUDA_SIM
 // A host that cannot pin octod's host tier (a memlock limit; the executor's
 // OCTO_SIM_PINNABLE_MEMORY plays it): the resident tokens through pageable
