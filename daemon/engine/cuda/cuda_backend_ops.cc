@@ -14,6 +14,21 @@ namespace octo {
 
 using signature::SignOp;
 
+namespace {
+
+using HeldLaunch = absl::AnyInvocable<absl::Status(const cuda::ActQ8Out*)>;
+
+// A held launch that is `first` then `second`, both plain (ops held together,
+// launched as they were called when the op that would fuse them never comes).
+HeldLaunch InOrder(HeldLaunch first, HeldLaunch second) {
+  return [first = std::move(first), second = std::move(second)](const cuda::ActQ8Out*) mutable {
+    if (absl::Status s = first(nullptr); !s.ok()) return s;
+    return second(nullptr);
+  };
+}
+
+}  // namespace
+
 absl::Status CudaBackend::GetRows(const WeightMatrix& w, const int32_t* ids, int n, float* out) {
   OCTO_RETURN_IF_ERROR(LaunchHeld());
   SignOp(*graphs_, "GetRows", w, ids, n, out);
@@ -32,10 +47,7 @@ absl::Status CudaBackend::RmsNorm(const float* x, const float* weight, float* ou
   if (head_wide && held_.norms.size() == 1 && !held_.rope && held_.norms[0].dim == dim && held_.norms[0].eps == eps) {
     // A second head norm (k's after q's): the two wait for RopeQK together.
     Held first = std::exchange(held_, Held{});
-    return Hold(Held{.launch = [first = std::move(first.launch), launch](const cuda::ActQ8Out*) mutable {
-                       if (absl::Status s = first(nullptr); !s.ok()) return s;
-                       return launch(nullptr);
-                     },
+    return Hold(Held{.launch = InOrder(std::move(first.launch), launch),
                      .out = nullptr,
                      .elements = 0,
                      .rope = std::nullopt,
@@ -165,10 +177,7 @@ absl::Status CudaBackend::RopeQK(float* q, float* k, const int32_t* positions, i
         kn.n_rows == n_tokens * k_heads && kn.dim == q_params.head_dim && kn.eps == qn.eps) {
       held.norms = cuda::HeadNorms{qn.weight, kn.weight, qn.eps};
       Held norms = std::exchange(held_, Held{});
-      return Hold(Held{.launch = [norms = std::move(norms.launch), rope](const cuda::ActQ8Out*) mutable {
-                         if (absl::Status s = norms(nullptr); !s.ok()) return s;
-                         return rope(nullptr);
-                       },
+      return Hold(Held{.launch = InOrder(std::move(norms.launch), rope),
                        .out = nullptr,
                        .elements = 0,
                        .rope = held,
