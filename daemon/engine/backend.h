@@ -93,9 +93,12 @@ class Backend {
   // backend -> backend.
   virtual absl::Status Copy(void* dst, const void* src, size_t bytes) = 0;
 
-  // Queues on the device every launch the backend keeps back (CUDA: a pass
-  // being recorded as a graph). A pass that fails calls it, so nothing
-  // kept outlives the pass's memory.
+  // A forward pass's bracket: from BeginPass to the pass's Download the
+  // backend may keep launches back (CUDA: recording them for a graph);
+  // outside it every op is issued as it is called. Flush issues what is
+  // kept and ends the bracket: a pass that fails calls it, so nothing kept
+  // outlives the pass's memory.
+  virtual void BeginPass() {}
   virtual absl::Status Flush() { return absl::OkStatus(); }
 
   // The rows of the next MatMuls come in these groups, one per sequence of

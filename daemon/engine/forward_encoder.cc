@@ -172,6 +172,7 @@ absl::Status ForwardEncoder(const ModelView& model, std::span<const SequenceStep
 absl::Status ForwardModel(const ModelView& model, std::span<const SequenceStep> batch, RunState& s, Backend& backend,
                           std::vector<float>& logits, std::vector<float>* hidden) {
   absl::Status status;
+  backend.BeginPass();
   if (IsEncoderArchitecture(model.config->architecture)) {
     logits.clear();
     status = ForwardEncoder(model, batch, s, backend, hidden);

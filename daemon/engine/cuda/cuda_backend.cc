@@ -87,7 +87,7 @@ absl::StatusOr<BackendBuffer> CudaBackend::Allocate(size_t bytes) {
 absl::Status CudaBackend::ReserveStage(size_t bytes) {
   if (stage_used_ + bytes <= stage_size_) return absl::OkStatus();
   // The copies queued from the stage must finish before it is reused or freed.
-  OCTO_RETURN_IF_ERROR(Flush());
+  OCTO_RETURN_IF_ERROR(FlushStretch());
   OCTO_RETURN_IF_ERROR(stream_.Synchronize());
   stage_used_ = 0;
   if (bytes <= stage_size_) return absl::OkStatus();
@@ -145,7 +145,7 @@ absl::Status CudaBackend::Copy(void* dst, const void* src, size_t bytes) {
 }
 
 cudaStream_t CudaBackend::stream() {
-  if (absl::Status s = Flush(); !s.ok()) held_error_ = s;
+  if (absl::Status s = FlushStretch(); !s.ok()) held_error_ = s;
   return stream_.get();
 }
 
@@ -153,7 +153,15 @@ void CudaBackend::set_graphs(bool enabled) { graphs_->set_enabled(enabled); }
 StepGraphsStats CudaBackend::graph_stats() const { return graphs_->stats(); }
 bool CudaBackend::graphs_enabled() const { return graphs_->enabled(); }
 
+void CudaBackend::BeginPass() { graphs_->BeginPass(); }
+
 absl::Status CudaBackend::Flush() {
+  absl::Status held = LaunchHeld();
+  absl::Status kept = graphs_->EndPass();
+  return held.ok() ? kept : held;
+}
+
+absl::Status CudaBackend::FlushStretch() {
   absl::Status held = LaunchHeld();
   absl::Status kept = graphs_->Flush();
   return held.ok() ? kept : held;
@@ -193,7 +201,7 @@ std::optional<absl::Status> CudaBackend::FusedMatMul(std::span<const WeightMatri
 absl::StatusOr<cuda::Exec> CudaBackend::ExecWithScratch(size_t bytes) {
   if (bytes > scratch_.size()) {
     // What is kept reads the old scratch: it runs first.
-    OCTO_RETURN_IF_ERROR(Flush());
+    OCTO_RETURN_IF_ERROR(FlushStretch());
     OCTO_RETURN_IF_ERROR(stream_.Synchronize());
     scratch_ = cuda::DeviceBuffer();
     OCTO_ASSIGN_OR_RETURN(scratch_, cuda::DeviceBuffer::Allocate(std::max(bytes, 2 * scratch_.size())));

@@ -79,9 +79,12 @@ class CudaBackend : public Backend {
   // CUDA graphs for repeated passes (step_graphs.h); on by default.
   void set_graphs(bool enabled);
   bool graphs_enabled() const;
-  // Queues the held op and what graphs_ keeps on the stream (a graph or
-  // launch by launch).
+  void BeginPass() override;
+  // Issues the held op and what graphs_ keeps (a graph or launch by
+  // launch), and ends the pass's bracket.
   absl::Status Flush() override;
+  // The same within the pass: a stretch ends (stream(), a scratch growth).
+  absl::Status FlushStretch();
   StepGraphsStats graph_stats() const;
   uint64_t total_bytes() const { return total_bytes_; }
   uint64_t scratch_bytes() const { return scratch_.size(); }

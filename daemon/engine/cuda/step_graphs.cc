@@ -32,12 +32,14 @@ absl::Status StepGraphs::Pause() {
 }
 
 absl::Status StepGraphs::EndPass() {
+  absl::Status s = Flush();
   paused_ = false;
-  return Flush();
+  in_pass_ = false;
+  return s;
 }
 
 absl::Status StepGraphs::Queue(absl::AnyInvocable<absl::Status()> launch) {
-  if (enabled_ && !paused_) {
+  if (enabled_ && in_pass_ && !paused_) {
     kept_.push_back(std::move(launch));
     return absl::OkStatus();
   }

@@ -1,5 +1,6 @@
-// StepGraphs: CudaBackend's CUDA graphs. A forward pass's launches are kept
-// (not run) as the pass calls its ops, each with the bytes of the arguments
+// StepGraphs: CudaBackend's CUDA graphs. A forward pass's launches (between
+// Backend::BeginPass and the pass's Download) are kept (not run) as the
+// pass calls its ops, each with the bytes of the arguments
 // that decide what it launches (its signature: op, pointers, sizes,
 // parameters; never the data behind them). A stretch of kept launches ends
 // at the pass's Download, or earlier where something else must reach the
@@ -82,7 +83,12 @@ class StepGraphs {
   }
   void Sign(const char* op) { signature_.append(op).push_back('\0'); }
 
-  // Runs `launch` now, or keeps it for the pass's end while recording.
+  // Between BeginPass and EndPass launches are kept (while enabled and not
+  // paused); outside, each runs as it is queued (ops called between passes:
+  // a cache's rows moved, a checkpoint copied -- their memory may be freed
+  // before any later pass).
+  void BeginPass() { in_pass_ = true; }
+  // Runs `launch` now, or keeps it for the stretch's end.
   absl::Status Queue(absl::AnyInvocable<absl::Status()> launch);
   // Ends the stretch: what is kept is replayed, captured or run (above),
   // queued on the stream either way.
@@ -91,7 +97,7 @@ class StepGraphs {
   // that allocates (its caller may free memory the launches after it read,
   // a cache growing: allocate, copy, free the old).
   absl::Status Pause();
-  // Flush, and launches are kept again.
+  // Flush, and the pass is over (launches run as queued until BeginPass).
   absl::Status EndPass();
 
   // Read from any thread (status).
@@ -111,6 +117,7 @@ class StepGraphs {
   const cudaStream_t stream_;
   bool enabled_ = true;
   bool paused_ = false;
+  bool in_pass_ = false;
   std::string signature_;  // the stretch's so far
   std::vector<absl::AnyInvocable<absl::Status()>> kept_;
   std::list<Graph> graphs_;        // most recently launched first
