@@ -118,7 +118,9 @@ TEST(KvAppendCpuTest, QuantizedRowsDecodeWithinHalfAStep) {
         }
         for (size_t i = 0; i < cache.size(); ++i) {
           const bool written = i >= first_pos * row_bytes && i < (first_pos + n_tokens) * row_bytes;
-          if (!written) ASSERT_EQ(cache[i], 0xAB) << GgmlTypeName(type) << " byte " << i << " was not to be written";
+          if (!written) {
+            ASSERT_EQ(cache[i], 0xAB) << GgmlTypeName(type) << " byte " << i << " was not to be written";
+          }
         }
       }
     }

@@ -309,7 +309,9 @@ TEST_F(RuntimeEmbedTest, CancelledRequestEndsCancelled) {
   auto runtime = Start();
   absl::StatusOr<EmbedResult> result = runtime->Embed(Texts(kTexts), [] { return true; });
   // Cancelled before its pass, or done if the pass was quicker: never hangs.
-  if (!result.ok()) EXPECT_EQ(result.status().code(), absl::StatusCode::kCancelled) << result.status();
+  if (!result.ok()) {
+    EXPECT_EQ(result.status().code(), absl::StatusCode::kCancelled) << result.status();
+  }
   EXPECT_EQ(runtime->Report().kv_used_bytes, 0u);
   EXPECT_EQ(Embed(*runtime, Texts({"after"})).size(), 1u);
 }

@@ -140,11 +140,15 @@ void CheckFamily(const char* reference, std::vector<std::string> models, const s
     SCOPED_TRACE(r.model + ": " + r.prompt);
     if (absl::StrContains(r.model, "F32")) {
       EXPECT_LE(r.errors.reference, 0.02);
-      if (r.diverged < kGenerated) EXPECT_LE(r.gap, kNearTieNats);
+      if (r.diverged < kGenerated) {
+        EXPECT_LE(r.gap, kNearTieNats);
+      }
       continue;
     }
     EXPECT_LE(r.errors.reference, std::max(0.1, 2 * floor)) << "family noise floor " << floor;
-    if (r.diverged < kGenerated) EXPECT_LE(r.gap, std::max(kNearTieNats, 2 * floor)) << "diverges at " << r.diverged;
+    if (r.diverged < kGenerated) {
+      EXPECT_LE(r.gap, std::max(kNearTieNats, 2 * floor)) << "diverges at " << r.diverged;
+    }
   }
   EXPECT_GE(quantized_agree, agree * quantized);
 }

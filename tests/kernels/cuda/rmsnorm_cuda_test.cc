@@ -78,7 +78,7 @@ TEST_F(RmsNormCudaTest, InPlaceMatchesCpu) {
 // delta itself (as the forward pass calls it).
 TEST_F(RmsNormCudaTest, AddRmsNormIsAddThenRmsNormInOneLaunch) {
   uint32_t seed = 500;
-  for (const auto [n_rows, dim] : {std::pair{1, 7}, std::pair{3, 1000}, std::pair{2, 4096}}) {
+  for (const auto& [n_rows, dim] : {std::pair{1, 7}, std::pair{3, 1000}, std::pair{2, 4096}}) {
     for (bool out_is_delta : {false, true}) {
       SCOPED_TRACE(absl::StrFormat("%d x %d, out %s", n_rows, dim, out_is_delta ? "= delta" : "apart"));
       const size_t n = static_cast<size_t>(n_rows) * dim;
