@@ -19,7 +19,7 @@ namespace octo::cuda {
 
 // Elements per rounding chunk (one warp's share).
 template <ActQ8Rule R>
-inline constexpr int kRoundChunk = R == ActQ8Rule::kPer256 ? kQ8KBlock : kQ8Chunk;
+inline constexpr int kRoundChunk = ActQ8ChunkOf(R);
 
 // Chunk `chunk` of a flat (rows, cols) x whose cols are a multiple of the
 // chunk: elements e = chunk * kRoundChunk<R> + lane + 32 j. Writes out[e] =

@@ -14,10 +14,22 @@
 #include <span>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "kernels/cuda/act_q8.h"
 #include "kernels/ops.h"
 
 namespace octo::cuda {
+
+// The rounded producers' own precondition: q8 set, rows of `width` whole
+// rounding chunks (INVALID_ARGUMENT naming `op`).
+inline absl::Status CheckRounding(const char* op, int64_t width, const ActQ8Out& q8) {
+  if (q8.q == nullptr || q8.d == nullptr) return absl::InvalidArgumentError(absl::StrCat(op, ": q8 is null"));
+  if (width % ActQ8ChunkOf(q8.rule) != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(op, ": rows of ", width, " are not whole ", ActQ8ChunkOf(q8.rule),
+                                                   "-element rounding chunks"));
+  }
+  return absl::OkStatus();
+}
 
 // ops.h's RmsNorm, AddRmsNorm and SiluMul, also writing out's 8-bit
 // activations to q8. dim (SiluMul: n) must be a multiple of the rule's

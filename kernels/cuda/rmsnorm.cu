@@ -65,24 +65,8 @@ __global__ void RmsNormKernel(float* x,             // (n_rows, dim); written on
 }  // namespace
 
 // --- Launchers ---------------------------------------------------------------
-
-namespace {
-
 // Grid: one block per row (n_rows is an int, within gridDim.x's 2^31 - 1);
 // block: RowThreads(dim) (rms_scale.cuh).
-
-// The rounded variants' extra precondition.
-absl::Status CheckRounding(const char* op, int64_t width, const ActQ8Out& q8) {
-  const int chunk = q8.rule == ActQ8Rule::kPer256 ? kQ8KBlock : kQ8Chunk;
-  if (q8.q == nullptr || q8.d == nullptr) return absl::InvalidArgumentError(absl::StrFormat("%s: q8 is null", op));
-  if (width % chunk != 0) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("%s: rows of %d are not whole %d-element rounding chunks", op, width, chunk));
-  }
-  return absl::OkStatus();
-}
-
-}  // namespace
 
 absl::Status RmsNorm(const float* x, const float* weight, float* out, int n_rows, int dim,
                      float eps, StreamHandle stream) {

@@ -58,13 +58,9 @@ absl::Status SiluMul(const float* gate, const float* up, float* out, int64_t n, 
                      const ActQ8Out& q8) {
   absl::Status args = CheckSiluMulArgs(gate, up, out, n);
   if (!args.ok()) return args;
-  const int chunk = q8.rule == ActQ8Rule::kPer256 ? kQ8KBlock : kQ8Chunk;
-  if (q8.q == nullptr || q8.d == nullptr || n % chunk != 0) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("SiluMul: q8 is null or n (%d) is not whole %d-element rounding chunks", n, chunk));
-  }
+  if (absl::Status rounding = CheckRounding("SiluMul", n, q8); !rounding.ok()) return rounding;
   return WithActQ8Rule(q8.rule, [&](auto rule) {
-    const int64_t n_chunks = n / chunk;
+    const int64_t n_chunks = n / kRoundChunk<decltype(rule)::value>;
     const unsigned grid = static_cast<unsigned>((n_chunks + kRoundWarps - 1) / kRoundWarps);
     OCTO_LAUNCH(SiluMulRoundedKernel<decltype(rule)::value>, grid, kRoundWarps * kWarpSize, 0, stream, gate, up,
                 out, n_chunks, q8);

@@ -169,25 +169,29 @@ absl::StatusOr<std::string> ProfileLine(const std::string& name, const DecodeCal
   const Split waits = split(&cuda::ApiCounts::blocking_waits);
   const Split pageable = split(&cuda::ApiCounts::pageable_copies);
   const Split allocations = split(&cuda::ApiCounts::allocations);
-  if (graphed == nullptr) {
-    return absl::StrFormat(
-        "profile: %s batch=%d launches/layer=%.1f launches/token=%.0f host-calls/token=%.0f blocking-waits/token=%.1f "
-        "pageable-copies/token=%.1f allocations/token=%.1f graph=no",
-        name, more.batch, launches.per_layer, launches.At(full_layers), calls.At(full_layers), waits.At(full_layers),
-        pageable.At(full_layers), allocations.At(full_layers));
+  // Per token: the eager runs' split, scaled to full_layers, or the graphed
+  // run's own (a replay's calls do not grow with the layers).
+  double calls_per_token = calls.At(full_layers), waits_per_token = waits.At(full_layers);
+  double pageable_per_token = pageable.At(full_layers), allocations_per_token = allocations.At(full_layers);
+  bool graph = false;
+  if (graphed != nullptr) {
+    if (graphed->batch != more.batch || graphed->steps <= 0) {
+      return absl::InvalidArgumentError("the graphed run must be at the eager runs' batch, over some steps");
+    }
+    const auto per_token = [&](uint64_t cuda::ApiCounts::*counter) {
+      return static_cast<double>(graphed->counted.*counter) / graphed->steps;
+    };
+    calls_per_token = per_token(&cuda::ApiCounts::host_calls);
+    waits_per_token = per_token(&cuda::ApiCounts::blocking_waits);
+    pageable_per_token = per_token(&cuda::ApiCounts::pageable_copies);
+    allocations_per_token = per_token(&cuda::ApiCounts::allocations);
+    graph = graphed->counted.graph_launches > 0;
   }
-  if (graphed->batch != more.batch || graphed->steps <= 0) {
-    return absl::InvalidArgumentError("the graphed run must be at the eager runs' batch, over some steps");
-  }
-  const auto per_token = [&](uint64_t cuda::ApiCounts::*counter) {
-    return static_cast<double>(graphed->counted.*counter) / graphed->steps;
-  };
   return absl::StrFormat(
       "profile: %s batch=%d launches/layer=%.1f launches/token=%.0f host-calls/token=%.0f blocking-waits/token=%.1f "
       "pageable-copies/token=%.1f allocations/token=%.1f graph=%s",
-      name, more.batch, launches.per_layer, launches.At(full_layers), per_token(&cuda::ApiCounts::host_calls),
-      per_token(&cuda::ApiCounts::blocking_waits), per_token(&cuda::ApiCounts::pageable_copies),
-      per_token(&cuda::ApiCounts::allocations), graphed->counted.graph_launches > 0 ? "yes" : "no");
+      name, more.batch, launches.per_layer, launches.At(full_layers), calls_per_token, waits_per_token,
+      pageable_per_token, allocations_per_token, graph ? "yes" : "no");
 }
 
 }  // namespace octo::bench

@@ -384,9 +384,9 @@ TEST(DequantizeTest, FloatTypesByHand) {
   EXPECT_EQ(0, std::memcmp(out.data(), f32, sizeof(f32)));
 }
 
-// Rows are found at first_row * row_bytes: three Q8_0 rows of two blocks,
-// row r filled with the value r + 1 (d = 1, q = r + 1).
-TEST(DequantizeTest, ReadsTheRequestedRows) {
+// Three Q8_0 rows of two blocks, row r filled with the value r + 1 (d = 1,
+// q = r + 1).
+std::vector<BlockQ8_0> ThreeQ8Rows() {
   std::vector<BlockQ8_0> blocks(6);
   for (int r = 0; r < 3; ++r) {
     for (int b = 0; b < 2; ++b) {
@@ -394,6 +394,12 @@ TEST(DequantizeTest, ReadsTheRequestedRows) {
       std::memset(blocks[2 * r + b].qs, r + 1, 32);
     }
   }
+  return blocks;
+}
+
+// Rows are found at first_row * row_bytes.
+TEST(DequantizeTest, ReadsTheRequestedRows) {
+  const std::vector<BlockQ8_0> blocks = ThreeQ8Rows();
   std::vector<float> out(128, -1.0f);
   ASSERT_TRUE(DequantizeRows(WeightMatrix{GgmlType::kQ8_0, blocks.data(), 3, 64}, 1, 2, out.data()).ok());
   for (int i = 0; i < 64; ++i) EXPECT_EQ(out[i], 2.0f) << i;
@@ -403,13 +409,7 @@ TEST(DequantizeTest, ReadsTheRequestedRows) {
 // GetRows gathers the rows the ids name, in their order (repeats allowed),
 // each as DequantizeRows gives it; an id outside the rows is refused.
 TEST(DequantizeTest, GetRowsGathersTheNamedRows) {
-  std::vector<BlockQ8_0> blocks(6);
-  for (int r = 0; r < 3; ++r) {
-    for (int b = 0; b < 2; ++b) {
-      blocks[2 * r + b].d = 0x3C00;
-      std::memset(blocks[2 * r + b].qs, r + 1, 32);
-    }
-  }
+  const std::vector<BlockQ8_0> blocks = ThreeQ8Rows();
   const WeightMatrix w{GgmlType::kQ8_0, blocks.data(), 3, 64};
   const int32_t ids[] = {2, 0, 2, 1};
   std::vector<float> out(4 * 64, -1.0f);

@@ -155,15 +155,12 @@ bool CudaBackend::graphs_enabled() const { return graphs_->enabled(); }
 
 void CudaBackend::BeginPass() { graphs_->BeginPass(); }
 
-absl::Status CudaBackend::Flush() {
-  absl::Status held = LaunchHeld();
-  absl::Status kept = graphs_->EndPass();
-  return held.ok() ? kept : held;
-}
+absl::Status CudaBackend::Flush() { return IssueKept(/*end_pass=*/true); }
+absl::Status CudaBackend::FlushStretch() { return IssueKept(/*end_pass=*/false); }
 
-absl::Status CudaBackend::FlushStretch() {
+absl::Status CudaBackend::IssueKept(bool end_pass) {
   absl::Status held = LaunchHeld();
-  absl::Status kept = graphs_->Flush();
+  absl::Status kept = end_pass ? graphs_->EndPass() : graphs_->Flush();
   return held.ok() ? kept : held;
 }
 

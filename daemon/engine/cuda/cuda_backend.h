@@ -83,8 +83,6 @@ class CudaBackend : public Backend {
   // Issues the held op and what graphs_ keeps (a graph or launch by
   // launch), and ends the pass's bracket.
   absl::Status Flush() override;
-  // The same within the pass: a stretch ends (stream(), a scratch growth).
-  absl::Status FlushStretch();
   StepGraphsStats graph_stats() const;
   uint64_t total_bytes() const { return total_bytes_; }
   uint64_t scratch_bytes() const { return scratch_.size(); }
@@ -135,6 +133,9 @@ class CudaBackend : public Backend {
   absl::Status SigmoidMul(const float* gate, float* x, int64_t n) override;
 
  private:
+  // Flush within the pass: a stretch ends (stream(), a scratch growth).
+  absl::Status FlushStretch();
+  absl::Status IssueKept(bool end_pass);
   CudaBackend() = default;
   // An Exec whose scratch holds at least `bytes`.
   absl::StatusOr<cuda::Exec> ExecWithScratch(size_t bytes);

@@ -39,11 +39,10 @@ absl::Status StepGraphs::EndPass() {
 }
 
 absl::Status StepGraphs::Queue(absl::AnyInvocable<absl::Status()> launch) {
-  if (enabled_ && in_pass_ && !paused_) {
+  if (keeping()) {
     kept_.push_back(std::move(launch));
     return absl::OkStatus();
   }
-  signature_.clear();
   return launch();
 }
 

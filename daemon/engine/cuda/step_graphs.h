@@ -74,14 +74,18 @@ class StepGraphs {
   bool enabled() const { return enabled_; }
 
   // The signature of the next launch, a value at a time (trivially copyable
-  // scalars and pointers; structs field by field, by the caller).
+  // scalars and pointers; structs field by field, by the caller). Nothing
+  // when the launch will run as queued (no signature needed).
   template <typename T>
   void Sign(const T& value) {
     static_assert(std::is_arithmetic_v<T> || std::is_pointer_v<T> || std::is_enum_v<T>);
+    if (!keeping()) return;
     const char* bytes = reinterpret_cast<const char*>(&value);
     signature_.append(bytes, sizeof(T));
   }
-  void Sign(const char* op) { signature_.append(op).push_back('\0'); }
+  void Sign(const char* op) {
+    if (keeping()) signature_.append(op).push_back('\0');
+  }
 
   // Between BeginPass and EndPass launches are kept (while enabled and not
   // paused); outside, each runs as it is queued (ops called between passes:
@@ -107,6 +111,7 @@ class StepGraphs {
   }
 
  private:
+  bool keeping() const { return enabled_ && in_pass_ && !paused_; }
   struct Graph {
     std::string signature;
     cudaGraphExec_t exec = nullptr;
