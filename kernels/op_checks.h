@@ -187,6 +187,16 @@ inline absl::Status CheckTopKExpertsArgs(const float* router_logits, int n_token
   return absl::OkStatus();
 }
 
+inline absl::Status CheckTopLogitsArgs(const float* logits, int n_rows, int vocab, const TopLogitsRow* out) {
+  absl::Status null = CheckNotNull("TopLogits", {{"logits", logits}, {"out", out}});
+  if (!null.ok()) return null;
+  if (n_rows <= 0 || vocab <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("TopLogits: n_rows (%d) and vocab (%d) must be positive", n_rows, vocab));
+  }
+  return absl::OkStatus();
+}
+
 // The bytes of one row of w, once w is a valid weight matrix: a type of the
 // table, non-null data, rows > 0, cols a positive multiple of the block size,
 // and a size that fits in the address space. INVALID_ARGUMENT naming `op`

@@ -646,6 +646,49 @@ absl::Status TopKExperts(const float* router_logits, int n_tokens, int n_experts
                          int32_t* expert_ids, float* weights, StreamHandle stream);
 }  // namespace cuda
 
+// --- TopLogits (kernels/cpu/top_logits.cc) ----------------------------------
+// Each row of logits (n_rows, vocab) reduced to what greedy and top-k
+// sampling and logprobs read, so only that leaves the device (the daemon's
+// candidates path: daemon/sampling/logit_candidates.h). Row r's out[r]:
+//   top[0 .. min(kTopLogits, vocab))  the row's best (id, logit), in the
+//       sampler's total order: larger logit first, equal logits (-0 equals
+//       +0, -inf equals -inf) by lower id; the logits as they are;
+//   max_logit  the row's largest logit;
+//   sum_exp    sum over the row of exp((double)logit - (double)max_logit);
+//   n_finite   how many logits are not -inf;
+//   bad_id     the lowest id whose logit is NaN or +inf, -1 when none, and
+//   bad_logit  its logit. A row with one has top, max_logit and sum_exp
+//              unspecified (the sampler refuses it by bad_id).
+// A row of -inf only has max_logit -inf, sum_exp 0, top ids 0, 1, ...
+// The CPU sums in id order, as daemon/sampling/logprobs.cc's LogSumExp does,
+// so max_logit + log(sum_exp) is that function's result bit for bit.
+// Preconditions (INVALID_ARGUMENT): pointers non-null, n_rows > 0,
+// vocab > 0.
+inline constexpr int kTopLogits = 64;
+struct TopLogit {
+  int32_t id;
+  float logit;
+};
+struct TopLogitsRow {
+  double sum_exp;
+  float max_logit;
+  int32_t n_finite;
+  int32_t bad_id;
+  float bad_logit;
+  TopLogit top[kTopLogits];
+};
+static_assert(sizeof(TopLogitsRow) == 24 + 8 * kTopLogits, "TopLogitsRow has no padding: it is copied as bytes");
+namespace cpu {
+absl::Status TopLogits(const float* logits, int n_rows, int vocab, TopLogitsRow* out);
+}  // namespace cpu
+// CUDA: one block per row. The top ids, logits, max_logit, n_finite and bad
+// entries are the CPU's exactly; sum_exp is a tree of per-thread sums in
+// double with the device's exp, within 1e-12 relative of the CPU's (the
+// executor's exp is the host's: only the order differs).
+namespace cuda {
+absl::Status TopLogits(const float* logits, int n_rows, int vocab, TopLogitsRow* out, StreamHandle stream);
+}  // namespace cuda
+
 // --- MoeCombine (kernels/cpu/moe_combine.cc) ------------------------------------
 // The last step of a mixture-of-experts FFN: each row's weighted sum of its
 // k chosen experts' outputs, plus the shared expert's (qwen2moe) gated by

@@ -1,0 +1,83 @@
+// cpu::TopLogits against a sort of the whole row: the same candidates in the
+// sampler's order, the same count and bad entry, and the sum of
+// daemon/sampling/logprobs.cc bit for bit.
+#include <algorithm>
+#include <bit>
+#include <limits>
+#include <string>
+#include <cstdint>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "kernels/ops.h"
+#include "tests/kernels/top_logits_test_util.h"
+
+namespace octo {
+namespace {
+
+// Bit equality of what ops.h specifies for the row (top and the sums only
+// when it has no NaN or +inf).
+void ExpectSameRow(const TopLogitsRow& got, const TopLogitsRow& want, int vocab, const std::string& what) {
+  EXPECT_EQ(got.n_finite, want.n_finite) << what;
+  EXPECT_EQ(got.bad_id, want.bad_id) << what;
+  EXPECT_EQ(std::bit_cast<uint32_t>(got.bad_logit), std::bit_cast<uint32_t>(want.bad_logit)) << what;
+  if (want.bad_id >= 0) return;
+  EXPECT_EQ(std::bit_cast<uint32_t>(got.max_logit), std::bit_cast<uint32_t>(want.max_logit)) << what;
+  EXPECT_EQ(std::bit_cast<uint64_t>(got.sum_exp), std::bit_cast<uint64_t>(want.sum_exp)) << what;
+  for (int j = 0; j < std::min(vocab, kTopLogits); ++j) {
+    EXPECT_EQ(got.top[j].id, want.top[j].id) << what << " rank " << j;
+    EXPECT_EQ(std::bit_cast<uint32_t>(got.top[j].logit), std::bit_cast<uint32_t>(want.top[j].logit))
+        << what << " rank " << j;
+  }
+}
+
+TEST(TopLogitsTest, MatchesASortOfTheRow) {
+  for (const testing::LogitRows& s : testing::TopLogitsTestRows()) {
+    std::vector<TopLogitsRow> got(s.rows());
+    ASSERT_TRUE(cpu::TopLogits(s.logits.data(), s.rows(), s.vocab, got.data()).ok());
+    for (int r = 0; r < s.rows(); ++r) {
+      const TopLogitsRow want = testing::HostTopLogits(s.logits.data() + static_cast<size_t>(r) * s.vocab, s.vocab);
+      ExpectSameRow(got[r], want, s.vocab, s.what + " row " + std::to_string(r));
+    }
+  }
+}
+
+// The refused rows name their lowest bad id; an all -inf row ranks by id.
+TEST(TopLogitsTest, BadAndEmptyRows) {
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  const int vocab = 100;
+  std::vector<float> logits(3 * vocab, -kInf);
+  logits[40] = kInf;
+  logits[70] = std::numeric_limits<float>::quiet_NaN();
+  logits[vocab + 10] = 2.0f;
+  std::vector<TopLogitsRow> out(3);
+  ASSERT_TRUE(cpu::TopLogits(logits.data(), 3, vocab, out.data()).ok());
+  EXPECT_EQ(out[0].bad_id, 40);
+  EXPECT_EQ(out[0].bad_logit, kInf);
+  EXPECT_EQ(out[1].bad_id, -1);
+  EXPECT_EQ(out[1].n_finite, 1);
+  EXPECT_EQ(out[1].top[0].id, 10);
+  EXPECT_EQ(out[1].top[1].id, 0);
+  EXPECT_EQ(out[1].sum_exp, 1.0);
+  EXPECT_EQ(out[2].n_finite, 0);
+  EXPECT_EQ(out[2].max_logit, -kInf);
+  EXPECT_EQ(out[2].sum_exp, 0.0);
+  for (int j = 0; j < kTopLogits; ++j) EXPECT_EQ(out[2].top[j].id, j);
+}
+
+TEST(TopLogitsTest, RejectsBadArguments) {
+  std::vector<float> logits(8, 0.0f);
+  TopLogitsRow out;
+  const auto expect_rejected = [](const absl::Status& s, const std::string& needle) {
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+    EXPECT_NE(s.message().find(needle), std::string::npos) << s;
+  };
+  expect_rejected(cpu::TopLogits(nullptr, 1, 8, &out), "logits is null");
+  expect_rejected(cpu::TopLogits(logits.data(), 1, 8, nullptr), "out is null");
+  expect_rejected(cpu::TopLogits(logits.data(), 0, 8, &out), "n_rows (0)");
+  expect_rejected(cpu::TopLogits(logits.data(), 1, 0, &out), "vocab (0)");
+}
+
+}  // namespace
+}  // namespace octo
