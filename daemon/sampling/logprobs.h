@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "daemon/sampling/logit_candidates.h"
 
 namespace octo {
 
@@ -37,5 +38,11 @@ absl::StatusOr<std::vector<TokenLogprob>> TopLogprobs(std::span<const float> log
 // The logprob of token `id`. INVALID_ARGUMENT for an id outside the
 // vocabulary and for the logits TopLogprobs rejects.
 absl::StatusOr<double> Logprob(std::span<const float> logits, int32_t id);
+
+// The same from a row's candidates (logit_candidates.h), with the same
+// errors; besides, FAILED_PRECONDITION when `id` is not among them or n
+// exceeds them.
+absl::StatusOr<std::vector<TokenLogprob>> TopLogprobs(const LogitCandidates& row, int n);
+absl::StatusOr<double> Logprob(const LogitCandidates& row, int32_t id);
 
 }  // namespace octo

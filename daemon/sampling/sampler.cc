@@ -1,5 +1,6 @@
 #include "daemon/sampling/sampler.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <random>
@@ -73,6 +74,42 @@ absl::StatusOr<int32_t> Sampler::Sample(std::span<const float> logits, std::span
   // 4. The draw.
   const int32_t token = DrawToken(candidates_, rng_.NextDouble());
   if (token < 0) return absl::InternalError("sampler: no candidate left to draw");  // the steps above keep one
+  return token;
+}
+
+absl::StatusOr<int32_t> Sampler::Sample(const LogitCandidates& row) {
+  if (!CandidatesDecide(params_)) {
+    return absl::FailedPreconditionError("sampler: these sampling settings need the whole logits row");
+  }
+  // Prepare's checks, on what the reduction found.
+  if (row.vocab == 0) return absl::InvalidArgumentError("sampler: no logits");
+  if (row.vocab > static_cast<size_t>(std::numeric_limits<int32_t>::max())) {
+    return absl::InvalidArgumentError(absl::StrCat("sampler: ", row.vocab, " logits exceed the int32 token ids"));
+  }
+  if (row.bad_id >= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("sampler: logit of token ", row.bad_id, " is ", row.bad_logit, "; the model's output is broken"));
+  }
+  if (row.n_finite == 0 || row.top.empty()) {
+    return absl::InvalidArgumentError("sampler: every logit is -inf; no token can be chosen");
+  }
+  // 1. No penalties (CandidatesDecide). 2. Greedy: the best candidate.
+  if (params_.temperature == 0) return row.top[0].id;
+  // 3. The list KeepTopK leaves on the whole row, in its order: the k best
+  // in MoreLikely order, or, when k reaches every finite logit, all of
+  // them as the filter listed them, by id.
+  const size_t k = static_cast<size_t>(params_.top_k);
+  const size_t finite = static_cast<size_t>(row.n_finite);
+  if (std::min(k, finite) > row.top.size()) return absl::InternalError("sampler: fewer candidates than top_k needs");
+  candidates_.assign(row.top.begin(), row.top.begin() + static_cast<ptrdiff_t>(std::min(k, finite)));
+  if (k >= finite) {
+    std::sort(candidates_.begin(), candidates_.end(), [](const TokenLogit& a, const TokenLogit& b) { return a.id < b.id; });
+  }
+  KeepTopPThenMinP(candidates_, params_.top_p, params_.min_p);
+  ApplyTemperature(candidates_, params_.temperature);
+  // 4. The draw.
+  const int32_t token = DrawToken(candidates_, rng_.NextDouble());
+  if (token < 0) return absl::InternalError("sampler: no candidate left to draw");
   return token;
 }
 

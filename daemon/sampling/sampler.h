@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "daemon/sampling/logit_candidates.h"
 #include "daemon/sampling/rng.h"
 #include "daemon/sampling/sampling_params.h"
 #include "daemon/sampling/transforms.h"
@@ -44,6 +45,11 @@ class Sampler {
   // penalty window is outside the vocabulary; the generator does not advance
   // then.
   absl::StatusOr<int32_t> Sample(std::span<const float> logits, std::span<const int32_t> history);
+  // The same draw from the row's candidates (logit_candidates.h): the token,
+  // the error and the generator's step Sample gives on the whole row, where
+  // CandidatesDecide(params()) holds; FAILED_PRECONDITION where it does not
+  // (no penalties there: the history does not matter).
+  absl::StatusOr<int32_t> Sample(const LogitCandidates& row);
 
   // The distribution Sample draws from for these inputs: the candidates that
   // survive steps 1-3, in ascending id order, each with its probability

@@ -72,6 +72,7 @@ void KeepTopK(std::vector<TokenLogit>& candidates, int32_t k) {
     std::partial_sort(candidates.begin(), kth, candidates.end(), MoreLikely);
   } else {
     std::nth_element(candidates.begin(), kth, candidates.end(), MoreLikely);
+    std::sort(candidates.begin(), kth, MoreLikely);
   }
   candidates.resize(k);
 }

@@ -48,8 +48,9 @@ int32_t ArgmaxLowestId(std::span<const float> logits);
 absl::Status ApplyPenalties(std::span<float> logits, std::span<const int32_t> window, double repeat,
                             double frequency, double presence);
 
-// Keeps the k most likely candidates (by MoreLikely). k <= 0 or k >= size:
-// no change. The survivors' order is unspecified. O(size) for small k.
+// Keeps the k most likely candidates (by MoreLikely), in MoreLikely order.
+// k <= 0 or k >= size: no change. O(size + k log k). A fixed order, so a
+// row's candidates (logit_candidates.h) can rebuild the same list.
 void KeepTopK(std::vector<TokenLogit>& candidates, int32_t k);
 
 // Nucleus: keeps the most likely candidates, in MoreLikely order, up to and

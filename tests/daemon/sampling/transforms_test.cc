@@ -117,6 +117,18 @@ TEST(TopKTest, TieAtTheCutGoesToLowerIds) {
   EXPECT_EQ(SortedIds(c), (std::vector<int32_t>{0, 2}));
 }
 
+// Both ways of selecting (a heap for small k, nth_element for large) leave
+// the survivors in MoreLikely order: the candidates path rebuilds this list.
+TEST(TopKTest, SurvivorsAreInMoreLikelyOrder) {
+  for (int32_t k : {2, 40}) {
+    std::vector<TokenLogit> c;
+    for (int32_t i = 0; i < 64; ++i) c.push_back({i, static_cast<float>((i * 37) % 11)});
+    KeepTopK(c, k);
+    ASSERT_EQ(c.size(), static_cast<size_t>(k));
+    EXPECT_TRUE(std::is_sorted(c.begin(), c.end(), MoreLikely)) << "k " << k;
+  }
+}
+
 TEST(TopKTest, ZeroOrLargeKIsOff) {
   std::vector<TokenLogit> c = {{0, 1}, {1, 2}, {2, 3}};
   KeepTopK(c, 0);
