@@ -150,6 +150,9 @@ class Backend {
   virtual absl::Status TopKExperts(const float* router_logits, int n_tokens, int n_experts, int k, bool normalize,
                                    int32_t* expert_ids, float* weights) = 0;
   virtual absl::Status MoeCombine(const MoeCombineParams& p) = 0;
+  // Each logits row's best kTopLogits candidates, max, sum of exps and
+  // checks (ops.h), for the candidates path: only `out` comes back.
+  virtual absl::Status TopLogits(const float* logits, int n_rows, int vocab, TopLogitsRow* out) = 0;
   // Gated DeltaNet and the gated attention output (the hybrid Qwen models).
   virtual absl::Status DeltaNetConv(const float* x, const float* taps, const float* state_in, float* state_out,
                                     float* out, const DeltaNetConvParams& p) = 0;

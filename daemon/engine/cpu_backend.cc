@@ -110,6 +110,9 @@ absl::Status CpuBackend::TopKExperts(const float* router_logits, int n_tokens, i
   return cpu::TopKExperts(router_logits, n_tokens, n_experts, k, normalize, expert_ids, weights);
 }
 absl::Status CpuBackend::MoeCombine(const MoeCombineParams& p) { return cpu::MoeCombine(p); }
+absl::Status CpuBackend::TopLogits(const float* logits, int n_rows, int vocab, TopLogitsRow* out) {
+  return cpu::TopLogits(logits, n_rows, vocab, out);
+}
 absl::Status CpuBackend::DeltaNetConv(const float* x, const float* taps, const float* state_in, float* state_out,
                                       float* out, const DeltaNetConvParams& p) {
   return cpu::DeltaNetConv(x, taps, state_in, state_out, out, p, exec_);

@@ -1,5 +1,6 @@
 #include "daemon/engine/forward.h"
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -87,6 +88,25 @@ absl::Status ResidualAndFfn(const ModelConfig& c, const LayerWeights& lw, uint32
   return absl::OkStatus();
 }
 
+static_assert(kLogitCandidates == kTopLogits, "a reduced row holds the candidates the sampler reads");
+
+// The pass's reduced rows (TopLogits), as the sampler reads them.
+void ToCandidates(std::span<const TopLogitsRow> rows, size_t vocab, std::vector<LogitCandidates>& out) {
+  out.resize(rows.size());
+  for (size_t r = 0; r < rows.size(); ++r) {
+    const TopLogitsRow& row = rows[r];
+    LogitCandidates& c = out[r];
+    c.top.resize(std::min<size_t>(vocab, kTopLogits));
+    for (size_t j = 0; j < c.top.size(); ++j) c.top[j] = {row.top[j].id, row.top[j].logit};
+    c.vocab = vocab;
+    c.max_logit = row.max_logit;
+    c.sum_exp = row.sum_exp;
+    c.n_finite = row.n_finite;
+    c.bad_id = row.bad_id;
+    c.bad_logit = row.bad_logit;
+  }
+}
+
 }  // namespace
 
 absl::StatusOr<int> SizePass(const ModelConfig& c, std::span<const SequenceStep> batch, RunState& s,
@@ -116,7 +136,8 @@ absl::Status SwiGlu(const WeightMatrix& gate, const WeightMatrix& up, const Weig
 }
 
 absl::Status ForwardLlama(const ModelView& model, std::span<const SequenceStep> batch, RunState& s,
-                          Backend& backend, std::vector<float>& logits, std::vector<float>* hidden) {
+                          Backend& backend, std::vector<float>& logits, std::vector<float>* hidden,
+                          std::vector<LogitCandidates>* candidates) {
   const ModelConfig& c = *model.config;
   const GlobalWeights& g = *model.globals;
   OCTO_RETURN_IF_ERROR(CheckBatch(c, batch, hidden != nullptr));
@@ -266,7 +287,12 @@ absl::Status ForwardLlama(const ModelView& model, std::span<const SequenceStep> 
                                       s.x.data() + static_cast<size_t>(s.out_rows[i]) * dim, sizeof(float) * dim));
   }
   OCTO_RETURN_IF_ERROR(backend.RmsNorm(s.x_out.data(), g.final_norm, s.x_out.data(), n_out, dim, c.norm_eps));
-  logits.resize(static_cast<size_t>(n_logits) * c.vocab_size);
+  // Each logits row whole, or (when every one may be) reduced to its candidates.
+  const bool reduce = candidates != nullptr && std::all_of(batch.begin(), batch.end(), [](const SequenceStep& step) {
+    return step.hidden || (step.candidates && !step.all_logits);
+  });
+  logits.resize(reduce ? 0 : static_cast<size_t>(n_logits) * c.vocab_size);
+  if (candidates != nullptr) candidates->clear();
   if (n_logits > 0) {
     groups.clear();
     for (const SequenceStep& step : batch) {
@@ -275,8 +301,19 @@ absl::Status ForwardLlama(const ModelView& model, std::span<const SequenceStep> 
     backend.SetRowGroups(groups);
     OCTO_RETURN_IF_ERROR(s.logits.Grow(backend, static_cast<size_t>(n_logits) * c.vocab_size));
     OCTO_RETURN_IF_ERROR(backend.MatMul(g.lm_head, s.x_out.data(), s.logits.data(), n_logits));
-    OCTO_RETURN_IF_ERROR(Annotate(backend.Download(logits.data(), s.logits.data(), sizeof(float) * logits.size()),
-                                  "the pass's logits"));
+    if (reduce) {
+      OCTO_RETURN_IF_ERROR(s.top_logits.Grow(backend, n_logits));
+      OCTO_RETURN_IF_ERROR(
+          backend.TopLogits(s.logits.data(), n_logits, static_cast<int>(c.vocab_size), s.top_logits.data()));
+      s.top_logits_host.resize(n_logits);
+      OCTO_RETURN_IF_ERROR(Annotate(backend.Download(s.top_logits_host.data(), s.top_logits.data(),
+                                                     sizeof(TopLogitsRow) * n_logits),
+                                    "the pass's logit candidates"));
+      ToCandidates(s.top_logits_host, c.vocab_size, *candidates);
+    } else {
+      OCTO_RETURN_IF_ERROR(Annotate(backend.Download(logits.data(), s.logits.data(), sizeof(float) * logits.size()),
+                                    "the pass's logits"));
+    }
   }
   if (hidden != nullptr) {
     hidden->resize(static_cast<size_t>(n_hidden) * dim);

@@ -31,6 +31,7 @@
 #include "daemon/engine/layer_source.h"
 #include "daemon/engine/layer_weights.h"
 #include "daemon/engine/run_state.h"
+#include "daemon/sampling/logit_candidates.h"
 #include "kernels/ops.h"
 #include "storage/model_config.h"
 
@@ -65,6 +66,9 @@ struct SequenceStep {
   // verification can roll rejected draft tokens back; such a step runs the
   // delta rule token by token, as decoding those tokens one by one would.
   int checkpoint_rows = 0;
+  // The caller can take this step's logits row reduced to its candidates
+  // (daemon/sampling/logit_candidates.h). Ignored for all_logits.
+  bool candidates = false;
 };
 
 // Runs `batch` through the model. On success each sequence's cache holds the
@@ -72,13 +76,19 @@ struct SequenceStep {
 // in order, one row per new token when all_logits, else one for its last.
 // The steps marked `hidden` add no logits rows: their rows go, in the same
 // order, to `hidden` as (rows, dim) final-normed hidden states.
+// With `candidates`, when every step that has logits rows is marked
+// `candidates` (and none all_logits), only each row's reduction
+// (Backend::TopLogits) comes back: `candidates` gets one per logits row in
+// the same order and `logits` is left empty. Otherwise `logits` holds them
+// whole and `candidates` is emptied.
 // Errors (nothing is committed to any cache then):
 //   INVALID_ARGUMENT  an empty step, a null cache, a token id out of range,
 //                     a hidden step with no `hidden` to write to;
 //   RESOURCE_EXHAUSTED a sequence past its cache's max_positions;
 //   whatever the LayerSource returns (DATA_LOSS for a damaged layer, ...).
 absl::Status ForwardLlama(const ModelView& model, std::span<const SequenceStep> batch, RunState& s,
-                          Backend& backend, std::vector<float>& logits, std::vector<float>* hidden = nullptr);
+                          Backend& backend, std::vector<float>& logits, std::vector<float>* hidden = nullptr,
+                          std::vector<LogitCandidates>* candidates = nullptr);
 
 // The pass of the encoders, bert and nomic-bert (forward_encoder.cc). Every
 // step must be `hidden` and bring a whole sequence into an empty cache (a
@@ -94,7 +104,8 @@ absl::Status ForwardEncoder(const ModelView& model, std::span<const SequenceStep
 // The pass for the model's architecture: ForwardEncoder (no logits) or
 // ForwardLlama.
 absl::Status ForwardModel(const ModelView& model, std::span<const SequenceStep> batch, RunState& s, Backend& backend,
-                          std::vector<float>& logits, std::vector<float>* hidden = nullptr);
+                          std::vector<float>& logits, std::vector<float>* hidden = nullptr,
+                          std::vector<LogitCandidates>* candidates = nullptr);
 
 // Both passes' set-up: s sized for the batch's rows (every new token of
 // every sequence), and the backend told each sequence's rows

@@ -170,14 +170,16 @@ absl::Status ForwardEncoder(const ModelView& model, std::span<const SequenceStep
 }
 
 absl::Status ForwardModel(const ModelView& model, std::span<const SequenceStep> batch, RunState& s, Backend& backend,
-                          std::vector<float>& logits, std::vector<float>* hidden) {
+                          std::vector<float>& logits, std::vector<float>* hidden,
+                          std::vector<LogitCandidates>* candidates) {
   absl::Status status;
   backend.BeginPass();
   if (IsEncoderArchitecture(model.config->architecture)) {
     logits.clear();
+    if (candidates != nullptr) candidates->clear();
     status = ForwardEncoder(model, batch, s, backend, hidden);
   } else {
-    status = ForwardLlama(model, batch, s, backend, logits, hidden);
+    status = ForwardLlama(model, batch, s, backend, logits, hidden, candidates);
   }
   // A failed pass ends before its Download: what the backend kept of it is
   // launched now (as it would have been without graphs).

@@ -65,6 +65,15 @@ absl::StatusOr<std::optional<GeneratedToken>> Generation::Accept(std::span<const
   return Take(id, drawn_from);
 }
 
+absl::StatusOr<std::optional<GeneratedToken>> Generation::Accept(const LogitCandidates& row) {
+  if (finished()) return absl::FailedPreconditionError("the generation has finished");
+  if (!TakesCandidates()) {
+    return absl::FailedPreconditionError("this generation's constraint or sampling settings need the whole logits row");
+  }
+  OCTO_ASSIGN_OR_RETURN(const int32_t id, sampler_.Sample(row));
+  return TakeFrom(id, row);
+}
+
 absl::StatusOr<int32_t> Generation::Draw(std::span<const float> logits, std::span<const float>* drawn_from) {
   OCTO_ASSIGN_OR_RETURN(const int32_t id, sampler_.Sample(logits, history_));
   if (!grammar_.has_value()) return id;
@@ -126,6 +135,11 @@ std::shared_ptr<const GrammarVocab> NewGrammarVocab(const Tokenizer& tokenizer) 
 }
 
 absl::StatusOr<std::optional<GeneratedToken>> Generation::Take(int32_t id, std::span<const float> logits) {
+  return TakeFrom(id, logits);
+}
+
+template <typename Row>
+absl::StatusOr<std::optional<GeneratedToken>> Generation::TakeFrom(int32_t id, const Row& logits) {
   if (tokenizer_.IsEndOfGeneration(id)) {
     finish_ = FinishReason::kStop;
     return std::nullopt;

@@ -29,6 +29,7 @@
 #include "daemon/grammar/grammar_matcher.h"
 #include "daemon/grammar/grammar_vocab.h"
 #include "daemon/engine/model.h"
+#include "daemon/sampling/logit_candidates.h"
 #include "daemon/sampling/logprobs.h"
 #include "daemon/sampling/sampler.h"
 #include "daemon/sampling/stop_matcher.h"
@@ -76,6 +77,14 @@ class Generation {
   // Constrained: FAILED_PRECONDITION when no token of the vocabulary can
   // continue the grammar.
   absl::StatusOr<std::optional<GeneratedToken>> Accept(std::span<const float> logits);
+  // Whether the next Accept may take the row's candidates instead
+  // (daemon/sampling/logit_candidates.h): no grammar, and sampling
+  // settings the candidates decide (CandidatesDecide).
+  bool TakesCandidates() const { return !grammar_.has_value() && CandidatesDecide(params_); }
+  // Accept from the row's candidates: the token, text and logprobs Accept
+  // gives on the whole row (logit_candidates.h says how exactly).
+  // FAILED_PRECONDITION when !TakesCandidates().
+  absl::StatusOr<std::optional<GeneratedToken>> Accept(const LogitCandidates& row);
 
   // Holds the output to `grammar` (before the first Accept): each token
   // drawn is one the grammar allows, and an end token comes only where the
@@ -137,6 +146,9 @@ class Generation {
   // Appends a decided token `id` (drawn from `logits`) and runs the checks
   // that may end the generation; nullopt for an end token (not appended).
   absl::StatusOr<std::optional<GeneratedToken>> Take(int32_t id, std::span<const float> logits);
+  // Take's work, the logprobs from `row`: a whole row or its candidates.
+  template <typename Row>
+  absl::StatusOr<std::optional<GeneratedToken>> TakeFrom(int32_t id, const Row& row);
 
   // Constrained: the token `id` continues the grammar (advancing it), or is
   // an end token where the grammar may end.

@@ -43,10 +43,10 @@ std::unique_ptr<KvCache> Model::NewCache(int max_positions) const {
 }
 
 absl::Status Model::Forward(std::span<const SequenceStep> batch, std::vector<float>& logits,
-                              std::vector<float>* hidden) {
+                              std::vector<float>* hidden, std::vector<LogitCandidates>* candidates) {
   const ModelView view{.config = &store_->config(), .token_embd = &store_->globals().token_embd,
                        .globals = &weights_->globals(), .layers = &weights_->layers()};
-  return ForwardModel(view, batch, state_, *backend_, logits, hidden);
+  return ForwardModel(view, batch, state_, *backend_, logits, hidden, candidates);
 }
 
 }  // namespace octo

@@ -59,7 +59,7 @@ class Model {
 
   // One pass over `batch`; see ForwardLlama (forward.h) for the contract.
   absl::Status Forward(std::span<const SequenceStep> batch, std::vector<float>& logits,
-                       std::vector<float>* hidden = nullptr);
+                       std::vector<float>* hidden = nullptr, std::vector<LogitCandidates>* candidates = nullptr);
 
  private:
   Model() = default;

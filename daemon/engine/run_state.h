@@ -68,6 +68,7 @@ struct RunState {
   // and logits.
   BackendArray<float> x_out;   // (n_out, dim)
   BackendArray<float> logits;  // (n_out, vocab_size)
+  BackendArray<TopLogitsRow> top_logits;  // (n_out) the logits rows reduced (the candidates path)
 
   // Host memory: filled by the pass, then uploaded.
   std::vector<float> x_host;        // (n, dim) the embedding rows
@@ -75,6 +76,7 @@ struct RunState {
   std::vector<uint64_t> tree_mask_host;  // (n) 0 for a causal step's rows
   std::vector<int32_t> out_rows;    // (n_out) rows of x whose logits are wanted
   std::vector<int> row_groups;      // rows per sequence (Backend::SetRowGroups)
+  std::vector<TopLogitsRow> top_logits_host;  // (n_out) top_logits, downloaded
 
   // Room for n rows (logits: grown by the pass to the rows it outputs).
   // RESOURCE_EXHAUSTED when the

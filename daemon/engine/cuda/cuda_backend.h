@@ -123,6 +123,7 @@ class CudaBackend : public Backend {
   absl::Status TopKExperts(const float* router_logits, int n_tokens, int n_experts, int k, bool normalize,
                            int32_t* expert_ids, float* weights) override;
   absl::Status MoeCombine(const MoeCombineParams& p) override;
+  absl::Status TopLogits(const float* logits, int n_rows, int vocab, TopLogitsRow* out) override;
   absl::Status DeltaNetConv(const float* x, const float* taps, const float* state_in, float* state_out, float* out,
                             const DeltaNetConvParams& p) override;
   absl::Status GatedDeltaRule(const float* qkv, const float* b, const float* a, const float* dt_bias,

@@ -263,6 +263,13 @@ absl::Status CudaBackend::MoeCombine(const MoeCombineParams& p) {
   return graphs_->Queue([=, this] { return Op("MoeCombine", cuda::MoeCombine(p, stream_.get())); });
 }
 
+absl::Status CudaBackend::TopLogits(const float* logits, int n_rows, int vocab, TopLogitsRow* out) {
+  OCTO_RETURN_IF_ERROR(LaunchHeld());
+  SignOp(*graphs_, "TopLogits", logits, n_rows, vocab, out);
+  return graphs_->Queue(
+      [=, this] { return Op("TopLogits", cuda::TopLogits(logits, n_rows, vocab, out, stream_.get())); });
+}
+
 absl::Status CudaBackend::DeltaNetConv(const float* x, const float* taps, const float* state_in, float* state_out,
                                        float* out, const DeltaNetConvParams& p) {
   OCTO_RETURN_IF_ERROR(LaunchHeld());
