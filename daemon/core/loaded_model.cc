@@ -232,10 +232,10 @@ std::unique_ptr<KvCache> LoadedModel::NewCache(int max_positions) const {
 }
 
 absl::Status LoadedModel::Forward(std::span<const SequenceStep> batch, std::vector<float>& logits,
-                              std::vector<float>* hidden) {
+                              std::vector<float>* hidden, std::vector<LogitCandidates>* candidates) {
   const ModelView view{.config = &manifest_.config, .token_embd = &globals_.weights().token_embd,
                        .globals = &weights_->globals(), .layers = &weights_->layers()};
-  return ForwardModel(view, batch, state_, *backend_, logits, hidden);
+  return ForwardModel(view, batch, state_, *backend_, logits, hidden, candidates);
 }
 
 }  // namespace octo

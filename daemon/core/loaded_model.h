@@ -99,7 +99,7 @@ class LoadedModel {
 
   // One pass (forward.h's contract).
   absl::Status Forward(std::span<const SequenceStep> batch, std::vector<float>& logits,
-                       std::vector<float>* hidden = nullptr);
+                       std::vector<float>* hidden = nullptr, std::vector<LogitCandidates>* candidates = nullptr);
 
  private:
   LoadedModel() = default;

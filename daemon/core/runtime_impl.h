@@ -286,6 +286,7 @@ class RuntimeImpl : public Runtime {
 
   std::vector<float> logits_;        // scheduler thread only
   std::vector<float> hidden_;        // likewise: embedding steps' hidden states
+  std::vector<LogitCandidates> candidates_;  // likewise: the logits rows reduced, when the pass could
   std::vector<float> draft_logits_;  // likewise
   std::thread scheduler_;
   // When the pass in progress started (steady clock, ns); 0 between passes.

@@ -226,6 +226,8 @@ void RuntimeImpl::RunPass(LoadedModel& model, std::vector<Step>& steps) {
       continue;
     }
     SequenceStep sequence{.kv = job.session().kv.get(), .tokens = job.generation().NextInput(step.tokens)};
+    // A row nobody reads (a prompt chunk), or one whose draw its candidates decide.
+    sequence.candidates = !step.decides || job.generation().TakesCandidates();
     if (job.embedding().has_value()) {  // hidden states to pool, not logits
       sequence.hidden = true;
       sequence.all_logits = job.embedding()->AllRows(static_cast<int>(job.generation().fed()));
@@ -233,7 +235,7 @@ void RuntimeImpl::RunPass(LoadedModel& model, std::vector<Step>& steps) {
     batch.push_back(sequence);
   }
   const auto start = Clock::now();
-  const absl::Status status = model.Forward(batch, logits_, &hidden_);
+  const absl::Status status = model.Forward(batch, logits_, &hidden_, &candidates_);
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
   const PassTiming timing = model.residency().TakePassTiming();
   const int n = static_cast<int>(steps.size());
@@ -299,7 +301,9 @@ void RuntimeImpl::RunPass(LoadedModel& model, std::vector<Step>& steps) {
     }
     if (!steps[b].decides) continue;
     ++job.stats().target_passes;
-    absl::StatusOr<std::optional<GeneratedToken>> token = g.Accept(step_logits.first(vocab));
+    // The pass brought back the rows whole, or every one reduced (forward.h).
+    absl::StatusOr<std::optional<GeneratedToken>> token =
+        candidates_.empty() ? g.Accept(step_logits.first(vocab)) : g.Accept(candidates_[step_row]);
     if (!token.ok()) {
       ended.emplace_back(steps[b].job, token.status());
       continue;

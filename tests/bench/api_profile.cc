@@ -39,7 +39,7 @@ Split SplitCount(uint64_t fewer, uint64_t more, uint32_t fewer_layers, uint32_t 
 
 // Prefills `batch` sequences of `model`, decodes four tokens untimed, then
 // `steps` more between `start` and `stop` (while the caches still live).
-absl::Status Decode(Model& model, int batch, int steps, const std::function<void()>& start,
+absl::Status Decode(Model& model, int batch, int steps, bool candidates, const std::function<void()>& start,
                     const std::function<void()>& stop) {
   const uint32_t vocab = model.config().vocab_size;
   std::vector<std::unique_ptr<KvCache>> caches;
@@ -48,17 +48,18 @@ absl::Status Decode(Model& model, int batch, int steps, const std::function<void
   for (int b = 0; b < batch; ++b) {
     caches.push_back(model.NewCache(kPrompt + kUntimedSteps + steps));
     for (int i = 0; i < kPrompt; ++i) tokens[b].push_back(static_cast<int32_t>((b * 131 + i * 17 + 1) % vocab));
-    step[b] = SequenceStep{.kv = caches[b].get(), .tokens = tokens[b]};
+    step[b] = SequenceStep{.kv = caches[b].get(), .tokens = tokens[b], .candidates = candidates};
   }
   std::vector<float> logits;
-  OCTO_RETURN_IF_ERROR(model.Forward(step, logits));
+  std::vector<LogitCandidates> reduced;
+  OCTO_RETURN_IF_ERROR(model.Forward(step, logits, nullptr, &reduced));
   std::vector<int32_t> next(batch);
   auto decode = [&](int t) {
     for (int b = 0; b < batch; ++b) {
       next[b] = static_cast<int32_t>((t * 7 + b * 3 + 2) % vocab);
       step[b].tokens = std::span<const int32_t>(&next[b], 1);
     }
-    return model.Forward(step, logits);
+    return model.Forward(step, logits, nullptr, &reduced);
   };
   for (int t = 0; t < kUntimedSteps; ++t) OCTO_RETURN_IF_ERROR(decode(t));
   start();
@@ -70,7 +71,7 @@ absl::Status Decode(Model& model, int batch, int steps, const std::function<void
 }  // namespace
 
 absl::StatusOr<DecodeCalls> MeasureDecodeCalls(const std::string& model_dir, int gpu, int batch, int steps,
-                                               bool graphs) {
+                                               bool graphs, bool candidates) {
   ModelOptions options;
   options.backend = "cuda";
   options.cuda_graphs = graphs;
@@ -80,13 +81,15 @@ absl::StatusOr<DecodeCalls> MeasureDecodeCalls(const std::string& model_dir, int
   OCTO_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, Model::Open(model_dir, options));
   cuda::ApiCounts before, after;
   OCTO_RETURN_IF_ERROR(Decode(
-      *model, batch, steps, [&] { before = cuda::CurrentApiCounts(); }, [&] { after = cuda::CurrentApiCounts(); }));
+      *model, batch, steps, candidates, [&] { before = cuda::CurrentApiCounts(); },
+      [&] { after = cuda::CurrentApiCounts(); }));
   DecodeCalls calls;
   calls.counted = after - before;
   calls.layers = model->config().n_layers;
   calls.batch = batch;
   calls.steps = steps;
   calls.graphs = graphs;
+  calls.candidates = candidates;
   return calls;
 }
 
@@ -103,7 +106,7 @@ absl::StatusOr<StreamedCalls> MeasureStreamedCalls(const std::string& model_dir,
   DeviceTierStats start, end;
   cuda::ApiCounts before, after;
   OCTO_RETURN_IF_ERROR(Decode(
-      *model, 1, steps,
+      *model, 1, steps, /*candidates=*/true,
       [&] {
         start = model->weights().DeviceStats();
         before = cuda::CurrentApiCounts();
@@ -189,9 +192,10 @@ absl::StatusOr<std::string> ProfileLine(const std::string& name, const DecodeCal
   }
   return absl::StrFormat(
       "profile: %s batch=%d launches/layer=%.1f launches/token=%.0f host-calls/token=%.0f blocking-waits/token=%.1f "
-      "pageable-copies/token=%.1f allocations/token=%.1f graph=%s",
+      "pageable-copies/token=%.1f allocations/token=%.1f graph=%s d2h-bytes/token=%.0f",
       name, more.batch, launches.per_layer, launches.At(full_layers), calls_per_token, waits_per_token,
-      pageable_per_token, allocations_per_token, graph ? "yes" : "no");
+      pageable_per_token, allocations_per_token, graph ? "yes" : "no",
+      static_cast<double>(more.counted.d2h_bytes) / more.steps);
 }
 
 }  // namespace octo::bench

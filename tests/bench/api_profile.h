@@ -23,14 +23,17 @@ struct DecodeCalls {
   int batch = 1;
   int steps = 0;
   bool graphs = false;  // CUDA graphs on (the backend's step_graphs.h)
+  bool candidates = false;  // each logits row came back reduced (forward.h), as a greedy request's does
 };
 
 // Opens `model_dir` on the CUDA backend with every layer in VRAM, prefills
 // `batch` sequences, takes four decode steps untimed, then counts `steps`
 // more. graphs: CUDA graphs on (the untimed steps capture, the counted ones
-// replay), else every launch as called.
+// replay), else every launch as called. candidates: the steps take their
+// logits rows reduced to their candidates (what the daemon does for greedy
+// and top-k requests), else whole.
 absl::StatusOr<DecodeCalls> MeasureDecodeCalls(const std::string& model_dir, int gpu, int batch, int steps,
-                                               bool graphs = false);
+                                               bool graphs = false, bool candidates = true);
 
 // What a decode token of a streamed model asks: every layer copied in
 // through the staging buffers (none in VRAM, the default staging depth),
@@ -57,12 +60,13 @@ absl::StatusOr<std::string> StreamedProfileLine(const std::string& name, const D
 
 // "profile: NAME batch=B launches/layer=… launches/token=… host-calls/token=…
 // blocking-waits/token=… pageable-copies/token=… allocations/token=…
-// graph=yes|no", from `fewer` and `more` (the same family, fewer and more
+// graph=yes|no d2h-bytes/token=…", from `fewer` and `more` (the same family, fewer and more
 // layers, the same batch, graphs off), per token at `full_layers` layers.
 // With `graphed` (`more` again, graphs on): the launches stay the eager
 // runs' (a graph holds those kernels), the host calls, waits, pageable
 // copies and allocations per token are the graphed run's (a replay's do not
-// grow with the layers), and graph=yes when it launched graphs.
+// grow with the layers), and graph=yes when it launched graphs. The bytes
+// copied back per token are `more`'s (the logits: whole or candidates).
 // INVALID_ARGUMENT when the two do not differ in layers or batch.
 absl::StatusOr<std::string> ProfileLine(const std::string& name, const DecodeCalls& fewer, const DecodeCalls& more,
                                         uint32_t full_layers, const DecodeCalls* graphed = nullptr);

@@ -108,6 +108,7 @@ struct Flags {
   uint32_t full_layers = 0;
   int profile_batch = 1;
   int profile_steps = kLayerTimingEvery;  // a whole round of timed and untimed passes
+  bool profile_whole_logits = false;  // the profile's steps take their logits rows whole (not their candidates)
 };
 
 using Clock = std::chrono::steady_clock;
@@ -602,13 +603,14 @@ void PrintTable(const Flags& f, const StreamedPlan& p, const WeightBytes& w, con
 
 // The profile mode: one line (api_profile.h).
 absl::Status Profile(const Flags& f) {
-  OCTO_ASSIGN_OR_RETURN(const DecodeCalls fewer,
-                        MeasureDecodeCalls(f.profile_models[0], f.gpu, f.profile_batch, f.profile_steps));
-  OCTO_ASSIGN_OR_RETURN(const DecodeCalls more,
-                        MeasureDecodeCalls(f.profile_models[1], f.gpu, f.profile_batch, f.profile_steps));
+  const bool candidates = !f.profile_whole_logits;
+  OCTO_ASSIGN_OR_RETURN(const DecodeCalls fewer, MeasureDecodeCalls(f.profile_models[0], f.gpu, f.profile_batch,
+                                                                    f.profile_steps, /*graphs=*/false, candidates));
+  OCTO_ASSIGN_OR_RETURN(const DecodeCalls more, MeasureDecodeCalls(f.profile_models[1], f.gpu, f.profile_batch,
+                                                                   f.profile_steps, /*graphs=*/false, candidates));
   // MORE again with CUDA graphs on: a token's host calls when it replays.
   OCTO_ASSIGN_OR_RETURN(const DecodeCalls graphed, MeasureDecodeCalls(f.profile_models[1], f.gpu, f.profile_batch,
-                                                                      f.profile_steps, /*graphs=*/true));
+                                                                      f.profile_steps, /*graphs=*/true, candidates));
   OCTO_ASSIGN_OR_RETURN(const std::string line, ProfileLine(f.profile_name, fewer, more,
                                                             f.full_layers > 0 ? f.full_layers : more.layers, &graphed));
   absl::PrintF("%s\n", line);
@@ -667,6 +669,9 @@ int main(int argc, char** argv) {
   app.add_option("--profile-steps", f.profile_steps, "decode steps counted")
       ->capture_default_str()
       ->check(CLI::Range(1, 1000));
+  app.add_flag("--profile-whole-logits", f.profile_whole_logits,
+               "the profile's decode steps take every logits row whole (default: reduced to its candidates, as a "
+               "greedy or top-k request's)");
   app.add_option("--vram-budget", f.vram_budget, "VRAM for layers + staging buffers of the streamed model")
       ->transform(CLI::AsSizeValue(false))
       ->capture_default_str();

@@ -23,12 +23,15 @@
 # build, no GPU), over a tiny 6-layer model generated afresh each time, of
 # which gpu_bench streams 3 layers: the ctest gpu_bench_accounting.
 #
-#   [BUILD_DIR=build-sim] tests/bench/gpu_bench.sh --executor-profile [WORK_DIR] [-- --preset P --layers N [--batch B]]
+#   [BUILD_DIR=build-sim] tests/bench/gpu_bench.sh --executor-profile [WORK_DIR] [-- --preset P --layers N [--batch B] [--whole-logits]]
 #
 # prints what one decode token asks of the CUDA runtime, one line per family
 # (llama, qwen3, a MoE, a hybrid DeltaNet):
 #   profile: <preset> batch=B launches/layer=... launches/token=... host-calls/token=...
 #            blocking-waits/token=... pageable-copies/token=... allocations/token=... graph=yes|no
+#            d2h-bytes/token=...
+# the logits coming back as each row's candidates (a greedy or top-k
+# request's), or with --whole-logits whole (what the others' requests take).
 # counted through the real CUDA backend (kernels/cuda/api_counts.h) on two
 # models of the family with fewer and more layers (tiny shapes by default:
 # the counts do not depend on the sizes), scaled to the full-size preset's
@@ -52,13 +55,14 @@ source "$root/tests/bench/bench_models.sh"
 
 if [ "$profile" = 1 ]; then
   bench_need gpu_bench octo-make-model octo-ctl
-  preset="" layers=2 batch=1
+  preset="" layers=2 batch=1 whole_logits=""
   while [ $# -gt 0 ]; do
     case "$1" in
       --preset) preset="$2"; shift 2 ;;
       --layers) layers="$2"; shift 2 ;;
       --batch) batch="$2"; shift 2 ;;
-      *) echo "$(basename "$0") --executor-profile: unknown flag $1 (--preset P, --layers N, --batch B)" >&2; exit 2 ;;
+      --whole-logits) whole_logits=--profile-whole-logits; shift ;;
+      *) echo "$(basename "$0") --executor-profile: unknown flag $1 (--preset P, --layers N, --batch B, --whole-logits)" >&2; exit 2 ;;
     esac
   done
   # The layer count octo-make-model gives preset $1.
@@ -80,7 +84,7 @@ if [ "$profile" = 1 ]; then
       dirs+=("$dir")
     done
     "$bin/gpu_bench" --profile-models "${dirs[0]},${dirs[1]}" --profile-name "$full" \
-      --full-layers "$(full_layers "$full")" --profile-batch "$batch"
+      --full-layers "$(full_layers "$full")" --profile-batch "$batch" $whole_logits
     rm -rf "${dirs[@]}"
   }
   mkdir -p "$work"

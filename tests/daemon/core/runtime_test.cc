@@ -3,6 +3,7 @@
 // keep their cache, and bad requests, full budgets and damaged files get
 // the errors they should while the runtime keeps serving.
 #include <algorithm>
+#include <bit>
 #include <fstream>
 #include <mutex>
 #include <memory>
@@ -52,6 +53,21 @@ class RuntimeTest : public GeneratedModelTest<kLayers> {
     return tokens;
   }
 
+  // The engine alone, every logits row whole (Generate takes them so):
+  // the tokens `params` draws for `prompt`.
+  static std::vector<GeneratedToken> EngineRun(const std::string& prompt, const SamplingParams& params) {
+    auto model = Model::Open(model_dir_->Path("m"), ModelOptions{.weights = {}, .n_threads = 2});
+    EXPECT_TRUE(model.ok()) << model.status();
+    auto tokenizer = Tokenizer::FromMetadata((*model)->manifest().tokenizer);
+    auto generation = Generation::Create(*tokenizer, params, tokenizer->Encode(prompt, true, false), 512);
+    std::vector<GeneratedToken> tokens;
+    EXPECT_TRUE(Generate(**model, *generation, [&](const GeneratedToken& t) {
+                  tokens.push_back(t);
+                  return true;
+                }).ok());
+    return tokens;
+  }
+
   // The largest layer: a budget of one layer (nothing pinned) streams everything.
   static uint64_t LayerBytes() { return LargestLayerBytes(model_dir_->Path("m")); }
 };
@@ -85,6 +101,45 @@ TEST_F(RuntimeTest, TopLogprobsCarryEachAlternativesText) {
     EXPECT_DOUBLE_EQ(t.top[0].logprob, t.logprob);
     auto text = runtime->Detokenize({t.top[1].id});
     EXPECT_EQ(t.top[1].text, *text);
+  }
+}
+
+// The scheduler takes greedy and top-k steps' logits rows reduced to their
+// candidates (logit_candidates.h), the engine's Generate takes them whole:
+// the same tokens, and logprobs bit for bit (the CPU backend sums in id
+// order). Penalties need the whole row: the same tokens that way too.
+TEST_F(RuntimeTest, CandidatesGiveTheWholeRowsTokensAndLogprobs) {
+  auto runtime = Start();
+  SamplingParams greedy;
+  greedy.temperature = 0;
+  greedy.top_logprobs = 4;
+  SamplingParams top_k = greedy;
+  top_k.temperature = 0.9;
+  top_k.top_k = 20;
+  top_k.seed = 77;
+  SamplingParams penalised = top_k;
+  penalised.repeat_penalty = 1.3;
+  for (const SamplingParams& params : {greedy, top_k, penalised}) {
+    GenerateJob job;
+    job.prompt = "Once upon a time";
+    job.sampling = params;
+    job.sampling.max_tokens = 12;
+    auto sink = std::make_shared<CollectingSink>();
+    ASSERT_TRUE(runtime->Submit(job, sink).ok());
+    ASSERT_TRUE(sink->Wait());
+    ASSERT_TRUE(sink->status.ok()) << sink->status;
+    const std::vector<GeneratedToken> want = EngineRun(job.prompt, job.sampling);
+    ASSERT_EQ(sink->generated.size(), want.size());
+    for (size_t i = 0; i < want.size(); ++i) {
+      const GeneratedToken& got = sink->generated[i];
+      EXPECT_EQ(got.id, want[i].id) << "token " << i;
+      EXPECT_EQ(std::bit_cast<uint64_t>(got.logprob), std::bit_cast<uint64_t>(want[i].logprob)) << "token " << i;
+      ASSERT_EQ(got.top.size(), want[i].top.size());
+      for (size_t j = 0; j < want[i].top.size(); ++j) {
+        EXPECT_EQ(got.top[j].id, want[i].top[j].id) << "token " << i;
+        EXPECT_EQ(std::bit_cast<uint64_t>(got.top[j].logprob), std::bit_cast<uint64_t>(want[i].top[j].logprob));
+      }
+    }
   }
 }
 

@@ -30,13 +30,13 @@ class CudaDecodeCalls : public ::testing::TestWithParam<const char*> {
   // The family's model at `layers` layers, decoded `steps` tokens. Q4_K
   // throughout, so every layer asks the same (Q4_K_M's Q6_K attn_v layers
   // take one decode launch more: MatMulGroup decodes once per type).
-  bench::DecodeCalls Measure(uint32_t layers, int steps = 3, bool graphs = false) {
+  bench::DecodeCalls Measure(uint32_t layers, int steps = 3, bool graphs = false, bool candidates = true) {
     const std::string gguf = tmp_.Path(absl::StrCat(layers, ".gguf")), dir = tmp_.Path(absl::StrCat(layers));
     if (!std::filesystem::exists(dir)) {
       GenerateModel(gguf, GetParam(), "Q4_K", [&](ModelShape& s) { s.n_layers = layers; });
       EXPECT_TRUE(Decompose(gguf, dir, DecomposeOptions{}).ok());
     }
-    absl::StatusOr<bench::DecodeCalls> calls = bench::MeasureDecodeCalls(dir, 0, 1, steps, graphs);
+    absl::StatusOr<bench::DecodeCalls> calls = bench::MeasureDecodeCalls(dir, 0, 1, steps, graphs, candidates);
     EXPECT_TRUE(calls.ok()) << calls.status();
     return calls.ok() ? *calls : bench::DecodeCalls{};
   }
@@ -103,6 +103,23 @@ TEST_P(CudaDecodeCalls, AGraphedDecodeTokenIsOneGraphLaunch) {
   ASSERT_TRUE(line.ok()) << line.status();
   EXPECT_NE(line->find("graph=yes"), std::string::npos) << *line;
   std::printf("%s (%s)\n", line->c_str(), GetParam());
+}
+
+// A greedy decode token brings back its logits row reduced to the
+// candidates (one TopLogitsRow: 536 bytes, whatever the vocabulary), where
+// the whole row is 4 bytes per token of the vocabulary. (Counted launch by
+// launch: a graph's copy node is not a call of its own.)
+TEST_P(CudaDecodeCalls, AGreedyTokenBringsBackItsCandidatesNotItsRow) {
+  const bench::DecodeCalls whole = Measure(2, 3, false, /*candidates=*/false);
+  const uint64_t vocab = FindPreset(GetParam())->vocab_size;
+  EXPECT_EQ(whole.counted.d2h_bytes, 4 * vocab * whole.steps);
+  const bench::DecodeCalls reduced = Measure(2);
+  EXPECT_EQ(reduced.counted.d2h_bytes, sizeof(TopLogitsRow) * reduced.steps);
+  absl::StatusOr<std::string> line = bench::ProfileLine("m", Measure(2), Measure(4), 32);
+  ASSERT_TRUE(line.ok()) << line.status();
+  EXPECT_NE(line->find(absl::StrFormat("d2h-bytes/token=%d", sizeof(TopLogitsRow))), std::string::npos) << *line;
+  std::printf("d2h bytes per decode token (%s): whole row %llu, candidates %zu\n", GetParam(),
+              static_cast<unsigned long long>(4 * vocab), sizeof(TopLogitsRow));
 }
 
 // Every layer streamed through the default staging buffers: no pageable
