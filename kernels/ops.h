@@ -660,8 +660,9 @@ absl::Status TopKExperts(const float* router_logits, int n_tokens, int n_experts
 //   bad_logit  its logit. A row with one has top, max_logit and sum_exp
 //              unspecified (the sampler refuses it by bad_id).
 // A row of -inf only has max_logit -inf, sum_exp 0, top ids 0, 1, ...
-// The CPU sums in id order, as daemon/sampling/logprobs.cc's LogSumExp does,
-// so max_logit + log(sum_exp) is that function's result bit for bit.
+// Both backends sum in kernels/sum_exp.h's order, as daemon/sampling/
+// logprobs.cc's LogSumExp does, so max_logit + log(sum_exp) is that
+// function's result bit for bit on the CPU.
 // Preconditions (INVALID_ARGUMENT): pointers non-null, n_rows > 0,
 // vocab > 0.
 inline constexpr int kTopLogits = 64;
@@ -682,9 +683,8 @@ namespace cpu {
 absl::Status TopLogits(const float* logits, int n_rows, int vocab, TopLogitsRow* out);
 }  // namespace cpu
 // CUDA: one block per row. The top ids, logits, max_logit, n_finite and bad
-// entries are the CPU's exactly; sum_exp is a tree of per-thread sums in
-// double with the device's exp, within 1e-12 relative of the CPU's (the
-// executor's exp is the host's: only the order differs).
+// entries are the CPU's exactly; sum_exp too in the executor (the host's
+// exp), within 1e-12 relative on a GPU (its double exp; sum_exp.h).
 namespace cuda {
 absl::Status TopLogits(const float* logits, int n_rows, int vocab, TopLogitsRow* out, StreamHandle stream);
 }  // namespace cuda

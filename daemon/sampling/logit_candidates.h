@@ -5,8 +5,9 @@
 // says so, Sampler::Sample, Logprob and TopLogprobs give from the
 // candidates exactly what they give from the whole row: the same token (and
 // the same random numbers drawn), the same errors, and logprobs bit for bit
-// when the sum of exps was taken in id order (the CPU backend), within 1e-12
-// relative otherwise (CUDA's tree of per-thread sums; kernels/ops.h).
+// wherever the backend's exp is the host's (the CPU backend and the CUDA
+// executor both sum in LogSumExp's order, kernels/sum_exp.h), within 1e-12
+// on a GPU (its double exp).
 //
 // Why they can: greedy is the first candidate; top-k with k <= the count
 // keeps the k best, which the candidates hold in the order KeepTopK leaves

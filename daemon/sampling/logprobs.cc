@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "daemon/sampling/transforms.h"
+#include "kernels/sum_exp.h"
 
 namespace octo {
 namespace {
@@ -22,9 +23,9 @@ absl::StatusOr<double> LogSumExp(std::span<const float> logits) {
     max_logit = std::max(max_logit, logits[i]);
   }
   if (!std::isfinite(max_logit)) return absl::InvalidArgumentError("logprobs: every logit is -inf");
-  double sum = 0;
-  for (float logit : logits) sum += std::exp(static_cast<double>(logit) - max_logit);
-  return max_logit + std::log(sum);
+  // In the order TopLogits sums (kernels/sum_exp.h): a row's candidates
+  // give this result bit for bit.
+  return max_logit + std::log(SumExpInOrder(logits.data(), logits.size(), max_logit));
 }
 
 // LogSumExp's result from a reduced row: its max and sum, the checks on

@@ -8,6 +8,7 @@
 
 #include "absl/status/status.h"
 #include "kernels/op_checks.h"
+#include "kernels/sum_exp.h"
 #include "kernels/ops.h"
 
 namespace octo::cpu {
@@ -38,12 +39,8 @@ void ReduceRow(const float* row, int vocab, TopLogitsRow& out) {
   }
   if (out.bad_id >= 0) return;
   out.max_logit = max_logit;
-  // The sum in id order, as LogSumExp (an all -inf row sums nothing).
-  double sum = 0;
-  if (max_logit != -kInf) {
-    for (int i = 0; i < vocab; ++i) sum += std::exp(static_cast<double>(row[i]) - max_logit);
-  }
-  out.sum_exp = sum;
+  // The sum in the one order (sum_exp.h; an all -inf row sums nothing).
+  out.sum_exp = max_logit != -kInf ? SumExpInOrder(row, vocab, max_logit) : 0.0;
   // The best n: a heap whose top is the worst kept (std heaps put the
   // order's last on top), replaced by any later logit before it.
   const int n = std::min(vocab, kTopLogits);

@@ -9,11 +9,15 @@
 #include "kernels/cuda/common.cuh"
 #include "kernels/op_checks.h"
 #include "kernels/ops.h"
+#include "kernels/sum_exp.h"
 
 namespace octo::cuda {
 namespace {
 
-constexpr int kThreads = kMaxBlockSize;  // one block per row reads it all: as many threads as a block holds
+// One block per row reads it all: as many threads as a block holds, one
+// per lane of the sum's order (kernels/sum_exp.h).
+constexpr int kThreads = kSumExpMaxLanes;
+static_assert(kThreads <= kMaxBlockSize && kSumExpWarp == kWarpSize, "sum_exp.h's lanes are a block's threads");
 constexpr int kWarps = kThreads / kWarpSize;
 constexpr int kDigitBits = 8;  // the radix select takes the 32-bit key a byte per pass
 constexpr int kBins = 1 << kDigitBits;
@@ -62,7 +66,8 @@ __device__ __forceinline__ void SelectDigit(const int* hist, int shift, uint32_t
 
 // One block per row. Pass 1: the checks, the count of finite logits, the
 // max, and the histogram of the keys' top byte. Pass 2: the sum of exps
-// (each thread its strided share in id order, then a tree), and the next
+// (each thread its strided share in id order, then BlockReduce's
+// butterflies: sum_exp.h's order), and the next
 // byte's histogram among the keys that still may rank; passes 3 and 4 the
 // last bytes. Then T is the n-th largest key, and `need` of the keys equal
 // to it rank (the lowest ids). Pass 5 collects, in chunks of the block in id
@@ -214,8 +219,9 @@ __global__ void TopLogitsKernel(const float* logits,  // (n_rows, vocab)
 absl::Status TopLogits(const float* logits, int n_rows, int vocab, TopLogitsRow* out, StreamHandle stream) {
   absl::Status args = CheckTopLogitsArgs(logits, n_rows, vocab, out);
   if (!args.ok()) return args;
-  // Grid: one block per row; a narrow row gets the warps it fills.
-  const int threads = vocab >= kThreads ? kThreads : (vocab + kWarpSize - 1) / kWarpSize * kWarpSize;
+  // Grid: one block per row, a thread per lane of the sum's order (a narrow
+  // row gets the warps it fills).
+  const int threads = SumExpLanes(static_cast<size_t>(vocab));
   OCTO_LAUNCH(TopLogitsKernel, n_rows, threads, 0, stream, logits, vocab, out);
   return absl::OkStatus();
 }

@@ -1,8 +1,10 @@
 // cpu::TopLogits against a sort of the whole row: the same candidates in the
 // sampler's order, the same count and bad entry, and the sum of
-// daemon/sampling/logprobs.cc bit for bit.
+// daemon/sampling/logprobs.cc bit for bit; and that sum's order
+// (kernels/sum_exp.h) against a plain sum.
 #include <algorithm>
 #include <bit>
+#include <cmath>
 #include <limits>
 #include <string>
 #include <cstdint>
@@ -11,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include "kernels/ops.h"
+#include "kernels/sum_exp.h"
 #include "tests/kernels/top_logits_test_util.h"
 
 namespace octo {
@@ -64,6 +67,26 @@ TEST(TopLogitsTest, BadAndEmptyRows) {
   EXPECT_EQ(out[2].max_logit, -kInf);
   EXPECT_EQ(out[2].sum_exp, 0.0);
   for (int j = 0; j < kTopLogits; ++j) EXPECT_EQ(out[2].top[j].id, j);
+}
+
+// The one order's sum is the sum: within 1e-13 relative of a long double
+// sum in id order, at widths below, at and past a block of lanes; and for a
+// row of at most one warp it is the butterfly's association.
+TEST(SumExpTest, IsTheSumOfTheRowsExps) {
+  for (size_t n : {1, 5, 32, 33, 1000, 1024, 1025, 128256}) {
+    std::vector<float> row(n);
+    for (size_t i = 0; i < n; ++i) row[i] = static_cast<float>((i * 7919) % 1000) / 53.0f - 9.0f;
+    const float max = *std::max_element(row.begin(), row.end());
+    long double want = 0;
+    for (float x : row) want += std::exp(static_cast<long double>(x) - max);
+    const double got = SumExpInOrder(row.data(), n, max);
+    EXPECT_NEAR(got, static_cast<double>(want), 1e-13 * static_cast<double>(want)) << "n " << n;
+  }
+  const std::vector<float> three = {0.5f, -1.0f, 0.25f};
+  const double e0 = std::exp(0.0), e1 = std::exp(-1.5), e2 = std::exp(-0.25);
+  // Lanes 0, 1, 2 hold them, the other 29 zeros: offset 16 and 8 add zeros,
+  // 4 too, 2 gives lane 0 e0 + e2, 1 adds lane 1's e1 + 0.
+  EXPECT_EQ(SumExpInOrder(three.data(), 3, 0.5f), (e0 + e2) + e1);
 }
 
 TEST(TopLogitsTest, RejectsBadArguments) {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kernels/ops.h"
+#include "kernels/sum_exp.h"
 
 namespace octo::testing {
 
@@ -50,7 +51,7 @@ inline std::vector<LogitRows> TopLogitsTestRows() {
 }
 
 // The reference for one row: sort all of it in the sampler's order, count,
-// and sum in id order as daemon/sampling/logprobs.cc does.
+// and sum as daemon/sampling/logprobs.cc does (kernels/sum_exp.h).
 inline TopLogitsRow HostTopLogits(const float* row, int vocab) {
   constexpr float kInf = std::numeric_limits<float>::infinity();
   TopLogitsRow out{};
@@ -75,11 +76,7 @@ inline TopLogitsRow HostTopLogits(const float* row, int vocab) {
   });
   std::copy_n(all.begin(), std::min(vocab, kTopLogits), out.top);
   out.max_logit = max_logit;
-  double sum = 0;
-  if (max_logit != -kInf) {
-    for (int i = 0; i < vocab; ++i) sum += std::exp(static_cast<double>(row[i]) - max_logit);
-  }
-  out.sum_exp = sum;
+  out.sum_exp = max_logit != -kInf ? SumExpInOrder(row, vocab, max_logit) : 0.0;
   return out;
 }
 

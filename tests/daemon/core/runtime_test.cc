@@ -106,8 +106,9 @@ TEST_F(RuntimeTest, TopLogprobsCarryEachAlternativesText) {
 
 // The scheduler takes greedy and top-k steps' logits rows reduced to their
 // candidates (logit_candidates.h), the engine's Generate takes them whole:
-// the same tokens, and logprobs bit for bit (the CPU backend sums in id
-// order). Penalties need the whole row: the same tokens that way too.
+// the same tokens, and logprobs bit for bit (the CPU backend sums in
+// LogSumExp's order). Penalties need the whole row: the same tokens that
+// way too.
 TEST_F(RuntimeTest, CandidatesGiveTheWholeRowsTokensAndLogprobs) {
   auto runtime = Start();
   SamplingParams greedy;

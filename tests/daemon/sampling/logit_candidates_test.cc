@@ -1,6 +1,6 @@
 // The candidates path against the whole row: for rows reduced as
-// Backend::TopLogits reduces them (here by a sort, the sum in id order as
-// the CPU backend's), the sampler draws the same tokens with the same
+// Backend::TopLogits reduces them (here by a sort, the sum in
+// kernels/sum_exp.h's order as the CPU backend's), the sampler draws the same tokens with the same
 // generator steps, logprobs are bit for bit the same, errors the same; and
 // CandidatesDecide says no wherever they could differ.
 #include "daemon/sampling/logit_candidates.h"
@@ -17,6 +17,7 @@
 #include "gtest/gtest.h"
 #include "daemon/sampling/logprobs.h"
 #include "daemon/sampling/sampler.h"
+#include "kernels/sum_exp.h"
 
 namespace octo {
 namespace {
@@ -45,9 +46,7 @@ LogitCandidates Reduce(const std::vector<float>& row) {
   std::sort(all.begin(), all.end(), MoreLikely);
   c.top.assign(all.begin(), all.begin() + std::min<size_t>(all.size(), kLogitCandidates));
   c.max_logit = max_logit;
-  if (max_logit != -kInf) {
-    for (float x : row) c.sum_exp += std::exp(static_cast<double>(x) - max_logit);
-  }
+  if (max_logit != -kInf) c.sum_exp = SumExpInOrder(row.data(), row.size(), max_logit);
   return c;
 }
 
