@@ -67,13 +67,14 @@ __device__ __forceinline__ void SelectDigit(const int* hist, int shift, uint32_t
 // One block per row. Pass 1: the checks, the count of finite logits, the
 // max, and the histogram of the keys' top byte. Pass 2: the sum of exps
 // (each thread its strided share in id order, then BlockReduce's
-// butterflies: sum_exp.h's order), and the next
-// byte's histogram among the keys that still may rank; passes 3 and 4 the
-// last bytes. Then T is the n-th largest key, and `need` of the keys equal
-// to it rank (the lowest ids). Pass 5 collects, in chunks of the block in id
-// order, every key above T and the first `need` equal to it; a rank sort
-// of those n puts them in the sampler's order.
-// Launch: gridDim.x == n_rows, blockDim.x a multiple of 32, at most kThreads.
+// butterflies: sum_exp.h's order), and the next byte's histogram among the
+// keys that still may rank; passes 3 and 4 the last bytes. Then T is the
+// n-th largest key, and `need` of the keys equal to it rank (the lowest
+// ids). Pass 5 collects, in chunks of the block in id order, every key
+// above T and the first `need` equal to it; a rank sort of those n puts
+// them in the sampler's order.
+// Launch: gridDim.x == n_rows, blockDim.x == SumExpLanes(vocab) (the sum's
+// order is the block's).
 __global__ void TopLogitsKernel(const float* logits,  // (n_rows, vocab)
                                 int vocab,
                                 TopLogitsRow* rows) {  // (n_rows)
