@@ -256,7 +256,11 @@ absl::Status MatMul(const WeightMatrix& w, const float* x, float* out, int n_tok
 // path); exec.blas is needed on the prefill path.
 // Preconditions as cpu::MatMul's (INVALID_ARGUMENT naming MatMul and the
 // argument), plus the scratch and, for prefill, exec.blas. out must not
-// overlap x.
+// overlap x. The decode path reads w in aligned 4- and 16-byte loads
+// (kernels/cuda/weight_stage.cuh): a matrix whose size is not a multiple of
+// 4 is read up to 3 bytes past its end, which its allocation must hold --
+// every cuda::DeviceBuffer and CudaBackend allocation does (whole
+// kAllocationUnit units, kernels/cuda/device.h).
 inline constexpr int kMaxDecodeTokens = 16;
 // Short prefills (a chat turn, a verified draft) stay on the decode path, so
 // their activations round as the CPU's do and their tokens track llama.cpp's

@@ -27,7 +27,7 @@ int CudaDeviceCount() {
 absl::StatusOr<DeviceBuffer> DeviceBuffer::Allocate(size_t bytes) {
   if (bytes == 0) return DeviceBuffer();
   void* data = nullptr;
-  OCTO_CUDA_RETURN_IF_ERROR(cudaMalloc(&data, bytes));
+  OCTO_CUDA_RETURN_IF_ERROR(cudaMalloc(&data, AllocationBytes(bytes)));
   return DeviceBuffer(data, bytes);
 }
 

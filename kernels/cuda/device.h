@@ -22,6 +22,14 @@ namespace octo::cuda {
 // runtime): callers and tests branch on it instead of handling a Status.
 int CudaDeviceCount();
 
+// Every device allocation Octo makes is whole units of this many bytes (the
+// size asked, rounded up): a kernel may read a buffer in aligned words up to
+// the unit boundary past its last byte (kernels/cuda/weight_stage.cuh).
+inline constexpr size_t kAllocationUnit = 16;
+inline constexpr size_t AllocationBytes(size_t bytes) {
+  return (bytes + kAllocationUnit - 1) / kAllocationUnit * kAllocationUnit;
+}
+
 // Device memory from cudaMalloc, freed by the destructor. Move-only; a
 // moved-from or default-constructed buffer is empty (data() == nullptr,
 // size() == 0).
@@ -33,7 +41,8 @@ class DeviceBuffer {
  public:
   DeviceBuffer() = default;
 
-  // `bytes` of uninitialised device memory; 0 bytes gives an empty buffer.
+  // `bytes` of uninitialised device memory (AllocationBytes of it allocated;
+  // size() says `bytes`); 0 bytes gives an empty buffer.
   // RESOURCE_EXHAUSTED when the device is full, FAILED_PRECONDITION without a
   // device.
   static absl::StatusOr<DeviceBuffer> Allocate(size_t bytes);

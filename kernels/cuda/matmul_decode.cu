@@ -4,6 +4,7 @@
 // dot products (kernels/cuda/q8_dot.cuh); F32/F16/BF16 weights meet fp32 x.
 #include <cstdint>
 #include <span>
+#include <type_traits>
 
 #include "absl/status/status.h"
 #include "kernels/block_decode.h"
@@ -11,6 +12,7 @@
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/matmul_paths.h"
 #include "kernels/cuda/q8_dot.cuh"
+#include "kernels/cuda/weight_stage.cuh"
 
 namespace octo::cuda::matmul {
 namespace {
@@ -71,6 +73,22 @@ __global__ void QuantizeKernel(const float* x, int8_t* xq, float* xd, int64_t n_
   RoundChunk<R>(chunk, threadIdx.x % kWarpSize, [x](int64_t e) { return x[e]; }, nullptr, xq, xd);
 }
 
+// Adds chunk c of a weight row, unpacked, times chunk c of each token's
+// 8-bit x (rows of cols at xq, their scales at xd) to acc[t].
+template <typename W>
+__device__ __forceinline__ void AddChunk(const q8::Chunk& chunk, int64_t c, const int8_t* xq, const float* xd,
+                                         int64_t cols, int n_tokens, float* acc) {
+  const int64_t n_chunks = cols / kQ8Chunk;
+#pragma unroll
+  for (int t = 0; t < kMaxDecodeTokens; ++t) {
+    if (t >= n_tokens) break;
+    const int4* x4 = reinterpret_cast<const int4*>(xq + t * cols + c * kQ8Chunk);
+    const int4 lo = x4[0], hi = x4[1];
+    const int words[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+    acc[t] += q8::Dot<W>(chunk, words, xd[t * n_chunks + c]);
+  }
+}
+
 // Adds this lane's share of row w_row · x (rows x_row .. of the 8-bit x) for
 // n_tokens tokens to acc: units sub, sub + lanes, ... in order, a unit's
 // chunks in order (q8::ChunksPerUnit: Q4_K and Q5_K lanes take a chunk pair).
@@ -88,17 +106,43 @@ struct Q8Dots {
       q8::Chunk chunks[kPerUnit];
       q8::UnpackUnit<W>(w_row + u / kUnitsPerBlock * W::kBytes, static_cast<int>(u % kUnitsPerBlock), chunks);
 #pragma unroll
-      for (int i = 0; i < kPerUnit; ++i) {
-        const int64_t c = u * kPerUnit + i;
-#pragma unroll
-        for (int t = 0; t < kMaxDecodeTokens; ++t) {
-          if (t >= n_tokens) break;
-          const int4* x4 = reinterpret_cast<const int4*>(xq + t * a.cols + c * kQ8Chunk);
-          const int4 lo = x4[0], hi = x4[1];
-          const int words[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
-          acc[t] += q8::Dot<W>(chunks[i], words, xd[t * n_chunks + c]);
-        }
+      for (int i = 0; i < kPerUnit; ++i) AddChunk<W>(chunks[i], u * kPerUnit + i, xq, xd, a.cols, n_tokens, acc);
+    }
+  }
+};
+
+// Q8Dots for the types whose blocks are not 16-byte units (every type
+// whose lanes unpack one chunk: kernels/cuda/weight_stage.cuh): the row's
+// lanes stage a span of lanes units -- whole blocks, lanes >= units per
+// block -- into shared memory together, then each unpacks its unit from
+// there. The units and their order per lane are Q8Dots's, so are the sums.
+template <typename W>
+struct StagedQ8Dots {
+  static constexpr int kPerUnit = 1;
+  static constexpr int kUnitsPerBlock = W::kChunks;
+  static constexpr int kWarpBytes = stage::MaxWarpStageBytes(kUnitsPerBlock, W::kBytes);
+  __device__ __forceinline__ static void Add(const DecodeArgs& a, const uint8_t* w_row, int64_t x_row, int n_tokens,
+                                             int sub, int lanes, float* acc) {
+    __shared__ __align__(16) uint8_t staged_rows[kWarpsPerBlock][kWarpBytes];
+    const int lane = threadIdx.x % kWarpSize;
+    const int group = lane / lanes;  // this row's place in the warp
+    const unsigned row_lanes = lanes == kWarpSize ? 0xffffffffu : ((1u << lanes) - 1) << (group * lanes);
+    uint8_t* shared = staged_rows[threadIdx.x / kWarpSize] + group * stage::SpanStageBytes(lanes / kUnitsPerBlock * W::kBytes);
+    const int64_t n_chunks = a.cols / kQ8Chunk;
+    const int64_t n_blocks = n_chunks / kUnitsPerBlock;
+    const int blocks_per_span = lanes / kUnitsPerBlock;
+    const int8_t* xq = a.xq + x_row * a.cols;
+    const float* xd = a.xd + x_row * n_chunks;
+    for (int64_t first = 0; first < n_blocks; first += blocks_per_span) {
+      const int64_t last = first + blocks_per_span < n_blocks ? first + blocks_per_span : n_blocks;
+      const uint8_t* span = stage::StageSpan(w_row + first * W::kBytes, w_row + last * W::kBytes, shared, sub, lanes);
+      __syncwarp(row_lanes);
+      const int64_t c = first * kUnitsPerBlock + sub;
+      if (c < n_chunks) {
+        const q8::Chunk chunk = W::Unpack(span + sub / kUnitsPerBlock * W::kBytes, sub % kUnitsPerBlock);
+        AddChunk<W>(chunk, c, xq, xd, a.cols, n_tokens, acc);
       }
+      __syncwarp(row_lanes);  // the span is read before the next is staged
     }
   }
 };
@@ -228,7 +272,8 @@ absl::Status Launch(GgmlType type, DecodeArgs a, unsigned grid_y, StreamHandle s
     });
   }
   return q8::WithQ8Weights(type, unknown, [&](auto weights) {
-    using Dots = Q8Dots<decltype(weights)>;
+    using W = decltype(weights);
+    using Dots = std::conditional_t<q8::ChunksPerUnit<W>() == 1, StagedQ8Dots<W>, Q8Dots<W>>;
     OCTO_LAUNCH(DecodeKernel<Dots>, grid(a.cols / kQ8Chunk / Dots::kPerUnit), kWarpsPerBlock * kWarpSize, 0, stream, a);
     return absl::OkStatus();
   });

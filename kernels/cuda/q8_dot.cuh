@@ -12,6 +12,11 @@
 // skip that work. Each byte position follows kernels/cpu/quant_blocks.h's
 // element order, and the element values are those of kernels/block_decode.h
 // (tests/kernels/cuda/matmul_cuda_test.cc checks every type).
+//
+// Where the block is: Q4_K and Q5_K are unpacked straight from global
+// memory, in 16-byte units (UnpackUnit); every other type from a copy the
+// row's lanes staged in shared memory (kernels/cuda/weight_stage.cuh), so
+// their field reads (Load4's halves, single bytes) never reach global memory.
 #pragma once
 
 #include <cstdint>
@@ -29,7 +34,8 @@ struct Chunk {
   float m[2];
 };
 
-// 4 bytes at a 2-byte aligned address (every GGUF block field), little-endian.
+// 4 bytes at a 2-byte aligned address (every GGUF block field), little-endian:
+// in shared memory, where the decode path stages these blocks.
 __device__ __forceinline__ uint32_t Load4(const uint8_t* p) {
   const auto* h = reinterpret_cast<const uint16_t*>(p);
   return static_cast<uint32_t>(h[0]) | (static_cast<uint32_t>(h[1]) << 16);
@@ -317,7 +323,8 @@ struct Q8Weights<GgmlType::kIQ4_XS> {
   }
 };
 
-// MXFP4: 17-byte blocks sit at any address, so bytes are read one by one;
+// MXFP4: 17-byte blocks sit at any address, so bytes are read one by one
+// (from the staged copy);
 // the nibbles as Q4_0's, through the doubled E2M1 values.
 template <>
 struct Q8Weights<GgmlType::kMXFP4> {

@@ -70,7 +70,7 @@ absl::StatusOr<BackendBuffer> CudaBackend::Allocate(size_t bytes) {
   OCTO_RETURN_IF_ERROR(graphs_->Pause());
   if (bytes == 0) return BackendBuffer();
   void* p = nullptr;
-  const cudaError_t e = cudaMalloc(&p, bytes);
+  const cudaError_t e = cudaMalloc(&p, cuda::AllocationBytes(bytes));
   if (e != cudaSuccess) {
     cudaGetLastError();  // not sticky: clear it
     size_t free = 0, total = 0;
