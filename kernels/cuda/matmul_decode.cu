@@ -18,6 +18,12 @@ namespace octo::cuda::matmul {
 namespace {
 
 constexpr int kWarpsPerBlock = 4;
+// A long quantized row is shared by the warps of a block -- two for 33 to
+// 64 units, all four beyond -- so an 8B model's 4096-row matrices launch
+// 2048 blocks or more: above two waves on 132 SMs at the decode kernels'
+// occupancy (tests/bench/decode_waves.sh). A float row (a unit is one
+// element) keeps to one warp.
+constexpr int kMaxRowLanes = kWarpsPerBlock * kWarpSize;
 constexpr int kQuantizeWarps = 8;  // one rounding chunk per warp
 
 // What a decode kernel reads and writes. Dense: n_tokens rows of x share w.
@@ -44,7 +50,7 @@ struct DecodeArgs {
   const float* xd;    // (n_x, cols / 32)
   float* out;         // (n_tokens or n_choices, rows)
   int n_tokens;
-  int lanes_per_row;  // a power of two <= 32: the lanes that share one row
+  int lanes_per_row;  // a power of two <= kMaxRowLanes: the lanes that share one row
   const int32_t* expert_ids;  // null: dense
   int64_t expert_bytes;
   int n_experts, k, n_choices;
@@ -54,11 +60,11 @@ struct DecodeArgs {
 // The lanes of one row: a row's units (32-element chunks, or elements for
 // float weights) go round-robin over lanes_per_row lanes. A short row
 // (cols 256 of Q4_K is 8 chunks) takes fewer lanes, and a warp then holds
-// several rows. lanes_per_row depends on cols only, so a token's sums do not
-// depend on the batch.
-int LanesPerRow(int64_t units) {
+// several rows; a long one several warps' lanes. lanes_per_row depends on cols
+// only, so a token's sums do not depend on the batch.
+int LanesPerRow(int64_t units, int max_lanes) {
   int lanes = 1;
-  while (lanes < kWarpSize && lanes < units) lanes *= 2;
+  while (lanes < max_lanes && lanes < units) lanes *= 2;
   return lanes;
 }
 
@@ -112,10 +118,11 @@ struct Q8Dots {
 };
 
 // Q8Dots for the types whose blocks are not 16-byte units (every type
-// whose lanes unpack one chunk: kernels/cuda/weight_stage.cuh): the row's
-// lanes stage a span of lanes units -- whole blocks, lanes >= units per
-// block -- into shared memory together, then each unpacks its unit from
-// there. The units and their order per lane are Q8Dots's, so are the sums.
+// whose lanes unpack one chunk: kernels/cuda/weight_stage.cuh): a warp's
+// lanes of the row stage a span of as many units -- whole blocks, lanes >=
+// units per block -- into shared memory together, then each unpacks its
+// unit from there. The units and their order per lane are Q8Dots's, so are
+// the sums.
 template <typename W>
 struct StagedQ8Dots {
   static constexpr int kPerUnit = 1;
@@ -123,27 +130,37 @@ struct StagedQ8Dots {
   static constexpr int kWarpBytes = stage::MaxWarpStageBytes(kUnitsPerBlock, W::kBytes);
   __device__ __forceinline__ static void Add(const DecodeArgs& a, const uint8_t* w_row, int64_t x_row, int n_tokens,
                                              int sub, int lanes, float* acc) {
-    __shared__ __align__(16) uint8_t staged_rows[kWarpsPerBlock][kWarpBytes];
-    const int lane = threadIdx.x % kWarpSize;
-    const int group = lane / lanes;  // this row's place in the warp
-    const unsigned row_lanes = lanes == kWarpSize ? 0xffffffffu : ((1u << lanes) - 1) << (group * lanes);
-    uint8_t* shared = staged_rows[threadIdx.x / kWarpSize] + group * stage::SpanStageBytes(lanes / kUnitsPerBlock * W::kBytes);
+    // Two buffers a warp, used in turn: a span is staged while no lane can
+    // still read the buffer's last span (it passed the sync after it).
+    __shared__ __align__(16) uint8_t staged_rows[kWarpsPerBlock][2][kWarpBytes];
+    // This warp's lanes of the row: all of them, or its share when warps
+    // share the row (a step's units are then a span per warp).
+    const int warp_lanes = lanes < kWarpSize ? lanes : kWarpSize;
+    const int lane = threadIdx.x % kWarpSize, own = sub % warp_lanes;
+    const int group = lane / warp_lanes;  // this row's place in the warp
+    const unsigned row_lanes = warp_lanes == kWarpSize ? 0xffffffffu : ((1u << warp_lanes) - 1) << (group * warp_lanes);
+    const int span_bytes = stage::SpanStageBytes(warp_lanes / kUnitsPerBlock * W::kBytes);
+    const int warp = threadIdx.x / kWarpSize;
+    int turn = 0;
     const int64_t n_chunks = a.cols / kQ8Chunk;
     const int64_t n_blocks = n_chunks / kUnitsPerBlock;
-    const int blocks_per_span = lanes / kUnitsPerBlock;
+    const int blocks_per_span = warp_lanes / kUnitsPerBlock;
     const int8_t* xq = a.xq + x_row * a.cols;
     const float* xd = a.xd + x_row * n_chunks;
-    for (int64_t first = 0; first < n_blocks; first += blocks_per_span) {
+    for (int64_t first = sub / warp_lanes * blocks_per_span; first < n_blocks; first += lanes / kUnitsPerBlock) {
       const int64_t last = first + blocks_per_span < n_blocks ? first + blocks_per_span : n_blocks;
-      const uint8_t* span = stage::StageSpan(w_row + first * W::kBytes, w_row + last * W::kBytes, shared, sub, lanes);
+      uint8_t* shared = staged_rows[warp][turn] + group * span_bytes;
+      turn ^= 1;
+      const uint8_t* span =
+          stage::StageSpan(w_row + first * W::kBytes, w_row + last * W::kBytes, shared, own, warp_lanes);
       __syncwarp(row_lanes);
-      const int64_t c = first * kUnitsPerBlock + sub;
+      const int64_t c = first * kUnitsPerBlock + own;
       if (c < n_chunks) {
-        const q8::Chunk chunk = W::Unpack(span + sub / kUnitsPerBlock * W::kBytes, sub % kUnitsPerBlock);
+        const q8::Chunk chunk = W::Unpack(span + own / kUnitsPerBlock * W::kBytes, own % kUnitsPerBlock);
         AddChunk<W>(chunk, c, xq, xd, a.cols, n_tokens, acc);
       }
-      __syncwarp(row_lanes);  // the span is read before the next is staged
     }
+    __syncwarp(row_lanes);  // the last spans are read before a next call stages
   }
 };
 
@@ -169,11 +186,17 @@ struct FloatDots {
 // first), whose result at the row's first lane is the tree sum left + right
 // at every level -- the same bits whatever n_tokens is -- and that lane
 // stores it. Registers only (no local array). Called by the whole warp.
-__device__ __forceinline__ void StoreRows(const float* acc, float* out, int64_t out_stride, int64_t first_row,
+//
+// A row of several warps (lanes > 32): each warp sums its lanes so, and the
+// row is the warps' sums added in warp order, through shared memory. Called
+// by the whole block then (it syncs), every warp alike.
+__device__ __forceinline__ void StoreRows(float* acc, float* out, int64_t out_stride, int64_t first_row,
                                           int64_t n_rows, int n_tokens, int lanes) {
-  const int lane = threadIdx.x % kWarpSize;
-  const int64_t row = first_row + lane / lanes;
-  const bool stores = lane % lanes == 0 && row < n_rows;
+  __shared__ float warp_sums[kWarpsPerBlock][kMaxDecodeTokens];
+  const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
+  const int warps = lanes > kWarpSize ? lanes / kWarpSize : 1;  // per row
+  const int64_t row = first_row + (warps > 1 ? 0 : lane / lanes);
+  const bool stores = (warps > 1 ? lane == 0 && warp % warps == 0 : lane % lanes == 0) && row < n_rows;
 #pragma unroll
   for (int t = 0; t < kMaxDecodeTokens; ++t) {
     if (t >= n_tokens) break;
@@ -182,17 +205,29 @@ __device__ __forceinline__ void StoreRows(const float* acc, float* out, int64_t 
     for (int width = kWarpSize / 2; width > 0; width /= 2) {
       if (width < lanes) v += __shfl_xor_sync(0xffffffffu, v, width);
     }
-    if (stores) out[t * out_stride + row] = v;
+    acc[t] = v;
+    if (warps > 1 && lane == 0) warp_sums[warp][t] = v;
   }
+  if (warps > 1) __syncthreads();
+#pragma unroll
+  for (int t = 0; t < kMaxDecodeTokens; ++t) {
+    if (t >= n_tokens || !stores) break;
+    float v = acc[t];
+    for (int j = 1; j < warps; ++j) v += warp_sums[warp + j][t];
+    out[t * out_stride + row] = v;
+  }
+  if (warps > 1) __syncthreads();  // read before a next call writes
 }
 
-// Each warp takes 32 / lanes_per_row consecutive rows; grid.x * warps per
-// block covers them. Dense: every token of the call. Experts: grid.y strides
-// over the choices, one token each.
+// Each warp takes 32 / lanes_per_row consecutive rows, or lanes_per_row / 32
+// warps one row; grid.x * warps per block covers them. Dense:
+// every token of the call. Experts: grid.y strides over the choices, one
+// token each.
 template <typename Dots>
 __global__ void DecodeKernel(const __grid_constant__ DecodeArgs a) {
   const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
   const int lanes = a.lanes_per_row;
+  const int warps = lanes > kWarpSize ? lanes / kWarpSize : 1;  // per row, the whole launch alike
   // This block's matrix: a's, or its part's in a group. Read from the
   // parameters in place (grid constant: no local copy of a).
   int64_t block = blockIdx.x;
@@ -209,11 +244,12 @@ __global__ void DecodeKernel(const __grid_constant__ DecodeArgs a) {
     row_bytes = part.row_bytes;
     out = part.out;
   }
-  const int64_t first_row = (block * kWarpsPerBlock + warp) * (kWarpSize / lanes);
-  if (first_row >= rows) return;  // the whole warp
-  const int64_t row = first_row + lane / lanes;
+  const int64_t first_row = warps > 1 ? block * (kWarpsPerBlock / warps) + warp / warps
+                                    : (block * kWarpsPerBlock + warp) * (kWarpSize / lanes);
+  if (warps == 1 && first_row >= rows) return;  // the whole warp (rows of several warps sync in StoreRows)
+  const int64_t row = warps > 1 ? first_row : first_row + lane / lanes;
   const bool has_row = row < rows;
-  const int sub = lane % lanes;
+  const int sub = warps > 1 ? warp % warps * kWarpSize + lane : lane % lanes;
   float acc[kMaxDecodeTokens] = {};
   if (a.expert_ids == nullptr) {
     if (has_row) Dots::Add(a, w + row * row_bytes, 0, a.n_tokens, sub, lanes, acc);
@@ -253,9 +289,11 @@ absl::Status Quantize(GgmlType type, const float* x, int64_t n_x, int64_t cols, 
 // lanes_per_row from the row's units (elements, chunks or chunk pairs); a
 // group's parts get consecutive ranges of grid.x.
 absl::Status Launch(GgmlType type, DecodeArgs a, unsigned grid_y, StreamHandle stream) {
-  auto grid = [&](int64_t units) {
-    a.lanes_per_row = LanesPerRow(units);
-    const int64_t rows_per_block = int64_t{kWarpsPerBlock} * (kWarpSize / a.lanes_per_row);
+  auto grid = [&](int64_t units, int max_lanes) {
+    a.lanes_per_row = LanesPerRow(units, max_lanes);
+    const int lanes = a.lanes_per_row;
+    const int64_t rows_per_block =
+        lanes > kWarpSize ? kWarpsPerBlock * kWarpSize / lanes : kWarpsPerBlock * (kWarpSize / lanes);
     auto blocks = [&](int64_t rows) { return (rows + rows_per_block - 1) / rows_per_block; };
     int64_t total = a.n_parts > 0 ? 0 : blocks(a.rows);
     for (int p = 0; p < a.n_parts; ++p) {
@@ -267,14 +305,16 @@ absl::Status Launch(GgmlType type, DecodeArgs a, unsigned grid_y, StreamHandle s
   const absl::Status unknown = absl::InternalError("MatMul: no decode kernel for this type");
   if (IsFloatWeight(type)) {
     return block_decode::WithDecoder(type, unknown, [&](auto decoder) {
-      OCTO_LAUNCH(DecodeKernel<FloatDots<decltype(decoder)>>, grid(a.cols), kWarpsPerBlock * kWarpSize, 0, stream, a);
+      OCTO_LAUNCH(DecodeKernel<FloatDots<decltype(decoder)>>, grid(a.cols, kWarpSize), kWarpsPerBlock * kWarpSize, 0,
+                  stream, a);
       return absl::OkStatus();
     });
   }
   return q8::WithQ8Weights(type, unknown, [&](auto weights) {
     using W = decltype(weights);
     using Dots = std::conditional_t<q8::ChunksPerUnit<W>() == 1, StagedQ8Dots<W>, Q8Dots<W>>;
-    OCTO_LAUNCH(DecodeKernel<Dots>, grid(a.cols / kQ8Chunk / Dots::kPerUnit), kWarpsPerBlock * kWarpSize, 0, stream, a);
+    OCTO_LAUNCH(DecodeKernel<Dots>, grid(a.cols / kQ8Chunk / Dots::kPerUnit, kMaxRowLanes), kWarpsPerBlock * kWarpSize,
+                0, stream, a);
     return absl::OkStatus();
   });
 }

@@ -314,9 +314,16 @@ TEST_F(MatMulCudaTest, AGroupGivesEachMatrixItsMatMulBitsRoundingXOncePerRuleDec
 TEST_F(MatMulCudaTest, ExpertChoicesGetWhatMatMulGivesEachAlone) {
   const int n_experts = 5, rows = 24, n_tokens = 4, k = 2;
   const std::vector<int32_t> ids = {4, 1, 0, 4, 2, 2, 3, 0};
-  for (GgmlType type : {GgmlType::kQ4_K, GgmlType::kQ5_0, GgmlType::kBF16, GgmlType::kIQ2_XS, GgmlType::kTQ2_0,
-                        GgmlType::kMXFP4}) {
-    const int64_t cols = 512;
+  // 512 columns: a warp per row; 4096 (Q4_K, Q6_K): rows of two and of
+  // four warps, which sync per choice.
+  struct Case {
+    GgmlType type;
+    int64_t cols;
+  };
+  for (const auto& [type, cols] : {Case{GgmlType::kQ4_K, 512}, Case{GgmlType::kQ5_0, 512}, Case{GgmlType::kBF16, 512},
+                                   Case{GgmlType::kIQ2_XS, 512}, Case{GgmlType::kTQ2_0, 512},
+                                   Case{GgmlType::kMXFP4, 512}, Case{GgmlType::kQ4_K, 4096},
+                                   Case{GgmlType::kQ6_K, 4096}}) {
     const std::vector<uint8_t> packed = RandomWeights(type, n_experts * rows, cols, 9);
     const int64_t packed_bytes = static_cast<int64_t>(RowBytes(type, cols)) * rows;
     // Packed, and each expert in its own 4 KiB-aligned block as a format-2

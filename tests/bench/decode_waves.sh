@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# How many waves the decode MatMul launches of a Llama-3-8B token fill on an
+# H100 SXM (132 SMs), from ptxas's resource use (no GPU needed):
+#
+#   [NVCC=/usr/local/cuda/bin/nvcc] tests/bench/decode_waves.sh [--check]
+#
+# prints, per launch of a Q4_K_M token's layer (q k v in one launch, gate and
+# up in one; Q4_K_M's Q6_K attn_v and ffn_down layers, and its Q6_K lm_head,
+# apart), one line
+#   waves: <launch> <TYPE> rows=R cols=C blocks=B blocks/SM=N waves=W last-wave=F%
+# against issue 24's target: at least 2 waves for the 8B shapes, so that no
+# SM idles through a mostly empty last wave. A 4096-column Q4_K row is 64
+# chunk pairs, one per lane of its two warps: at 8 blocks per SM the
+# 4096-row matrices are 1.94 waves, and more warps would load bytes twice
+# (a lane's chunk pair shares its bytes) -- so --check (ctest
+# decode_waves_targets) asks each launch for 2 waves or a last wave at
+# least 90% full, and exits 1 otherwise.
+#
+# How: ptxas -v (sm_90, the build's flags) gives the decode kernel's
+# registers and shared memory per type. Blocks per SM are sm_90's limits:
+# 64 warps, 32 blocks, 65536 registers (256 per warp at a time), 228 KiB of
+# shared memory (1 KiB of it reserved per block). A block is 4 warps; a
+# row's units (32-element chunks, Q4_K's chunk pairs) take the next power of
+# two lanes up to 128: a row of 33-64 units two warps (2 rows a block), of
+# more all four (matmul_decode.cu, LanesPerRow, kWarpsPerBlock,
+# kMaxRowLanes). A wave is 132 SMs' blocks at once.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/../.." && pwd)"
+nvcc="${NVCC:-/usr/local/cuda/bin/nvcc}"
+filt="$(command -v c++filt || true)"
+[ -x "$nvcc" ] || { echo "$(basename "$0"): no nvcc at $nvcc (set NVCC)" >&2; exit 2; }
+[ -n "$filt" ] || { echo "$(basename "$0"): no c++filt (binutils)" >&2; exit 2; }
+check=0
+[ "${1:-}" = "--check" ] && check=1
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+
+"$nvcc" -std=c++20 -I"$root" -O3 --fmad=false -arch=sm_90 -Xptxas -v -c "$root/kernels/cuda/matmul_decode.cu" \
+  -o "$work/decode.o" 2>"$work/ptxas.txt"
+# "Compiling entry function 'NAME'" then "Used R registers, ... S bytes smem":
+# the decode kernels of Q4_K (GgmlType 12) and Q6_K (14).
+grep -o "Compiling entry function '[^']*'" "$work/ptxas.txt" | sed "s/.*'\(.*\)'/\1/" >"$work/names.txt"
+"$filt" <"$work/names.txt" >"$work/demangled.txt"
+grep "Used [0-9]* registers" "$work/ptxas.txt" >"$work/used.txt"
+paste -d'|' "$work/demangled.txt" "$work/used.txt" >"$work/kernels.txt"
+
+awk -F'|' -v check="$check" '
+  function resident(regs, smem,    per_warp, by_regs, by_smem, n) {
+    per_warp = int((regs * 32 + 255) / 256) * 256
+    by_regs = int(65536 / (4 * per_warp)); by_smem = int(233472 / (smem + 1024))
+    n = 32; if (16 < n) n = 16; if (by_regs < n) n = by_regs; if (by_smem < n) n = by_smem
+    return n
+  }
+  $1 ~ /DecodeKernel/ && $1 ~ /Q8Weights<\(octo::GgmlType\)(12|14)>/ {
+    type = $1 ~ /GgmlType\)12>/ ? "Q4_K" : "Q6_K"
+    regs = $2; sub(/.*Used /, "", regs); sub(/ registers.*/, "", regs)
+    smem = 0; if ($2 ~ /bytes smem/) { smem = $2; sub(/ bytes smem.*/, "", smem); sub(/.*, /, "", smem) }
+    per_sm[type] = resident(regs + 0, smem + 0); used[type] = regs " registers, " smem " B shared"
+  }
+  function rows_per_block(type, cols,    units, lanes) {
+    units = cols / 32 / (type == "Q4_K" ? 2 : 1)
+    lanes = 1; while (lanes < 128 && lanes < units) lanes *= 2
+    return lanes > 32 ? 128 / lanes : 4 * 32 / lanes
+  }
+  function launch(name, type, rows, cols,    per_block, blocks, waves, last) {
+    per_block = rows_per_block(type, cols)
+    blocks = int((rows + per_block - 1) / per_block); waves = blocks / (132 * per_sm[type])
+    last = waves - int(waves); if (last == 0) last = 1
+    printf "waves: %-14s %s rows=%d cols=%d blocks=%d blocks/SM=%d waves=%.2f last-wave=%.0f%%\n", name, type, rows, cols,
+      blocks, per_sm[type], waves, 100 * last
+    if (waves < 2 && last < 0.9) { printf "waves: %s misses the target\n", name; missed++ }
+  }
+  END {
+    if (!("Q4_K" in per_sm) || !("Q6_K" in per_sm)) { print "decode_waves: no Q4_K/Q6_K decode kernel in ptxas output" > "/dev/stderr"; exit 2 }
+    printf "decode kernels (sm_90): Q4_K %s, Q6_K %s\n", used["Q4_K"], used["Q6_K"]
+    launch("q+k+v", "Q4_K", 4096 + 1024 + 1024, 4096)
+    launch("o", "Q4_K", 4096, 4096)
+    launch("gate+up", "Q4_K", 2 * 14336, 4096)
+    launch("down", "Q4_K", 4096, 14336)
+    launch("q+k (v Q6_K)", "Q4_K", 4096 + 1024, 4096)
+    launch("v", "Q6_K", 1024, 4096)
+    launch("down", "Q6_K", 4096, 14336)
+    launch("lm_head", "Q6_K", 128256, 4096)
+    print "target (issue 24): at least 2 waves for the 8B shapes, or a last wave at least 90% full"
+    if (check && missed > 0) exit 1
+  }' "$work/kernels.txt"
