@@ -130,6 +130,10 @@ class Backend {
                                    int n_tokens);
   virtual absl::Status MatMulExperts(const WeightMatrix& w, const int32_t* expert_ids, const float* x, float* out,
                                      const MatMulExpertsParams& p) = 0;
+  // Separate MatMulExperts over the same x and choices (the gate and up
+  // experts); CUDA decodes stacks of one type and layout in one launch.
+  virtual absl::Status MatMulExpertsGroup(std::span<const WeightMatrix> ws, const int32_t* expert_ids, const float* x,
+                                          std::span<float* const> outs, const MatMulExpertsParams& p);
   virtual absl::Status Rope(float* x, const int32_t* positions, int n_tokens, const RopeParams& p) = 0;
   // RoPE on q (q_params) and k (its heads k_heads, the rest as q's): here
   // two Rope calls; CUDA rotates both in one launch, bit for bit the same.

@@ -25,6 +25,13 @@ absl::Status Backend::MatMulGroup(std::span<const WeightMatrix> ws, const float*
   return absl::OkStatus();
 }
 
+absl::Status Backend::MatMulExpertsGroup(std::span<const WeightMatrix> ws, const int32_t* expert_ids,
+                                         const float* x, std::span<float* const> outs, const MatMulExpertsParams& p) {
+  if (ws.size() != outs.size()) return absl::InvalidArgumentError("MatMulExpertsGroup: as many outputs as matrices");
+  for (size_t i = 0; i < ws.size(); ++i) OCTO_RETURN_IF_ERROR(MatMulExperts(ws[i], expert_ids, x, outs[i], p));
+  return absl::OkStatus();
+}
+
 absl::Status Backend::AddRmsNorm(float* x, const float* delta, const float* weight, float* out, int n_rows, int dim,
                                  float eps) {
   OCTO_RETURN_IF_ERROR(Add(x, delta, x, static_cast<int64_t>(n_rows) * dim));

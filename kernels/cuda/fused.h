@@ -5,9 +5,10 @@
 // A producer that rounds for its consumer: RmsNorm, AddRmsNorm and SiluMul
 // also write their output's 8-bit activations (act_q8.h, under q8.rule, at
 // q8.q and q8.d), which the decode MatMul that reads the output would
-// otherwise compute in a launch of its own; MatMulGroup then takes them as
-// `rounded`. The rounding is act_q8.cuh's RoundChunk, the decode path's own,
-// so the MatMul's output is the unfused one's bit for bit.
+// otherwise compute in a launch of its own; MatMulGroup (or
+// MatMulExpertsGroup) then takes them as `rounded`. The rounding is
+// act_q8.cuh's RoundChunk, the decode path's own, so the MatMul's output is
+// the unfused one's bit for bit.
 #pragma once
 
 #include <optional>
@@ -47,6 +48,19 @@ absl::Status SiluMul(const float* gate, const float* up, float* out, int64_t n, 
 // ones read x).
 absl::Status MatMulGroup(std::span<const WeightMatrix> ws, const float* x, std::span<float* const> outs,
                          int n_tokens, const Exec& exec, const ActQ8Out& rounded);
+
+// ops.h's MatMulExperts for up to kMaxMatMulGroup stacks of one type and
+// layout that read the same x (the gate and up experts), in one decode
+// launch after one rounding of x -- or none: with `rounded`, over x's 8-bit
+// activations a producer wrote under ExpertsRounding(ws[0]) (SiluMul's for
+// the down experts, n_tokens * k rows when x_per_choice). Each outs[i] gets
+// MatMulExperts's bits for ws[i]. Scratch: MatMulExpertsScratchBytes(ws[0]).
+absl::Status MatMulExpertsGroup(std::span<const WeightMatrix> ws, const int32_t* expert_ids, const float* x,
+                                std::span<float* const> outs, const MatMulExpertsParams& p, const Exec& exec,
+                                const ActQ8Out* rounded = nullptr);
+// The rule by which MatMulExperts on w rounds x (what a producer may round
+// for it); nullopt for float weights, which read x.
+std::optional<ActQ8Rule> ExpertsRounding(const WeightMatrix& w);
 
 // Per-head RMS norms before RoPE (qwen3's q_norm and k_norm, head_dim
 // wide each): RmsNorm(q, q, n_tokens * n_heads rows) and the same of k. q

@@ -372,16 +372,23 @@ absl::Status Decode(const WeightMatrix& w, int64_t row_bytes, const float* x, fl
   return DecodeQuantized(w, row_bytes, x, act, out, n_tokens, exec.stream);
 }
 
-absl::Status DecodeExperts(const WeightMatrix& w, int64_t rows, int64_t row_bytes, int64_t expert_bytes,
-                           const int32_t* expert_ids, const float* x, float* out, const MatMulExpertsParams& p,
-                           const Exec& exec) {
+absl::Status DecodeExperts(std::span<const WeightMatrix> ws, int64_t rows, int64_t row_bytes, int64_t expert_bytes,
+                           const int32_t* expert_ids, const float* x, std::span<float* const> outs,
+                           const MatMulExpertsParams& p, const Exec& exec, const ActQ8View* rounded) {
+  const WeightMatrix& w = ws[0];
   DecodeArgs a{};
   a.w = static_cast<const uint8_t*>(w.data);
   a.rows = rows;
   a.row_bytes = row_bytes;
   a.cols = w.cols;
   a.x = x;
-  a.out = out;
+  a.out = outs[0];
+  if (ws.size() > 1) {
+    a.n_parts = static_cast<int>(ws.size());
+    for (size_t i = 0; i < ws.size(); ++i) {
+      a.parts[i] = DecodeArgs::Part{static_cast<const uint8_t*>(ws[i].data), rows, row_bytes, outs[i], 0};
+    }
+  }
   a.n_tokens = 1;
   a.expert_ids = expert_ids;
   a.expert_bytes = expert_bytes;
@@ -389,7 +396,10 @@ absl::Status DecodeExperts(const WeightMatrix& w, int64_t rows, int64_t row_byte
   a.k = p.k;
   a.n_choices = p.n_tokens * p.k;
   a.x_per_choice = p.x_per_choice;
-  if (!IsFloatWeight(w.type)) {
+  if (rounded != nullptr) {
+    a.xq = rounded->q;
+    a.xd = rounded->d;
+  } else if (!IsFloatWeight(w.type)) {
     int8_t* xq = nullptr;
     float* xd = nullptr;
     absl::Status quantized = Quantize(w.type, x, p.x_per_choice ? a.n_choices : p.n_tokens, w.cols, exec, &xq, &xd);

@@ -57,11 +57,13 @@ absl::Status DecodeQuantizedGroup(std::span<const WeightMatrix> ws, std::span<co
                                   StreamHandle stream);
 
 // MatMulExperts: each (token, choice) one decode row, the expert's matrix
-// chosen on the device. w is the whole stack; expert_bytes one expert's
-// matrix; rows per expert.
-absl::Status DecodeExperts(const WeightMatrix& w, int64_t rows, int64_t row_bytes, int64_t expert_bytes,
-                           const int32_t* expert_ids, const float* x, float* out, const MatMulExpertsParams& p,
-                           const Exec& exec);
+// chosen on the device. Each of ws (up to kMaxMatMulGroup stacks of one
+// type and layout, one launch) is a whole stack, into its out; expert_bytes
+// one expert's matrix; rows per expert. rounded: x's 8-bit activations as a
+// producer wrote them (fused.h), else x is rounded here.
+absl::Status DecodeExperts(std::span<const WeightMatrix> ws, int64_t rows, int64_t row_bytes, int64_t expert_bytes,
+                           const int32_t* expert_ids, const float* x, std::span<float* const> outs,
+                           const MatMulExpertsParams& p, const Exec& exec, const ActQ8View* rounded);
 
 // --- Prefill (matmul_prefill.cu) ---------------------------------------------
 // Rows of w dequantized per tile on the prefill path.

@@ -21,7 +21,8 @@
 //   - a MatMul or MatMulGroup on the decode path whose x is the held norm's
 //     or SiLU product's whole output, its matrices rounding x by one rule:
 //     the producer also rounds its output for them, and the MatMul skips
-//     its quantize launch;
+//     its quantize launch; so does a MatMulExperts (the down experts after
+//     the SiLU product) whose x is the held op's whole output;
 //   - a KvAppend of all of the held RopeQK's rotated k rows: RoPE and the
 //     append in one launch; and two in-place per-head RmsNorms of RopeQK's
 //     q and k before it (qwen3's q and k norms) are held with it and go in
@@ -107,8 +108,15 @@ class CudaBackend : public Backend {
   // the group; longer ones: separate MatMuls (their paths per sequence).
   absl::Status MatMulGroup(std::span<const WeightMatrix> ws, const float* x, std::span<float* const> outs,
                            int n_tokens) override;
+  // After a held producer whose whole output is x (the SiLU product before
+  // the down experts): x rounded for the experts in its launch
+  // (cuda::MatMulExpertsGroup's `rounded`).
   absl::Status MatMulExperts(const WeightMatrix& w, const int32_t* expert_ids, const float* x, float* out,
                              const MatMulExpertsParams& p) override;
+  // Stacks of one quantized type and layout: one rounding of x, one decode
+  // launch (cuda::MatMulExpertsGroup); others as separate MatMulExperts.
+  absl::Status MatMulExpertsGroup(std::span<const WeightMatrix> ws, const int32_t* expert_ids, const float* x,
+                                  std::span<float* const> outs, const MatMulExpertsParams& p) override;
   absl::Status Rope(float* x, const int32_t* positions, int n_tokens, const RopeParams& p) override;
   absl::Status RopeQK(float* q, float* k, const int32_t* positions, int n_tokens, const RopeParams& q_params,
                       int k_heads) override;  // one launch (cuda::RopeQK)

@@ -146,10 +146,44 @@ absl::Status CudaBackend::MatMulGroup(std::span<const WeightMatrix> ws, const fl
 
 absl::Status CudaBackend::MatMulExperts(const WeightMatrix& w, const int32_t* expert_ids, const float* x, float* out,
                                         const MatMulExpertsParams& p) {
+  const std::optional<cuda::ActQ8Rule> rule = cuda::ExpertsRounding(w);
+  const int64_t n_x = p.x_per_choice ? int64_t{p.n_tokens} * p.k : p.n_tokens;
+  if (held_.launch && held_error_.ok() && !held_.rope && held_.norms.empty() && held_.out == x && rule &&
+      held_.elements == n_x * w.cols && w.cols % cuda::ActQ8ChunkOf(*rule) == 0) {
+    // The held SiLU product rounds itself for these experts.
+    auto launch = std::exchange(held_, Held{}).launch;
+    OCTO_ASSIGN_OR_RETURN(const cuda::Exec exec, ExecWithScratch(cuda::MatMulExpertsScratchBytes(w, p)));
+    const cuda::ActQ8Out q8 = cuda::ActQ8At(exec.scratch, *rule, n_x, w.cols);
+    SignOp(*graphs_, "MatMulExperts (rounded)", w, expert_ids, x, out, p, exec);
+    return graphs_->Queue([launch = std::move(launch), w, expert_ids, x, out, p, exec, q8]() mutable -> absl::Status {
+      if (absl::Status s = launch(&q8); !s.ok()) return s;
+      return Op("MatMulExperts", cuda::MatMulExpertsGroup({&w, 1}, expert_ids, x, {&out, 1}, p, exec, &q8));
+    });
+  }
   OCTO_RETURN_IF_ERROR(LaunchHeld());
   OCTO_ASSIGN_OR_RETURN(const cuda::Exec exec, ExecWithScratch(cuda::MatMulExpertsScratchBytes(w, p)));
   SignOp(*graphs_, "MatMulExperts", w, expert_ids, x, out, p, exec);
   return graphs_->Queue([=] { return Op("MatMulExperts", cuda::MatMulExperts(w, expert_ids, x, out, p, exec)); });
+}
+
+absl::Status CudaBackend::MatMulExpertsGroup(std::span<const WeightMatrix> ws, const int32_t* expert_ids,
+                                             const float* x, std::span<float* const> outs,
+                                             const MatMulExpertsParams& p) {
+  const auto alike = [&](const WeightMatrix& w) {
+    return w.type == ws[0].type && w.rows == ws[0].rows && w.cols == ws[0].cols &&
+           w.expert_stride == ws[0].expert_stride;
+  };
+  if (ws.size() < 2 || ws.size() > kMaxMatMulGroup || ws.size() != outs.size() || !cuda::ExpertsRounding(ws[0]) ||
+      !std::all_of(ws.begin(), ws.end(), alike)) {
+    return Backend::MatMulExpertsGroup(ws, expert_ids, x, outs, p);
+  }
+  OCTO_RETURN_IF_ERROR(LaunchHeld());
+  OCTO_ASSIGN_OR_RETURN(const cuda::Exec exec, ExecWithScratch(cuda::MatMulExpertsScratchBytes(ws[0], p)));
+  SignOp(*graphs_, "MatMulExpertsGroup", ws, expert_ids, x, outs, p, exec);
+  return graphs_->Queue([ws = std::vector<WeightMatrix>(ws.begin(), ws.end()),
+                         outs = std::vector<float*>(outs.begin(), outs.end()), expert_ids, x, p, exec] {
+    return Op("MatMulExpertsGroup", cuda::MatMulExpertsGroup(ws, expert_ids, x, outs, p, exec));
+  });
 }
 
 absl::Status CudaBackend::Rope(float* x, const int32_t* positions, int n_tokens, const RopeParams& p) {
