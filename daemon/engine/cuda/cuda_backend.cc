@@ -200,8 +200,11 @@ absl::StatusOr<cuda::Exec> CudaBackend::ExecWithScratch(size_t bytes) {
     // What is kept reads the old scratch: it runs first.
     OCTO_RETURN_IF_ERROR(FlushStretch());
     OCTO_RETURN_IF_ERROR(stream_.Synchronize());
+    // At least double, so that a batch growing a row at a time reallocates
+    // a few times, not at every size.
+    const size_t grown = std::max(bytes, 2 * scratch_.size());
     scratch_ = cuda::DeviceBuffer();
-    OCTO_ASSIGN_OR_RETURN(scratch_, cuda::DeviceBuffer::Allocate(std::max(bytes, 2 * scratch_.size())));
+    OCTO_ASSIGN_OR_RETURN(scratch_, cuda::DeviceBuffer::Allocate(grown));
   }
   return cuda::Exec{.stream = stream_.get(), .scratch = scratch_.data(), .scratch_bytes = scratch_.size(),
                     .blas = blas_.get()};
