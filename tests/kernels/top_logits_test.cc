@@ -19,29 +19,13 @@
 namespace octo {
 namespace {
 
-// Bit equality of what ops.h specifies for the row (top and the sums only
-// when it has no NaN or +inf).
-void ExpectSameRow(const TopLogitsRow& got, const TopLogitsRow& want, int vocab, const std::string& what) {
-  EXPECT_EQ(got.n_finite, want.n_finite) << what;
-  EXPECT_EQ(got.bad_id, want.bad_id) << what;
-  EXPECT_EQ(std::bit_cast<uint32_t>(got.bad_logit), std::bit_cast<uint32_t>(want.bad_logit)) << what;
-  if (want.bad_id >= 0) return;
-  EXPECT_EQ(std::bit_cast<uint32_t>(got.max_logit), std::bit_cast<uint32_t>(want.max_logit)) << what;
-  EXPECT_EQ(std::bit_cast<uint64_t>(got.sum_exp), std::bit_cast<uint64_t>(want.sum_exp)) << what;
-  for (int j = 0; j < std::min(vocab, kTopLogits); ++j) {
-    EXPECT_EQ(got.top[j].id, want.top[j].id) << what << " rank " << j;
-    EXPECT_EQ(std::bit_cast<uint32_t>(got.top[j].logit), std::bit_cast<uint32_t>(want.top[j].logit))
-        << what << " rank " << j;
-  }
-}
-
 TEST(TopLogitsTest, MatchesASortOfTheRow) {
   for (const testing::LogitRows& s : testing::TopLogitsTestRows()) {
     std::vector<TopLogitsRow> got(s.rows());
     ASSERT_TRUE(cpu::TopLogits(s.logits.data(), s.rows(), s.vocab, got.data()).ok());
     for (int r = 0; r < s.rows(); ++r) {
       const TopLogitsRow want = testing::HostTopLogits(s.logits.data() + static_cast<size_t>(r) * s.vocab, s.vocab);
-      ExpectSameRow(got[r], want, s.vocab, s.what + " row " + std::to_string(r));
+      testing::ExpectSameRow(got[r], want, s.vocab, s.what + " row " + std::to_string(r));
     }
   }
 }

@@ -3,12 +3,15 @@
 #pragma once
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <limits>
 #include <random>
 #include <string>
 #include <vector>
+
+#include <gtest/gtest.h>
 
 #include "kernels/ops.h"
 #include "kernels/sum_exp.h"
@@ -78,6 +81,28 @@ inline TopLogitsRow HostTopLogits(const float* row, int vocab) {
   out.max_logit = max_logit;
   out.sum_exp = max_logit != -kInf ? SumExpInOrder(row, vocab, max_logit) : 0.0;
   return out;
+}
+
+// Bit equality of what ops.h specifies for a row (top and the sums only when
+// it has no NaN or +inf), the sum of exps within sum_tolerance relative (0:
+// bit for bit).
+inline void ExpectSameRow(const TopLogitsRow& got, const TopLogitsRow& want, int vocab, const std::string& what,
+                          double sum_tolerance = 0) {
+  EXPECT_EQ(got.n_finite, want.n_finite) << what;
+  EXPECT_EQ(got.bad_id, want.bad_id) << what;
+  EXPECT_EQ(std::bit_cast<uint32_t>(got.bad_logit), std::bit_cast<uint32_t>(want.bad_logit)) << what;
+  if (want.bad_id >= 0) return;
+  EXPECT_EQ(std::bit_cast<uint32_t>(got.max_logit), std::bit_cast<uint32_t>(want.max_logit)) << what;
+  if (sum_tolerance == 0) {
+    EXPECT_EQ(std::bit_cast<uint64_t>(got.sum_exp), std::bit_cast<uint64_t>(want.sum_exp)) << what;
+  } else {
+    EXPECT_NEAR(got.sum_exp, want.sum_exp, sum_tolerance * want.sum_exp) << what;
+  }
+  for (int j = 0; j < std::min(vocab, kTopLogits); ++j) {
+    EXPECT_EQ(got.top[j].id, want.top[j].id) << what << " rank " << j;
+    EXPECT_EQ(std::bit_cast<uint32_t>(got.top[j].logit), std::bit_cast<uint32_t>(want.top[j].logit))
+        << what << " rank " << j;
+  }
 }
 
 }  // namespace octo::testing
