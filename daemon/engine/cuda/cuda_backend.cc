@@ -179,9 +179,9 @@ absl::Status CudaBackend::LaunchHeld() {
 
 std::optional<absl::Status> CudaBackend::FusedMatMul(std::span<const WeightMatrix> ws, const float* x,
                                                      std::span<float* const> outs, int n_tokens) {
-  if (!held_.launch || !held_error_.ok() || held_.rope || held_.out != x || ws.empty()) return std::nullopt;
+  if (ws.empty()) return std::nullopt;
   const std::optional<cuda::ActQ8Rule> rule = cuda::SharedRounding(ws, n_tokens);
-  if (!rule || held_.elements != int64_t{n_tokens} * ws[0].cols) return std::nullopt;
+  if (!rule || !HeldProduces(x, int64_t{n_tokens} * ws[0].cols)) return std::nullopt;
   auto launch = std::exchange(held_, Held{}).launch;
   absl::StatusOr<cuda::Exec> exec = ExecWithScratch(cuda::MatMulGroupScratchBytes(ws, n_tokens));
   if (!exec.ok()) return exec.status();

@@ -184,6 +184,11 @@ class CudaBackend : public Backend {
   // Launches the held op plain (and returns the error of one launched by
   // stream()).
   absl::Status LaunchHeld();
+  // Whether the held op is a producer (a norm or the SiLU product, whose
+  // launch can round its output) that wrote exactly `elements` values at x.
+  bool HeldProduces(const float* x, int64_t elements) const {
+    return held_.launch && held_error_.ok() && !held_.rope && held_.out == x && held_.elements == elements;
+  }
   // MatMulGroup over the held op's output: the fused launch pair when it
   // applies, else nullopt (nothing launched).
   std::optional<absl::Status> FusedMatMul(std::span<const WeightMatrix> ws, const float* x,

@@ -148,8 +148,7 @@ absl::Status CudaBackend::MatMulExperts(const WeightMatrix& w, const int32_t* ex
                                         const MatMulExpertsParams& p) {
   const std::optional<cuda::ActQ8Rule> rule = cuda::ExpertsRounding(w);
   const int64_t n_x = p.x_per_choice ? int64_t{p.n_tokens} * p.k : p.n_tokens;
-  if (held_.launch && held_error_.ok() && !held_.rope && held_.norms.empty() && held_.out == x && rule &&
-      held_.elements == n_x * w.cols && w.cols % cuda::ActQ8ChunkOf(*rule) == 0) {
+  if (rule && HeldProduces(x, n_x * w.cols)) {
     // The held SiLU product rounds itself for these experts.
     auto launch = std::exchange(held_, Held{}).launch;
     OCTO_ASSIGN_OR_RETURN(const cuda::Exec exec, ExecWithScratch(cuda::MatMulExpertsScratchBytes(w, p)));
