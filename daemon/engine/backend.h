@@ -128,6 +128,12 @@ class Backend {
   // Separate MatMuls over the same x; the CPU shares the activation encoding.
   virtual absl::Status MatMulGroup(std::span<const WeightMatrix> ws, const float* x, std::span<float* const> outs,
                                    int n_tokens);
+  // The gated FFN's first half: out = silu(x · gate^T) * (x · up^T), gate
+  // and up of one shape (rows outputs each). Here MatMulGroup into out and
+  // up_out, then SiluMul; CUDA may do it in one decode launch, bit for bit
+  // the same, and then leaves up_out (rows floats a token) unwritten.
+  virtual absl::Status MatMulGlu(const WeightMatrix& gate, const WeightMatrix& up, const float* x, float* out,
+                                 float* up_out, int n_tokens);
   virtual absl::Status MatMulExperts(const WeightMatrix& w, const int32_t* expert_ids, const float* x, float* out,
                                      const MatMulExpertsParams& p) = 0;
   // Separate MatMulExperts over the same x and choices (the gate and up

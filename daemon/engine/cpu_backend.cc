@@ -25,6 +25,14 @@ absl::Status Backend::MatMulGroup(std::span<const WeightMatrix> ws, const float*
   return absl::OkStatus();
 }
 
+absl::Status Backend::MatMulGlu(const WeightMatrix& gate, const WeightMatrix& up, const float* x, float* out,
+                                float* up_out, int n_tokens) {
+  const WeightMatrix ws[] = {gate, up};
+  float* const outs[] = {out, up_out};
+  OCTO_RETURN_IF_ERROR(MatMulGroup(ws, x, outs, n_tokens));
+  return SiluMul(out, up_out, out, static_cast<int64_t>(n_tokens) * gate.rows);
+}
+
 absl::Status Backend::MatMulExpertsGroup(std::span<const WeightMatrix> ws, const int32_t* expert_ids,
                                          const float* x, std::span<float* const> outs, const MatMulExpertsParams& p) {
   if (ws.size() != outs.size()) return absl::InvalidArgumentError("MatMulExpertsGroup: as many outputs as matrices");

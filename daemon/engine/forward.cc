@@ -125,10 +125,7 @@ absl::Status SwiGlu(const WeightMatrix& gate, const WeightMatrix& up, const Weig
   const size_t width = static_cast<size_t>(gate.rows);
   OCTO_RETURN_IF_ERROR(s.hb.Grow(backend, n * width));
   OCTO_RETURN_IF_ERROR(s.hb2.Grow(backend, n * width));
-  const WeightMatrix gate_up[] = {gate, up};
-  float* const gate_up_out[] = {s.hb.data(), s.hb2.data()};
-  OCTO_RETURN_IF_ERROR(backend.MatMulGroup(gate_up, in, gate_up_out, n));
-  OCTO_RETURN_IF_ERROR(backend.SiluMul(s.hb.data(), s.hb2.data(), s.hb.data(), static_cast<int64_t>(n) * width));
+  OCTO_RETURN_IF_ERROR(backend.MatMulGlu(gate, up, in, s.hb.data(), s.hb2.data(), n));
   if (sub_norm != nullptr) {
     OCTO_RETURN_IF_ERROR(backend.RmsNorm(s.hb.data(), sub_norm, s.hb.data(), n, static_cast<int>(width), eps));
   }

@@ -74,6 +74,54 @@ __device__ __forceinline__ void RoundChunk(int64_t chunk, int lane, Value value,
   }
 }
 
+// For a producer whose blocks each write one span of columns of x
+// (RoundsInSpans), x (n_rows, width) with width whole chunks: called by
+// every thread of the block (blockDim.x a multiple of 32), with the same
+// arguments, once its threads have written columns [begin, begin + span)
+// of every row (begin a multiple of span). Rounds into q8 (laid out for x
+// from its row 0) each chunk the span completes:
+//   - a span of whole chunks: the block's warps round them;
+//   - a chunk of several spans: the block counts its span in
+//     q8.arrivals[begin / chunk] (one counter per column chunk, for all the
+//     rows); the one that counts last (the chunk's other spans written and
+//     fenced before they counted) zeroes the counter for the next launch and
+//     rounds the chunk in every row, a warp a row.
+// x is read through volatile loads: other blocks wrote part of it.
+template <ActQ8Rule R>
+__device__ __forceinline__ void RoundColumns(const float* x, int64_t width, int n_rows, int64_t begin, int64_t span,
+                                             const ActQ8Out& q8) {
+  constexpr int kChunk = kRoundChunk<R>;
+  const int warp = static_cast<int>(threadIdx.x / kWarpSize), lane = static_cast<int>(threadIdx.x % kWarpSize);
+  const int warps = static_cast<int>(blockDim.x / kWarpSize);
+  const volatile float* written = x;
+  auto value = [written](int64_t e) { return written[e]; };
+  const int64_t row_chunks = width / kChunk;
+  if (span % kChunk == 0) {
+    __syncthreads();  // the span is written
+    const int per_row = static_cast<int>(span / kChunk);  // no run-time division below: it costs registers
+    for (int row = 0; row < n_rows; ++row) {
+      for (int c = warp; c < per_row; c += warps) {
+        RoundChunk<R>(row * row_chunks + begin / kChunk + c, lane, value, nullptr, q8.q, q8.d);
+      }
+    }
+    return;
+  }
+  const int64_t chunk = begin / kChunk;
+  __shared__ bool last_span;
+  __threadfence();  // this block's span is visible to the device before it counts
+  __syncthreads();  // every thread's part is written and fenced
+  if (threadIdx.x == 0) {
+    last_span = atomicAdd(&q8.arrivals[chunk], 1u) + 1 == static_cast<uint32_t>(kChunk / static_cast<int>(span));
+    if (last_span) q8.arrivals[chunk] = 0;  // every span of the chunk has counted
+  }
+  __syncthreads();  // last_span is written
+  if (!last_span) return;
+  __threadfence();
+  for (int row = warp; row < n_rows; row += warps) {
+    RoundChunk<R>(row * row_chunks + chunk, lane, value, nullptr, q8.q, q8.d);
+  }
+}
+
 // Calls f(std::integral_constant<ActQ8Rule, rule>) (host side: picks a
 // kernel instantiation).
 template <typename F>

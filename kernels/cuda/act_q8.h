@@ -76,12 +76,27 @@ inline constexpr ActQ8Rule ActQ8RuleFor(GgmlType type) {
 inline constexpr int ActQ8ChunkOf(ActQ8Rule rule) { return rule == ActQ8Rule::kPer256 ? kQ8KBlock : kQ8Chunk; }
 
 // Where a kernel writes the 8-bit activations of x: the quants and scales in
-// the layout above, rounded by `rule`.
+// the layout above, rounded by `rule`. arrivals: for a producer whose
+// chunks are written by several blocks (Attention's heads narrower than a
+// chunk: RoundsInSpans below), one counter per chunk of x, zero on entry
+// and left zero; null for the others.
 struct ActQ8Out {
   ActQ8Rule rule;
   int8_t* q;
   float* d;
+  uint32_t* arrivals = nullptr;
 };
+// Whether a producer that writes x in spans of `span` elements, each span
+// whole by one block, can round x by `rule` itself: when each chunk is
+// whole spans (the block that writes a chunk's last span rounds it, counted
+// in ActQ8Out::arrivals) or each span whole chunks (its block rounds them).
+inline constexpr bool RoundsInSpans(ActQ8Rule rule, int64_t span) {
+  const int64_t chunk = ActQ8ChunkOf(rule);
+  return span > 0 && (span % chunk == 0 || chunk % span == 0);
+}
+// Whether spans of `span` elements share their chunks (need arrivals).
+inline constexpr bool SpansShareChunks(ActQ8Rule rule, int64_t span) { return span < ActQ8ChunkOf(rule); }
+
 // That layout from the start of a scratch, for n_tokens rows of cols.
 inline ActQ8Out ActQ8At(void* scratch, ActQ8Rule rule, int64_t n_tokens, int64_t cols) {
   auto* q = static_cast<int8_t*>(scratch);

@@ -60,7 +60,9 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
+#include "kernels/cuda/act_q8.cuh"
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/fused.h"
 #include "kernels/kv_blocks.h"
 #include "kernels/op_checks.h"
 #include "kernels/ops.h"
@@ -135,6 +137,7 @@ struct AttentionLaunch {
   int head_dim;               // 1..kMaxHeadDim
   float scale;
   bool value_pass;            // AttentionSplitKernel: false the stats pass, true the value pass
+  ActQ8Out q8;                // q8.q non-null: out also rounded into q8 (fused.h), head by head
 };
 
 // The record of split 0 of token t (head 0) within the round.
@@ -188,6 +191,26 @@ __device__ __forceinline__ float SplitBlockMax(float v) {
   v = warp_maxes[0];
   for (int w = 1; w < kSplitThreads / kWarpSize; ++w) v = fmaxf(v, warp_maxes[w]);
   return v;
+}
+
+// After out's head h of token t is written (by every thread of the block
+// that writes it): rounded into a.q8 when the call asks, each head a span of
+// RoundColumns over token t's row (a chunk of several heads is rounded by
+// the block of its last; the counters are the row's own).
+template <ActQ8Rule R>
+__device__ __forceinline__ void RoundHeadBy(const AttentionLaunch& a, int t, int h) {
+  const int64_t width = static_cast<int64_t>(a.n_heads) * a.head_dim, first = t * width;
+  const ActQ8Out row{R, a.q8.q + first, a.q8.d + first / kQ8Chunk,
+                     a.q8.arrivals == nullptr ? nullptr : a.q8.arrivals + first / kRoundChunk<R>};
+  RoundColumns<R>(a.out + first, width, 1, static_cast<int64_t>(h) * a.head_dim, a.head_dim, row);
+}
+__device__ __forceinline__ void RoundHead(const AttentionLaunch& a, int t, int h) {
+  if (a.q8.q == nullptr) return;
+  if (a.q8.rule == ActQ8Rule::kPer256) {
+    RoundHeadBy<ActQ8Rule::kPer256>(a, t, h);
+  } else {
+    RoundHeadBy<ActQ8Rule::kPer32>(a, t, h);
+  }
 }
 
 // The keys' and values' cache types of one instantiation.
@@ -330,6 +353,7 @@ __global__ void __launch_bounds__(kSplitThreads) AttentionSplitKernel(AttentionL
       const int d = threadIdx.x + j * kSplitThreads;
       if (d < head_dim) out_head[d] = 0.0f + acc[j];  // the sum over one split, as below
     }
+    RoundHead(a, t, h);
     return;
   }
 #pragma unroll
@@ -354,6 +378,7 @@ __global__ void __launch_bounds__(kSplitThreads) AttentionSplitKernel(AttentionL
     for (int64_t s = 0; s < n_splits; ++s) sum += records[s * split_stride + kRecordHead + d];
     out_head[d] = sum;
   }
+  RoundHead(a, t, h);
 }
 
 // --- Host helpers -------------------------------------------------------------
@@ -404,8 +429,11 @@ size_t AttentionScratchBytes(const AttentionParams& p) {
   return RecordBytes(p, 0, p.n_tokens);
 }
 
-absl::Status Attention(const float* q, const void* k_cache, const void* v_cache, float* out,
-                       const AttentionParams& p, const Exec& exec) {
+namespace {
+
+// Attention, rounding out into *q8 as well when it is non-null.
+absl::Status RunAttention(const float* q, const void* k_cache, const void* v_cache, float* out,
+                          const AttentionParams& p, const Exec& exec, const ActQ8Out* q8) {
   absl::Status args = CheckAttentionArgs(q, k_cache, v_cache, out, p);
   if (!args.ok()) return args;
   if (p.head_dim > kMaxHeadDim) {
@@ -449,7 +477,8 @@ absl::Status Attention(const float* q, const void* k_cache, const void* v_cache,
                        .n_kv_heads = p.n_kv_heads,
                        .head_dim = p.head_dim,
                        .scale = p.scale,
-                       .value_pass = false};
+                       .value_pass = false,
+                       .q8 = q8 != nullptr ? *q8 : ActQ8Out{}};
   while (a.first_token < p.n_tokens) {
     // Grow the round while the next token's records fit.
     int end = a.first_token + 1;
@@ -477,6 +506,30 @@ absl::Status Attention(const float* q, const void* k_cache, const void* v_cache,
     a.first_token = end;
   }
   return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status Attention(const float* q, const void* k_cache, const void* v_cache, float* out,
+                       const AttentionParams& p, const Exec& exec) {
+  return RunAttention(q, k_cache, v_cache, out, p, exec, nullptr);
+}
+
+absl::Status Attention(const float* q, const void* k_cache, const void* v_cache, float* out,
+                       const AttentionParams& p, const Exec& exec, const ActQ8Out& q8) {
+  const int64_t width = int64_t{p.n_heads} * p.head_dim;
+  if (absl::Status rounding = CheckRounding("Attention", width, q8); !rounding.ok()) return rounding;
+  if (!RoundsInSpans(q8.rule, p.head_dim)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "Attention: heads of %d values neither hold whole %d-element rounding chunks nor tile them", p.head_dim,
+        ActQ8ChunkOf(q8.rule)));
+  }
+  if (SpansShareChunks(q8.rule, p.head_dim) && q8.arrivals == nullptr) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "Attention: heads of %d values share %d-element rounding chunks: q8.arrivals is null", p.head_dim,
+        ActQ8ChunkOf(q8.rule)));
+  }
+  return RunAttention(q, k_cache, v_cache, out, p, exec, &q8);
 }
 
 }  // namespace octo::cuda

@@ -2,13 +2,13 @@
 // the bits of the two: the CUDA backend uses them where the forward pass
 // calls the two in a row (daemon/engine/cuda/cuda_backend.h says when).
 //
-// A producer that rounds for its consumer: RmsNorm, AddRmsNorm and SiluMul
-// also write their output's 8-bit activations (act_q8.h, under q8.rule, at
-// q8.q and q8.d), which the decode MatMul that reads the output would
-// otherwise compute in a launch of its own; MatMulGroup (or
-// MatMulExpertsGroup) then takes them as `rounded`. The rounding is
-// act_q8.cuh's RoundChunk, the decode path's own, so the MatMul's output is
-// the unfused one's bit for bit.
+// A producer that rounds for its consumer: RmsNorm, AddRmsNorm, SiluMul,
+// Attention and MatMulGlu also write their output's 8-bit activations
+// (act_q8.h, under q8.rule, at q8.q and q8.d), which the decode MatMul that
+// reads the output would otherwise compute in a launch of its own;
+// MatMulGroup (or MatMulExpertsGroup) then takes them as `rounded`. The
+// rounding is act_q8.cuh's RoundChunk, the decode path's own, so the
+// MatMul's output is the unfused one's bit for bit.
 #pragma once
 
 #include <optional>
@@ -42,12 +42,34 @@ absl::Status AddRmsNorm(float* x, const float* delta, const float* weight, float
 absl::Status SiluMul(const float* gate, const float* up, float* out, int64_t n, StreamHandle stream,
                      const ActQ8Out& q8);
 
+// ops.h's Attention, also writing out's 8-bit activations to q8 (for the
+// output projection): each head is rounded by the block that writes it, or
+// with heads narrower than a chunk, each chunk by the block of its last head
+// (RoundsInSpans: head_dim must hold whole chunks or tile one; q8.arrivals
+// set when heads share chunks, n_tokens * n_heads * head_dim / chunk zeroed
+// counters, left zeroed). n_heads * head_dim must be whole chunks. The
+// scratch holds the records as for Attention, and must not overlap q8.
+absl::Status Attention(const float* q, const void* k_cache, const void* v_cache, float* out,
+                       const AttentionParams& p, const Exec& exec, const ActQ8Out& q8);
+
 // ops.h's MatMulGroup on the decode path (n_tokens <= kMaxDecodeTokens)
 // over x's 8-bit activations already written under `rounded.rule` (by a
 // producer above), which every quantized matrix of ws must round by (float
 // ones read x).
 absl::Status MatMulGroup(std::span<const WeightMatrix> ws, const float* x, std::span<float* const> outs,
                          int n_tokens, const Exec& exec, const ActQ8Out& rounded);
+
+// ops.h's MatMulGroup of gate and up then SiluMul of their outputs, in one
+// decode launch: out (n_tokens, gate.rows) = silu(x · gate^T) * (x · up^T),
+// the bits of the two ops (gate and up of one quantized type and shape,
+// n_tokens <= kMaxDecodeTokens). x's 8-bit activations: `rounded` (a
+// producer's), or rounded here into exec.scratch (MatMulScratchBytes). With
+// round_out, out is also rounded into it for the MatMul that reads it
+// (gate.rows whole chunks of its rule; round_out->arrivals set, one zeroed
+// counter per chunk of a row, left zeroed, when a decode block holds fewer
+// rows than a chunk: matmul::DecodeRowsPerBlock).
+absl::Status MatMulGlu(const WeightMatrix& gate, const WeightMatrix& up, const float* x, float* out, int n_tokens,
+                       const Exec& exec, const ActQ8Out* rounded = nullptr, const ActQ8Out* round_out = nullptr);
 
 // ops.h's MatMulExperts for up to kMaxMatMulGroup stacks of one type and
 // layout that read the same x (the gate and up experts), in one decode

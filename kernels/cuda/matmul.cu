@@ -172,6 +172,42 @@ std::optional<ActQ8Rule> SharedRounding(std::span<const WeightMatrix> ws, int n_
   return ActQ8RuleFor(ws[0].type);
 }
 
+absl::Status MatMulGlu(const WeightMatrix& gate, const WeightMatrix& up, const float* x, float* out, int n_tokens,
+                       const Exec& exec, const ActQ8Out* rounded, const ActQ8Out* round_out) {
+  if (gate.type != up.type || gate.rows != up.rows || gate.cols != up.cols || matmul::IsFloatWeight(gate.type)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "MatMulGlu: gate (%s, %d x %d) and up (%s, %d x %d) must be one quantized type and shape",
+        GgmlTypeName(gate.type), gate.rows, gate.cols, GgmlTypeName(up.type), up.rows, up.cols));
+  }
+  if (n_tokens > kMaxDecodeTokens) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("MatMulGlu: %d tokens (at most %d, one decode launch)", n_tokens, kMaxDecodeTokens));
+  }
+  absl::StatusOr<int64_t> row_bytes = CheckMatMul(gate, x, out, n_tokens, exec);
+  if (!row_bytes.ok()) return row_bytes.status();
+  if (absl::StatusOr<int64_t> up_ok = CheckMatMul(up, x, out, n_tokens, exec); !up_ok.ok()) return up_ok.status();
+  const ActQ8Rule rule = ActQ8RuleFor(gate.type);
+  if (rounded != nullptr && (rounded->rule != rule || rounded->q == nullptr || rounded->d == nullptr)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "MatMulGlu: the rounded activations given are null or not by the rule %s weights round by",
+        GgmlTypeName(gate.type)));
+  }
+  if (round_out != nullptr) {
+    if (absl::Status s = CheckRounding("MatMulGlu", gate.rows, *round_out); !s.ok()) return s;
+    if (matmul::DecodeRowsPerBlock(gate.type, gate.cols) < ActQ8ChunkOf(round_out->rule) &&
+        round_out->arrivals == nullptr) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "MatMulGlu: a block's %d rows share %d-element rounding chunks: round_out.arrivals is null",
+          matmul::DecodeRowsPerBlock(gate.type, gate.cols), ActQ8ChunkOf(round_out->rule)));
+    }
+  }
+  matmul::ActQ8View act{rounded != nullptr ? rounded->q : nullptr, rounded != nullptr ? rounded->d : nullptr};
+  if (rounded == nullptr) {
+    if (absl::Status s = matmul::QuantizeActivations(gate.type, x, n_tokens, gate.cols, exec, &act); !s.ok()) return s;
+  }
+  return matmul::DecodeGlu(gate, up, *row_bytes, act, out, n_tokens, round_out, exec.stream);
+}
+
 absl::Status MatMulGroup(std::span<const WeightMatrix> ws, const float* x, std::span<float* const> outs,
                          int n_tokens, const Exec& exec, const ActQ8Out& rounded) {
   if (n_tokens > kMaxDecodeTokens) {

@@ -12,6 +12,7 @@
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/matmul_paths.h"
 #include "kernels/cuda/q8_dot.cuh"
+#include "kernels/cuda/silu.cuh"
 #include "kernels/cuda/weight_stage.cuh"
 
 namespace octo::cuda::matmul {
@@ -55,6 +56,11 @@ struct DecodeArgs {
   int64_t expert_bytes;
   int n_experts, k, n_choices;
   bool x_per_choice;
+  // GluKernel: w is the gate's matrix, w_up the up one's (rows and
+  // row_bytes alike); out gets silu(gate) * up, also rounded into
+  // round_out when round_out.q is non-null.
+  const uint8_t* w_up;
+  ActQ8Out round_out;
 };
 
 // The lanes of one row: a row's units (32-element chunks, or elements for
@@ -66,6 +72,11 @@ int LanesPerRow(int64_t units, int max_lanes) {
   int lanes = 1;
   while (lanes < max_lanes && lanes < units) lanes *= 2;
   return lanes;
+}
+
+// The rows one block holds at lanes_per_row (a power of two: so is this).
+__host__ __device__ __forceinline__ int64_t RowsPerBlock(int lanes) {
+  return lanes > kWarpSize ? kWarpsPerBlock * kWarpSize / lanes : kWarpsPerBlock * (kWarpSize / lanes);
 }
 
 // --- Kernels -----------------------------------------------------------------
@@ -181,22 +192,25 @@ struct FloatDots {
   }
 };
 
-// Sums each row's acc over its lanes and stores token t's rows: per token,
-// a __shfl_xor_sync butterfly within each row's lanes (the widest stride
-// first), whose result at the row's first lane is the tree sum left + right
-// at every level -- the same bits whatever n_tokens is -- and that lane
-// stores it. Registers only (no local array). Called by the whole warp.
+// Sums each row's acc over its lanes, leaving token t's sum in acc[t] at
+// the lane that stores the row, which it returns true to (the row is
+// RowOfLane's): per token, a __shfl_xor_sync butterfly within each row's
+// lanes (the widest stride first), whose result at the row's first lane is
+// the tree sum left + right at every level -- the same bits whatever
+// n_tokens is. Registers only (no local array). Called by the whole warp.
 //
 // A row of several warps (lanes > 32): each warp sums its lanes so, and the
 // row is the warps' sums added in warp order, through shared memory. Called
 // by the whole block then (it syncs), every warp alike.
-__device__ __forceinline__ void StoreRows(float* acc, float* out, int64_t out_stride, int64_t first_row,
-                                          int64_t n_rows, int n_tokens, int lanes) {
+__device__ __forceinline__ int64_t RowOfLane(int64_t first_row, int lanes) {
+  return first_row + (lanes > kWarpSize ? 0 : static_cast<int>(threadIdx.x % kWarpSize) / lanes);
+}
+__device__ __forceinline__ bool ReduceRows(float* acc, int64_t first_row, int64_t n_rows, int n_tokens, int lanes) {
   __shared__ float warp_sums[kWarpsPerBlock][kMaxDecodeTokens];
   const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
   const int warps = lanes > kWarpSize ? lanes / kWarpSize : 1;  // per row
-  const int64_t row = first_row + (warps > 1 ? 0 : lane / lanes);
-  const bool stores = (warps > 1 ? lane == 0 && warp % warps == 0 : lane % lanes == 0) && row < n_rows;
+  const bool stores = (warps > 1 ? lane == 0 && warp % warps == 0 : lane % lanes == 0) &&
+                      RowOfLane(first_row, lanes) < n_rows;
 #pragma unroll
   for (int t = 0; t < kMaxDecodeTokens; ++t) {
     if (t >= n_tokens) break;
@@ -212,11 +226,23 @@ __device__ __forceinline__ void StoreRows(float* acc, float* out, int64_t out_st
 #pragma unroll
   for (int t = 0; t < kMaxDecodeTokens; ++t) {
     if (t >= n_tokens || !stores) break;
-    float v = acc[t];
-    for (int j = 1; j < warps; ++j) v += warp_sums[warp + j][t];
-    out[t * out_stride + row] = v;
+    for (int j = 1; j < warps; ++j) acc[t] += warp_sums[warp + j][t];
   }
   if (warps > 1) __syncthreads();  // read before a next call writes
+  return stores;
+}
+
+// ReduceRows, then the storing lanes store token t's rows at out[t *
+// out_stride + row].
+__device__ __forceinline__ void StoreRows(float* acc, float* out, int64_t out_stride, int64_t first_row,
+                                          int64_t n_rows, int n_tokens, int lanes) {
+  if (!ReduceRows(acc, first_row, n_rows, n_tokens, lanes)) return;
+  const int64_t row = RowOfLane(first_row, lanes);
+#pragma unroll
+  for (int t = 0; t < kMaxDecodeTokens; ++t) {
+    if (t >= n_tokens) break;
+    out[t * out_stride + row] = acc[t];
+  }
 }
 
 // Each warp takes 32 / lanes_per_row consecutive rows, or lanes_per_row / 32
@@ -268,6 +294,55 @@ __global__ void DecodeKernel(const __grid_constant__ DecodeArgs a) {
   }
 }
 
+// GluKernel's rounding of its block's rows [block_row, + rows_per_block)
+// of out.
+__device__ __forceinline__ void RoundGluRows(const DecodeArgs& a, int64_t block_row, int64_t rows_per_block) {
+  const int64_t span = a.rows - block_row < rows_per_block ? a.rows - block_row : rows_per_block;
+  if (a.round_out.rule == ActQ8Rule::kPer256) {
+    RoundColumns<ActQ8Rule::kPer256>(a.out, a.rows, a.n_tokens, block_row, span, a.round_out);
+  } else {
+    RoundColumns<ActQ8Rule::kPer32>(a.out, a.rows, a.n_tokens, block_row, span, a.round_out);
+  }
+}
+
+// MatMulGlu's launch: DecodeKernel's rows, dense, of the gate and the up
+// matrix at once -- each row's lanes take the gate row's units then the up
+// row's, each summed as DecodeKernel sums it -- and the row's lane stores
+// silu(gate) * up (SiluMul's expression). With round_out, each block then
+// rounds its rows, a span of columns of out (n_tokens, rows), for the next
+// MatMul (act_q8.cuh's RoundColumns: a chunk wider than a block's rows by
+// the block that completes it).
+template <typename Dots>
+__global__ void GluKernel(const __grid_constant__ DecodeArgs a) {
+  const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
+  const int lanes = a.lanes_per_row;
+  const int warps = lanes > kWarpSize ? lanes / kWarpSize : 1;  // per row
+  const int64_t block_row = static_cast<int64_t>(blockIdx.x) * RowsPerBlock(lanes);
+  const int64_t first_row = warps > 1 ? block_row + warp / warps : block_row + warp * (kWarpSize / lanes);
+  const int64_t row = RowOfLane(first_row, lanes);
+  const int sub = warps > 1 ? warp % warps * kWarpSize + lane : lane % lanes;
+  // The gate's sums go to out and come back for the product, so the up
+  // row's reuse the registers (one acc array live, as in DecodeKernel).
+  float acc[kMaxDecodeTokens] = {};
+  if (row < a.rows) Dots::Add(a, a.w + row * a.row_bytes, 0, a.n_tokens, sub, lanes, acc);
+  const bool stores = ReduceRows(acc, first_row, a.rows, a.n_tokens, lanes);
+#pragma unroll
+  for (int t = 0; t < kMaxDecodeTokens; ++t) {
+    if (t < a.n_tokens && stores) a.out[t * a.rows + row] = acc[t];
+    acc[t] = 0.0f;
+  }
+  if (row < a.rows) Dots::Add(a, a.w_up + row * a.row_bytes, 0, a.n_tokens, sub, lanes, acc);
+  ReduceRows(acc, first_row, a.rows, a.n_tokens, lanes);
+#pragma unroll
+  for (int t = 0; t < kMaxDecodeTokens; ++t) {
+    if (t >= a.n_tokens || !stores) break;
+    a.out[t * a.rows + row] = SiluTimes(a.out[t * a.rows + row], acc[t]);
+  }
+  if (a.round_out.q == nullptr) return;
+  // No warp has left: every one reaches RoundColumns's barriers.
+  RoundGluRows(a, static_cast<int64_t>(blockIdx.x) * RowsPerBlock(a.lanes_per_row), RowsPerBlock(a.lanes_per_row));
+}
+
 // --- Launchers ---------------------------------------------------------------
 
 // Quantizes n_x rows of x into the scratch (act_q8.h's layout and rules).
@@ -291,9 +366,7 @@ absl::Status Quantize(GgmlType type, const float* x, int64_t n_x, int64_t cols, 
 absl::Status Launch(GgmlType type, DecodeArgs a, unsigned grid_y, StreamHandle stream) {
   auto grid = [&](int64_t units, int max_lanes) {
     a.lanes_per_row = LanesPerRow(units, max_lanes);
-    const int lanes = a.lanes_per_row;
-    const int64_t rows_per_block =
-        lanes > kWarpSize ? kWarpsPerBlock * kWarpSize / lanes : kWarpsPerBlock * (kWarpSize / lanes);
+    const int64_t rows_per_block = RowsPerBlock(a.lanes_per_row);
     auto blocks = [&](int64_t rows) { return (rows + rows_per_block - 1) / rows_per_block; };
     int64_t total = a.n_parts > 0 ? 0 : blocks(a.rows);
     for (int p = 0; p < a.n_parts; ++p) {
@@ -313,8 +386,12 @@ absl::Status Launch(GgmlType type, DecodeArgs a, unsigned grid_y, StreamHandle s
   return q8::WithQ8Weights(type, unknown, [&](auto weights) {
     using W = decltype(weights);
     using Dots = std::conditional_t<q8::ChunksPerUnit<W>() == 1, StagedQ8Dots<W>, Q8Dots<W>>;
-    OCTO_LAUNCH(DecodeKernel<Dots>, grid(a.cols / kQ8Chunk / Dots::kPerUnit, kMaxRowLanes), kWarpsPerBlock * kWarpSize,
-                0, stream, a);
+    const dim3 blocks = grid(a.cols / kQ8Chunk / Dots::kPerUnit, kMaxRowLanes);
+    if (a.w_up != nullptr) {
+      OCTO_LAUNCH(GluKernel<Dots>, blocks, kWarpsPerBlock * kWarpSize, 0, stream, a);
+    } else {
+      OCTO_LAUNCH(DecodeKernel<Dots>, blocks, kWarpsPerBlock * kWarpSize, 0, stream, a);
+    }
     return absl::OkStatus();
   });
 }
@@ -360,6 +437,29 @@ absl::Status DecodeQuantizedGroup(std::span<const WeightMatrix> ws, std::span<co
     a.parts[p] = DecodeArgs::Part{static_cast<const uint8_t*>(ws[p].data), ws[p].rows, row_bytes[p], outs[p], 0};
   }
   return Launch(ws[0].type, a, 1, stream);
+}
+
+int64_t DecodeRowsPerBlock(GgmlType type, int64_t cols) {
+  return q8::WithQ8Weights(type, int64_t{0}, [&](auto weights) {
+    using W = decltype(weights);
+    return RowsPerBlock(LanesPerRow(cols / kQ8Chunk / q8::ChunksPerUnit<W>(), kMaxRowLanes));
+  });
+}
+
+absl::Status DecodeGlu(const WeightMatrix& gate, const WeightMatrix& up, int64_t row_bytes, const ActQ8View& act,
+                       float* out, int n_tokens, const ActQ8Out* round_out, StreamHandle stream) {
+  DecodeArgs a{};
+  a.w = static_cast<const uint8_t*>(gate.data);
+  a.w_up = static_cast<const uint8_t*>(up.data);
+  a.rows = gate.rows;
+  a.row_bytes = row_bytes;
+  a.cols = gate.cols;
+  a.out = out;
+  a.n_tokens = n_tokens;
+  a.xq = act.q;
+  a.xd = act.d;
+  if (round_out != nullptr) a.round_out = *round_out;
+  return Launch(gate.type, a, 1, stream);
 }
 
 absl::Status Decode(const WeightMatrix& w, int64_t row_bytes, const float* x, float* out, int n_tokens,

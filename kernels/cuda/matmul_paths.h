@@ -8,6 +8,7 @@
 #include <span>
 
 #include "absl/status/status.h"
+#include "kernels/cuda/act_q8.h"
 #include "kernels/ops.h"
 
 namespace octo::cuda::matmul {
@@ -55,6 +56,19 @@ absl::Status DecodeQuantized(const WeightMatrix& w, int64_t row_bytes, const flo
 absl::Status DecodeQuantizedGroup(std::span<const WeightMatrix> ws, std::span<const int64_t> row_bytes,
                                   const float* x, const ActQ8View& act, std::span<float* const> outs, int n_tokens,
                                   StreamHandle stream);
+
+// MatMulGlu's launch (fused.h): out (n_tokens, gate.rows) = silu(x · gate^T)
+// * (x · up^T) over x's activations `act` (gate and up of one type and
+// shape, quantized), each product the bits of DecodeQuantizedGroup's two
+// rows then SiluMul; with round_out, out is also rounded into it for the
+// next MatMul (rows whole chunks of its rule; round_out->arrivals set, one
+// zeroed counter per chunk of a row, when DecodeRowsPerBlock is less than
+// a chunk).
+absl::Status DecodeGlu(const WeightMatrix& gate, const WeightMatrix& up, int64_t row_bytes, const ActQ8View& act,
+                       float* out, int n_tokens, const ActQ8Out* round_out, StreamHandle stream);
+// The rows one decode block holds for a quantized matrix of cols (a power
+// of two; 0 for a float type).
+int64_t DecodeRowsPerBlock(GgmlType type, int64_t cols);
 
 // MatMulExperts: each (token, choice) one decode row, the expert's matrix
 // chosen on the device. Each of ws (up to kMaxMatMulGroup stacks of one

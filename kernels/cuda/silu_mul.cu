@@ -7,6 +7,7 @@
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/fused.h"
 #include "kernels/cuda/elementwise.cuh"
+#include "kernels/cuda/silu.cuh"
 #include "kernels/op_checks.h"
 #include "kernels/ops.h"
 
@@ -14,12 +15,6 @@ namespace octo::cuda {
 namespace {
 
 // --- Kernels -----------------------------------------------------------------
-
-// silu(g) * u, the CPU's expression with the device's expf.
-__device__ __forceinline__ float SiluTimes(float g, float u) {
-  const float silu = g / (1.0f + expf(-g));
-  return silu * u;
-}
 
 // out[i] = SiluTimes(gate[i], up[i]). Each element is read and written by one
 // thread, the reads first, so out may be gate or up.

@@ -15,8 +15,11 @@
 namespace octo::bench {
 namespace {
 
-constexpr int kPrompt = 8;
-constexpr int kUntimedSteps = 4;  // a hybrid's states alternate: two graphs to capture
+// Decode steps before the counted ones, enough for every graph to be
+// captured: a hybrid's states alternate (two graphs), and after a prompt
+// longer than one decode launch (16 tokens) its fifth step still captured
+// one (measured), so six.
+constexpr int kUntimedSteps = 6;
 
 // Per layer and per token of one counter: the layers' share is the
 // difference between the models over the layers between them, the rest is
@@ -37,17 +40,19 @@ Split SplitCount(uint64_t fewer, uint64_t more, uint32_t fewer_layers, uint32_t 
   return s;
 }
 
-// Prefills `batch` sequences of `model`, decodes four tokens untimed, then
-// `steps` more between `start` and `stop` (while the caches still live).
-absl::Status Decode(Model& model, int batch, int steps, bool candidates, const std::function<void()>& start,
-                    const std::function<void()>& stop) {
+// Prefills `batch` sequences of `prompt` tokens of `model`, decodes four
+// tokens untimed, then `steps` more between `start` and `stop` (while the
+// caches still live).
+absl::Status Decode(Model& model, int batch, int prompt, int steps, bool candidates,
+                    const std::function<void()>& start, const std::function<void()>& stop) {
+  if (prompt < 1) return absl::InvalidArgumentError(absl::StrFormat("a prompt of %d tokens: at least 1", prompt));
   const uint32_t vocab = model.config().vocab_size;
   std::vector<std::unique_ptr<KvCache>> caches;
   std::vector<std::vector<int32_t>> tokens(batch);
   std::vector<SequenceStep> step(batch);
   for (int b = 0; b < batch; ++b) {
-    caches.push_back(model.NewCache(kPrompt + kUntimedSteps + steps));
-    for (int i = 0; i < kPrompt; ++i) tokens[b].push_back(static_cast<int32_t>((b * 131 + i * 17 + 1) % vocab));
+    caches.push_back(model.NewCache(prompt + kUntimedSteps + steps));
+    for (int i = 0; i < prompt; ++i) tokens[b].push_back(static_cast<int32_t>((b * 131 + i * 17 + 1) % vocab));
     step[b] = SequenceStep{.kv = caches[b].get(), .tokens = tokens[b], .candidates = candidates};
   }
   std::vector<float> logits;
@@ -71,7 +76,7 @@ absl::Status Decode(Model& model, int batch, int steps, bool candidates, const s
 }  // namespace
 
 absl::StatusOr<DecodeCalls> MeasureDecodeCalls(const std::string& model_dir, int gpu, int batch, int steps,
-                                               bool graphs, bool candidates) {
+                                               bool graphs, bool candidates, int prompt) {
   ModelOptions options;
   options.backend = "cuda";
   options.cuda_graphs = graphs;
@@ -81,7 +86,7 @@ absl::StatusOr<DecodeCalls> MeasureDecodeCalls(const std::string& model_dir, int
   OCTO_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, Model::Open(model_dir, options));
   cuda::ApiCounts before, after;
   OCTO_RETURN_IF_ERROR(Decode(
-      *model, batch, steps, candidates, [&] { before = cuda::CurrentApiCounts(); },
+      *model, batch, prompt, steps, candidates, [&] { before = cuda::CurrentApiCounts(); },
       [&] { after = cuda::CurrentApiCounts(); }));
   DecodeCalls calls;
   calls.counted = after - before;
@@ -90,10 +95,11 @@ absl::StatusOr<DecodeCalls> MeasureDecodeCalls(const std::string& model_dir, int
   calls.steps = steps;
   calls.graphs = graphs;
   calls.candidates = candidates;
+  calls.context = prompt + kUntimedSteps;
   return calls;
 }
 
-absl::StatusOr<StreamedCalls> MeasureStreamedCalls(const std::string& model_dir, int gpu, int steps) {
+absl::StatusOr<StreamedCalls> MeasureStreamedCalls(const std::string& model_dir, int gpu, int steps, int prompt) {
   OCTO_ASSIGN_OR_RETURN(const Manifest manifest, ReadManifest(model_dir));
   OCTO_ASSIGN_OR_RETURN(const std::vector<uint64_t> sizes, LayerFileSizes(manifest));
   ModelOptions options;
@@ -106,7 +112,7 @@ absl::StatusOr<StreamedCalls> MeasureStreamedCalls(const std::string& model_dir,
   DeviceTierStats start, end;
   cuda::ApiCounts before, after;
   OCTO_RETURN_IF_ERROR(Decode(
-      *model, 1, steps, /*candidates=*/true,
+      *model, 1, prompt, steps, /*candidates=*/true,
       [&] {
         start = model->weights().DeviceStats();
         before = cuda::CurrentApiCounts();
@@ -158,10 +164,11 @@ absl::StatusOr<std::string> StreamedProfileLine(const std::string& name, const D
 
 absl::StatusOr<std::string> ProfileLine(const std::string& name, const DecodeCalls& fewer, const DecodeCalls& more,
                                         uint32_t full_layers, const DecodeCalls* graphed) {
-  if (more.layers <= fewer.layers || fewer.batch != more.batch || fewer.steps <= 0 || more.steps <= 0) {
+  if (more.layers <= fewer.layers || fewer.batch != more.batch || fewer.context != more.context ||
+      fewer.steps <= 0 || more.steps <= 0) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "a profile needs two models with different layer counts (%u, %u) at one batch (%d, %d)", fewer.layers,
-        more.layers, fewer.batch, more.batch));
+        "a profile needs two models with different layer counts (%u, %u) at one batch (%d, %d) and context (%d, %d)",
+        fewer.layers, more.layers, fewer.batch, more.batch, fewer.context, more.context));
   }
   auto split = [&](uint64_t cuda::ApiCounts::*counter) {
     return SplitCount(fewer.counted.*counter, more.counted.*counter, fewer.layers, more.layers, fewer.steps,
@@ -192,10 +199,10 @@ absl::StatusOr<std::string> ProfileLine(const std::string& name, const DecodeCal
   }
   return absl::StrFormat(
       "profile: %s batch=%d launches/layer=%.1f launches/token=%.0f host-calls/token=%.0f blocking-waits/token=%.1f "
-      "pageable-copies/token=%.1f allocations/token=%.1f graph=%s d2h-bytes/token=%.0f",
+      "pageable-copies/token=%.1f allocations/token=%.1f graph=%s d2h-bytes/token=%.0f context=%d",
       name, more.batch, launches.per_layer, launches.At(full_layers), calls_per_token, waits_per_token,
       pageable_per_token, allocations_per_token, graph ? "yes" : "no",
-      static_cast<double>(more.counted.d2h_bytes) / more.steps);
+      static_cast<double>(more.counted.d2h_bytes) / more.steps, more.context);
 }
 
 }  // namespace octo::bench

@@ -4,8 +4,9 @@
 #
 #   [NVCC=/usr/local/cuda/bin/nvcc] tests/bench/decode_waves.sh [--check]
 #
-# prints, per launch of a Q4_K_M token's layer (q k v in one launch, gate and
-# up in one; Q4_K_M's Q6_K attn_v and ffn_down layers, and its Q6_K lm_head,
+# prints, per launch of a Q4_K_M token's layer (q k v in one launch; gate,
+# up and their SiLU product in one, GluKernel, a block holding the rows of
+# both; Q4_K_M's Q6_K attn_v and ffn_down layers, and its Q6_K lm_head,
 # apart), one line
 #   waves: <launch> <TYPE> rows=R cols=C blocks=B blocks/SM=N waves=W last-wave=F%
 # against issue 24's target: at least 2 waves for the 8B shapes, so that no
@@ -16,8 +17,9 @@
 # decode_waves_targets) asks each launch for 2 waves or a last wave at
 # least 90% full, and exits 1 otherwise.
 #
-# How: ptxas -v (sm_90, the build's flags) gives the decode kernel's
-# registers and shared memory per type. Blocks per SM are sm_90's limits:
+# How: ptxas -v (sm_90, the build's flags) gives the decode kernels'
+# registers and shared memory per type (DecodeKernel, and GluKernel for
+# gate+up). Blocks per SM are sm_90's limits:
 # 64 warps, 32 blocks, 65536 registers (256 per warp at a time), 228 KiB of
 # shared memory (1 KiB of it reserved per block). A block is 4 warps; a
 # row's units (32-element chunks, Q4_K's chunk pairs) take the next power of
@@ -51,14 +53,15 @@ awk -F'|' -v check="$check" '
     n = 32; if (16 < n) n = 16; if (by_regs < n) n = by_regs; if (by_smem < n) n = by_smem
     return n
   }
-  $1 ~ /DecodeKernel/ && $1 ~ /Q8Weights<\(octo::GgmlType\)(12|14)>/ {
+  $1 ~ /(Decode|Glu)Kernel/ && $1 ~ /Q8Weights<\(octo::GgmlType\)(12|14)>/ {
     type = $1 ~ /GgmlType\)12>/ ? "Q4_K" : "Q6_K"
+    if ($1 ~ /GluKernel/) type = type " GLU"
     regs = $2; sub(/.*Used /, "", regs); sub(/ registers.*/, "", regs)
     smem = 0; if ($2 ~ /bytes smem/) { smem = $2; sub(/ bytes smem.*/, "", smem); sub(/.*, /, "", smem) }
     per_sm[type] = resident(regs + 0, smem + 0); used[type] = regs " registers, " smem " B shared"
   }
   function rows_per_block(type, cols,    units, lanes) {
-    units = cols / 32 / (type == "Q4_K" ? 2 : 1)
+    units = cols / 32 / (type ~ /^Q4_K/ ? 2 : 1)
     lanes = 1; while (lanes < 128 && lanes < units) lanes *= 2
     return lanes > 32 ? 128 / lanes : 4 * 32 / lanes
   }
@@ -66,16 +69,18 @@ awk -F'|' -v check="$check" '
     per_block = rows_per_block(type, cols)
     blocks = int((rows + per_block - 1) / per_block); waves = blocks / (132 * per_sm[type])
     last = waves - int(waves); if (last == 0) last = 1
-    printf "waves: %-14s %s rows=%d cols=%d blocks=%d blocks/SM=%d waves=%.2f last-wave=%.0f%%\n", name, type, rows, cols,
+    printf "waves: %-14s %-8s rows=%d cols=%d blocks=%d blocks/SM=%d waves=%.2f last-wave=%.0f%%\n", name, type, rows, cols,
       blocks, per_sm[type], waves, 100 * last
     if (waves < 2 && last < 0.9) { printf "waves: %s misses the target\n", name; missed++ }
   }
   END {
-    if (!("Q4_K" in per_sm) || !("Q6_K" in per_sm)) { print "decode_waves: no Q4_K/Q6_K decode kernel in ptxas output" > "/dev/stderr"; exit 2 }
-    printf "decode kernels (sm_90): Q4_K %s, Q6_K %s\n", used["Q4_K"], used["Q6_K"]
+    if (!("Q4_K" in per_sm) || !("Q6_K" in per_sm) || !("Q4_K GLU" in per_sm)) {
+      print "decode_waves: no Q4_K/Q6_K decode kernel or Q4_K GluKernel in ptxas output" > "/dev/stderr"; exit 2
+    }
+    printf "decode kernels (sm_90): Q4_K %s, Q6_K %s; GluKernel Q4_K %s\n", used["Q4_K"], used["Q6_K"], used["Q4_K GLU"]
     launch("q+k+v", "Q4_K", 4096 + 1024 + 1024, 4096)
     launch("o", "Q4_K", 4096, 4096)
-    launch("gate+up", "Q4_K", 2 * 14336, 4096)
+    launch("gate+up+silu", "Q4_K GLU", 14336, 4096)
     launch("down", "Q4_K", 4096, 14336)
     launch("q+k (v Q6_K)", "Q4_K", 4096 + 1024, 4096)
     launch("v", "Q6_K", 1024, 4096)

@@ -109,6 +109,9 @@ struct Flags {
   int profile_batch = 1;
   int profile_steps = kLayerTimingEvery;  // a whole round of timed and untimed passes
   bool profile_whole_logits = false;  // the profile's steps take their logits rows whole (not their candidates)
+  // A profile line per prompt length: within one attention split, and past
+  // it (attention then takes its second launch, as in a longer chat).
+  std::vector<int> profile_prompts = {8, 300};
 };
 
 using Clock = std::chrono::steady_clock;
@@ -604,20 +607,26 @@ void PrintTable(const Flags& f, const StreamedPlan& p, const WeightBytes& w, con
 // The profile mode: one line (api_profile.h).
 absl::Status Profile(const Flags& f) {
   const bool candidates = !f.profile_whole_logits;
-  OCTO_ASSIGN_OR_RETURN(const DecodeCalls fewer, MeasureDecodeCalls(f.profile_models[0], f.gpu, f.profile_batch,
-                                                                    f.profile_steps, /*graphs=*/false, candidates));
-  OCTO_ASSIGN_OR_RETURN(const DecodeCalls more, MeasureDecodeCalls(f.profile_models[1], f.gpu, f.profile_batch,
-                                                                   f.profile_steps, /*graphs=*/false, candidates));
-  // MORE again with CUDA graphs on: a token's host calls when it replays.
-  OCTO_ASSIGN_OR_RETURN(const DecodeCalls graphed, MeasureDecodeCalls(f.profile_models[1], f.gpu, f.profile_batch,
-                                                                      f.profile_steps, /*graphs=*/true, candidates));
-  OCTO_ASSIGN_OR_RETURN(const std::string line, ProfileLine(f.profile_name, fewer, more,
-                                                            f.full_layers > 0 ? f.full_layers : more.layers, &graphed));
-  absl::PrintF("%s\n", line);
+  DecodeCalls first_more;  // at the first prompt: the streamed line's resident twin
+  for (const int prompt : f.profile_prompts) {
+    auto measure = [&](const std::string& dir, bool graphs) {
+      return MeasureDecodeCalls(dir, f.gpu, f.profile_batch, f.profile_steps, graphs, candidates, prompt);
+    };
+    OCTO_ASSIGN_OR_RETURN(const DecodeCalls fewer, measure(f.profile_models[0], /*graphs=*/false));
+    OCTO_ASSIGN_OR_RETURN(const DecodeCalls more, measure(f.profile_models[1], /*graphs=*/false));
+    if (prompt == f.profile_prompts.front()) first_more = more;
+    // MORE again with CUDA graphs on: a token's host calls when it replays.
+    OCTO_ASSIGN_OR_RETURN(const DecodeCalls graphed, measure(f.profile_models[1], /*graphs=*/true));
+    OCTO_ASSIGN_OR_RETURN(const std::string line,
+                          ProfileLine(f.profile_name, fewer, more, f.full_layers > 0 ? f.full_layers : more.layers,
+                                      &graphed));
+    absl::PrintF("%s\n", line);
+  }
   // The MORE model again with every layer streamed through the staging buffers.
-  OCTO_ASSIGN_OR_RETURN(const StreamedCalls streamed, MeasureStreamedCalls(f.profile_models[1], f.gpu, f.profile_steps));
+  OCTO_ASSIGN_OR_RETURN(const StreamedCalls streamed, MeasureStreamedCalls(f.profile_models[1], f.gpu, f.profile_steps,
+                                                                           f.profile_prompts.front()));
   if (f.profile_batch == 1) {
-    OCTO_ASSIGN_OR_RETURN(const std::string streamed_line, StreamedProfileLine(f.profile_name, more, streamed));
+    OCTO_ASSIGN_OR_RETURN(const std::string streamed_line, StreamedProfileLine(f.profile_name, first_more, streamed));
     absl::PrintF("%s\n", streamed_line);
   }
   return absl::OkStatus();
@@ -669,6 +678,11 @@ int main(int argc, char** argv) {
   app.add_option("--profile-steps", f.profile_steps, "decode steps counted")
       ->capture_default_str()
       ->check(CLI::Range(1, 1000));
+  app.add_option("--profile-prompts", f.profile_prompts,
+                 "prompt lengths, a profile line each (the streamed line follows the last)")
+      ->delimiter(',')
+      ->capture_default_str()
+      ->check(CLI::Range(1, 4096));
   app.add_flag("--profile-whole-logits", f.profile_whole_logits,
                "the profile's decode steps take every logits row whole (default: reduced to its candidates, as a "
                "greedy or top-k request's)");

@@ -23,13 +23,15 @@
 # build, no GPU), over a tiny 6-layer model generated afresh each time, of
 # which gpu_bench streams 3 layers: the ctest gpu_bench_accounting.
 #
-#   [BUILD_DIR=build-sim] tests/bench/gpu_bench.sh --executor-profile [WORK_DIR] [-- --preset P --layers N [--batch B] [--whole-logits]]
+#   [BUILD_DIR=build-sim] tests/bench/gpu_bench.sh --executor-profile [WORK_DIR] [-- --preset P --layers N [--batch B] [--whole-logits] [--prompts LIST]]
 #
-# prints what one decode token asks of the CUDA runtime, one line per family
+# prints what one decode token asks of the CUDA runtime, lines per family
 # (llama, qwen3, a MoE, a hybrid DeltaNet):
 #   profile: <preset> batch=B launches/layer=... launches/token=... host-calls/token=...
 #            blocking-waits/token=... pageable-copies/token=... allocations/token=... graph=yes|no
-#            d2h-bytes/token=...
+#            d2h-bytes/token=... context=...
+# one per prompt length of LIST (default 8,300: within one attention split,
+# and past it, where attention takes its second launch);
 # the logits coming back as each row's candidates (a greedy or top-k
 # request's), or with --whole-logits whole (what the others' requests take).
 # counted through the real CUDA backend (kernels/cuda/api_counts.h) on two
@@ -55,14 +57,15 @@ source "$root/tests/bench/bench_models.sh"
 
 if [ "$profile" = 1 ]; then
   bench_need gpu_bench octo-make-model octo-ctl
-  preset="" layers=2 batch=1 whole_logits=""
+  preset="" layers=2 batch=1 whole_logits="" prompts="8,300"
   while [ $# -gt 0 ]; do
     case "$1" in
       --preset) preset="$2"; shift 2 ;;
       --layers) layers="$2"; shift 2 ;;
       --batch) batch="$2"; shift 2 ;;
       --whole-logits) whole_logits=--profile-whole-logits; shift ;;
-      *) echo "$(basename "$0") --executor-profile: unknown flag $1 (--preset P, --layers N, --batch B, --whole-logits)" >&2; exit 2 ;;
+      --prompts) prompts="$2"; shift 2 ;;
+      *) echo "$(basename "$0") --executor-profile: unknown flag $1 (--preset P, --layers N, --batch B, --whole-logits, --prompts LIST)" >&2; exit 2 ;;
     esac
   done
   # The layer count octo-make-model gives preset $1.
@@ -84,7 +87,7 @@ if [ "$profile" = 1 ]; then
       dirs+=("$dir")
     done
     "$bin/gpu_bench" --profile-models "${dirs[0]},${dirs[1]}" --profile-name "$full" \
-      --full-layers "$(full_layers "$full")" --profile-batch "$batch" $whole_logits
+      --full-layers "$(full_layers "$full")" --profile-batch "$batch" --profile-prompts "$prompts" $whole_logits
     rm -rf "${dirs[@]}"
   }
   mkdir -p "$work"

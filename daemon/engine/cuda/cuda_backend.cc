@@ -181,9 +181,10 @@ std::optional<absl::Status> CudaBackend::FusedMatMul(std::span<const WeightMatri
                                                      std::span<float* const> outs, int n_tokens) {
   if (ws.empty()) return std::nullopt;
   const std::optional<cuda::ActQ8Rule> rule = cuda::SharedRounding(ws, n_tokens);
-  if (!rule || !HeldProduces(x, int64_t{n_tokens} * ws[0].cols)) return std::nullopt;
+  const size_t scratch = cuda::MatMulGroupScratchBytes(ws, n_tokens);
+  if (!rule || !HeldRoundsFor(x, int64_t{n_tokens} * ws[0].cols, *rule, scratch)) return std::nullopt;
   auto launch = std::exchange(held_, Held{}).launch;
-  absl::StatusOr<cuda::Exec> exec = ExecWithScratch(cuda::MatMulGroupScratchBytes(ws, n_tokens));
+  absl::StatusOr<cuda::Exec> exec = ExecWithScratch(scratch);
   if (!exec.ok()) return exec.status();
   const cuda::ActQ8Out q8 = cuda::ActQ8At(exec->scratch, *rule, n_tokens, ws[0].cols);
   signature::SignOp(*graphs_, "MatMulGroup (rounded)", ws, x, outs, n_tokens, *exec);
@@ -208,6 +209,21 @@ absl::StatusOr<cuda::Exec> CudaBackend::ExecWithScratch(size_t bytes) {
   }
   return cuda::Exec{.stream = stream_.get(), .scratch = scratch_.data(), .scratch_bytes = scratch_.size(),
                     .blas = blas_.get()};
+}
+
+absl::StatusOr<uint32_t*> CudaBackend::Arrivals(size_t count) {
+  const size_t bytes = count * sizeof(uint32_t);
+  if (bytes > arrivals_.size()) {
+    // What is kept may use the old counters: it runs first.
+    OCTO_RETURN_IF_ERROR(FlushStretch());
+    OCTO_RETURN_IF_ERROR(stream_.Synchronize());
+    const size_t grown = std::max(bytes, 2 * arrivals_.size());
+    arrivals_ = cuda::DeviceBuffer();
+    OCTO_ASSIGN_OR_RETURN(arrivals_, cuda::DeviceBuffer::Allocate(grown));
+    OCTO_RETURN_IF_ERROR(
+        CudaCallStatus(cudaMemsetAsync(arrivals_.data(), 0, grown, stream_.get()), "cudaMemsetAsync (counters)"));
+  }
+  return arrivals_.as<uint32_t>();
 }
 
 void CudaBackend::SetRowGroups(std::span<const int> rows_per_sequence) {

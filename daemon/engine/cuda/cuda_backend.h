@@ -14,15 +14,19 @@
 // so it costs a stream wait the first time a larger batch runs, never in
 // the steady state.
 //
-// Held launches. RmsNorm, AddRmsNorm and SiluMul of a few rows (at most
-// kMaxDecodeTokens), and RopeQK, are not launched when called but held until
-// the next call, which may do the held op's work in its own launch
-// (kernels/cuda/fused.h), with the bits of the two apart:
+// Held launches. RmsNorm, AddRmsNorm, SiluMul, Attention and MatMulGlu of a
+// few rows (at most kMaxDecodeTokens), and RopeQK, are not launched when
+// called but held until the next call, which may do the held op's work in
+// its own launch (kernels/cuda/fused.h), with the bits of the two apart:
 //   - a MatMul or MatMulGroup on the decode path whose x is the held norm's
 //     or SiLU product's whole output, its matrices rounding x by one rule:
 //     the producer also rounds its output for them, and the MatMul skips
 //     its quantize launch; so does a MatMulExperts (the down experts after
 //     the SiLU product) whose x is the held op's whole output;
+//   - the output projection (a MatMul) of a held Attention's whole output
+//     (a few tokens of one sequence), rounded by the attention blocks;
+//   - the down projection (a MatMul) of a held MatMulGlu's output: the
+//     gated launch rounds it (and itself takes x rounded by a held norm);
 //   - a KvAppend of all of the held RopeQK's rotated k rows: RoPE and the
 //     append in one launch; and two in-place per-head RmsNorms of RopeQK's
 //     q and k before it (qwen3's q and k norms) are held with it and go in
@@ -48,6 +52,7 @@
 // wait) when a pass needs more, so the steady state allocates nothing.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -108,6 +113,11 @@ class CudaBackend : public Backend {
   // the group; longer ones: separate MatMuls (their paths per sequence).
   absl::Status MatMulGroup(std::span<const WeightMatrix> ws, const float* x, std::span<float* const> outs,
                            int n_tokens) override;
+  // A few tokens (one decode launch) of one quantized type: cuda::MatMulGlu,
+  // after a held producer of x rounding for it, and held itself for the
+  // MatMul after it (down), which it rounds for.
+  absl::Status MatMulGlu(const WeightMatrix& gate, const WeightMatrix& up, const float* x, float* out, float* up_out,
+                         int n_tokens) override;
   // After a held producer whose whole output is x (the SiLU product before
   // the down experts): x rounded for the experts in its launch
   // (cuda::MatMulExpertsGroup's `rounded`).
@@ -177,6 +187,13 @@ class CudaBackend : public Backend {
     int64_t elements = 0;
     std::optional<HeldRope> rope;
     std::vector<HeadNormCall> norms;  // the held in-place head-wide RmsNorms (one or two)
+    // A producer writing out in spans of this many values, a block each
+    // (Attention's heads): it rounds by the rules cuda::RoundsInSpans
+    // allows. 0: by any rule whose chunks its rows hold.
+    int64_t span = 0;
+    // The front of the scratch a consumer's launch may use (its rounded
+    // activations among them): the held launch uses what lies past it.
+    size_t free_scratch = SIZE_MAX;
   };
   absl::Status Hold(Held held);
   // Prefixes an op's error with its name (the forward pass adds the layer).
@@ -184,11 +201,17 @@ class CudaBackend : public Backend {
   // Launches the held op plain (and returns the error of one launched by
   // stream()).
   absl::Status LaunchHeld();
-  // Whether the held op is a producer (a norm or the SiLU product, whose
-  // launch can round its output) that wrote exactly `elements` values at x.
-  bool HeldProduces(const float* x, int64_t elements) const {
-    return held_.launch && held_error_.ok() && !held_.rope && held_.out == x && held_.elements == elements;
+  // Whether the held op is a producer (a norm, the SiLU product, attention
+  // or the gated MatMulGlu, whose launch can round its output) that wrote exactly
+  // `elements` values at x and can round them by `rule` for a consumer
+  // using `scratch` bytes of the scratch.
+  bool HeldRoundsFor(const float* x, int64_t elements, cuda::ActQ8Rule rule, size_t scratch) const {
+    return held_.launch && held_error_.ok() && !held_.rope && held_.out == x && held_.elements == elements &&
+           (held_.span == 0 || cuda::RoundsInSpans(rule, held_.span)) && scratch <= held_.free_scratch;
   }
+  // `count` zeroed chunk counters (cuda::ActQ8Out::arrivals), grown as
+  // scratch_ is.
+  absl::StatusOr<uint32_t*> Arrivals(size_t count);
   // MatMulGroup over the held op's output: the fused launch pair when it
   // applies, else nullopt (nothing launched).
   std::optional<absl::Status> FusedMatMul(std::span<const WeightMatrix> ws, const float* x,
@@ -201,6 +224,7 @@ class CudaBackend : public Backend {
   std::unique_ptr<StepGraphs> graphs_;  // after stream_: destroyed before it
   cuda::BlasContext blas_;
   cuda::DeviceBuffer scratch_;
+  cuda::DeviceBuffer arrivals_;  // zeroed; every launch using them leaves them so
   std::vector<int> row_groups_;
   int row_groups_sum_ = 0;
   Held held_;

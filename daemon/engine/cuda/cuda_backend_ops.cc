@@ -1,6 +1,7 @@
 // CudaBackend's op table: each op signs its arguments and queues its launch
 // (step_graphs.h), or holds it for the op after it (cuda_backend.h).
 #include <algorithm>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -144,14 +145,56 @@ absl::Status CudaBackend::MatMulGroup(std::span<const WeightMatrix> ws, const fl
   });
 }
 
+absl::Status CudaBackend::MatMulGlu(const WeightMatrix& gate, const WeightMatrix& up, const float* x, float* out,
+                                    float* up_out, int n_tokens) {
+  const WeightMatrix ws[] = {gate, up};
+  const std::optional<cuda::ActQ8Rule> rule = cuda::SharedRounding(ws, n_tokens);
+  if (!rule || gate.type != up.type || gate.rows != up.rows || gate.cols != up.cols) {
+    return Backend::MatMulGlu(gate, up, x, out, up_out, n_tokens);
+  }
+  // The scratch: out's 8-bit activations at the front (where the down
+  // projection's decode launch reads them), x's after them.
+  const size_t front = cuda::ActQ8Bytes(n_tokens, gate.rows);
+  const size_t x_bytes = cuda::MatMulScratchBytes(gate, n_tokens);
+  HeldLaunch produce_x;  // the held producer of x, rounding it for gate and up
+  if (HeldRoundsFor(x, int64_t{n_tokens} * gate.cols, *rule, front + x_bytes)) {
+    produce_x = std::exchange(held_, Held{}).launch;
+  } else {
+    OCTO_RETURN_IF_ERROR(LaunchHeld());
+  }
+  OCTO_ASSIGN_OR_RETURN(uint32_t* const arrivals, Arrivals(static_cast<size_t>(gate.rows / cuda::kQ8Chunk)));
+  OCTO_ASSIGN_OR_RETURN(cuda::Exec exec, ExecWithScratch(front + x_bytes));
+  exec.scratch = static_cast<uint8_t*>(exec.scratch) + front;
+  exec.scratch_bytes -= front;
+  const cuda::ActQ8Out x_q8 = cuda::ActQ8At(exec.scratch, *rule, n_tokens, gate.cols);
+  SignOp(*graphs_, "MatMulGlu", gate, up, x, out, n_tokens, exec, arrivals, static_cast<bool>(produce_x));
+  return Hold(Held{.launch = [=, produce_x = std::move(produce_x)](const cuda::ActQ8Out* q8) mutable -> absl::Status {
+                     if (produce_x) OCTO_RETURN_IF_ERROR(produce_x(&x_q8));
+                     std::optional<cuda::ActQ8Out> counted;
+                     if (q8 != nullptr) {
+                       counted = *q8;
+                       counted->arrivals = arrivals;
+                     }
+                     return Op("MatMulGlu", cuda::MatMulGlu(gate, up, x, out, n_tokens, exec, produce_x ? &x_q8 : nullptr,
+                                                            counted ? &*counted : nullptr));
+                   },
+                   .out = out,
+                   .elements = int64_t{n_tokens} * gate.rows,
+                   .rope = std::nullopt,
+                   .norms = {},
+                   .span = 0,
+                   .free_scratch = front});
+}
+
 absl::Status CudaBackend::MatMulExperts(const WeightMatrix& w, const int32_t* expert_ids, const float* x, float* out,
                                         const MatMulExpertsParams& p) {
   const std::optional<cuda::ActQ8Rule> rule = cuda::ExpertsRounding(w);
   const int64_t n_x = p.x_per_choice ? int64_t{p.n_tokens} * p.k : p.n_tokens;
-  if (rule && HeldProduces(x, n_x * w.cols)) {
+  const size_t scratch = cuda::MatMulExpertsScratchBytes(w, p);
+  if (rule && HeldRoundsFor(x, n_x * w.cols, *rule, scratch)) {
     // The held SiLU product rounds itself for these experts.
     auto launch = std::exchange(held_, Held{}).launch;
-    OCTO_ASSIGN_OR_RETURN(const cuda::Exec exec, ExecWithScratch(cuda::MatMulExpertsScratchBytes(w, p)));
+    OCTO_ASSIGN_OR_RETURN(const cuda::Exec exec, ExecWithScratch(scratch));
     const cuda::ActQ8Out q8 = cuda::ActQ8At(exec.scratch, *rule, n_x, w.cols);
     SignOp(*graphs_, "MatMulExperts (rounded)", w, expert_ids, x, out, p, exec);
     return graphs_->Queue([launch = std::move(launch), w, expert_ids, x, out, p, exec, q8]() mutable -> absl::Status {
@@ -243,9 +286,33 @@ absl::Status CudaBackend::KvAppend(const float* k, const float* v, int n_tokens,
 absl::Status CudaBackend::Attention(const float* q, const void* k_cache, const void* v_cache, float* out,
                                     const AttentionParams& p) {
   OCTO_RETURN_IF_ERROR(LaunchHeld());
-  OCTO_ASSIGN_OR_RETURN(const cuda::Exec exec, ExecWithScratch(cuda::AttentionScratchBytes(p)));
-  SignOp(*graphs_, "Attention", q, k_cache, v_cache, out, p, exec);
-  return graphs_->Queue([=] { return Op("Attention", cuda::Attention(q, k_cache, v_cache, out, p, exec)); });
+  const int64_t width = int64_t{p.n_heads} * p.head_dim;
+  if (p.n_tokens <= 0 || p.n_tokens > kMaxDecodeTokens || width <= 0 || width % cuda::kQ8Chunk != 0) {
+    OCTO_ASSIGN_OR_RETURN(const cuda::Exec exec, ExecWithScratch(cuda::AttentionScratchBytes(p)));
+    SignOp(*graphs_, "Attention", q, k_cache, v_cache, out, p, exec);
+    return graphs_->Queue([=] { return Op("Attention", cuda::Attention(q, k_cache, v_cache, out, p, exec)); });
+  }
+  // Held for the output projection: the 8-bit activations it would round go
+  // at the scratch's front (where its decode launch reads them), the
+  // attention's records after them.
+  const size_t front = cuda::ActQ8Bytes(p.n_tokens, width);
+  OCTO_ASSIGN_OR_RETURN(uint32_t* const arrivals, Arrivals(static_cast<size_t>(p.n_tokens * width / cuda::kQ8Chunk)));
+  OCTO_ASSIGN_OR_RETURN(cuda::Exec exec, ExecWithScratch(front + cuda::AttentionScratchBytes(p)));
+  exec.scratch = static_cast<uint8_t*>(exec.scratch) + front;
+  exec.scratch_bytes -= front;
+  SignOp(*graphs_, "Attention", q, k_cache, v_cache, out, p, exec, arrivals);
+  return Hold(Held{.launch = [=](const cuda::ActQ8Out* q8) {
+                     if (q8 == nullptr) return Op("Attention", cuda::Attention(q, k_cache, v_cache, out, p, exec));
+                     cuda::ActQ8Out counted = *q8;
+                     counted.arrivals = arrivals;
+                     return Op("Attention", cuda::Attention(q, k_cache, v_cache, out, p, exec, counted));
+                   },
+                   .out = out,
+                   .elements = p.n_tokens * width,
+                   .rope = std::nullopt,
+                   .norms = {},
+                   .span = p.head_dim,
+                   .free_scratch = front});
 }
 
 absl::Status CudaBackend::SiluMul(const float* gate, const float* up, float* out, int64_t n) {
