@@ -128,6 +128,11 @@ class Backend {
   // Separate MatMuls over the same x; the CPU shares the activation encoding.
   virtual absl::Status MatMulGroup(std::span<const WeightMatrix> ws, const float* x, std::span<float* const> outs,
                                    int n_tokens);
+  // MatMulGroup, then AddBias of each non-null biases[i] (ws[i].rows
+  // floats) to outs[i] (qwen2's q, k and v biases); CUDA adds them in the
+  // decode launch, the same bits. biases: one per matrix.
+  virtual absl::Status MatMulGroupBias(std::span<const WeightMatrix> ws, std::span<const float* const> biases,
+                                       const float* x, std::span<float* const> outs, int n_tokens);
   // The gated FFN's first half: out = silu(x · gate^T) * (x · up^T), gate
   // and up of one shape (rows outputs each). Here MatMulGroup into out and
   // up_out, then SiluMul; CUDA may do it in one decode launch, bit for bit

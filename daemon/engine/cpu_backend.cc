@@ -25,6 +25,16 @@ absl::Status Backend::MatMulGroup(std::span<const WeightMatrix> ws, const float*
   return absl::OkStatus();
 }
 
+absl::Status Backend::MatMulGroupBias(std::span<const WeightMatrix> ws, std::span<const float* const> biases,
+                                      const float* x, std::span<float* const> outs, int n_tokens) {
+  if (biases.size() != ws.size()) return absl::InvalidArgumentError("MatMulGroupBias: one bias (or null) per matrix");
+  OCTO_RETURN_IF_ERROR(MatMulGroup(ws, x, outs, n_tokens));
+  for (size_t i = 0; i < ws.size(); ++i) {
+    if (biases[i] != nullptr) OCTO_RETURN_IF_ERROR(AddBias(outs[i], biases[i], n_tokens, static_cast<int>(ws[i].rows)));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Backend::MatMulGlu(const WeightMatrix& gate, const WeightMatrix& up, const float* x, float* out,
                                 float* up_out, int n_tokens) {
   const WeightMatrix ws[] = {gate, up};

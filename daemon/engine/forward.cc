@@ -208,17 +208,21 @@ absl::Status ForwardLlama(const ModelView& model, std::span<const SequenceStep> 
         OCTO_RETURN_IF_ERROR(DeltaNetMixer(c, lw, layer, batch, n, s, backend));
         return ResidualAndFfn(c, lw, layer, *model.layers, n, s, backend);
       }
-      // q, k, v (+ biases for qwen2); a hybrid's q_proj gives each head's queries and gate.
+      // q, k, v (+ biases for qwen2); a hybrid's q_proj gives each head's
+      // queries and gate (its q bias, if any, goes on the queries after).
       const WeightMatrix qkv[] = {lw.wq, lw.wk, lw.wv};
       float* const qkv_out[] = {lw.gated_q ? s.qg.data() : s.q.data(), s.k.data(), s.v.data()};
-      OCTO_RETURN_IF_ERROR(backend.MatMulGroup(qkv, s.xb.data(), qkv_out, n));
+      const float* const qkv_bias[] = {lw.gated_q ? nullptr : lw.bq, lw.bk, lw.bv};
+      if (qkv_bias[0] != nullptr || qkv_bias[1] != nullptr || qkv_bias[2] != nullptr) {
+        OCTO_RETURN_IF_ERROR(backend.MatMulGroupBias(qkv, qkv_bias, s.xb.data(), qkv_out, n));
+      } else {
+        OCTO_RETURN_IF_ERROR(backend.MatMulGroup(qkv, s.xb.data(), qkv_out, n));
+      }
       if (lw.gated_q) {
         OCTO_RETURN_IF_ERROR(
             backend.SplitGatedQuery(s.qg.data(), s.q.data(), s.gate.data(), n, static_cast<int>(c.n_heads), head_dim));
+        if (lw.bq != nullptr) OCTO_RETURN_IF_ERROR(backend.AddBias(s.q.data(), lw.bq, n, q_dim));
       }
-      if (lw.bq != nullptr) OCTO_RETURN_IF_ERROR(backend.AddBias(s.q.data(), lw.bq, n, q_dim));
-      if (lw.bk != nullptr) OCTO_RETURN_IF_ERROR(backend.AddBias(s.k.data(), lw.bk, n, kv_dim));
-      if (lw.bv != nullptr) OCTO_RETURN_IF_ERROR(backend.AddBias(s.v.data(), lw.bv, n, kv_dim));
       // Per-head q/k norm (qwen3).
       if (lw.q_norm != nullptr) {
         OCTO_RETURN_IF_ERROR(backend.RmsNorm(s.q.data(), lw.q_norm, s.q.data(), n * c.n_heads, head_dim, c.norm_eps));

@@ -63,6 +63,7 @@
 #include "kernels/cuda/act_q8.cuh"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/fused.h"
+#include "kernels/cuda/gates.cuh"
 #include "kernels/kv_blocks.h"
 #include "kernels/op_checks.h"
 #include "kernels/ops.h"
@@ -138,6 +139,7 @@ struct AttentionLaunch {
   float scale;
   bool value_pass;            // AttentionSplitKernel: false the stats pass, true the value pass
   ActQ8Out q8;                // q8.q non-null: out also rounded into q8 (fused.h), head by head
+  const float* gate;          // (n_tokens, n_heads * head_dim) or null: out times sigmoid(gate) (fused.h)
 };
 
 // The record of split 0 of token t (head 0) within the round.
@@ -191,6 +193,13 @@ __device__ __forceinline__ float SplitBlockMax(float v) {
   v = warp_maxes[0];
   for (int w = 1; w < kSplitThreads / kWarpSize; ++w) v = fmaxf(v, warp_maxes[w]);
   return v;
+}
+
+// Output e (of token t's row, head h's values) as stored: the sum v, or
+// SigmoidMul's v * sigmoid(gate) when the call gates it.
+__device__ __forceinline__ float GatedOut(const AttentionLaunch& a, int t, int h, int d, float v) {
+  if (a.gate == nullptr) return v;
+  return v * Sigmoid(a.gate[(static_cast<int64_t>(t) * a.n_heads + h) * a.head_dim + d]);
 }
 
 // After out's head h of token t is written (by every thread of the block
@@ -351,7 +360,7 @@ __global__ void __launch_bounds__(kSplitThreads) AttentionSplitKernel(AttentionL
 #pragma unroll
     for (int j = 0; j < kDimsPerThread; ++j) {
       const int d = threadIdx.x + j * kSplitThreads;
-      if (d < head_dim) out_head[d] = 0.0f + acc[j];  // the sum over one split, as below
+      if (d < head_dim) out_head[d] = GatedOut(a, t, h, d, 0.0f + acc[j]);  // the sum over one split, as below
     }
     RoundHead(a, t, h);
     return;
@@ -376,7 +385,7 @@ __global__ void __launch_bounds__(kSplitThreads) AttentionSplitKernel(AttentionL
   for (int d = threadIdx.x; d < head_dim; d += kSplitThreads) {
     float sum = 0.0f;
     for (int64_t s = 0; s < n_splits; ++s) sum += records[s * split_stride + kRecordHead + d];
-    out_head[d] = sum;
+    out_head[d] = GatedOut(a, t, h, d, sum);
   }
   RoundHead(a, t, h);
 }
@@ -431,9 +440,10 @@ size_t AttentionScratchBytes(const AttentionParams& p) {
 
 namespace {
 
-// Attention, rounding out into *q8 as well when it is non-null.
+// Attention, gating out by sigmoid(gate) and rounding it into *q8 as well
+// when they are non-null.
 absl::Status RunAttention(const float* q, const void* k_cache, const void* v_cache, float* out,
-                          const AttentionParams& p, const Exec& exec, const ActQ8Out* q8) {
+                          const AttentionParams& p, const Exec& exec, const ActQ8Out* q8, const float* gate) {
   absl::Status args = CheckAttentionArgs(q, k_cache, v_cache, out, p);
   if (!args.ok()) return args;
   if (p.head_dim > kMaxHeadDim) {
@@ -478,7 +488,8 @@ absl::Status RunAttention(const float* q, const void* k_cache, const void* v_cac
                        .head_dim = p.head_dim,
                        .scale = p.scale,
                        .value_pass = false,
-                       .q8 = q8 != nullptr ? *q8 : ActQ8Out{}};
+                       .q8 = q8 != nullptr ? *q8 : ActQ8Out{},
+                       .gate = gate};
   while (a.first_token < p.n_tokens) {
     // Grow the round while the next token's records fit.
     int end = a.first_token + 1;
@@ -512,11 +523,17 @@ absl::Status RunAttention(const float* q, const void* k_cache, const void* v_cac
 
 absl::Status Attention(const float* q, const void* k_cache, const void* v_cache, float* out,
                        const AttentionParams& p, const Exec& exec) {
-  return RunAttention(q, k_cache, v_cache, out, p, exec, nullptr);
+  return RunAttention(q, k_cache, v_cache, out, p, exec, nullptr, nullptr);
 }
 
 absl::Status Attention(const float* q, const void* k_cache, const void* v_cache, float* out,
-                       const AttentionParams& p, const Exec& exec, const ActQ8Out& q8) {
+                       const AttentionParams& p, const Exec& exec, const ActQ8Out* rounded, const float* gate) {
+  if (gate != nullptr && Overlaps(gate, int64_t{p.n_tokens} * p.n_heads * p.head_dim * 4, out,
+                                  int64_t{p.n_tokens} * p.n_heads * p.head_dim * 4)) {
+    return absl::InvalidArgumentError("Attention: gate overlaps out");
+  }
+  if (rounded == nullptr) return RunAttention(q, k_cache, v_cache, out, p, exec, nullptr, gate);
+  const ActQ8Out& q8 = *rounded;
   const int64_t width = int64_t{p.n_heads} * p.head_dim;
   if (absl::Status rounding = CheckRounding("Attention", width, q8); !rounding.ok()) return rounding;
   if (!RoundsInSpans(q8.rule, p.head_dim)) {
@@ -529,7 +546,7 @@ absl::Status Attention(const float* q, const void* k_cache, const void* v_cache,
         "Attention: heads of %d values share %d-element rounding chunks: q8.arrivals is null", p.head_dim,
         ActQ8ChunkOf(q8.rule)));
   }
-  return RunAttention(q, k_cache, v_cache, out, p, exec, &q8);
+  return RunAttention(q, k_cache, v_cache, out, p, exec, &q8, gate);
 }
 
 }  // namespace octo::cuda

@@ -6,6 +6,7 @@
 #include "absl/status/status.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/elementwise.cuh"
+#include "kernels/cuda/gates.cuh"
 #include "kernels/op_checks.h"
 #include "kernels/ops.h"
 
@@ -15,7 +16,6 @@ namespace {
 constexpr int kMaxKernel = 16;
 constexpr int kMaxHeadDim = 256;
 
-__device__ __forceinline__ float Sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 __device__ __forceinline__ float Silu(float x) { return x / (1.0f + expf(-x)); }
 __device__ __forceinline__ float Softplus(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
 

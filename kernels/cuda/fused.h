@@ -42,15 +42,19 @@ absl::Status AddRmsNorm(float* x, const float* delta, const float* weight, float
 absl::Status SiluMul(const float* gate, const float* up, float* out, int64_t n, StreamHandle stream,
                      const ActQ8Out& q8);
 
-// ops.h's Attention, also writing out's 8-bit activations to q8 (for the
-// output projection): each head is rounded by the block that writes it, or
-// with heads narrower than a chunk, each chunk by the block of its last head
-// (RoundsInSpans: head_dim must hold whole chunks or tile one; q8.arrivals
-// set when heads share chunks, n_tokens * n_heads * head_dim / chunk zeroed
-// counters, left zeroed). n_heads * head_dim must be whole chunks. The
-// scratch holds the records as for Attention, and must not overlap q8.
+// ops.h's Attention, then with gate (n_tokens, n_heads * head_dim; null:
+// none) SigmoidMul(gate, out) -- qwen3-next's gated attention output -- in
+// the same launch; with `rounded` also writing out's 8-bit activations
+// there (for the output projection): each head is rounded by the block that
+// writes it, or with heads narrower than a chunk, each chunk by the block of
+// its last head (RoundsInSpans: head_dim must hold whole chunks or tile
+// one; rounded->arrivals set when heads share chunks, n_tokens * n_heads *
+// head_dim / chunk zeroed counters, left zeroed). n_heads * head_dim must
+// be whole chunks. The scratch holds the records as for Attention, and must
+// not overlap the 8-bit activations; gate must not overlap out.
 absl::Status Attention(const float* q, const void* k_cache, const void* v_cache, float* out,
-                       const AttentionParams& p, const Exec& exec, const ActQ8Out& q8);
+                       const AttentionParams& p, const Exec& exec, const ActQ8Out* rounded,
+                       const float* gate = nullptr);
 
 // ops.h's MatMulGroup on the decode path (n_tokens <= kMaxDecodeTokens)
 // over x's 8-bit activations already written under `rounded.rule` (by a
@@ -58,6 +62,16 @@ absl::Status Attention(const float* q, const void* k_cache, const void* v_cache,
 // ones read x).
 absl::Status MatMulGroup(std::span<const WeightMatrix> ws, const float* x, std::span<float* const> outs,
                          int n_tokens, const Exec& exec, const ActQ8Out& rounded);
+
+// ops.h's MatMulGroup, then AddBias of biases[i] (ws[i].rows floats, or
+// null: none) to each row of outs[i] (qwen2's q, k and v biases): on the
+// decode path the decode launch adds them, the AddBias launch's sum; on
+// cuBLAS's path AddBias launches after. rounded: x's 8-bit activations a
+// producer wrote, as the overload above takes them (null: rounded here).
+// biases: empty, or one per matrix.
+absl::Status MatMulGroupBias(std::span<const WeightMatrix> ws, std::span<const float* const> biases, const float* x,
+                             std::span<float* const> outs, int n_tokens, const Exec& exec,
+                             const ActQ8Out* rounded = nullptr);
 
 // ops.h's MatMulGroup of gate and up then SiluMul of their outputs, in one
 // decode launch: out (n_tokens, gate.rows) = silu(x · gate^T) * (x · up^T),

@@ -89,13 +89,19 @@ size_t MatMulGroupScratchBytes(std::span<const WeightMatrix> ws, int n_tokens) {
 
 namespace {
 
-// MatMulGroup, x's 8-bit activations under one rule given (fused.h) or not.
+// MatMulGroup, x's 8-bit activations under one rule given (fused.h) or not,
+// and biases (MatMulGroupBias; empty: none).
 absl::Status Group(std::span<const WeightMatrix> ws, const float* x, std::span<float* const> outs, int n_tokens,
-                   const Exec& exec, const ActQ8Out* rounded) {
+                   const Exec& exec, const ActQ8Out* rounded, std::span<const float* const> biases = {}) {
   if (ws.empty() || ws.size() > kMaxMatMulGroup || ws.size() != outs.size()) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "MatMulGroup: %d matrices and %d outputs (1 to %d, as many of each)", ws.size(), outs.size(), kMaxMatMulGroup));
   }
+  if (!biases.empty() && biases.size() != ws.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("MatMulGroup: %d biases for %d matrices (one each, or none)", biases.size(), ws.size()));
+  }
+  auto bias_of = [&](size_t i) { return biases.empty() ? nullptr : biases[i]; };
   int64_t row_bytes[kMaxMatMulGroup];
   for (size_t i = 0; i < ws.size(); ++i) {
     if (ws[i].cols != ws[0].cols) {
@@ -109,6 +115,7 @@ absl::Status Group(std::span<const WeightMatrix> ws, const float* x, std::span<f
   if (n_tokens > kMaxDecodePathTokens) {  // cuBLAS reads x as it is: nothing to share
     for (size_t i = 0; i < ws.size(); ++i) {
       absl::Status s = matmul::Prefill(ws[i], row_bytes[i], x, outs[i], n_tokens, exec);
+      if (s.ok() && bias_of(i) != nullptr) s = AddBias(outs[i], bias_of(i), n_tokens, static_cast<int>(ws[i].rows), exec.stream);
       if (!s.ok()) return s;
     }
     return absl::OkStatus();
@@ -139,21 +146,41 @@ absl::Status Group(std::span<const WeightMatrix> ws, const float* x, std::span<f
         WeightMatrix same[kMaxMatMulGroup];
         int64_t same_bytes[kMaxMatMulGroup];
         float* same_out[kMaxMatMulGroup];
+        const float* same_bias[kMaxMatMulGroup];
         size_t n_same = 0;
         for (size_t j = i; j < ws.size(); ++j) {
           if (done[j] || ws[j].type != ws[i].type) continue;
           same[n_same] = ws[j];
           same_bytes[n_same] = row_bytes[j];
+          same_bias[n_same] = bias_of(j);
           same_out[n_same++] = outs[j] + int64_t{t0} * ws[j].rows;
           done[j] = true;
         }
         absl::Status s = matmul::DecodeQuantizedGroup(
             std::span<const WeightMatrix>(same, n_same), std::span<const int64_t>(same_bytes, n_same), xt,
-            float_weight ? matmul::ActQ8View{} : act, std::span<float* const>(same_out, n_same), n, exec.stream);
+            float_weight ? matmul::ActQ8View{} : act, std::span<float* const>(same_out, n_same), n, exec.stream,
+            std::span<const float* const>(same_bias, n_same));
         if (!s.ok()) return s;
       }
     }
   }
+  return absl::OkStatus();
+}
+
+// The rounded overloads' own preconditions: one decode launch, every
+// quantized matrix rounding x by rounded's rule.
+absl::Status CheckRounded(std::span<const WeightMatrix> ws, int n_tokens, const ActQ8Out& rounded) {
+  if (n_tokens > kMaxDecodeTokens) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "MatMulGroup: %d tokens over rounded activations (at most %d, one decode launch)", n_tokens, kMaxDecodeTokens));
+  }
+  for (const WeightMatrix& w : ws) {
+    if (!matmul::IsFloatWeight(w.type) && ActQ8RuleFor(w.type) != rounded.rule) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "MatMulGroup: %s weights round x by another rule than the activations given", GgmlTypeName(w.type)));
+    }
+  }
+  if (rounded.q == nullptr || rounded.d == nullptr) return absl::InvalidArgumentError("MatMulGroup: rounded is null");
   return absl::OkStatus();
 }
 
@@ -170,6 +197,14 @@ std::optional<ActQ8Rule> SharedRounding(std::span<const WeightMatrix> ws, int n_
     if (matmul::IsFloatWeight(w.type) || ActQ8RuleFor(w.type) != ActQ8RuleFor(ws[0].type)) return std::nullopt;
   }
   return ActQ8RuleFor(ws[0].type);
+}
+
+absl::Status MatMulGroupBias(std::span<const WeightMatrix> ws, std::span<const float* const> biases, const float* x,
+                             std::span<float* const> outs, int n_tokens, const Exec& exec, const ActQ8Out* rounded) {
+  if (rounded != nullptr) {
+    if (absl::Status s = CheckRounded(ws, n_tokens, *rounded); !s.ok()) return s;
+  }
+  return Group(ws, x, outs, n_tokens, exec, rounded, biases);
 }
 
 absl::Status MatMulGlu(const WeightMatrix& gate, const WeightMatrix& up, const float* x, float* out, int n_tokens,
@@ -210,17 +245,7 @@ absl::Status MatMulGlu(const WeightMatrix& gate, const WeightMatrix& up, const f
 
 absl::Status MatMulGroup(std::span<const WeightMatrix> ws, const float* x, std::span<float* const> outs,
                          int n_tokens, const Exec& exec, const ActQ8Out& rounded) {
-  if (n_tokens > kMaxDecodeTokens) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "MatMulGroup: %d tokens over rounded activations (at most %d, one decode launch)", n_tokens, kMaxDecodeTokens));
-  }
-  for (const WeightMatrix& w : ws) {
-    if (!matmul::IsFloatWeight(w.type) && ActQ8RuleFor(w.type) != rounded.rule) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "MatMulGroup: %s weights round x by another rule than the activations given", GgmlTypeName(w.type)));
-    }
-  }
-  if (rounded.q == nullptr || rounded.d == nullptr) return absl::InvalidArgumentError("MatMulGroup: rounded is null");
+  if (absl::Status s = CheckRounded(ws, n_tokens, rounded); !s.ok()) return s;
   return Group(ws, x, outs, n_tokens, exec, &rounded);
 }
 

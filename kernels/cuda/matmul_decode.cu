@@ -12,7 +12,7 @@
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/matmul_paths.h"
 #include "kernels/cuda/q8_dot.cuh"
-#include "kernels/cuda/silu.cuh"
+#include "kernels/cuda/gates.cuh"
 #include "kernels/cuda/weight_stage.cuh"
 
 namespace octo::cuda::matmul {
@@ -42,6 +42,7 @@ struct DecodeArgs {
     int64_t rows, row_bytes;
     float* out;
     int64_t first_block;
+    const float* bias;  // (rows) added to each token's row, or null
   };
   Part parts[kMaxMatMulGroup];
   int n_parts;
@@ -50,6 +51,7 @@ struct DecodeArgs {
   const int8_t* xq;   // (n_x, cols): the 8-bit path
   const float* xd;    // (n_x, cols / 32)
   float* out;         // (n_tokens or n_choices, rows)
+  const float* bias;  // dense: (rows) added to each token's row (AddBias's sum), or null
   int n_tokens;
   int lanes_per_row;  // a power of two <= kMaxRowLanes: the lanes that share one row
   const int32_t* expert_ids;  // null: dense
@@ -233,15 +235,17 @@ __device__ __forceinline__ bool ReduceRows(float* acc, int64_t first_row, int64_
 }
 
 // ReduceRows, then the storing lanes store token t's rows at out[t *
-// out_stride + row].
+// out_stride + row], plus bias[row] when bias is non-null (the float sum
+// AddBias would add after).
 __device__ __forceinline__ void StoreRows(float* acc, float* out, int64_t out_stride, int64_t first_row,
-                                          int64_t n_rows, int n_tokens, int lanes) {
+                                          int64_t n_rows, int n_tokens, int lanes, const float* bias = nullptr) {
   if (!ReduceRows(acc, first_row, n_rows, n_tokens, lanes)) return;
   const int64_t row = RowOfLane(first_row, lanes);
+  const float b = bias != nullptr ? bias[row] : 0.0f;
 #pragma unroll
   for (int t = 0; t < kMaxDecodeTokens; ++t) {
     if (t >= n_tokens) break;
-    out[t * out_stride + row] = acc[t];
+    out[t * out_stride + row] = bias != nullptr ? acc[t] + b : acc[t];
   }
 }
 
@@ -260,6 +264,7 @@ __global__ void DecodeKernel(const __grid_constant__ DecodeArgs a) {
   const uint8_t* w = a.w;
   int64_t rows = a.rows, row_bytes = a.row_bytes;
   float* out = a.out;
+  const float* bias = a.bias;
   if (a.n_parts > 0) {
     int p = 0;
     while (p + 1 < a.n_parts && block >= a.parts[p + 1].first_block) ++p;
@@ -269,6 +274,7 @@ __global__ void DecodeKernel(const __grid_constant__ DecodeArgs a) {
     rows = part.rows;
     row_bytes = part.row_bytes;
     out = part.out;
+    bias = part.bias;
   }
   const int64_t first_row = warps > 1 ? block * (kWarpsPerBlock / warps) + warp / warps
                                     : (block * kWarpsPerBlock + warp) * (kWarpSize / lanes);
@@ -279,7 +285,7 @@ __global__ void DecodeKernel(const __grid_constant__ DecodeArgs a) {
   float acc[kMaxDecodeTokens] = {};
   if (a.expert_ids == nullptr) {
     if (has_row) Dots::Add(a, w + row * row_bytes, 0, a.n_tokens, sub, lanes, acc);
-    StoreRows(acc, out, rows, first_row, rows, a.n_tokens, lanes);
+    StoreRows(acc, out, rows, first_row, rows, a.n_tokens, lanes, bias);
     return;
   }
   for (int i = blockIdx.y; i < a.n_choices; i += gridDim.y) {
@@ -408,8 +414,9 @@ absl::Status QuantizeActivations(GgmlType type, const float* x, int n_tokens, in
 }
 
 absl::Status DecodeQuantized(const WeightMatrix& w, int64_t row_bytes, const float* x, const ActQ8View& act,
-                             float* out, int n_tokens, StreamHandle stream) {
+                             float* out, int n_tokens, StreamHandle stream, const float* bias) {
   DecodeArgs a{};
+  a.bias = bias;
   a.w = static_cast<const uint8_t*>(w.data);
   a.rows = w.rows;
   a.row_bytes = row_bytes;
@@ -424,8 +431,9 @@ absl::Status DecodeQuantized(const WeightMatrix& w, int64_t row_bytes, const flo
 
 absl::Status DecodeQuantizedGroup(std::span<const WeightMatrix> ws, std::span<const int64_t> row_bytes,
                                   const float* x, const ActQ8View& act, std::span<float* const> outs, int n_tokens,
-                                  StreamHandle stream) {
-  if (ws.size() == 1) return DecodeQuantized(ws[0], row_bytes[0], x, act, outs[0], n_tokens, stream);
+                                  StreamHandle stream, std::span<const float* const> biases) {
+  auto bias_of = [&](size_t p) { return biases.empty() ? nullptr : biases[p]; };
+  if (ws.size() == 1) return DecodeQuantized(ws[0], row_bytes[0], x, act, outs[0], n_tokens, stream, bias_of(0));
   DecodeArgs a{};
   a.cols = ws[0].cols;
   a.x = x;
@@ -434,7 +442,8 @@ absl::Status DecodeQuantizedGroup(std::span<const WeightMatrix> ws, std::span<co
   a.xd = act.d;
   a.n_parts = static_cast<int>(ws.size());
   for (size_t p = 0; p < ws.size(); ++p) {
-    a.parts[p] = DecodeArgs::Part{static_cast<const uint8_t*>(ws[p].data), ws[p].rows, row_bytes[p], outs[p], 0};
+    a.parts[p] =
+        DecodeArgs::Part{static_cast<const uint8_t*>(ws[p].data), ws[p].rows, row_bytes[p], outs[p], 0, bias_of(p)};
   }
   return Launch(ws[0].type, a, 1, stream);
 }
@@ -486,7 +495,7 @@ absl::Status DecodeExperts(std::span<const WeightMatrix> ws, int64_t rows, int64
   if (ws.size() > 1) {
     a.n_parts = static_cast<int>(ws.size());
     for (size_t i = 0; i < ws.size(); ++i) {
-      a.parts[i] = DecodeArgs::Part{static_cast<const uint8_t*>(ws[i].data), rows, row_bytes, outs[i], 0};
+      a.parts[i] = DecodeArgs::Part{static_cast<const uint8_t*>(ws[i].data), rows, row_bytes, outs[i], 0, nullptr};
     }
   }
   a.n_tokens = 1;

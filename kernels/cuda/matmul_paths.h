@@ -49,13 +49,15 @@ struct ActQ8View {
 };
 absl::Status QuantizeActivations(GgmlType type, const float* x, int n_tokens, int64_t cols, const Exec& exec,
                                  ActQ8View* act);
+// bias: (w.rows) added to each token's row as AddBias adds it, or null.
 absl::Status DecodeQuantized(const WeightMatrix& w, int64_t row_bytes, const float* x, const ActQ8View& act,
-                             float* out, int n_tokens, StreamHandle stream);
+                             float* out, int n_tokens, StreamHandle stream, const float* bias = nullptr);
 // DecodeQuantized for matrices of one type and cols over the same x and act,
-// in one launch; each matrix's rows get the bits DecodeQuantized gives them.
+// in one launch; each matrix's rows get the bits DecodeQuantized gives them
+// (biases: one per matrix, each null or its rows' bias; empty: none).
 absl::Status DecodeQuantizedGroup(std::span<const WeightMatrix> ws, std::span<const int64_t> row_bytes,
                                   const float* x, const ActQ8View& act, std::span<float* const> outs, int n_tokens,
-                                  StreamHandle stream);
+                                  StreamHandle stream, std::span<const float* const> biases = {});
 
 // MatMulGlu's launch (fused.h): out (n_tokens, gate.rows) = silu(x · gate^T)
 // * (x · up^T) over x's activations `act` (gate and up of one type and

@@ -7,7 +7,7 @@
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/fused.h"
 #include "kernels/cuda/elementwise.cuh"
-#include "kernels/cuda/silu.cuh"
+#include "kernels/cuda/gates.cuh"
 #include "kernels/op_checks.h"
 #include "kernels/ops.h"
 

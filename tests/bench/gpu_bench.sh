@@ -26,7 +26,7 @@
 #   [BUILD_DIR=build-sim] tests/bench/gpu_bench.sh --executor-profile [WORK_DIR] [-- --preset P --layers N [--batch B] [--whole-logits] [--prompts LIST]]
 #
 # prints what one decode token asks of the CUDA runtime, lines per family
-# (llama, qwen3, a MoE, a hybrid DeltaNet):
+# (llama, qwen2, qwen3, a MoE, a hybrid DeltaNet):
 #   profile: <preset> batch=B launches/layer=... launches/token=... host-calls/token=...
 #            blocking-waits/token=... pageable-copies/token=... allocations/token=... graph=yes|no
 #            d2h-bytes/token=... context=...
@@ -98,6 +98,7 @@ if [ "$profile" = 1 ]; then
   else
     echo "counts of each family's tiny shapes at 2 and 4 layers, per token at the full model's layer count:"
     profile_family llama-3-8b tiny 2 4
+    profile_family qwen2.5-7b tiny-qwen2 2 4
     profile_family qwen3-8b tiny-qwen3 2 4
     profile_family qwen3-30b-a3b tiny-qwen3moe 2 4
     profile_family qwen3-next-80b-a3b tiny-qwen3next 2 4

@@ -178,7 +178,8 @@ absl::Status CudaBackend::LaunchHeld() {
 }
 
 std::optional<absl::Status> CudaBackend::FusedMatMul(std::span<const WeightMatrix> ws, const float* x,
-                                                     std::span<float* const> outs, int n_tokens) {
+                                                     std::span<float* const> outs, int n_tokens,
+                                                     std::span<const float* const> biases) {
   if (ws.empty()) return std::nullopt;
   const std::optional<cuda::ActQ8Rule> rule = cuda::SharedRounding(ws, n_tokens);
   const size_t scratch = cuda::MatMulGroupScratchBytes(ws, n_tokens);
@@ -187,12 +188,13 @@ std::optional<absl::Status> CudaBackend::FusedMatMul(std::span<const WeightMatri
   absl::StatusOr<cuda::Exec> exec = ExecWithScratch(scratch);
   if (!exec.ok()) return exec.status();
   const cuda::ActQ8Out q8 = cuda::ActQ8At(exec->scratch, *rule, n_tokens, ws[0].cols);
-  signature::SignOp(*graphs_, "MatMulGroup (rounded)", ws, x, outs, n_tokens, *exec);
+  signature::SignOp(*graphs_, "MatMulGroup (rounded)", ws, x, outs, n_tokens, *exec, biases);
   return graphs_->Queue([launch = std::move(launch), ws = std::vector<WeightMatrix>(ws.begin(), ws.end()),
-                         outs = std::vector<float*>(outs.begin(), outs.end()), x, n_tokens, exec = *exec,
-                         q8]() mutable -> absl::Status {
+                         outs = std::vector<float*>(outs.begin(), outs.end()),
+                         biases = std::vector<const float*>(biases.begin(), biases.end()), x, n_tokens,
+                         exec = *exec, q8]() mutable -> absl::Status {
     if (absl::Status s = launch(&q8); !s.ok()) return s;
-    return Op(ws.size() == 1 ? "MatMul" : "MatMulGroup", cuda::MatMulGroup(ws, x, outs, n_tokens, exec, q8));
+    return Op(ws.size() == 1 ? "MatMul" : "MatMulGroup", cuda::MatMulGroupBias(ws, biases, x, outs, n_tokens, exec, &q8));
   });
 }
 

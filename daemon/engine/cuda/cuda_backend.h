@@ -24,7 +24,9 @@
 //     its quantize launch; so does a MatMulExperts (the down experts after
 //     the SiLU product) whose x is the held op's whole output;
 //   - the output projection (a MatMul) of a held Attention's whole output
-//     (a few tokens of one sequence), rounded by the attention blocks;
+//     (a few tokens of one sequence), rounded by the attention blocks; and
+//     a SigmoidMul of that whole output (qwen3-next's gate) before it goes
+//     into the attention launch too;
 //   - the down projection (a MatMul) of a held MatMulGlu's output: the
 //     gated launch rounds it (and itself takes x rounded by a held norm);
 //   - a KvAppend of all of the held RopeQK's rotated k rows: RoPE and the
@@ -113,6 +115,9 @@ class CudaBackend : public Backend {
   // the group; longer ones: separate MatMuls (their paths per sequence).
   absl::Status MatMulGroup(std::span<const WeightMatrix> ws, const float* x, std::span<float* const> outs,
                            int n_tokens) override;
+  // The decode path's: the biases in the decode launch (cuda::MatMulGroupBias).
+  absl::Status MatMulGroupBias(std::span<const WeightMatrix> ws, std::span<const float* const> biases, const float* x,
+                               std::span<float* const> outs, int n_tokens) override;
   // A few tokens (one decode launch) of one quantized type: cuda::MatMulGlu,
   // after a held producer of x rounding for it, and held itself for the
   // MatMul after it (down), which it rounds for.
@@ -174,6 +179,19 @@ class CudaBackend : public Backend {
     int k_heads;
     cuda::HeadNorms norms;  // q and k's head norms folded in (q null: none)
   };
+  // A held Attention's arguments (records in exec's scratch past the front
+  // a consumer rounds into), and the gate a SigmoidMul after it folded in.
+  struct HeldAttention {
+    const float* q;
+    const void* k_cache;
+    const void* v_cache;
+    float* out;
+    AttentionParams p;
+    cuda::Exec exec;
+    uint32_t* arrivals;
+    const float* gate = nullptr;
+  };
+  static absl::AnyInvocable<absl::Status(const cuda::ActQ8Out*)> AttentionLaunch(const HeldAttention& a);
   // An in-place RmsNorm of rows no wider than a head: maybe RopeQK's q or k.
   struct HeadNormCall {
     float* x;
@@ -187,6 +205,7 @@ class CudaBackend : public Backend {
     int64_t elements = 0;
     std::optional<HeldRope> rope;
     std::vector<HeadNormCall> norms;  // the held in-place head-wide RmsNorms (one or two)
+    std::optional<HeldAttention> attention = std::nullopt;
     // A producer writing out in spans of this many values, a block each
     // (Attention's heads): it rounds by the rules cuda::RoundsInSpans
     // allows. 0: by any rule whose chunks its rows hold.
@@ -212,10 +231,14 @@ class CudaBackend : public Backend {
   // `count` zeroed chunk counters (cuda::ActQ8Out::arrivals), grown as
   // scratch_ is.
   absl::StatusOr<uint32_t*> Arrivals(size_t count);
-  // MatMulGroup over the held op's output: the fused launch pair when it
-  // applies, else nullopt (nothing launched).
+  // MatMulGroup (with biases: MatMulGroupBias) over the held op's output:
+  // the fused launch pair when it applies, else nullopt (nothing launched).
   std::optional<absl::Status> FusedMatMul(std::span<const WeightMatrix> ws, const float* x,
-                                          std::span<float* const> outs, int n_tokens);
+                                          std::span<float* const> outs, int n_tokens,
+                                          std::span<const float* const> biases = {});
+  // MatMulGroup and MatMulGroupBias on the decode path (biases empty: none).
+  absl::Status DecodeGroup(std::span<const WeightMatrix> ws, std::span<const float* const> biases, const float* x,
+                           std::span<float* const> outs, int n_tokens);
 
   int gpu_ = 0;
   std::string name_;

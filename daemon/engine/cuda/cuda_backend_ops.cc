@@ -134,14 +134,31 @@ absl::Status CudaBackend::MatMul(const WeightMatrix& w, const float* x, float* o
 
 absl::Status CudaBackend::MatMulGroup(std::span<const WeightMatrix> ws, const float* x, std::span<float* const> outs,
                                       int n_tokens) {
-  if (std::optional<absl::Status> fused = FusedMatMul(ws, x, outs, n_tokens)) return *fused;
+  if (n_tokens > kMaxDecodePathTokens || ws.size() > kMaxMatMulGroup) {
+    OCTO_RETURN_IF_ERROR(LaunchHeld());
+    return Backend::MatMulGroup(ws, x, outs, n_tokens);
+  }
+  return DecodeGroup(ws, {}, x, outs, n_tokens);
+}
+
+absl::Status CudaBackend::MatMulGroupBias(std::span<const WeightMatrix> ws, std::span<const float* const> biases,
+                                          const float* x, std::span<float* const> outs, int n_tokens) {
+  if (n_tokens > kMaxDecodePathTokens || ws.size() > kMaxMatMulGroup || biases.size() != ws.size()) {
+    return Backend::MatMulGroupBias(ws, biases, x, outs, n_tokens);
+  }
+  return DecodeGroup(ws, biases, x, outs, n_tokens);
+}
+
+absl::Status CudaBackend::DecodeGroup(std::span<const WeightMatrix> ws, std::span<const float* const> biases,
+                                      const float* x, std::span<float* const> outs, int n_tokens) {
+  if (std::optional<absl::Status> fused = FusedMatMul(ws, x, outs, n_tokens, biases)) return *fused;
   OCTO_RETURN_IF_ERROR(LaunchHeld());
-  if (n_tokens > kMaxDecodePathTokens || ws.size() > kMaxMatMulGroup) return Backend::MatMulGroup(ws, x, outs, n_tokens);
   OCTO_ASSIGN_OR_RETURN(const cuda::Exec exec, ExecWithScratch(cuda::MatMulGroupScratchBytes(ws, n_tokens)));
-  SignOp(*graphs_, "MatMulGroup", ws, x, outs, n_tokens, exec);
+  SignOp(*graphs_, "MatMulGroup", ws, x, outs, n_tokens, exec, biases);
   return graphs_->Queue([ws = std::vector<WeightMatrix>(ws.begin(), ws.end()),
-                         outs = std::vector<float*>(outs.begin(), outs.end()), x, n_tokens, exec] {
-    return Op("MatMulGroup", cuda::MatMulGroup(ws, x, outs, n_tokens, exec));
+                         outs = std::vector<float*>(outs.begin(), outs.end()),
+                         biases = std::vector<const float*>(biases.begin(), biases.end()), x, n_tokens, exec] {
+    return Op("MatMulGroup", cuda::MatMulGroupBias(ws, biases, x, outs, n_tokens, exec));
   });
 }
 
@@ -301,18 +318,27 @@ absl::Status CudaBackend::Attention(const float* q, const void* k_cache, const v
   exec.scratch = static_cast<uint8_t*>(exec.scratch) + front;
   exec.scratch_bytes -= front;
   SignOp(*graphs_, "Attention", q, k_cache, v_cache, out, p, exec, arrivals);
-  return Hold(Held{.launch = [=](const cuda::ActQ8Out* q8) {
-                     if (q8 == nullptr) return Op("Attention", cuda::Attention(q, k_cache, v_cache, out, p, exec));
-                     cuda::ActQ8Out counted = *q8;
-                     counted.arrivals = arrivals;
-                     return Op("Attention", cuda::Attention(q, k_cache, v_cache, out, p, exec, counted));
-                   },
+  const HeldAttention held{q, k_cache, v_cache, out, p, exec, arrivals};
+  return Hold(Held{.launch = AttentionLaunch(held),
                    .out = out,
                    .elements = p.n_tokens * width,
                    .rope = std::nullopt,
                    .norms = {},
+                   .attention = held,
                    .span = p.head_dim,
                    .free_scratch = front});
+}
+
+absl::AnyInvocable<absl::Status(const cuda::ActQ8Out*)> CudaBackend::AttentionLaunch(const HeldAttention& a) {
+  return [a](const cuda::ActQ8Out* q8) {
+    std::optional<cuda::ActQ8Out> counted;
+    if (q8 != nullptr) {
+      counted = *q8;
+      counted->arrivals = a.arrivals;
+    }
+    return Op("Attention", cuda::Attention(a.q, a.k_cache, a.v_cache, a.out, a.p, a.exec,
+                                           counted ? &*counted : nullptr, a.gate));
+  };
 }
 
 absl::Status CudaBackend::SiluMul(const float* gate, const float* up, float* out, int64_t n) {
@@ -400,8 +426,15 @@ absl::Status CudaBackend::SplitGatedQuery(const float* qg, float* q, float* gate
 }
 
 absl::Status CudaBackend::SigmoidMul(const float* gate, float* x, int64_t n) {
-  OCTO_RETURN_IF_ERROR(LaunchHeld());
   SignOp(*graphs_, "SigmoidMul", gate, x, n);
+  if (held_.attention && held_error_.ok() && held_.out == x && held_.elements == n && !held_.attention->gate &&
+      gate != nullptr && !Overlaps(gate, n * 4, x, n * 4)) {
+    // The held attention's whole output: gated in its launch.
+    held_.attention->gate = gate;
+    held_.launch = AttentionLaunch(*held_.attention);
+    return absl::OkStatus();
+  }
+  OCTO_RETURN_IF_ERROR(LaunchHeld());
   return graphs_->Queue([=, this] { return Op("SigmoidMul", cuda::SigmoidMul(gate, x, n, stream_.get())); });
 }
 

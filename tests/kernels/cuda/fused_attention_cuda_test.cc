@@ -5,7 +5,8 @@
 // share one (the chunk rounded by the block of its last head, counted in
 // the arrivals, which it leaves zeroed for the next launch), both rules, a
 // context in one split and one over three (the value pass's last block
-// writes), a token and a few.
+// writes), a token and a few; and qwen3-next's gated output (SigmoidMul)
+// in the same launch.
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -44,7 +45,7 @@ class FusedAttentionCudaTest : public testing::CudaOpTest {
   // `type` over its output: fused, the attention rounds and MatMulGroup
   // takes its activations; apart, MatMulGroup rounds itself. `runs` fused
   // runs in a row share one arrivals buffer (a graph replaying them).
-  Result Run(GgmlType type, int head_dim, int first_pos, int n_tokens, bool fused, int runs = 1) {
+  Result Run(GgmlType type, int head_dim, int first_pos, int n_tokens, bool fused, int runs = 1, bool gated = false) {
     const int n_heads = static_cast<int>(kWidth / head_dim), n_kv_heads = n_heads / 2;
     const int kv_dim = n_kv_heads * head_dim, n_ctx = first_pos + n_tokens;
     auto d_k = Upload(RandomActivations(static_cast<size_t>(n_ctx) * kv_dim, 31));
@@ -54,6 +55,7 @@ class FusedAttentionCudaTest : public testing::CudaOpTest {
     auto values = Output<uint8_t>(RowBytes(types.v, kv_dim) * n_ctx);
     EXPECT_TRUE(cuda::KvAppend(d_k.get(), d_v.get(), n_ctx, kv_dim, keys.get(), values.get(), 0, types, stream()).ok());
     auto d_q = Upload(RandomActivations(n_tokens * kWidth, 33));
+    auto d_gate = Upload(RandomActivations(n_tokens * kWidth, 35));
     auto d_att = Output<float>(n_tokens * kWidth);
     auto d_w = Upload(RandomWeights(type, kRows, kWidth, 34));
     auto d_projected = Output<float>(n_tokens * kRows);
@@ -76,9 +78,14 @@ class FusedAttentionCudaTest : public testing::CudaOpTest {
     Result r;
     const cuda::ApiCounts before = cuda::CurrentApiCounts();
     for (int i = 0; i < runs; ++i) {
-      absl::Status s = fused ? cuda::Attention(d_q.get(), keys.get(), values.get(), d_att.get(), p, records, q8)
+      absl::Status s = fused ? cuda::Attention(d_q.get(), keys.get(), values.get(), d_att.get(), p, records, &q8,
+                                               gated ? d_gate.get() : nullptr)
                              : cuda::Attention(d_q.get(), keys.get(), values.get(), d_att.get(), p, records);
       EXPECT_TRUE(s.ok()) << s;
+      if (!fused && gated) {
+        s = cuda::SigmoidMul(d_gate.get(), d_att.get(), n_tokens * kWidth, stream());
+        EXPECT_TRUE(s.ok()) << s;
+      }
       s = fused ? cuda::MatMulGroup({&w, 1}, d_att.get(), outs, n_tokens, exec, q8)
                 : cuda::MatMulGroup({&w, 1}, d_att.get(), outs, n_tokens, exec);
       EXPECT_TRUE(s.ok()) << s;
@@ -113,6 +120,22 @@ TEST_F(FusedAttentionCudaTest, AttentionRoundingItsOutputGivesTheTwoLaunchesBits
   }
 }
 
+// The gated output (qwen3-next): attention, SigmoidMul and the rounding in
+// one launch, the three launches' bits.
+TEST_F(FusedAttentionCudaTest, TheGatedOutputInTheSameLaunchGivesSigmoidMulsBits) {
+  for (GgmlType type : {GgmlType::kQ8_0, GgmlType::kQ4_K}) {
+    for (int first_pos : {20, 700}) {
+      SCOPED_TRACE(absl::StrFormat("%s first_pos %d", GgmlTypeName(type), first_pos));
+      const Result apart = Run(type, 128, first_pos, 2, false, 1, true);
+      const Result fused = Run(type, 128, first_pos, 2, true, 1, true);
+      EXPECT_EQ(fused.launches + 2, apart.launches) << "the quantize and SigmoidMul launches go";
+      EXPECT_EQ(0, std::memcmp(fused.att.data(), apart.att.data(), fused.att.size() * 4));
+      EXPECT_EQ(fused.act, apart.act);
+      EXPECT_EQ(0, std::memcmp(fused.projected.data(), apart.projected.data(), fused.projected.size() * 4));
+    }
+  }
+}
+
 // Heads of 128 share a 256-element chunk: three launches in a row on one
 // arrivals buffer (what a graph replays every token) give the first's bits.
 TEST_F(FusedAttentionCudaTest, TheCountersServeLaunchAfterLaunch) {
@@ -131,19 +154,19 @@ TEST_F(FusedAttentionCudaTest, RefusesHeadsTheRoundingCannotTile) {
   const cuda::ActQ8Out per256 = cuda::ActQ8At(exec.scratch, cuda::ActQ8Rule::kPer256, 1, 768);
   // 3 heads of 96 (a 288-wide row: not whole chunks of 32), then 8 of 96
   // (768: whole chunks, but a head of 96 neither holds nor tiles 256).
-  AttentionParams p{.n_tokens = 1, .first_pos = 0, .n_heads = 3, .n_kv_heads = 1, .head_dim = 96, .scale = 0.1f};
+  AttentionParams p{.n_tokens = 1, .first_pos = 0, .n_heads = 3, .n_kv_heads = 1, .head_dim = 96, .scale = 0.1f, .types = {}};
   testing::ExpectInvalidArgument(
-      cuda::Attention(d_x.get(), d_cache.get(), d_cache.get(), d_out.get(), p, exec, per256), "Attention",
+      cuda::Attention(d_x.get(), d_cache.get(), d_cache.get(), d_out.get(), p, exec, &per256), "Attention",
       "rounding chunks");
   p.n_heads = 8;
   testing::ExpectInvalidArgument(
-      cuda::Attention(d_x.get(), d_cache.get(), d_cache.get(), d_out.get(), p, exec, per256), "Attention",
+      cuda::Attention(d_x.get(), d_cache.get(), d_cache.get(), d_out.get(), p, exec, &per256), "Attention",
       "neither hold");
   // Heads of 64 share a 256-element chunk: the counters are needed.
   p.head_dim = 64;
   p.n_heads = 4;
   testing::ExpectInvalidArgument(
-      cuda::Attention(d_x.get(), d_cache.get(), d_cache.get(), d_out.get(), p, exec, per256), "Attention",
+      cuda::Attention(d_x.get(), d_cache.get(), d_cache.get(), d_out.get(), p, exec, &per256), "Attention",
       "arrivals is null");
 }
 

@@ -2,7 +2,9 @@
 // rounds its output for the decode MatMul reading it writes what the two ops
 // apart write -- its float output, the 8-bit activations MatMulGroup's own
 // quantize launch would, and so the MatMul's bits -- in one launch fewer;
-// both rules (per 32 for Q8_0, per 256 for Q4_K), a token and a few.
+// both rules (per 32 for Q8_0, per 256 for Q4_K), a token and a few. And
+// the launches that do two ops' work otherwise: RoPE with the KV append (and
+// qwen3's head norms), a group's biases in its decode launch.
 #include <cstdint>
 #include <cstring>
 #include <functional>
@@ -213,6 +215,57 @@ TEST_F(FusedCudaTest, HeadNormsRopeAndTheKvAppendInOneLaunchGiveTheFourLaunchesB
       EXPECT_EQ(fused, apart) << "caches and rotated q";
     }
   }
+}
+
+// qwen2's q, k and v biases in the decode launch: AddBias's bits, two
+// launches fewer for two biases; the cuBLAS path (more tokens) adds them
+// after, the same bits too.
+TEST_F(FusedCudaTest, BiasesInTheDecodeLaunchGiveTheAddBiasBits) {
+  constexpr int64_t kKvRows = 16;
+  for (GgmlType type : {GgmlType::kQ8_0, GgmlType::kQ4_K, GgmlType::kF16}) {
+    for (int n_tokens : {1, 3, 20, kMaxDecodePathTokens + 6}) {
+      SCOPED_TRACE(absl::StrFormat("%s tokens %d", GgmlTypeName(type), n_tokens));
+      auto d_wq = Upload(RandomWeights(type, kRows, kCols, 61)), d_wk = Upload(RandomWeights(type, kKvRows, kCols, 62));
+      auto d_bq = Upload(RandomActivations(kRows, 63)), d_bv = Upload(RandomActivations(kKvRows, 64));
+      auto d_x = Upload(RandomActivations(n_tokens * kCols, 65));
+      const WeightMatrix ws[] = {{type, d_wq.get(), kRows, kCols}, {type, d_wk.get(), kKvRows, kCols},
+                                 {type, d_wk.get(), kKvRows, kCols}};
+      const float* const biases[] = {d_bq.get(), nullptr, d_bv.get()};
+      const cuda::Exec exec = Exec(cuda::MatMulGroupScratchBytes(ws, n_tokens));
+      auto run = [&](bool fused, uint64_t* launches) {
+        auto q = Output<float>(n_tokens * kRows), k = Output<float>(n_tokens * kKvRows), v = Output<float>(n_tokens * kKvRows);
+        float* const outs[] = {q.get(), k.get(), v.get()};
+        const cuda::ApiCounts before = cuda::CurrentApiCounts();
+        if (fused) {
+          EXPECT_TRUE(cuda::MatMulGroupBias(ws, biases, d_x.get(), outs, n_tokens, exec).ok());
+        } else {
+          EXPECT_TRUE(cuda::MatMulGroup(ws, d_x.get(), outs, n_tokens, exec).ok());
+          EXPECT_TRUE(cuda::AddBias(q.get(), d_bq.get(), n_tokens, kRows, stream()).ok());
+          EXPECT_TRUE(cuda::AddBias(v.get(), d_bv.get(), n_tokens, kKvRows, stream()).ok());
+        }
+        *launches = (cuda::CurrentApiCounts() - before).launches;
+        std::vector<float> all = q.Download(stream());
+        for (const auto* o : {&k, &v}) {
+          const std::vector<float> part = o->Download(stream());
+          all.insert(all.end(), part.begin(), part.end());
+        }
+        return all;
+      };
+      uint64_t apart_launches = 0, fused_launches = 0;
+      const std::vector<float> apart = run(false, &apart_launches), fused = run(true, &fused_launches);
+      ASSERT_EQ(fused.size(), apart.size());
+      EXPECT_EQ(0, std::memcmp(fused.data(), apart.data(), fused.size() * 4));
+      if (n_tokens <= kMaxDecodePathTokens) {
+        EXPECT_EQ(fused_launches + 2, apart_launches);
+      }
+    }
+  }
+  // One bias per matrix, or none.
+  const WeightMatrix w{GgmlType::kQ8_0, nullptr, kRows, kCols};
+  const float* const one[] = {nullptr, nullptr};
+  float* const outs[] = {nullptr};
+  testing::ExpectInvalidArgument(cuda::MatMulGroupBias({&w, 1}, one, nullptr, outs, 1, Exec(0)), "MatMulGroup",
+                                 "2 biases for 1 matrices");
 }
 
 TEST_F(FusedCudaTest, RefusesWhatTheRoundingCannotHold) {
