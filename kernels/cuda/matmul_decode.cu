@@ -402,6 +402,21 @@ absl::Status Launch(GgmlType type, DecodeArgs a, unsigned grid_y, StreamHandle s
   });
 }
 
+// A dense launch's arguments: w's rows over n_tokens rows of x's 8-bit
+// activations into out.
+DecodeArgs DenseArgs(const WeightMatrix& w, int64_t row_bytes, const ActQ8View& act, float* out, int n_tokens) {
+  DecodeArgs a{};
+  a.w = static_cast<const uint8_t*>(w.data);
+  a.rows = w.rows;
+  a.row_bytes = row_bytes;
+  a.cols = w.cols;
+  a.out = out;
+  a.n_tokens = n_tokens;
+  a.xq = act.q;
+  a.xd = act.d;
+  return a;
+}
+
 }  // namespace
 
 size_t DecodeScratchBytes(GgmlType type, int64_t cols, int64_t n_x) {
@@ -415,17 +430,9 @@ absl::Status QuantizeActivations(GgmlType type, const float* x, int n_tokens, in
 
 absl::Status DecodeQuantized(const WeightMatrix& w, int64_t row_bytes, const float* x, const ActQ8View& act,
                              float* out, int n_tokens, StreamHandle stream, const float* bias) {
-  DecodeArgs a{};
-  a.bias = bias;
-  a.w = static_cast<const uint8_t*>(w.data);
-  a.rows = w.rows;
-  a.row_bytes = row_bytes;
-  a.cols = w.cols;
+  DecodeArgs a = DenseArgs(w, row_bytes, act, out, n_tokens);
   a.x = x;
-  a.out = out;
-  a.n_tokens = n_tokens;
-  a.xq = act.q;
-  a.xd = act.d;
+  a.bias = bias;
   return Launch(w.type, a, 1, stream);
 }
 
@@ -457,16 +464,8 @@ int64_t DecodeRowsPerBlock(GgmlType type, int64_t cols) {
 
 absl::Status DecodeGlu(const WeightMatrix& gate, const WeightMatrix& up, int64_t row_bytes, const ActQ8View& act,
                        float* out, int n_tokens, const ActQ8Out* round_out, StreamHandle stream) {
-  DecodeArgs a{};
-  a.w = static_cast<const uint8_t*>(gate.data);
+  DecodeArgs a = DenseArgs(gate, row_bytes, act, out, n_tokens);
   a.w_up = static_cast<const uint8_t*>(up.data);
-  a.rows = gate.rows;
-  a.row_bytes = row_bytes;
-  a.cols = gate.cols;
-  a.out = out;
-  a.n_tokens = n_tokens;
-  a.xq = act.q;
-  a.xd = act.d;
   if (round_out != nullptr) a.round_out = *round_out;
   return Launch(gate.type, a, 1, stream);
 }

@@ -198,32 +198,30 @@ std::optional<absl::Status> CudaBackend::FusedMatMul(std::span<const WeightMatri
   });
 }
 
+absl::StatusOr<bool> CudaBackend::Grow(cuda::DeviceBuffer& buffer, size_t bytes) {
+  if (bytes <= buffer.size()) return false;
+  // What is kept may read the old buffer: it runs first.
+  OCTO_RETURN_IF_ERROR(FlushStretch());
+  OCTO_RETURN_IF_ERROR(stream_.Synchronize());
+  // At least double, so that a batch growing a row at a time reallocates a
+  // few times, not at every size.
+  const size_t grown = std::max(bytes, 2 * buffer.size());
+  buffer = cuda::DeviceBuffer();
+  OCTO_ASSIGN_OR_RETURN(buffer, cuda::DeviceBuffer::Allocate(grown));
+  return true;
+}
+
 absl::StatusOr<cuda::Exec> CudaBackend::ExecWithScratch(size_t bytes) {
-  if (bytes > scratch_.size()) {
-    // What is kept reads the old scratch: it runs first.
-    OCTO_RETURN_IF_ERROR(FlushStretch());
-    OCTO_RETURN_IF_ERROR(stream_.Synchronize());
-    // At least double, so that a batch growing a row at a time reallocates
-    // a few times, not at every size.
-    const size_t grown = std::max(bytes, 2 * scratch_.size());
-    scratch_ = cuda::DeviceBuffer();
-    OCTO_ASSIGN_OR_RETURN(scratch_, cuda::DeviceBuffer::Allocate(grown));
-  }
+  OCTO_RETURN_IF_ERROR(Grow(scratch_, bytes).status());
   return cuda::Exec{.stream = stream_.get(), .scratch = scratch_.data(), .scratch_bytes = scratch_.size(),
                     .blas = blas_.get()};
 }
 
 absl::StatusOr<uint32_t*> CudaBackend::Arrivals(size_t count) {
-  const size_t bytes = count * sizeof(uint32_t);
-  if (bytes > arrivals_.size()) {
-    // What is kept may use the old counters: it runs first.
-    OCTO_RETURN_IF_ERROR(FlushStretch());
-    OCTO_RETURN_IF_ERROR(stream_.Synchronize());
-    const size_t grown = std::max(bytes, 2 * arrivals_.size());
-    arrivals_ = cuda::DeviceBuffer();
-    OCTO_ASSIGN_OR_RETURN(arrivals_, cuda::DeviceBuffer::Allocate(grown));
-    OCTO_RETURN_IF_ERROR(
-        CudaCallStatus(cudaMemsetAsync(arrivals_.data(), 0, grown, stream_.get()), "cudaMemsetAsync (counters)"));
+  OCTO_ASSIGN_OR_RETURN(const bool grown, Grow(arrivals_, count * sizeof(uint32_t)));
+  if (grown) {
+    OCTO_RETURN_IF_ERROR(CudaCallStatus(cudaMemsetAsync(arrivals_.data(), 0, arrivals_.size(), stream_.get()),
+                                        "cudaMemsetAsync (counters)"));
   }
   return arrivals_.as<uint32_t>();
 }

@@ -163,6 +163,9 @@ class CudaBackend : public Backend {
   CudaBackend() = default;
   // An Exec whose scratch holds at least `bytes`.
   absl::StatusOr<cuda::Exec> ExecWithScratch(size_t bytes);
+  // Grows `buffer` (scratch_, arrivals_) to `bytes` or more, its contents
+  // lost, after what is kept (which may read it) has run; true when it grew.
+  absl::StatusOr<bool> Grow(cuda::DeviceBuffer& buffer, size_t bytes);
   // `bytes` of the pinned stage, free of queued copies, for the caller to
   // use at stage_ + stage_used_.
   absl::Status ReserveStage(size_t bytes);
