@@ -213,11 +213,7 @@ absl::Status ForwardLlama(const ModelView& model, std::span<const SequenceStep> 
       const WeightMatrix qkv[] = {lw.wq, lw.wk, lw.wv};
       float* const qkv_out[] = {lw.gated_q ? s.qg.data() : s.q.data(), s.k.data(), s.v.data()};
       const float* const qkv_bias[] = {lw.gated_q ? nullptr : lw.bq, lw.bk, lw.bv};
-      if (qkv_bias[0] != nullptr || qkv_bias[1] != nullptr || qkv_bias[2] != nullptr) {
-        OCTO_RETURN_IF_ERROR(backend.MatMulGroupBias(qkv, qkv_bias, s.xb.data(), qkv_out, n));
-      } else {
-        OCTO_RETURN_IF_ERROR(backend.MatMulGroup(qkv, s.xb.data(), qkv_out, n));
-      }
+      OCTO_RETURN_IF_ERROR(backend.MatMulGroupBias(qkv, qkv_bias, s.xb.data(), qkv_out, n));
       if (lw.gated_q) {
         OCTO_RETURN_IF_ERROR(
             backend.SplitGatedQuery(s.qg.data(), s.q.data(), s.gate.data(), n, static_cast<int>(c.n_heads), head_dim));

@@ -122,6 +122,16 @@ __device__ __forceinline__ void RoundColumns(const float* x, int64_t width, int 
   }
 }
 
+// RoundColumns by q8's rule, chosen when the kernel runs.
+__device__ __forceinline__ void RoundColumns(const float* x, int64_t width, int n_rows, int64_t begin, int64_t span,
+                                             const ActQ8Out& q8) {
+  if (q8.rule == ActQ8Rule::kPer256) {
+    RoundColumns<ActQ8Rule::kPer256>(x, width, n_rows, begin, span, q8);
+  } else {
+    RoundColumns<ActQ8Rule::kPer32>(x, width, n_rows, begin, span, q8);
+  }
+}
+
 // Calls f(std::integral_constant<ActQ8Rule, rule>) (host side: picks a
 // kernel instantiation).
 template <typename F>

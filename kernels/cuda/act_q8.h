@@ -73,7 +73,7 @@ inline constexpr ActQ8Rule ActQ8RuleFor(GgmlType type) {
 
 // Elements per scale-sharing chunk a rule rounds at once (one warp's share
 // in act_q8.cuh): 256 under kPer256, 32 under kPer32.
-inline constexpr int ActQ8ChunkOf(ActQ8Rule rule) { return rule == ActQ8Rule::kPer256 ? kQ8KBlock : kQ8Chunk; }
+OCTO_HD inline constexpr int ActQ8ChunkOf(ActQ8Rule rule) { return rule == ActQ8Rule::kPer256 ? kQ8KBlock : kQ8Chunk; }
 
 // Where a kernel writes the 8-bit activations of x: the quants and scales in
 // the layout above, rounded by `rule`. arrivals: for a producer whose

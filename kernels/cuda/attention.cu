@@ -206,20 +206,12 @@ __device__ __forceinline__ float GatedOut(const AttentionLaunch& a, int t, int h
 // that writes it): rounded into a.q8 when the call asks, each head a span of
 // RoundColumns over token t's row (a chunk of several heads is rounded by
 // the block of its last; the counters are the row's own).
-template <ActQ8Rule R>
-__device__ __forceinline__ void RoundHeadBy(const AttentionLaunch& a, int t, int h) {
-  const int64_t width = static_cast<int64_t>(a.n_heads) * a.head_dim, first = t * width;
-  const ActQ8Out row{R, a.q8.q + first, a.q8.d + first / kQ8Chunk,
-                     a.q8.arrivals == nullptr ? nullptr : a.q8.arrivals + first / kRoundChunk<R>};
-  RoundColumns<R>(a.out + first, width, 1, static_cast<int64_t>(h) * a.head_dim, a.head_dim, row);
-}
 __device__ __forceinline__ void RoundHead(const AttentionLaunch& a, int t, int h) {
   if (a.q8.q == nullptr) return;
-  if (a.q8.rule == ActQ8Rule::kPer256) {
-    RoundHeadBy<ActQ8Rule::kPer256>(a, t, h);
-  } else {
-    RoundHeadBy<ActQ8Rule::kPer32>(a, t, h);
-  }
+  const int64_t width = static_cast<int64_t>(a.n_heads) * a.head_dim, first = t * width;
+  const ActQ8Out row{a.q8.rule, a.q8.q + first, a.q8.d + first / kQ8Chunk,
+                     a.q8.arrivals == nullptr ? nullptr : a.q8.arrivals + first / ActQ8ChunkOf(a.q8.rule)};
+  RoundColumns(a.out + first, width, 1, static_cast<int64_t>(h) * a.head_dim, a.head_dim, row);
 }
 
 // The keys' and values' cache types of one instantiation.

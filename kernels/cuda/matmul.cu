@@ -115,8 +115,11 @@ absl::Status Group(std::span<const WeightMatrix> ws, const float* x, std::span<f
   if (n_tokens > kMaxDecodePathTokens) {  // cuBLAS reads x as it is: nothing to share
     for (size_t i = 0; i < ws.size(); ++i) {
       absl::Status s = matmul::Prefill(ws[i], row_bytes[i], x, outs[i], n_tokens, exec);
-      if (s.ok() && bias_of(i) != nullptr) s = AddBias(outs[i], bias_of(i), n_tokens, static_cast<int>(ws[i].rows), exec.stream);
       if (!s.ok()) return s;
+      if (bias_of(i) != nullptr) {
+        absl::Status added = AddBias(outs[i], bias_of(i), n_tokens, static_cast<int>(ws[i].rows), exec.stream);
+        if (!added.ok()) return added;
+      }
     }
     return absl::OkStatus();
   }

@@ -264,7 +264,9 @@ __global__ void DecodeKernel(const __grid_constant__ DecodeArgs a) {
   const uint8_t* w = a.w;
   int64_t rows = a.rows, row_bytes = a.row_bytes;
   float* out = a.out;
-  const float* bias = a.bias;
+  // The bias waits in shared memory for the store: its pointer kept in a
+  // register through the dots cost every Q4_K launch a block per SM.
+  __shared__ const float* bias;
   if (a.n_parts > 0) {
     int p = 0;
     while (p + 1 < a.n_parts && block >= a.parts[p + 1].first_block) ++p;
@@ -274,8 +276,11 @@ __global__ void DecodeKernel(const __grid_constant__ DecodeArgs a) {
     rows = part.rows;
     row_bytes = part.row_bytes;
     out = part.out;
-    bias = part.bias;
+    if (threadIdx.x == 0) bias = part.bias;
+  } else if (threadIdx.x == 0) {
+    bias = a.bias;
   }
+  __syncthreads();  // bias is written
   const int64_t first_row = warps > 1 ? block * (kWarpsPerBlock / warps) + warp / warps
                                     : (block * kWarpsPerBlock + warp) * (kWarpSize / lanes);
   if (warps == 1 && first_row >= rows) return;  // the whole warp (rows of several warps sync in StoreRows)
@@ -297,17 +302,6 @@ __global__ void DecodeKernel(const __grid_constant__ DecodeArgs a) {
                 lanes, acc);
     }
     StoreRows(acc, out + static_cast<int64_t>(i) * rows, rows, first_row, rows, 1, lanes);
-  }
-}
-
-// GluKernel's rounding of its block's rows [block_row, + rows_per_block)
-// of out.
-__device__ __forceinline__ void RoundGluRows(const DecodeArgs& a, int64_t block_row, int64_t rows_per_block) {
-  const int64_t span = a.rows - block_row < rows_per_block ? a.rows - block_row : rows_per_block;
-  if (a.round_out.rule == ActQ8Rule::kPer256) {
-    RoundColumns<ActQ8Rule::kPer256>(a.out, a.rows, a.n_tokens, block_row, span, a.round_out);
-  } else {
-    RoundColumns<ActQ8Rule::kPer32>(a.out, a.rows, a.n_tokens, block_row, span, a.round_out);
   }
 }
 
@@ -345,8 +339,13 @@ __global__ void GluKernel(const __grid_constant__ DecodeArgs a) {
     a.out[t * a.rows + row] = SiluTimes(a.out[t * a.rows + row], acc[t]);
   }
   if (a.round_out.q == nullptr) return;
-  // No warp has left: every one reaches RoundColumns's barriers.
-  RoundGluRows(a, static_cast<int64_t>(blockIdx.x) * RowsPerBlock(a.lanes_per_row), RowsPerBlock(a.lanes_per_row));
+  // No warp has left: every one reaches RoundColumns's barriers. The
+  // block's rows are a span of out's columns (the last block's may be
+  // short), worked out again here: fewer registers than keeping them.
+  const int64_t rows_per_block = RowsPerBlock(a.lanes_per_row);
+  const int64_t first = static_cast<int64_t>(blockIdx.x) * rows_per_block;
+  RoundColumns(a.out, a.rows, a.n_tokens, first, a.rows - first < rows_per_block ? a.rows - first : rows_per_block,
+               a.round_out);
 }
 
 // --- Launchers ---------------------------------------------------------------

@@ -21,6 +21,16 @@ using HeldLaunch = absl::AnyInvocable<absl::Status(const cuda::ActQ8Out*)>;
 
 // A held launch that is `first` then `second`, both plain (ops held together,
 // launched as they were called when the op that would fuse them never comes).
+// A consumer's rounding target with the producer's chunk counters: what a
+// held producer that rounds across blocks (attention, MatMulGlu) passes its
+// launch; null for a plain launch.
+std::optional<cuda::ActQ8Out> Counted(const cuda::ActQ8Out* q8, uint32_t* arrivals) {
+  if (q8 == nullptr) return std::nullopt;
+  cuda::ActQ8Out counted = *q8;
+  counted.arrivals = arrivals;
+  return counted;
+}
+
 HeldLaunch InOrder(HeldLaunch first, HeldLaunch second) {
   return [first = std::move(first), second = std::move(second)](const cuda::ActQ8Out*) mutable {
     if (absl::Status s = first(nullptr); !s.ok()) return s;
@@ -187,11 +197,7 @@ absl::Status CudaBackend::MatMulGlu(const WeightMatrix& gate, const WeightMatrix
   SignOp(*graphs_, "MatMulGlu", gate, up, x, out, n_tokens, exec, arrivals, static_cast<bool>(produce_x));
   return Hold(Held{.launch = [=, produce_x = std::move(produce_x)](const cuda::ActQ8Out* q8) mutable -> absl::Status {
                      if (produce_x) OCTO_RETURN_IF_ERROR(produce_x(&x_q8));
-                     std::optional<cuda::ActQ8Out> counted;
-                     if (q8 != nullptr) {
-                       counted = *q8;
-                       counted->arrivals = arrivals;
-                     }
+                     const std::optional<cuda::ActQ8Out> counted = Counted(q8, arrivals);
                      return Op("MatMulGlu", cuda::MatMulGlu(gate, up, x, out, n_tokens, exec, produce_x ? &x_q8 : nullptr,
                                                             counted ? &*counted : nullptr));
                    },
@@ -331,11 +337,7 @@ absl::Status CudaBackend::Attention(const float* q, const void* k_cache, const v
 
 absl::AnyInvocable<absl::Status(const cuda::ActQ8Out*)> CudaBackend::AttentionLaunch(const HeldAttention& a) {
   return [a](const cuda::ActQ8Out* q8) {
-    std::optional<cuda::ActQ8Out> counted;
-    if (q8 != nullptr) {
-      counted = *q8;
-      counted->arrivals = a.arrivals;
-    }
+    const std::optional<cuda::ActQ8Out> counted = Counted(q8, a.arrivals);
     return Op("Attention", cuda::Attention(a.q, a.k_cache, a.v_cache, a.out, a.p, a.exec,
                                            counted ? &*counted : nullptr, a.gate));
   };
