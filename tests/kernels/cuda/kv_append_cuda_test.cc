@@ -23,6 +23,20 @@ using testing::RandomVector;
 // What a cache row holds before it is written.
 constexpr uint16_t kUnwritten = 0xABCD;
 
+// "" when got == want, else the first few differing elements, in hex.
+template <typename T>
+std::string Differences(const std::vector<T>& got, const std::vector<T>& want) {
+  if (got.size() != want.size()) return absl::StrFormat("%d elements, want %d", got.size(), want.size());
+  std::string out;
+  int shown = 0;
+  for (size_t i = 0; i < got.size() && shown < 4; ++i) {
+    if (got[i] == want[i]) continue;
+    absl::StrAppendFormat(&out, " [%d] got 0x%x want 0x%x;", i, got[i], want[i]);
+    ++shown;
+  }
+  return out;
+}
+
 // n values: most in [-4, 4), every 7th one of fp16's rounding corners: ties
 // between two fp16 values (round to even), the largest finite fp16 and the
 // first value that rounds to inf, infinities, signed zeros, fp16 subnormals
@@ -82,8 +96,8 @@ TEST_F(KvAppendCudaTest, MatchesCpuBitForBit) {
                     .ok());
     // Whole caches: the rows written and the rows around them.
     const std::string what = absl::StrFormat("n_tokens=%d kv_dim=%d first_pos=%d", s.n_tokens, s.kv_dim, s.first_pos);
-    EXPECT_TRUE(d_k_cache.Download(stream()) == want_k) << what << ": k_cache differs";
-    EXPECT_TRUE(d_v_cache.Download(stream()) == want_v) << what << ": v_cache differs";
+    EXPECT_EQ(Differences(d_k_cache.Download(stream()), want_k), "") << what << ": k_cache differs";
+    EXPECT_EQ(Differences(d_v_cache.Download(stream()), want_v), "") << what << ": v_cache differs";
   }
 }
 
@@ -104,8 +118,8 @@ TEST_F(KvAppendCudaTest, QuantizedRowsMatchCpuByteForByte) {
       ASSERT_TRUE(cuda::KvAppend(d_k.get(), d_v.get(), n_tokens, kv_dim, d_k_cache.get(), d_v_cache.get(), first_pos,
                                  {kt, vt}, stream())
                       .ok());
-      EXPECT_TRUE(d_k_cache.Download(stream()) == want_k) << GgmlTypeName(kt) << " keys differ";
-      EXPECT_TRUE(d_v_cache.Download(stream()) == want_v) << GgmlTypeName(vt) << " values differ";
+      EXPECT_EQ(Differences(d_k_cache.Download(stream()), want_k), "") << GgmlTypeName(kt) << " keys differ";
+      EXPECT_EQ(Differences(d_v_cache.Download(stream()), want_v), "") << GgmlTypeName(vt) << " values differ";
       // The first row read on the device (first_pos_at; first_pos unused).
       auto k_at = Upload(std::vector<uint8_t>(want_k.size(), 0x5A)), v_at = Upload(std::vector<uint8_t>(want_v.size(), 0x5A));
       auto position = Upload(std::vector<int32_t>{first_pos});
