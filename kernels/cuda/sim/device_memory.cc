@@ -174,6 +174,16 @@ bool DeviceMemory::IsPinned(const void* p, size_t bytes) const {
   return begin >= it->first && begin + bytes <= it->first + it->second;
 }
 
+bool DeviceMemory::RunsPastPinned(const void* p, size_t bytes) const {
+  const auto begin = reinterpret_cast<uintptr_t>(p);
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = pinned_.upper_bound(begin);
+  if (it == pinned_.begin()) return false;
+  --it;
+  const uintptr_t end = it->first + it->second;
+  return begin < end && begin + bytes > end;
+}
+
 int DeviceMemory::TakeOff(void* dst, const void* src, size_t bytes, std::string what) {
   InFlight flight;
   flight.what = std::move(what);

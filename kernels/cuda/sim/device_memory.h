@@ -60,6 +60,9 @@ class DeviceMemory {
   cudaError_t Register(void* p, size_t bytes, size_t limit);
   cudaError_t Unregister(void* p);
   bool IsPinned(const void* p, size_t bytes) const;
+  // Whether [p, p + bytes) starts in pinned memory and runs past its end: a
+  // GPU refuses such a copy (cudaErrorInvalidValue, seen on an H100).
+  bool RunsPastPinned(const void* p, size_t bytes) const;
 
   // An asynchronous copy (or memset) in flight: protects the whole pages of
   // `dst` (no access) and of a device `src` (read only) until Land().

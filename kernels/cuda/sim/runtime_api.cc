@@ -64,6 +64,10 @@ cudaError_t Copy(void* dst, const void* src, size_t count, cudaMemcpyKind kind, 
   if ((dst_device && !memory.IsDeviceRange(dst, count)) || (src_device && !memory.IsDeviceRange(src, count))) {
     return Result(cudaErrorInvalidValue);
   }
+  if ((kind == cudaMemcpyHostToDevice && memory.RunsPastPinned(src, count)) ||
+      (kind == cudaMemcpyDeviceToHost && memory.RunsPastPinned(dst, count))) {
+    return Result(cudaErrorInvalidValue);
+  }
   if (ex.sticky_error() != cudaSuccess) return Result(ex.sticky_error());
 
   // Pageable host memory: a copy from it reads the source now; one into it
