@@ -82,6 +82,11 @@ constexpr int kPositionsPerThread = kAttentionSplit / kSplitThreads;
 constexpr int kDimsPerThread = kMaxHeadDim / kSplitThreads;
 static_assert(kAttentionSplit % kSplitThreads == 0 && kMaxHeadDim % kSplitThreads == 0);
 static_assert(kSplitThreads % kWarpSize == 0, "the block max and sum use full-warp shuffles");
+// Loads in flight before their sums: a thread loads kKeyBatch values of a
+// key, or the values of kValueBatch positions, then adds them in order (the
+// same sums as one at a time; the loads no longer wait for each other).
+constexpr int kKeyBatch = 8;
+constexpr int kValueBatch = 8;
 // The most blocks one launch may have (gridDim.x).
 constexpr int64_t kMaxGridBlocks = INT32_MAX;
 
@@ -138,6 +143,7 @@ struct AttentionLaunch {
   int head_dim;               // 1..kMaxHeadDim
   float scale;
   bool value_pass;            // AttentionSplitKernel: false the stats pass, true the value pass
+  bool wide_keys;             // fp16 keys whose heads start 16-byte aligned: 8 values a load
   ActQ8Out q8;                // q8.q non-null: out also rounded into q8 (fused.h), head by head
   const float* gate;          // (n_tokens, n_heads * head_dim) or null: out times sigmoid(gate) (fused.h)
 };
@@ -220,6 +226,35 @@ struct CacheTypes {
   static constexpr GgmlType kK = K, kV = V;
 };
 
+// q16 . the key of head_dim values from value `first` of k_row, summed in
+// dimension order (the CPU's portable loop: the same float), its values
+// loaded kKeyBatch at a time before they are added.
+template <GgmlType K>
+__device__ __forceinline__ float KeyDot(const AttentionLaunch& a, const uint8_t* k_row, int first, const float* q16) {
+  float dot = 0.0f;
+  int d = 0;
+#pragma unroll 2
+  for (; d + kKeyBatch <= a.head_dim; d += kKeyBatch) {
+    float k[kKeyBatch];
+    if (K == GgmlType::kF16 && a.wide_keys) {
+      static_assert(kKeyBatch == 8, "one 16-byte load of fp16 values");
+      const uint4 raw = *reinterpret_cast<const uint4*>(k_row + 2 * static_cast<int64_t>(first + d));
+      const uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+      for (int e = 0; e < kKeyBatch; ++e) {
+        k[e] = block_decode::HalfBits(static_cast<uint16_t>(words[e / 2] >> (e % 2 * 16)));  // little-endian
+      }
+    } else {
+#pragma unroll
+      for (int e = 0; e < kKeyBatch; ++e) k[e] = kv_blocks::Element<K>(k_row, first + d + e);
+    }
+#pragma unroll
+    for (int e = 0; e < kKeyBatch; ++e) dot += q16[d + e] * k[e];
+  }
+  for (; d < a.head_dim; ++d) dot += q16[d] * kv_blocks::Element<K>(k_row, first + d);
+  return dot;
+}
+
 // One block per (pair, head) of the round: blockIdx.x = pair * n_heads +
 // head, pair counted from the round's first. Thread i scores positions i and
 // i + kSplitThreads of the split, each dot in dimension order (as the CPU's
@@ -282,10 +317,7 @@ __global__ void __launch_bounds__(kSplitThreads) AttentionSplitKernel(AttentionL
   for (int j = 0; j < kPositionsPerThread; ++j) {
     const int i = threadIdx.x + j * kSplitThreads;
     if (i < n) {
-      const uint8_t* k_row = a.k_cache + row_of(i) * a.k_row_bytes;
-      float dot = 0.0f;
-      for (int d = 0; d < head_dim; ++d) dot += q16[d] * kv_blocks::Element<Types::kK>(k_row, first + d);
-      p[i] = dot * a.scale;
+      p[i] = KeyDot<Types::kK>(a, a.k_cache + row_of(i) * a.k_row_bytes, first, q16) * a.scale;
       m = fmaxf(m, p[i]);
     }
   }
@@ -339,7 +371,27 @@ __global__ void __launch_bounds__(kSplitThreads) AttentionSplitKernel(AttentionL
   }
   __syncthreads();  // every p[i] is written
   float acc[kDimsPerThread] = {};
-  for (int i = 0; i < n; ++i) {
+  int i = 0;
+  for (; i + kValueBatch <= n; i += kValueBatch) {
+    float v[kValueBatch][kDimsPerThread];
+#pragma unroll
+    for (int u = 0; u < kValueBatch; ++u) {
+      const uint8_t* v_row = a.v_cache + row_of(i + u) * a.v_row_bytes;
+#pragma unroll
+      for (int j = 0; j < kDimsPerThread; ++j) {
+        const int d = threadIdx.x + j * kSplitThreads;
+        v[u][j] = d < head_dim ? kv_blocks::Element<Types::kV>(v_row, first + d) : 0.0f;
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kValueBatch; ++u) {
+#pragma unroll
+      for (int j = 0; j < kDimsPerThread; ++j) {
+        if (threadIdx.x + j * kSplitThreads < head_dim) acc[j] += p[i + u] * v[u][j];
+      }
+    }
+  }
+  for (; i < n; ++i) {
     const uint8_t* v_row = a.v_cache + row_of(i) * a.v_row_bytes;
 #pragma unroll
     for (int j = 0; j < kDimsPerThread; ++j) {
@@ -480,6 +532,8 @@ absl::Status RunAttention(const float* q, const void* k_cache, const void* v_cac
                        .head_dim = p.head_dim,
                        .scale = p.scale,
                        .value_pass = false,
+                       .wide_keys = p.types.k == GgmlType::kF16 && p.head_dim % 8 == 0 &&
+                                    reinterpret_cast<uintptr_t>(k_cache) % 16 == 0 && kv_dim * 2 % 16 == 0,
                        .q8 = q8 != nullptr ? *q8 : ActQ8Out{},
                        .gate = gate};
   while (a.first_token < p.n_tokens) {
