@@ -19,12 +19,17 @@ namespace octo::cuda::matmul {
 namespace {
 
 constexpr int kWarpsPerBlock = 4;
-// A long quantized row is shared by the warps of a block -- two for 33 to
-// 64 units, all four beyond -- so an 8B model's 4096-row matrices launch
-// 2048 blocks or more: above two waves on 132 SMs at the decode kernels'
-// occupancy (tests/bench/decode_waves.sh). A float row (a unit is one
-// element) keeps to one warp.
+// The lanes a quantized row may get: up to a block's (the warps of a block
+// then share it) -- but one warp a row is faster on an H100 for every 8B
+// shape and type (matmul_cuda_bench --row-lanes, tests/bench/RESULTS.md:
+// Q4_K 14336 x 4096 at one token 26.2 us with 128 lanes, 25.9 with 64, 23.2
+// with 32; Q6_K 57.2 / 47.2 / 44.6): a lane's several units keep more loads
+// in flight than the waves more blocks would fill. So kDefaultRowLanes;
+// the wider rows stay for measuring (SetDecodeMaxRowLanes). A float row (a
+// unit is one element) keeps to one warp.
 constexpr int kMaxRowLanes = kWarpsPerBlock * kWarpSize;
+constexpr int kDefaultRowLanes = kWarpSize;
+int max_row_lanes = kDefaultRowLanes;
 constexpr int kQuantizeWarps = 8;  // one rounding chunk per warp
 
 // What a decode kernel reads and writes. Dense: n_tokens rows of x share w.
@@ -391,7 +396,7 @@ absl::Status Launch(GgmlType type, DecodeArgs a, unsigned grid_y, StreamHandle s
   return q8::WithQ8Weights(type, unknown, [&](auto weights) {
     using W = decltype(weights);
     using Dots = std::conditional_t<q8::ChunksPerUnit<W>() == 1, StagedQ8Dots<W>, Q8Dots<W>>;
-    const dim3 blocks = grid(a.cols / kQ8Chunk / Dots::kPerUnit, kMaxRowLanes);
+    const dim3 blocks = grid(a.cols / kQ8Chunk / Dots::kPerUnit, max_row_lanes);
     if (a.w_up != nullptr) {
       OCTO_LAUNCH(GluKernel<Dots>, blocks, kWarpsPerBlock * kWarpSize, 0, stream, a);
     } else {
@@ -454,10 +459,16 @@ absl::Status DecodeQuantizedGroup(std::span<const WeightMatrix> ws, std::span<co
   return Launch(ws[0].type, a, 1, stream);
 }
 
+bool SetDecodeMaxRowLanes(int lanes) {
+  if (lanes < kWarpSize || lanes > kMaxRowLanes || (lanes & (lanes - 1)) != 0) return false;
+  max_row_lanes = lanes;
+  return true;
+}
+
 int64_t DecodeRowsPerBlock(GgmlType type, int64_t cols) {
   return q8::WithQ8Weights(type, int64_t{0}, [&](auto weights) {
     using W = decltype(weights);
-    return RowsPerBlock(LanesPerRow(cols / kQ8Chunk / q8::ChunksPerUnit<W>(), kMaxRowLanes));
+    return RowsPerBlock(LanesPerRow(cols / kQ8Chunk / q8::ChunksPerUnit<W>(), max_row_lanes));
   });
 }
 

@@ -72,6 +72,13 @@ absl::Status DecodeGlu(const WeightMatrix& gate, const WeightMatrix& up, int64_t
 // of two; 0 for a float type).
 int64_t DecodeRowsPerBlock(GgmlType type, int64_t cols);
 
+// A measuring aid (matmul_cuda_bench --row-lanes), not for the engine: the
+// most lanes the decode path gives one quantized row from now on, 32 (the
+// default), 64 or 128 (whole warps, so every type's staging holds). False,
+// and no change, for any other value. Not thread-safe: set it before any
+// launch.
+bool SetDecodeMaxRowLanes(int lanes);
+
 // MatMulExperts: each (token, choice) one decode row, the expert's matrix
 // chosen on the device. Each of ws (up to kMaxMatMulGroup stacks of one
 // type and layout, one launch) is a whole stack, into its out; expert_bytes

@@ -9,13 +9,16 @@
 # both; Q4_K_M's Q6_K attn_v and ffn_down layers, and its Q6_K lm_head,
 # apart), one line
 #   waves: <launch> <TYPE> rows=R cols=C blocks=B blocks/SM=N waves=W last-wave=F%
-# against issue 24's target: at least 2 waves for the 8B shapes, so that no
-# SM idles through a mostly empty last wave. A 4096-column Q4_K row is 64
-# chunk pairs, one per lane of its two warps: at 8 blocks per SM the
-# 4096-row matrices are 1.94 waves, and more warps would load bytes twice
-# (a lane's chunk pair shares its bytes) -- so --check (ctest
-# decode_waves_targets) asks each launch for 2 waves or a last wave at
-# least 90% full, and exits 1 otherwise.
+# Issue 24 asked for at least 2 waves on the 8B shapes. Measured on an H100
+# (tests/bench/RESULTS.md, matmul_cuda_bench --row-lanes), one warp a row
+# beats the rows shared by two or four warps for every shape and type,
+# though it fills fewer waves (a 4096-row Q4_K matrix: 1024 blocks, 0.97
+# waves, against 2048 and 1.94): a lane's several units keep more loads in
+# flight. So the waves are printed, not held to 2; --check (ctest
+# decode_waves_targets) asks what keeps a wave full instead -- every decode
+# kernel at least 6 blocks (24 warps) per SM, and no kernel of
+# matmul_decode.cu spilling or keeping a stack frame -- and exits 1
+# otherwise.
 #
 # How: ptxas -v (sm_90, the build's flags) gives the decode kernels'
 # registers and shared memory per type (DecodeKernel, and GluKernel for
@@ -23,9 +26,8 @@
 # 64 warps, 32 blocks, 65536 registers (256 per warp at a time), 228 KiB of
 # shared memory (1 KiB of it reserved per block). A block is 4 warps; a
 # row's units (32-element chunks, Q4_K's chunk pairs) take the next power of
-# two lanes up to 128: a row of 33-64 units two warps (2 rows a block), of
-# more all four (matmul_decode.cu, LanesPerRow, kWarpsPerBlock,
-# kMaxRowLanes). A wave is 132 SMs' blocks at once.
+# two lanes up to 32, one warp (4 rows a block; matmul_decode.cu,
+# LanesPerRow, kDefaultRowLanes). A wave is 132 SMs' blocks at once.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 nvcc="${NVCC:-/usr/local/cuda/bin/nvcc}"
@@ -62,7 +64,7 @@ awk -F'|' -v check="$check" '
   }
   function rows_per_block(type, cols,    units, lanes) {
     units = cols / 32 / (type ~ /^Q4_K/ ? 2 : 1)
-    lanes = 1; while (lanes < 128 && lanes < units) lanes *= 2
+    lanes = 1; while (lanes < 32 && lanes < units) lanes *= 2
     return lanes > 32 ? 128 / lanes : 4 * 32 / lanes
   }
   function launch(name, type, rows, cols,    per_block, blocks, waves, last) {
@@ -71,7 +73,7 @@ awk -F'|' -v check="$check" '
     last = waves - int(waves); if (last == 0) last = 1
     printf "waves: %-14s %-8s rows=%d cols=%d blocks=%d blocks/SM=%d waves=%.2f last-wave=%.0f%%\n", name, type, rows, cols,
       blocks, per_sm[type], waves, 100 * last
-    if (waves < 2 && last < 0.9) { printf "waves: %s misses the target\n", name; missed++ }
+    if (per_sm[type] < 6) { printf "waves: %s holds %d blocks per SM, under 6\n", name, per_sm[type]; missed++ }
   }
   END {
     if (!("Q4_K" in per_sm) || !("Q6_K" in per_sm) || !("Q4_K GLU" in per_sm)) {
@@ -86,6 +88,12 @@ awk -F'|' -v check="$check" '
     launch("v", "Q6_K", 1024, 4096)
     launch("down", "Q6_K", 4096, 14336)
     launch("lm_head", "Q6_K", 128256, 4096)
-    print "target (issue 24): at least 2 waves for the 8B shapes, or a last wave at least 90% full"
+    print "target: at least 6 blocks (24 warps) per SM for every decode kernel, no spills (the waves: measured, see above)"
     if (check && missed > 0) exit 1
   }' "$work/kernels.txt"
+spills=$(grep -E "[1-9][0-9]* bytes (stack frame|spill stores|spill loads)" "$work/ptxas.txt" || true)
+if [ -n "$spills" ]; then
+  echo "decode_waves: a kernel of matmul_decode.cu spills or keeps a stack frame:" >&2
+  echo "$spills" >&2
+  [ "$check" = 0 ] || exit 1
+fi

@@ -1,7 +1,11 @@
 // matmul_cuda_bench: how close cuda::MatMul's decode path comes to the
 // device's memory bandwidth. Not a test; run it by hand on a GPU:
 //
-//   matmul_cuda_bench [--rows R] [--cols C] [--iters N] [TYPE...]
+//   matmul_cuda_bench [--rows R] [--cols C] [--iters N] [--row-lanes L] [TYPE...]
+//
+// --row-lanes 32|64|128 sets the most lanes the decode kernels give one
+// quantized row (matmul::SetDecodeMaxRowLanes; 32 is the engine's), to
+// measure the trade between lanes per row and blocks per launch.
 //
 // For each type (default: all 15) at 1 and 8 tokens it times --iters calls
 // (default 50) on a rows x cols matrix (default 8192 x 8192, larger than any
@@ -25,6 +29,7 @@
 
 #include "absl/strings/str_format.h"
 #include "kernels/cuda/device.h"
+#include "kernels/cuda/matmul_paths.h"
 #include "kernels/ops.h"
 #include "tests/kernels/quant_test_util.h"
 
@@ -85,7 +90,12 @@ int Main(int argc, char** argv) {
   std::vector<GgmlType> types;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
-    if ((arg == "--rows" || arg == "--cols" || arg == "--iters") && i + 1 < argc) {
+    if (arg == "--row-lanes" && i + 1 < argc) {
+      if (!cuda::matmul::SetDecodeMaxRowLanes(std::atoi(argv[++i]))) {
+        std::fprintf(stderr, "matmul_cuda_bench: --row-lanes takes 32, 64 or 128\n");
+        return 2;
+      }
+    } else if ((arg == "--rows" || arg == "--cols" || arg == "--iters") && i + 1 < argc) {
       const long long v = std::atoll(argv[++i]);
       if (v <= 0) {
         std::fprintf(stderr, "matmul_cuda_bench: %s must be positive\n", arg.c_str());
@@ -97,7 +107,7 @@ int Main(int argc, char** argv) {
     } else {
       auto type = LookupGgmlTypeByName(arg);
       if (!type.ok()) {
-        std::fprintf(stderr, "matmul_cuda_bench: %s\nusage: matmul_cuda_bench [--rows R] [--cols C] [--iters N] [TYPE...]\n",
+        std::fprintf(stderr, "matmul_cuda_bench: %s\nusage: matmul_cuda_bench [--rows R] [--cols C] [--iters N] [--row-lanes L] [TYPE...]\n",
                      type.status().ToString().c_str());
         return 2;
       }
