@@ -165,23 +165,24 @@ cudaError_t DeviceMemory::Unregister(void* p) {
   return cudaSuccess;
 }
 
-bool DeviceMemory::IsPinned(const void* p, size_t bytes) const {
-  const auto begin = reinterpret_cast<uintptr_t>(p);
+std::pair<uintptr_t, uintptr_t> DeviceMemory::PinnedRangeFrom(uintptr_t begin) const {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = pinned_.upper_bound(begin);
-  if (it == pinned_.begin()) return false;
+  if (it == pinned_.begin()) return {0, 0};
   --it;
-  return begin >= it->first && begin + bytes <= it->first + it->second;
+  return {it->first, it->first + it->second};
+}
+
+bool DeviceMemory::IsPinned(const void* p, size_t bytes) const {
+  const auto begin = reinterpret_cast<uintptr_t>(p);
+  const auto [start, end] = PinnedRangeFrom(begin);
+  return begin >= start && begin + bytes <= end;
 }
 
 bool DeviceMemory::RunsPastPinned(const void* p, size_t bytes) const {
   const auto begin = reinterpret_cast<uintptr_t>(p);
-  std::lock_guard<std::mutex> lock(mu_);
-  auto it = pinned_.upper_bound(begin);
-  if (it == pinned_.begin()) return false;
-  --it;
-  const uintptr_t end = it->first + it->second;
-  return begin < end && begin + bytes > end;
+  const auto [start, end] = PinnedRangeFrom(begin);
+  return begin >= start && begin < end && begin + bytes > end;
 }
 
 int DeviceMemory::TakeOff(void* dst, const void* src, size_t bytes, std::string what) {

@@ -26,6 +26,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <cuda_runtime_api.h>
@@ -85,6 +86,9 @@ class DeviceMemory {
     size_t map_bytes;  // usable pages + the guard page
   };
   void Reprotect(uintptr_t begin, uintptr_t end) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The last pinned range [start, end) that starts at or before `begin`, or
+  // {0, 0}.
+  std::pair<uintptr_t, uintptr_t> PinnedRangeFrom(uintptr_t begin) const ABSL_LOCKS_EXCLUDED(mu_);
 
   mutable std::mutex mu_;
   size_t capacity_ ABSL_GUARDED_BY(mu_);
