@@ -67,6 +67,9 @@ inline absl::Status CudaErrorToStatus(cudaError_t error, const char* expr, const
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#if !defined(OCTO_CUDA_SIM)
+#include <cuda_pipeline_primitives.h>  // async copies; the executor's are in device_api.h
+#endif
 
 // The one way kernels are launched: exactly kernel<<<grid, block,
 // shared_bytes, stream>>>(args...) under nvcc; queued on the executor's

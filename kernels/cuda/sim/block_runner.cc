@@ -323,6 +323,7 @@ void BlockRunner::Fail(const std::string& what) {
 }
 
 void BlockRunner::OnExit(int t) {
+  threads_[t].copies.Finish();
   ++exited_;
   if (first_exited_ < 0) first_exited_ = t;
   const int warp = t / 32, lane = t % 32;
@@ -533,5 +534,24 @@ void Trap(std::source_location site) {
                               tls_thread->thread_idx.x, tls_thread->thread_idx.y, tls_thread->thread_idx.z,
                               Site(site)));
 }
+
+void AsyncCopy(void* dst, const void* src, size_t bytes, size_t zero_fill, std::source_location site) {
+  BlockRunner& runner = RunnerOrDie("__pipeline_memcpy_async");
+  const bool aligned = reinterpret_cast<uintptr_t>(dst) % bytes == 0 && reinterpret_cast<uintptr_t>(src) % bytes == 0;
+  if ((bytes != 4 && bytes != 8 && bytes != 16) || zero_fill > bytes || !aligned) {
+    runner.Fail(absl::StrFormat("kernel %s, block (%u,%u,%u), thread (%u,%u,%u): __pipeline_memcpy_async of %zu bytes "
+                                "(%zu zero-filled) from %p to %p at %s: the size must be 4, 8 or 16, both addresses "
+                                "aligned to it",
+                                tls_thread->block->kernel_name, tls_thread->block->block_idx.x,
+                                tls_thread->block->block_idx.y, tls_thread->block->block_idx.z,
+                                tls_thread->thread_idx.x, tls_thread->thread_idx.y, tls_thread->thread_idx.z, bytes,
+                                zero_fill, src, dst, Site(site)));
+  }
+  runner.Copies().Copy(dst, src, bytes, zero_fill);
+}
+
+void AsyncCommit() { RunnerOrDie("__pipeline_commit").Copies().Commit(); }
+
+void AsyncWait(size_t prior) { RunnerOrDie("__pipeline_wait_prior").Copies().Wait(prior); }
 
 }  // namespace octo::cuda_sim

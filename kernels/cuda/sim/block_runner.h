@@ -33,6 +33,7 @@
 
 #include <boost/context/fiber.hpp>
 
+#include "kernels/cuda/sim/async_copy.h"
 #include "kernels/cuda/sim/thread_context.h"
 
 namespace octo::cuda_sim {
@@ -60,6 +61,7 @@ class BlockRunner {
   int Barrier(BarrierKind kind, int predicate, std::source_location site);
   uint64_t Warp(WarpOp op, unsigned mask, uint64_t value, int param, int width, std::source_location site);
   [[noreturn]] void Fail(const std::string& what);
+  AsyncCopies& Copies() { return threads_[current_].copies; }
 
  private:
   enum class State : uint8_t { kUnstarted, kReady, kRunning, kAtBarrier, kAtWarp, kDone };
@@ -76,6 +78,7 @@ class BlockRunner {
     int width = 32;
     uint64_t result = 0;
     void* asan_fake_stack = nullptr;
+    AsyncCopies copies;
   };
   // Lanes of one warp waiting at a warp operation with the same mask.
   struct WarpGroup {

@@ -21,6 +21,8 @@
 //    kernel, block and thread, never a hang);
 //  - atomics, fp16/bf16 (the host paths of cuda_fp16.h and cuda_bf16.h) and
 //    the intrinsics Octo's kernels use;
+//  - async copies to shared memory (cp.async, as cuda_pipeline_primitives.h
+//    spells them), queued until their wait;
 //  - OCTO_SIM_LAUNCH, what common.cuh's OCTO_LAUNCH becomes here.
 #pragma once
 
@@ -213,6 +215,15 @@ inline unsigned __dp4a(unsigned a, unsigned b, unsigned c) {
   for (int i = 0; i < 4; ++i) c += ((a >> (8 * i)) & 0xFFu) * ((b >> (8 * i)) & 0xFFu);
   return c;
 }
+
+// --- Async copies (cuda_pipeline_primitives.h) -------------------------------
+// Queued per thread until their wait (kernels/cuda/sim/async_copy.h).
+inline void __pipeline_memcpy_async(void* dst_shared, const void* src_global, size_t size_and_align,
+                                    size_t zfill = 0, std::source_location site = std::source_location::current()) {
+  ::octo::cuda_sim::AsyncCopy(dst_shared, src_global, size_and_align, zfill, site);
+}
+inline void __pipeline_commit() { ::octo::cuda_sim::AsyncCommit(); }
+inline void __pipeline_wait_prior(size_t prior) { ::octo::cuda_sim::AsyncWait(prior); }
 
 // --- Launch -----------------------------------------------------------------
 namespace octo::cuda_sim {

@@ -55,6 +55,13 @@ uint64_t WarpCollective(WarpOp op, unsigned mask, uint64_t value, int param, int
 // __trap(): the kernel fails with an error naming this thread and `site`.
 [[noreturn]] void Trap(std::source_location site);
 
+// The running thread's async copies (async_copy.h): a copy of 4, 8 or 16
+// bytes between addresses aligned to that (else the kernel fails, naming
+// the thread and `site`), a commit, a wait for all but `prior` groups.
+void AsyncCopy(void* dst, const void* src, size_t bytes, size_t zero_fill, std::source_location site);
+void AsyncCommit();
+void AsyncWait(size_t prior);
+
 // A launch as the executor queues it: the kernel's name and address (for
 // errors, and to find the module holding its static shared memory), the
 // configuration, and `invoke(packed)`, which runs the kernel body for the

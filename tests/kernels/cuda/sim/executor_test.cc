@@ -236,6 +236,38 @@ TEST_F(ExecutorTest, StaticSharedMemoryStartsEveryBlockPoisoned) {
   for (float v : out.Get()) EXPECT_TRUE(std::isnan(v)) << "a block saw " << v << " (an earlier block's value?)";
 }
 
+TEST_F(ExecutorTest, AsyncCopiesLandAtTheWaitThatAsksForThem) {
+  std::vector<float> x(260);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i) + 0.5f;
+  Device<float> d_x(x);
+  auto stage = [&](sim_test::AsyncWait wait) {
+    Device<float> out(std::vector<float>(256, 0.0f));
+    EXPECT_EQ(sim_test::AsyncStage(d_x.get(), out.get(), 0, wait, stream_), cudaSuccess);
+    EXPECT_EQ(Wait().first, cudaSuccess);
+    return out.Get();
+  };
+  // Waited for: every float staged.
+  const std::vector<float> all = stage(sim_test::AsyncWait::kAll);
+  for (int i = 0; i < 256; ++i) ASSERT_EQ(all[i], x[i]) << "float " << i;
+  // All but the newest group: the first 128 landed, the second group's
+  // shared floats are still the poison.
+  const std::vector<float> first = stage(sim_test::AsyncWait::kAllButNewest);
+  for (int i = 0; i < 128; ++i) ASSERT_EQ(first[i], x[i]) << "float " << i;
+  for (int i = 128; i < 256; ++i) ASSERT_TRUE(std::isnan(first[i])) << "float " << i << " landed before its wait";
+  // No wait: a read of the staging reads the poison.
+  for (float v : stage(sim_test::AsyncWait::kNone)) ASSERT_TRUE(std::isnan(v)) << "a copy landed before any wait";
+}
+
+TEST_F(ExecutorTest, AMisalignedAsyncCopyIsAnErrorNamingIt) {
+  Device<float> d_x(std::vector<float>(260, 1.0f)), out(std::vector<float>(256, 0.0f));
+  ExpectQueued(sim_test::AsyncStage(d_x.get(), out.get(), 1, sim_test::AsyncWait::kAll, stream_));
+  const auto [error, text] = Wait();
+  EXPECT_EQ(error, cudaErrorLaunchFailure);
+  EXPECT_THAT(text, HasSubstr("AsyncStageKernel"));
+  EXPECT_THAT(text, HasSubstr("__pipeline_memcpy_async of 16 bytes"));
+  EXPECT_THAT(text, HasSubstr("aligned"));
+}
+
 TEST_F(ExecutorTest, WarpOperationsAndBarrierFormsComputeWhatCudaSays) {
   const int threads = 64;
   std::vector<int> x(threads);

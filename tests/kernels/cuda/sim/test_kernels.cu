@@ -106,6 +106,21 @@ __global__ void WaitForFlagKernel(const int* flag, int* out, long long max_spins
 
 __global__ void SetFlagKernel(int* flag) { atomicExch(flag, 1); }
 
+__global__ void AsyncStageKernel(const float* x, float* out, AsyncWait wait) {
+  __shared__ __align__(16) float staged[256];
+  const int lane = threadIdx.x;
+  for (int group = 0; group < 2; ++group) {
+    const int at = 128 * group + 4 * lane;
+    __pipeline_memcpy_async(staged + at, x + at, 16);
+    __pipeline_commit();
+  }
+  if (wait == AsyncWait::kAllButNewest) __pipeline_wait_prior(1);
+  if (wait == AsyncWait::kAll) __pipeline_wait_prior(0);
+  __syncwarp();
+  for (int i = lane; i < 256; i += 32) out[i] = staged[i];
+  __syncwarp();  // every lane has read before one ends (an ending thread's copies land)
+}
+
 }  // namespace
 
 cudaError_t BlockSum(const float* x, float* out, int n, bool skip_sync, cudaStream_t stream) {
@@ -150,6 +165,11 @@ cudaError_t WarpAndBarrierOps(const int* x, int* out, int threads, cudaStream_t 
 
 cudaError_t WaitForFlag(const int* flag, int* out, long long max_spins, cudaStream_t stream) {
   OCTO_LAUNCH(WaitForFlagKernel, 1, 1, 0, stream, flag, out, max_spins);
+  return cudaGetLastError();
+}
+
+cudaError_t AsyncStage(const float* x, float* out, int src_offset, AsyncWait wait, cudaStream_t stream) {
+  OCTO_LAUNCH(AsyncStageKernel, 1, 32, 0, stream, x + src_offset, out, wait);
   return cudaGetLastError();
 }
 

@@ -46,4 +46,13 @@ cudaError_t WaitForFlag(const int* flag, int* out, long long max_spins, cudaStre
 // *flag = 1.
 cudaError_t SetFlag(int* flag, cudaStream_t stream);
 
+// One warp stages x (256 floats from x + src_offset) into shared memory by
+// async copies, 16 bytes a lane in each of two committed groups (the first
+// 128 floats, then the rest), waits as `wait` says -- kNone, kAllButNewest
+// (__pipeline_wait_prior(1)) or kAll (0) -- syncs the warp, and copies the
+// shared floats to out (256). A src_offset that is not a multiple of 4
+// floats misaligns every copy.
+enum class AsyncWait { kNone, kAllButNewest, kAll };
+cudaError_t AsyncStage(const float* x, float* out, int src_offset, AsyncWait wait, cudaStream_t stream);
+
 }  // namespace octo::sim_test
