@@ -98,13 +98,14 @@ __global__ void QuantizeKernel(const float* x, int8_t* xq, float* xd, int64_t n_
 }
 
 // Adds chunk c of a weight row, unpacked, times chunk c of each token's
-// 8-bit x (rows of cols at xq, their scales at xd) to acc[t].
-template <typename W>
+// 8-bit x (rows of cols at xq, their scales at xd) to acc[t], for the
+// n_tokens <= kTokens tokens.
+template <typename W, int kTokens>
 __device__ __forceinline__ void AddChunk(const q8::Chunk& chunk, int64_t c, const int8_t* xq, const float* xd,
                                          int64_t cols, int n_tokens, float* acc) {
   const int64_t n_chunks = cols / kQ8Chunk;
 #pragma unroll
-  for (int t = 0; t < kMaxDecodeTokens; ++t) {
+  for (int t = 0; t < kTokens; ++t) {
     if (t >= n_tokens) break;
     const int4* x4 = reinterpret_cast<const int4*>(xq + t * cols + c * kQ8Chunk);
     const int4 lo = x4[0], hi = x4[1];
@@ -115,10 +116,19 @@ __device__ __forceinline__ void AddChunk(const q8::Chunk& chunk, int64_t c, cons
 
 // Adds this lane's share of row w_row · x (rows x_row .. of the 8-bit x) for
 // n_tokens tokens to acc: units sub, sub + lanes, ... in order, a unit's
-// chunks in order (q8::ChunksPerUnit: Q4_K and Q5_K lanes take a chunk pair).
-template <typename W>
+// chunks in order (the types whose lanes take a chunk pair, read straight
+// from global memory: Q4_K and Q5_K). Built for one token, the next unit's
+// loads are issued before this one is summed, so a lane has two units in
+// flight: the loop body's wait for its loads is otherwise a whole memory
+// round trip per unit (ptxas does not overlap one iteration's loads with the
+// last one's sums). Built for more tokens, a lane's accumulators leave no
+// registers for that at 6 blocks per SM (tests/bench/decode_waves.sh), and
+// each unit's loads serve several tokens' sums.
+template <typename W, int kTokenCap>
 struct Q8Dots {
+  static constexpr int kTokens = kTokenCap;
   static constexpr int kPerUnit = q8::ChunksPerUnit<W>();
+  static constexpr bool kAhead = kTokens == 1;
   __device__ __forceinline__ static void Add(const DecodeArgs& a, const uint8_t* w_row, int64_t x_row, int n_tokens,
                                              int sub, int lanes, float* acc) {
     const int64_t n_chunks = a.cols / kQ8Chunk;
@@ -126,11 +136,27 @@ struct Q8Dots {
     constexpr int kUnitsPerBlock = W::kChunks / kPerUnit;
     const int8_t* xq = a.xq + x_row * a.cols;
     const float* xd = a.xd + x_row * n_chunks;
+    auto load = [&](int64_t u) {
+      return W::LoadUnit(w_row + u / kUnitsPerBlock * W::kBytes, static_cast<int>(u % kUnitsPerBlock));
+    };
+    typename W::Loaded next{};
+    if constexpr (kAhead) {
+      if (sub < n_units) next = load(sub);
+    }
     for (int64_t u = sub; u < n_units; u += lanes) {
+      typename W::Loaded loaded;
+      if constexpr (kAhead) {
+        loaded = next;
+        if (u + lanes < n_units) next = load(u + lanes);
+      } else {
+        loaded = load(u);
+      }
       q8::Chunk chunks[kPerUnit];
-      q8::UnpackUnit<W>(w_row + u / kUnitsPerBlock * W::kBytes, static_cast<int>(u % kUnitsPerBlock), chunks);
+      W::UnpackLoaded(loaded, static_cast<int>(u % kUnitsPerBlock), chunks);
 #pragma unroll
-      for (int i = 0; i < kPerUnit; ++i) AddChunk<W>(chunks[i], u * kPerUnit + i, xq, xd, a.cols, n_tokens, acc);
+      for (int i = 0; i < kPerUnit; ++i) {
+        AddChunk<W, kTokens>(chunks[i], u * kPerUnit + i, xq, xd, a.cols, n_tokens, acc);
+      }
     }
   }
 };
@@ -140,17 +166,22 @@ struct Q8Dots {
 // lanes of the row stage a span of as many units -- whole blocks, lanes >=
 // units per block -- into shared memory together, then each unpacks its
 // unit from there. The units and their order per lane are Q8Dots's, so are
-// the sums.
-template <typename W>
+// the sums. The next span's copies are started before this one is summed
+// (async copies), so a row has two spans in flight.
+template <typename W, int kTokenCap>
 struct StagedQ8Dots {
+  static constexpr int kTokens = kTokenCap;
   static constexpr int kPerUnit = 1;
   static constexpr int kUnitsPerBlock = W::kChunks;
   static constexpr int kWarpBytes = stage::MaxWarpStageBytes(kUnitsPerBlock, W::kBytes);
+  // Buffers a warp, used in turn: the span being summed, the next one in
+  // flight, and the one before, which a slower lane may still be reading
+  // until the sync after the next wait -- so a span is staged only into a
+  // buffer every lane of the row has finished with, one sync a span.
+  static constexpr int kBuffers = 3;
   __device__ __forceinline__ static void Add(const DecodeArgs& a, const uint8_t* w_row, int64_t x_row, int n_tokens,
                                              int sub, int lanes, float* acc) {
-    // Two buffers a warp, used in turn: a span is staged while no lane can
-    // still read the buffer's last span (it passed the sync after it).
-    __shared__ __align__(16) uint8_t staged_rows[kWarpsPerBlock][2][kWarpBytes];
+    __shared__ __align__(16) uint8_t staged_rows[kWarpsPerBlock][kBuffers][kWarpBytes];
     // This warp's lanes of the row: all of them, or its share when warps
     // share the row (a step's units are then a span per warp).
     const int warp_lanes = lanes < kWarpSize ? lanes : kWarpSize;
@@ -159,39 +190,54 @@ struct StagedQ8Dots {
     const unsigned row_lanes = warp_lanes == kWarpSize ? 0xffffffffu : ((1u << warp_lanes) - 1) << (group * warp_lanes);
     const int span_bytes = stage::SpanStageBytes(warp_lanes / kUnitsPerBlock * W::kBytes);
     const int warp = threadIdx.x / kWarpSize;
-    int turn = 0;
     const int64_t n_chunks = a.cols / kQ8Chunk;
     const int64_t n_blocks = n_chunks / kUnitsPerBlock;
     const int blocks_per_span = warp_lanes / kUnitsPerBlock;
+    const int64_t step = lanes / kUnitsPerBlock;  // blocks from one of this warp's spans to its next
     const int8_t* xq = a.xq + x_row * a.cols;
     const float* xd = a.xd + x_row * n_chunks;
-    for (int64_t first = sub / warp_lanes * blocks_per_span; first < n_blocks; first += lanes / kUnitsPerBlock) {
+    // Starts staging the span of blocks from `first` into buffer `buffer`.
+    auto stage_span = [&](int64_t first, int buffer) {
       const int64_t last = first + blocks_per_span < n_blocks ? first + blocks_per_span : n_blocks;
-      uint8_t* shared = staged_rows[warp][turn] + group * span_bytes;
-      turn ^= 1;
-      const uint8_t* span =
-          stage::StageSpan(w_row + first * W::kBytes, w_row + last * W::kBytes, shared, own, warp_lanes);
-      __syncwarp(row_lanes);
+      return stage::StageSpan(w_row + first * W::kBytes, w_row + last * W::kBytes,
+                              staged_rows[warp][buffer] + group * span_bytes, own, warp_lanes);
+    };
+    int64_t first = sub / warp_lanes * blocks_per_span;
+    int buffer = 0;
+    const uint8_t* span = first < n_blocks ? stage_span(first, buffer) : nullptr;
+    for (; first < n_blocks; first += step) {
+      const int next_buffer = buffer + 1 < kBuffers ? buffer + 1 : 0;
+      const uint8_t* next_span = nullptr;
+      if (first + step < n_blocks) {
+        next_span = stage_span(first + step, next_buffer);
+        __pipeline_wait_prior(1);  // this span's copies; the next one's stay in flight
+      } else {
+        __pipeline_wait_prior(0);
+      }
+      __syncwarp(row_lanes);  // every lane's copies of the span have landed
       const int64_t c = first * kUnitsPerBlock + own;
       if (c < n_chunks) {
         const q8::Chunk chunk = W::Unpack(span + own / kUnitsPerBlock * W::kBytes, own % kUnitsPerBlock);
-        AddChunk<W>(chunk, c, xq, xd, a.cols, n_tokens, acc);
+        AddChunk<W, kTokens>(chunk, c, xq, xd, a.cols, n_tokens, acc);
       }
+      span = next_span;
+      buffer = next_buffer;
     }
     __syncwarp(row_lanes);  // the last spans are read before a next call stages
   }
 };
 
 // The same for F32/F16/BF16 weights and fp32 x: elements sub, sub + lanes, ...
-template <typename D>
+template <typename D, int kTokenCap>
 struct FloatDots {
+  static constexpr int kTokens = kTokenCap;
   __device__ __forceinline__ static void Add(const DecodeArgs& a, const uint8_t* w_row, int64_t x_row, int n_tokens,
                                              int sub, int lanes, float* acc) {
     const float* x = a.x + x_row * a.cols;
     for (int64_t e = sub; e < a.cols; e += lanes) {
       const float v = D::Element(w_row + e * D::kBytes, 0);
 #pragma unroll
-      for (int t = 0; t < kMaxDecodeTokens; ++t) {
+      for (int t = 0; t < kTokens; ++t) {
         if (t >= n_tokens) break;
         acc[t] += v * x[t * a.cols + e];
       }
@@ -212,14 +258,15 @@ struct FloatDots {
 __device__ __forceinline__ int64_t RowOfLane(int64_t first_row, int lanes) {
   return first_row + (lanes > kWarpSize ? 0 : static_cast<int>(threadIdx.x % kWarpSize) / lanes);
 }
+template <int kTokens>
 __device__ __forceinline__ bool ReduceRows(float* acc, int64_t first_row, int64_t n_rows, int n_tokens, int lanes) {
-  __shared__ float warp_sums[kWarpsPerBlock][kMaxDecodeTokens];
+  __shared__ float warp_sums[kWarpsPerBlock][kTokens];
   const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
   const int warps = lanes > kWarpSize ? lanes / kWarpSize : 1;  // per row
   const bool stores = (warps > 1 ? lane == 0 && warp % warps == 0 : lane % lanes == 0) &&
                       RowOfLane(first_row, lanes) < n_rows;
 #pragma unroll
-  for (int t = 0; t < kMaxDecodeTokens; ++t) {
+  for (int t = 0; t < kTokens; ++t) {
     if (t >= n_tokens) break;
     float v = acc[t];
 #pragma unroll
@@ -231,7 +278,7 @@ __device__ __forceinline__ bool ReduceRows(float* acc, int64_t first_row, int64_
   }
   if (warps > 1) __syncthreads();
 #pragma unroll
-  for (int t = 0; t < kMaxDecodeTokens; ++t) {
+  for (int t = 0; t < kTokens; ++t) {
     if (t >= n_tokens || !stores) break;
     for (int j = 1; j < warps; ++j) acc[t] += warp_sums[warp + j][t];
   }
@@ -242,13 +289,14 @@ __device__ __forceinline__ bool ReduceRows(float* acc, int64_t first_row, int64_
 // ReduceRows, then the storing lanes store token t's rows at out[t *
 // out_stride + row], plus bias[row] when bias is non-null (the float sum
 // AddBias would add after).
+template <int kTokens>
 __device__ __forceinline__ void StoreRows(float* acc, float* out, int64_t out_stride, int64_t first_row,
                                           int64_t n_rows, int n_tokens, int lanes, const float* bias = nullptr) {
-  if (!ReduceRows(acc, first_row, n_rows, n_tokens, lanes)) return;
+  if (!ReduceRows<kTokens>(acc, first_row, n_rows, n_tokens, lanes)) return;
   const int64_t row = RowOfLane(first_row, lanes);
   const float b = bias != nullptr ? bias[row] : 0.0f;
 #pragma unroll
-  for (int t = 0; t < kMaxDecodeTokens; ++t) {
+  for (int t = 0; t < kTokens; ++t) {
     if (t >= n_tokens) break;
     out[t * out_stride + row] = bias != nullptr ? acc[t] + b : acc[t];
   }
@@ -292,10 +340,10 @@ __global__ void DecodeKernel(const __grid_constant__ DecodeArgs a) {
   const int64_t row = warps > 1 ? first_row : first_row + lane / lanes;
   const bool has_row = row < rows;
   const int sub = warps > 1 ? warp % warps * kWarpSize + lane : lane % lanes;
-  float acc[kMaxDecodeTokens] = {};
+  float acc[Dots::kTokens] = {};
   if (a.expert_ids == nullptr) {
     if (has_row) Dots::Add(a, w + row * row_bytes, 0, a.n_tokens, sub, lanes, acc);
-    StoreRows(acc, out, rows, first_row, rows, a.n_tokens, lanes, bias);
+    StoreRows<Dots::kTokens>(acc, out, rows, first_row, rows, a.n_tokens, lanes, bias);
     return;
   }
   for (int i = blockIdx.y; i < a.n_choices; i += gridDim.y) {
@@ -306,7 +354,7 @@ __global__ void DecodeKernel(const __grid_constant__ DecodeArgs a) {
       Dots::Add(a, w + (known ? e : 0) * a.expert_bytes + row * row_bytes, a.x_per_choice ? i : i / a.k, 1, sub,
                 lanes, acc);
     }
-    StoreRows(acc, out + static_cast<int64_t>(i) * rows, rows, first_row, rows, 1, lanes);
+    StoreRows<Dots::kTokens>(acc, out + static_cast<int64_t>(i) * rows, rows, first_row, rows, 1, lanes);
   }
 }
 
@@ -316,9 +364,9 @@ __global__ void DecodeKernel(const __grid_constant__ DecodeArgs a) {
 // silu(gate) * up (SiluMul's expression). With round_out, each block then
 // rounds its rows, a span of columns of out (n_tokens, rows), for the next
 // MatMul (act_q8.cuh's RoundColumns: a chunk wider than a block's rows by
-// the block that completes it).
+// the block that completes it). The body of GluKernel and GluKernelOneToken.
 template <typename Dots>
-__global__ void GluKernel(const __grid_constant__ DecodeArgs a) {
+__device__ __forceinline__ void GluRows(const DecodeArgs& a) {
   const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
   const int lanes = a.lanes_per_row;
   const int warps = lanes > kWarpSize ? lanes / kWarpSize : 1;  // per row
@@ -328,18 +376,18 @@ __global__ void GluKernel(const __grid_constant__ DecodeArgs a) {
   const int sub = warps > 1 ? warp % warps * kWarpSize + lane : lane % lanes;
   // The gate's sums go to out and come back for the product, so the up
   // row's reuse the registers (one acc array live, as in DecodeKernel).
-  float acc[kMaxDecodeTokens] = {};
+  float acc[Dots::kTokens] = {};
   if (row < a.rows) Dots::Add(a, a.w + row * a.row_bytes, 0, a.n_tokens, sub, lanes, acc);
-  const bool stores = ReduceRows(acc, first_row, a.rows, a.n_tokens, lanes);
+  const bool stores = ReduceRows<Dots::kTokens>(acc, first_row, a.rows, a.n_tokens, lanes);
 #pragma unroll
-  for (int t = 0; t < kMaxDecodeTokens; ++t) {
+  for (int t = 0; t < Dots::kTokens; ++t) {
     if (t < a.n_tokens && stores) a.out[t * a.rows + row] = acc[t];
     acc[t] = 0.0f;
   }
   if (row < a.rows) Dots::Add(a, a.w_up + row * a.row_bytes, 0, a.n_tokens, sub, lanes, acc);
-  ReduceRows(acc, first_row, a.rows, a.n_tokens, lanes);
+  ReduceRows<Dots::kTokens>(acc, first_row, a.rows, a.n_tokens, lanes);
 #pragma unroll
-  for (int t = 0; t < kMaxDecodeTokens; ++t) {
+  for (int t = 0; t < Dots::kTokens; ++t) {
     if (t >= a.n_tokens || !stores) break;
     a.out[t * a.rows + row] = SiluTimes(a.out[t * a.rows + row], acc[t]);
   }
@@ -351,6 +399,21 @@ __global__ void GluKernel(const __grid_constant__ DecodeArgs a) {
   const int64_t first = static_cast<int64_t>(blockIdx.x) * rows_per_block;
   RoundColumns(a.out, a.rows, a.n_tokens, first, a.rows - first < rows_per_block ? a.rows - first : rows_per_block,
                a.round_out);
+}
+
+// GluRows's launches. Built for one token it is held to 64 registers, 8
+// blocks a SM, which ptxas meets for every type with no spill (60-72
+// unbounded); built for 16 tokens any bound costs registers or spills (Q4_K
+// 79 unbounded, 81 under a 128-thread bound; IQ3_S spills at 80), so it has
+// none. DecodeKernel, whose expert loop needs more, spills when so held.
+template <typename Dots>
+__global__ void GluKernel(const __grid_constant__ DecodeArgs a) {
+  GluRows<Dots>(a);
+}
+template <typename Dots>
+__global__ void __launch_bounds__(kWarpsPerBlock * kWarpSize, 8)
+    GluKernelOneToken(const __grid_constant__ DecodeArgs a) {
+  GluRows<Dots>(a);
 }
 
 // --- Launchers ---------------------------------------------------------------
@@ -386,23 +449,44 @@ absl::Status Launch(GgmlType type, DecodeArgs a, unsigned grid_y, StreamHandle s
     return dim3(static_cast<unsigned>(total), grid_y);
   };
   const absl::Status unknown = absl::InternalError("MatMul: no decode kernel for this type");
-  if (IsFloatWeight(type)) {
-    return block_decode::WithDecoder(type, unknown, [&](auto decoder) {
-      OCTO_LAUNCH(DecodeKernel<FloatDots<decltype(decoder)>>, grid(a.cols, kWarpSize), kWarpsPerBlock * kWarpSize, 0,
-                  stream, a);
+  // A one-token launch (most decode steps, every expert launch) runs the
+  // kernels built for one token: one accumulator, not kMaxDecodeTokens, so
+  // fewer registers and more blocks per SM (tests/bench/decode_waves.sh).
+  // Token 0's sums are the same in both.
+  auto with_tokens = [&](auto f) {
+    return a.n_tokens == 1 ? f(std::integral_constant<int, 1>{}) : f(std::integral_constant<int, kMaxDecodeTokens>{});
+  };
+  return with_tokens([&](auto tokens) {
+    constexpr int kTokens = decltype(tokens)::value;
+    auto float_launch = [&](auto decoder) {
+      using Dots = FloatDots<decltype(decoder), kTokens>;
+      OCTO_LAUNCH(DecodeKernel<Dots>, grid(a.cols, kWarpSize), kWarpsPerBlock * kWarpSize, 0, stream, a);
+      return absl::OkStatus();
+    };
+    // The float types alone (block_decode::WithDecoder would build a float
+    // kernel for every quantized type too, never launched).
+    switch (type) {
+      case GgmlType::kF32: return float_launch(block_decode::Decoder<GgmlType::kF32>{});
+      case GgmlType::kF16: return float_launch(block_decode::Decoder<GgmlType::kF16>{});
+      case GgmlType::kBF16: return float_launch(block_decode::Decoder<GgmlType::kBF16>{});
+      default: break;
+    }
+    return q8::WithQ8Weights(type, unknown, [&](auto weights) {
+      using W = decltype(weights);
+      using Dots =
+          std::conditional_t<q8::ChunksPerUnit<W>() == 1, StagedQ8Dots<W, kTokens>, Q8Dots<W, kTokens>>;
+      const dim3 blocks = grid(a.cols / kQ8Chunk / Dots::kPerUnit, max_row_lanes);
+      if (a.w_up != nullptr) {
+        if constexpr (kTokens == 1) {
+          OCTO_LAUNCH(GluKernelOneToken<Dots>, blocks, kWarpsPerBlock * kWarpSize, 0, stream, a);
+        } else {
+          OCTO_LAUNCH(GluKernel<Dots>, blocks, kWarpsPerBlock * kWarpSize, 0, stream, a);
+        }
+      } else {
+        OCTO_LAUNCH(DecodeKernel<Dots>, blocks, kWarpsPerBlock * kWarpSize, 0, stream, a);
+      }
       return absl::OkStatus();
     });
-  }
-  return q8::WithQ8Weights(type, unknown, [&](auto weights) {
-    using W = decltype(weights);
-    using Dots = std::conditional_t<q8::ChunksPerUnit<W>() == 1, StagedQ8Dots<W>, Q8Dots<W>>;
-    const dim3 blocks = grid(a.cols / kQ8Chunk / Dots::kPerUnit, max_row_lanes);
-    if (a.w_up != nullptr) {
-      OCTO_LAUNCH(GluKernel<Dots>, blocks, kWarpsPerBlock * kWarpSize, 0, stream, a);
-    } else {
-      OCTO_LAUNCH(DecodeKernel<Dots>, blocks, kWarpsPerBlock * kWarpSize, 0, stream, a);
-    }
-    return absl::OkStatus();
   });
 }
 

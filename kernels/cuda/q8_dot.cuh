@@ -250,34 +250,54 @@ struct Q8WeightsQ45K {
     c.m[0] = c.m[1] = block_decode::HalfBits(static_cast<uint16_t>(head.x >> 16)) * static_cast<float>(m);
     return c;
   }
-  // Chunks 2 * pair and 2 * pair + 1 into out[0], out[1]. Called by the 4
-  // lanes 4m .. 4m + 3 of a warp at once, lane 4m + p unpacking pair p of
-  // the same block (the decode loop's order: a row's lanes are a multiple
-  // of 4, its units go round-robin over them). They share what every pair
-  // needs -- the 16-byte head, and Q5_K's 32 qh bytes -- each loading a
-  // quarter and taking the rest from the others by shuffles, so each byte
-  // of the block is loaded once, in 4-byte (head), 8-byte (qh) and 16-byte
-  // (qs) loads.
-  __device__ __forceinline__ static void UnpackUnit(const uint8_t* b, int pair, Chunk* out) {
+  // What one lane loads of its chunk pair `pair`: its word of the block's
+  // 16-byte head, the pair's 32 qs bytes and (Q5_K) its 8 of the 32 qh
+  // bytes. Apart from the unpack, so that the decode loop can have the next
+  // pair's loads in flight while it sums this one (Q8Dots).
+  struct Loaded {
+    uint32_t head_word;
+    uint4 qs[2];
+    uint2 qh;
+  };
+  __device__ __forceinline__ static Loaded LoadUnit(const uint8_t* b, int pair) {
+    Loaded l;
+    l.head_word = reinterpret_cast<const uint32_t*>(b)[pair];
+    const auto* qs = reinterpret_cast<const uint4*>(b + (kFifth ? 48 : 16) + 32 * pair);
+    l.qs[0] = qs[0];
+    l.qs[1] = qs[1];
+    l.qh = uint2{};
+    if constexpr (kFifth) l.qh = reinterpret_cast<const uint2*>(b + 16)[pair];
+    return l;
+  }
+  // Chunks 2 * pair and 2 * pair + 1 into out[0], out[1] from LoadUnit's
+  // loads. Called by the 4 lanes 4m .. 4m + 3 of a warp at once, lane 4m + p
+  // holding pair p of the same block (the decode loop's order: a row's lanes
+  // are a multiple of 4, its units go round-robin over them). They share
+  // what every pair needs -- the 16-byte head, and Q5_K's 32 qh bytes --
+  // each having loaded a quarter and taking the rest from the others by
+  // shuffles, so each byte of the block is loaded once, in 4-byte (head),
+  // 8-byte (qh) and 16-byte (qs) loads.
+  __device__ __forceinline__ static void UnpackLoaded(const Loaded& l, int pair, Chunk* out) {
     const int base = static_cast<int>(threadIdx.x % 32) & ~3;  // the group's first lane
     const unsigned group = 0xFu << base;
-    const uint32_t head_word = reinterpret_cast<const uint32_t*>(b)[pair];
     uint4 head;
-    head.x = __shfl_sync(group, head_word, base);
-    head.y = __shfl_sync(group, head_word, base + 1);
-    head.z = __shfl_sync(group, head_word, base + 2);
-    head.w = __shfl_sync(group, head_word, base + 3);
+    head.x = __shfl_sync(group, l.head_word, base);
+    head.y = __shfl_sync(group, l.head_word, base + 1);
+    head.z = __shfl_sync(group, l.head_word, base + 2);
+    head.w = __shfl_sync(group, l.head_word, base + 3);
     uint32_t q_words[8], h_words[8] = {};
-    Words(reinterpret_cast<const uint4*>(b + (kFifth ? 48 : 16) + 32 * pair), q_words);
+    Words(l.qs, q_words);
     if constexpr (kFifth) {
-      const uint2 h = reinterpret_cast<const uint2*>(b + 16)[pair];
       for (int k = 0; k < 4; ++k) {
-        h_words[2 * k] = __shfl_sync(group, h.x, base + k);
-        h_words[2 * k + 1] = __shfl_sync(group, h.y, base + k);
+        h_words[2 * k] = __shfl_sync(group, l.qh.x, base + k);
+        h_words[2 * k + 1] = __shfl_sync(group, l.qh.y, base + k);
       }
     }
     out[0] = FromWords(head, q_words, h_words, 2 * pair);
     out[1] = FromWords(head, q_words, h_words, 2 * pair + 1);
+  }
+  __device__ __forceinline__ static void UnpackUnit(const uint8_t* b, int pair, Chunk* out) {
+    UnpackLoaded(LoadUnit(b, pair), pair, out);
   }
 };
 template <>

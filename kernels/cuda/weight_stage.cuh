@@ -6,6 +6,11 @@
 // decode path (matmul_decode.cu) stages its spans here; no repacked copy of
 // the weights is needed, in VRAM or after a streamed layer's copy.
 //
+// The copies are asynchronous (cp.async, sm_80 on: cuda_pipeline_primitives.h,
+// through common.cuh; the executor queues them until their wait,
+// kernels/cuda/sim/README.md),
+// so a row's next span is in flight while its lanes sum this one.
+//
 // Reads: the aligned words that hold the span's bytes, so up to 3 bytes
 // past its end (within the row's matrix, except at the matrix's end) and up
 // to 2 before its start (within the matrix: its start is 2-byte aligned
@@ -39,12 +44,15 @@ __host__ __device__ constexpr int MaxWarpStageBytes(int units_per_block, int blo
   return most;
 }
 
-// Copies bytes [begin, end) to `shared` (16-byte aligned, SpanStageBytes of
-// end - begin), lanes `lanes` of the caller's row sharing the loads (this
-// lane is `sub` of them), and returns where begin's byte landed: byte
-// begin + i is at the result + i. Shared byte j holds the global byte at
-// begin's 16-byte unit + j, so every 16-byte load is a 16-byte store. The
-// caller syncs its lanes before reading (__syncwarp).
+// Starts copying bytes [begin, end) to `shared` (16-byte aligned,
+// SpanStageBytes of end - begin), lanes `lanes` of the caller's row sharing
+// the loads (this lane is `sub` of them), as one committed group of this
+// lane's async copies, and returns where begin's byte will land: byte begin
+// + i at the result + i. Shared byte j holds the global byte at begin's
+// 16-byte unit + j, so every 16-byte load is a 16-byte store. Before
+// reading, each lane waits for its group (__pipeline_wait_prior) and then
+// the lanes sync (__syncwarp); nothing may read or write those shared bytes
+// in between.
 __device__ __forceinline__ const uint8_t* StageSpan(const uint8_t* begin, const uint8_t* end, uint8_t* shared, int sub,
                                                    int lanes) {
   const int skew = static_cast<int>(reinterpret_cast<uintptr_t>(begin) % 16);
@@ -59,13 +67,14 @@ __device__ __forceinline__ const uint8_t* StageSpan(const uint8_t* begin, const 
   const int n_words = n_head + (words_end - vectors_end) / 4;
   for (int i = sub; i < n_words; i += lanes) {
     const int at = i < n_head ? head_begin + 4 * i : vectors_end + 4 * (i - n_head);
-    *reinterpret_cast<uint32_t*>(shared + at) = __ldg(reinterpret_cast<const uint32_t*>(base + at));
+    __pipeline_memcpy_async(shared + at, base + at, 4);
   }
   const int n_vectors = (vectors_end - vectors_begin) / 16;
   for (int i = sub; i < n_vectors; i += lanes) {
     const int at = vectors_begin + 16 * i;
-    *reinterpret_cast<uint4*>(shared + at) = __ldg(reinterpret_cast<const uint4*>(base + at));
+    __pipeline_memcpy_async(shared + at, base + at, 16);
   }
+  __pipeline_commit();
   return shared + skew;
 }
 

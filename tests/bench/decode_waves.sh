@@ -7,8 +7,10 @@
 # prints, per launch of a Q4_K_M token's layer (q k v in one launch; gate,
 # up and their SiLU product in one, GluKernel, a block holding the rows of
 # both; Q4_K_M's Q6_K attn_v and ffn_down layers, and its Q6_K lm_head,
-# apart), one line
-#   waves: <launch> <TYPE> rows=R cols=C blocks=B blocks/SM=N waves=W last-wave=F%
+# apart), one line for each build of the kernels -- for one token (batch
+# 1: one accumulator a lane, and Q4_K/Q5_K lanes keep their next unit's
+# loads in flight) and for up to 16 tokens (kMaxDecodeTokens):
+#   waves: <launch> <TYPE> tokens=1|16 rows=R cols=C blocks=B blocks/SM=N waves=W last-wave=F%
 # Issue 24 asked for at least 2 waves on the 8B shapes. Measured on an H100
 # (tests/bench/RESULTS.md, matmul_cuda_bench --row-lanes), one warp a row
 # beats the rows shared by two or four warps for every shape and type,
@@ -55,9 +57,10 @@ awk -F'|' -v check="$check" '
     n = 32; if (16 < n) n = 16; if (by_regs < n) n = by_regs; if (by_smem < n) n = by_smem
     return n
   }
-  $1 ~ /(Decode|Glu)Kernel/ && $1 ~ /Q8Weights<\(octo::GgmlType\)(12|14)>/ {
+  $1 ~ /(Decode|Glu)Kernel/ && $1 ~ /Q8Weights<\(octo::GgmlType\)(12|14)>, (1|16)>/ {
     type = $1 ~ /GgmlType\)12>/ ? "Q4_K" : "Q6_K"
     if ($1 ~ /GluKernel/) type = type " GLU"
+    type = type ($1 ~ /GgmlType\)[0-9]+>, 1>/ ? " x1" : " x16")
     regs = $2; sub(/.*Used /, "", regs); sub(/ registers.*/, "", regs)
     smem = 0; if ($2 ~ /bytes smem/) { smem = $2; sub(/ bytes smem.*/, "", smem); sub(/.*, /, "", smem) }
     per_sm[type] = resident(regs + 0, smem + 0); used[type] = regs " registers, " smem " B shared"
@@ -67,19 +70,31 @@ awk -F'|' -v check="$check" '
     lanes = 1; while (lanes < 32 && lanes < units) lanes *= 2
     return lanes > 32 ? 128 / lanes : 4 * 32 / lanes
   }
-  function launch(name, type, rows, cols,    per_block, blocks, waves, last) {
+  function launch(name, type, rows, cols) {
+    launch_of(name, type " x1", rows, cols); launch_of(name, type " x16", rows, cols)
+  }
+  function launch_of(name, kernel, rows, cols,    type, tokens, per_block, blocks, waves, last) {
+    type = kernel; sub(/ x[0-9]+$/, "", type); tokens = kernel; sub(/.* x/, "", tokens)
     per_block = rows_per_block(type, cols)
-    blocks = int((rows + per_block - 1) / per_block); waves = blocks / (132 * per_sm[type])
+    blocks = int((rows + per_block - 1) / per_block); waves = blocks / (132 * per_sm[kernel])
     last = waves - int(waves); if (last == 0) last = 1
-    printf "waves: %-14s %-8s rows=%d cols=%d blocks=%d blocks/SM=%d waves=%.2f last-wave=%.0f%%\n", name, type, rows, cols,
-      blocks, per_sm[type], waves, 100 * last
-    if (per_sm[type] < 6) { printf "waves: %s holds %d blocks per SM, under 6\n", name, per_sm[type]; missed++ }
+    printf "waves: %-14s %-8s tokens=%-2d rows=%d cols=%d blocks=%d blocks/SM=%d waves=%.2f last-wave=%.0f%%\n", name, type,
+      tokens, rows, cols, blocks, per_sm[kernel], waves, 100 * last
+    if (per_sm[kernel] < 6) {
+      printf "waves: %s (tokens=%d) holds %d blocks per SM, under 6\n", name, tokens, per_sm[kernel]; missed++
+    }
   }
   END {
-    if (!("Q4_K" in per_sm) || !("Q6_K" in per_sm) || !("Q4_K GLU" in per_sm)) {
-      print "decode_waves: no Q4_K/Q6_K decode kernel or Q4_K GluKernel in ptxas output" > "/dev/stderr"; exit 2
+    split("Q4_K x1,Q6_K x1,Q4_K GLU x1,Q4_K x16,Q6_K x16,Q4_K GLU x16", kernels, ",")
+    for (i = 1; i <= 6; i++) {
+      if (!(kernels[i] in per_sm)) {
+        print "decode_waves: no " kernels[i] " decode kernel in ptxas output" > "/dev/stderr"; exit 2
+      }
     }
-    printf "decode kernels (sm_90): Q4_K %s, Q6_K %s; GluKernel Q4_K %s\n", used["Q4_K"], used["Q6_K"], used["Q4_K GLU"]
+    for (t = 1; t <= 16; t += 15) {
+      printf "decode kernels (sm_90), tokens=%d: Q4_K %s, Q6_K %s; GluKernel Q4_K %s\n", t, used["Q4_K x" t],
+        used["Q6_K x" t], used["Q4_K GLU x" t]
+    }
     launch("q+k+v", "Q4_K", 4096 + 1024 + 1024, 4096)
     launch("o", "Q4_K", 4096, 4096)
     launch("gate+up+silu", "Q4_K GLU", 14336, 4096)

@@ -22,8 +22,8 @@
 #    the loads per block; their widths, the bytes.
 #  - Every other type is staged (kernels/cuda/weight_stage.cuh): the lanes of
 #    a row copy a span of whole blocks to shared memory, 16-byte loads for
-#    the span's aligned 16-byte units and 4-byte words at its two ends, and
-#    unpack from there. Its PTX gives the load widths (the narrowest is
+#    the span's aligned 16-byte units and 4-byte words at its two ends (async
+#    copies, cp.async: counted as the loads they are), and unpack from there. Its PTX gives the load widths (the narrowest is
 #    min-width); the count follows StageSpan's rule, applied below to the
 #    spans of a row that starts 16-byte aligned (the skew of each span, over
 #    the 16 spans after which it repeats): loads/block and the bytes they
@@ -66,6 +66,13 @@ awk -v check="$check" '
     if ($1 ~ /(8|s8|u8|b8)$/) size = 1; else if ($1 ~ /16$/) size = 2; else if ($1 ~ /64$/) size = 8; else size = 4
     loads[entry]++; loaded[entry] += width * size
     w = width * size
+    if (!(entry in minw) || w < minw[entry]) minw[entry] = w
+    if (!(entry in maxw) || w > maxw[entry]) maxw[entry] = w
+  }
+  # cp.async.cg.shared.global [dst], [src], 16, 16;  (the copy size: 4, 8 or 16)
+  entry != "" && /cp\.async\.(ca|cg)\.shared\.global/ {
+    w = $0; sub(/.*\], */, "", w); sub(/,.*/, "", w); w += 0
+    loads[entry]++; loaded[entry] += w
     if (!(entry in minw) || w < minw[entry]) minw[entry] = w
     if (!(entry in maxw) || w > maxw[entry]) maxw[entry] = w
   }

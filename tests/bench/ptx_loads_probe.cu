@@ -44,6 +44,7 @@ __device__ __forceinline__ void Probe(const uint8_t* block, int unit, int* out) 
     constexpr int kSpan = 32 / W::kChunks * W::kBytes;
     __shared__ __align__(16) uint8_t shared[stage::SpanStageBytes(kSpan)];
     const uint8_t* span = stage::StageSpan(block, block + kSpan, shared, unit % 32, 32);
+    __pipeline_wait_prior(0);
     __syncwarp();
     out[0] = span[unit];
   } else {

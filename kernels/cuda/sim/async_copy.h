@@ -29,11 +29,13 @@ class AsyncCopies {
     const void* src;
     size_t bytes;
     size_t zero_fill;
+    size_t group;  // committed groups before it: its group's number
   };
-  static void Perform(const std::vector<Pending>& group);
+  static void Perform(const Pending& p);
 
-  std::vector<Pending> open_;
-  std::vector<std::vector<Pending>> committed_;  // oldest first
+  std::vector<Pending> pending_;  // oldest first
+  size_t committed_ = 0;          // groups committed so far
+  size_t done_ = 0;               // groups performed so far
 };
 
 }  // namespace octo::cuda_sim
