@@ -6,10 +6,10 @@
 // decode path (matmul_decode.cu) stages its spans here; no repacked copy of
 // the weights is needed, in VRAM or after a streamed layer's copy.
 //
-// The copies are asynchronous (cp.async, sm_80 on: cuda_pipeline_primitives.h,
-// through common.cuh; the executor queues them until their wait,
-// kernels/cuda/sim/README.md),
-// so a row's next span is in flight while its lanes sum this one.
+// The copies are asynchronous (cp.async, sm_80 on: cuda_pipeline_primitives.h
+// through common.cuh; the executor queues them until their wait, as
+// kernels/cuda/sim/README.md says), so a row's next span is in flight while
+// its lanes sum this one.
 //
 // Reads: the aligned words that hold the span's bytes, so up to 3 bytes
 // past its end (within the row's matrix, except at the matrix's end) and up
