@@ -14,7 +14,8 @@
 #                  resident decode, prefill of 2048, 1/8/32 sessions;
 #   llama.log      llama.cpp's llama-bench on the same GGUF, every layer on
 #                  the GPU: prompt 2048, 128 generated tokens;
-#   matmul.log     matmul_cuda_bench: the decode MatMul's GB/s per type;
+#   matmul.log     matmul_cuda_bench: the decode MatMul's GB/s per type at
+#                  the 8B shapes (14336 x 4096, 4096 x 14336, 4096 x 4096);
 #   ncu-POS.csv    Nsight Compute (when there): each kernel's time and DRAM
 #                  throughput over a decode step at POS cached positions
 #                  (NCU_POS, default 512).
@@ -105,8 +106,14 @@ fi
 
 if want matmul; then
 step matmul_cuda_bench
-timeout 40 "$build/tests/kernels/cuda/matmul_cuda_bench" --rows 14336 --cols 4096 Q4_K Q6_K Q8_0 >"$out/matmul.log" 2>&1
-echo "matmul_cuda_bench exit $?"
+# The 8B shapes: gate/up, down (the longest rows: a lane's most units), o.
+: >"$out/matmul.log"
+for shape in "14336 4096" "4096 14336" "4096 4096"; do
+  read -r rows cols <<<"$shape"
+  timeout 40 "$build/tests/kernels/cuda/matmul_cuda_bench" --rows "$rows" --cols "$cols" Q4_K Q6_K Q8_0 \
+    >>"$out/matmul.log" 2>&1
+  echo "matmul_cuda_bench $rows x $cols exit $?"
+done
 fi
 
 ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -n 1)
@@ -127,7 +134,7 @@ fi
 step summary
 [ -f "$out/gpu_bench.log" ] && tail -n 45 "$out/gpu_bench.log"
 grep -E '^\|' "$out/llama.log" 2>/dev/null
-grep -E "GB/s" "$out/matmul.log" 2>/dev/null | head -n 12
+grep -E "GB/s" "$out/matmul.log" 2>/dev/null | head -n 36
 for csv in "$out"/ncu-*.csv; do
   [ -s "$csv" ] || continue
   echo "$(basename "$csv"):"
