@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -206,9 +207,11 @@ TEST_F(MatMulCudaTest, DecodeEveryTypeMatchesTheExactProductAndTheCpu) {
   double worst = 0;
   uint32_t seed = 1;
   for (const GgmlTypeInfo& info : AllGgmlTypes()) {
-    // Rows that fill no warp group evenly, 1 to 16 tokens, short and long rows.
+    // Rows that fill no warp group evenly, 1 to 16 tokens, short and long
+    // rows; one token over rows long enough that a lane has several units
+    // (Q4_K: 4) or a warp several spans, so the next ones load ahead.
     for (const Shape& s : {Shape{1, 256, 1}, Shape{7, 512, 3}, Shape{33, 4096, 9}, Shape{70, 1024, 16},
-                           Shape{45, 768, 5}}) {
+                           Shape{45, 768, 5}, Shape{19, 8192, 1}}) {
       worst = std::fmax(worst, Check(Make(info.type, s.rows, s.cols, s.n_tokens, seed += 2)));
     }
   }
@@ -231,9 +234,14 @@ TEST_F(MatMulCudaTest, PrefillEveryTypeMatchesTheExactProductAndTheCpu) {
   }
 }
 
+// Alone, a token takes the kernels built for one token (and their loads
+// ahead: 8192 columns give a Q4_K lane 4 units, a staged row 8 spans a warp).
 TEST_F(MatMulCudaTest, ATokenGetsTheSameBitsAloneAndInADecodeBatch) {
-  for (GgmlType type : {GgmlType::kQ4_K, GgmlType::kQ6_K, GgmlType::kQ8_0, GgmlType::kF16, GgmlType::kF32}) {
-    const Problem batch = Make(type, 37, 512, kMaxDecodePathTokens, 77);
+  for (const auto& [type, cols] : std::vector<std::pair<GgmlType, int64_t>>{
+           {GgmlType::kQ4_K, 512}, {GgmlType::kQ6_K, 512}, {GgmlType::kQ8_0, 512}, {GgmlType::kF16, 512},
+           {GgmlType::kF32, 512}, {GgmlType::kQ4_K, 8192}, {GgmlType::kQ5_K, 8192}, {GgmlType::kQ6_K, 8192},
+           {GgmlType::kIQ2_XS, 8192}}) {
+    const Problem batch = Make(type, 37, cols, kMaxDecodePathTokens, 77);
     const std::vector<float> together = Run(batch);
     for (int t = 0; t < batch.n_tokens; t += 5) {
       Problem alone = batch;
