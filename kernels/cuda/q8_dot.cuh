@@ -14,7 +14,7 @@
 // (tests/kernels/cuda/matmul_cuda_test.cc checks every type).
 //
 // Where the block is: Q4_K and Q5_K are unpacked straight from global
-// memory, in 16-byte units (UnpackUnit); every other type from a copy the
+// memory, in 16-byte units (LoadUnit); every other type from a copy the
 // row's lanes staged in shared memory (kernels/cuda/weight_stage.cuh), so
 // their field reads (Load4's halves, single bytes) never reach global memory.
 #pragma once
@@ -213,7 +213,7 @@ struct Q8Weights<GgmlType::kQ3_K> {
 // blocks are whole 16-byte units, so a tensor that starts 16-byte aligned
 // (matmul::WeightAlignment; every layer file tensor starts at 4096) is read in
 // aligned loads: the block's head (d, dmin and the 12 scale bytes), Q5_K's
-// 32 qh bytes, the chunk pair's 32 qs bytes (UnpackUnit).
+// 32 qh bytes, the chunk pair's 32 qs bytes (LoadUnit, then UnpackLoaded).
 template <bool kFifth>
 struct Q8WeightsQ45K {
   static constexpr int kChunks = 8, kBytes = kFifth ? 176 : 144;
@@ -295,9 +295,6 @@ struct Q8WeightsQ45K {
     }
     out[0] = FromWords(head, q_words, h_words, 2 * pair);
     out[1] = FromWords(head, q_words, h_words, 2 * pair + 1);
-  }
-  __device__ __forceinline__ static void UnpackUnit(const uint8_t* b, int pair, Chunk* out) {
-    UnpackLoaded(LoadUnit(b, pair), pair, out);
   }
 };
 template <>
@@ -490,7 +487,7 @@ __host__ __device__ constexpr int ChunksPerUnit() {
 template <typename W>
 __device__ __forceinline__ void UnpackUnit(const uint8_t* b, int unit, Chunk* out) {
   if constexpr (ChunksPerUnit<W>() > 1) {
-    W::UnpackUnit(b, unit, out);
+    W::UnpackLoaded(W::LoadUnit(b, unit), unit, out);
   } else {
     out[0] = W::Unpack(b, unit);
   }

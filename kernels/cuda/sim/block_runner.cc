@@ -526,26 +526,25 @@ uint64_t WarpCollective(WarpOp op, unsigned mask, uint64_t value, int param, int
   return RunnerOrDie(OpName(op)).Warp(op, mask, value, param, width, site);
 }
 
+std::string RunningThreadName() {
+  const BlockInfo& b = *tls_thread->block;
+  return absl::StrFormat("kernel %s, block (%u,%u,%u), thread (%u,%u,%u)", b.kernel_name, b.block_idx.x,
+                         b.block_idx.y, b.block_idx.z, tls_thread->thread_idx.x, tls_thread->thread_idx.y,
+                         tls_thread->thread_idx.z);
+}
+
 void Trap(std::source_location site) {
   BlockRunner& runner = RunnerOrDie("__trap");
-  runner.Fail(absl::StrFormat("kernel %s, block (%u,%u,%u), thread (%u,%u,%u): __trap() at %s",
-                              tls_thread->block->kernel_name, tls_thread->block->block_idx.x,
-                              tls_thread->block->block_idx.y, tls_thread->block->block_idx.z,
-                              tls_thread->thread_idx.x, tls_thread->thread_idx.y, tls_thread->thread_idx.z,
-                              Site(site)));
+  runner.Fail(absl::StrFormat("%s: __trap() at %s", RunningThreadName(), Site(site)));
 }
 
 void AsyncCopy(void* dst, const void* src, size_t bytes, size_t zero_fill, std::source_location site) {
   BlockRunner& runner = RunnerOrDie("__pipeline_memcpy_async");
   const bool aligned = reinterpret_cast<uintptr_t>(dst) % bytes == 0 && reinterpret_cast<uintptr_t>(src) % bytes == 0;
   if ((bytes != 4 && bytes != 8 && bytes != 16) || zero_fill > bytes || !aligned) {
-    runner.Fail(absl::StrFormat("kernel %s, block (%u,%u,%u), thread (%u,%u,%u): __pipeline_memcpy_async of %zu bytes "
-                                "(%zu zero-filled) from %p to %p at %s: the size must be 4, 8 or 16, both addresses "
-                                "aligned to it",
-                                tls_thread->block->kernel_name, tls_thread->block->block_idx.x,
-                                tls_thread->block->block_idx.y, tls_thread->block->block_idx.z,
-                                tls_thread->thread_idx.x, tls_thread->thread_idx.y, tls_thread->thread_idx.z, bytes,
-                                zero_fill, src, dst, Site(site)));
+    runner.Fail(absl::StrFormat("%s: __pipeline_memcpy_async of %zu bytes (%zu zero-filled) from %p to %p at %s: the "
+                                "size must be 4, 8 or 16, both addresses aligned to it",
+                                RunningThreadName(), bytes, zero_fill, src, dst, Site(site)));
   }
   runner.Copies().Copy(dst, src, bytes, zero_fill);
 }

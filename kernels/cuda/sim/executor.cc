@@ -25,10 +25,7 @@ void OnFault(int sig, siginfo_t* info, void*) {
   const auto address = reinterpret_cast<uintptr_t>(info->si_addr);
   std::string who;
   if (tls_thread != nullptr) {
-    const BlockInfo& b = *tls_thread->block;
-    who = absl::StrFormat("kernel %s, block (%u,%u,%u), thread (%u,%u,%u)", b.kernel_name, b.block_idx.x,
-                          b.block_idx.y, b.block_idx.z, tls_thread->thread_idx.x, tls_thread->thread_idx.y,
-                          tls_thread->thread_idx.z);
+    who = RunningThreadName();
   } else if (tls_stream_op != nullptr) {
     who = *tls_stream_op;
   } else {

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <source_location>
+#include <string>
 
 #include <cuda_runtime_api.h>
 
@@ -51,6 +52,10 @@ int BlockBarrier(BarrierKind kind, int predicate, std::source_location site);
 // the ballot of the `value`s that are non-zero).
 uint64_t WarpCollective(WarpOp op, unsigned mask, uint64_t value, int param, int width,
                         std::source_location site);
+
+// "kernel K, block (x,y,z), thread (x,y,z)": the running GPU thread, for
+// errors. Only inside a kernel.
+std::string RunningThreadName();
 
 // __trap(): the kernel fails with an error naming this thread and `site`.
 [[noreturn]] void Trap(std::source_location site);
