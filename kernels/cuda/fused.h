@@ -8,7 +8,9 @@
 // reads the output would otherwise compute in a launch of its own;
 // MatMulGroup (or MatMulExpertsGroup) then takes them as `rounded`. The
 // rounding is act_q8.cuh's RoundChunk, the decode path's own, so the
-// MatMul's output is the unfused one's bit for bit.
+// MatMul's output is the unfused one's bit for bit. And a decode MatMul
+// whose output the residual stream takes next adds it in its own store
+// (MatMulAdd), Add's bits.
 #pragma once
 
 #include <optional>
@@ -72,6 +74,15 @@ absl::Status MatMulGroup(std::span<const WeightMatrix> ws, const float* x, std::
 absl::Status MatMulGroupBias(std::span<const WeightMatrix> ws, std::span<const float* const> biases, const float* x,
                              std::span<float* const> outs, int n_tokens, const Exec& exec,
                              const ActQ8Out* rounded = nullptr);
+
+// ops.h's MatMul on the decode path (n_tokens <= kMaxDecodeTokens, one
+// launch) then Add(residual, out, residual) -- the residual stream taking a
+// projection's output (wo's, down's) -- in the decode launch: out and
+// residual (n_tokens, w.rows) get the two ops' bits. residual must not
+// overlap x or out. rounded: x's 8-bit activations a producer wrote (as
+// MatMulGroup takes them), or null: x rounded here (MatMulScratchBytes).
+absl::Status MatMulAdd(const WeightMatrix& w, const float* x, float* out, float* residual, int n_tokens,
+                       const Exec& exec, const ActQ8Out* rounded = nullptr);
 
 // ops.h's MatMulGroup of gate and up then SiluMul of their outputs, in one
 // decode launch: out (n_tokens, gate.rows) = silu(x · gate^T) * (x · up^T),

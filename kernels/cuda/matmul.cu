@@ -210,6 +210,33 @@ absl::Status MatMulGroupBias(std::span<const WeightMatrix> ws, std::span<const f
   return Group(ws, x, outs, n_tokens, exec, rounded, biases);
 }
 
+absl::Status MatMulAdd(const WeightMatrix& w, const float* x, float* out, float* residual, int n_tokens,
+                       const Exec& exec, const ActQ8Out* rounded) {
+  if (n_tokens > kMaxDecodeTokens) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("MatMulAdd: %d tokens (at most %d, one decode launch)", n_tokens, kMaxDecodeTokens));
+  }
+  absl::StatusOr<int64_t> row_bytes = CheckMatMul(w, x, out, n_tokens, exec);
+  if (!row_bytes.ok()) return row_bytes.status();
+  if (residual == nullptr) return absl::InvalidArgumentError("MatMulAdd: residual is null");
+  const int64_t out_bytes = int64_t{n_tokens} * w.rows * 4;
+  if (Overlaps(residual, out_bytes, x, int64_t{n_tokens} * w.cols * 4) || Overlaps(residual, out_bytes, out, out_bytes)) {
+    return absl::InvalidArgumentError("MatMulAdd: residual overlaps x or out");
+  }
+  if (rounded != nullptr) {
+    if (absl::Status s = CheckRounded({&w, 1}, n_tokens, *rounded); !s.ok()) return s;
+  }
+  matmul::ActQ8View act;
+  if (!matmul::IsFloatWeight(w.type)) {
+    if (rounded != nullptr) {
+      act = matmul::ActQ8View{rounded->q, rounded->d};
+    } else if (absl::Status s = matmul::QuantizeActivations(w.type, x, n_tokens, w.cols, exec, &act); !s.ok()) {
+      return s;
+    }
+  }
+  return matmul::DecodeQuantized(w, *row_bytes, x, act, out, n_tokens, exec.stream, nullptr, residual);
+}
+
 absl::Status MatMulGlu(const WeightMatrix& gate, const WeightMatrix& up, const float* x, float* out, int n_tokens,
                        const Exec& exec, const ActQ8Out* rounded, const ActQ8Out* round_out) {
   if (gate.type != up.type || gate.rows != up.rows || gate.cols != up.cols || matmul::IsFloatWeight(gate.type)) {

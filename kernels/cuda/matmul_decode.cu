@@ -57,6 +57,7 @@ struct DecodeArgs {
   const float* xd;    // (n_x, cols / 32)
   float* out;         // (n_tokens or n_choices, rows)
   const float* bias;  // dense: (rows) added to each token's row (AddBias's sum), or null
+  float* residual;    // dense: (n_tokens, rows) that each stored value is added into (Add's sum), or null
   int n_tokens;
   int lanes_per_row;  // a power of two <= kMaxRowLanes: the lanes that share one row
   const int32_t* expert_ids;  // null: dense
@@ -288,17 +289,21 @@ __device__ __forceinline__ bool ReduceRows(float* acc, int64_t first_row, int64_
 
 // ReduceRows, then the storing lanes store token t's rows at out[t *
 // out_stride + row], plus bias[row] when bias is non-null (the float sum
-// AddBias would add after).
+// AddBias would add after); with residual non-null, each stored value is
+// also added into residual at the same place (Add's sum: residual + out).
 template <int kTokens>
 __device__ __forceinline__ void StoreRows(float* acc, float* out, int64_t out_stride, int64_t first_row,
-                                          int64_t n_rows, int n_tokens, int lanes, const float* bias = nullptr) {
+                                          int64_t n_rows, int n_tokens, int lanes, const float* bias = nullptr,
+                                          float* residual = nullptr) {
   if (!ReduceRows<kTokens>(acc, first_row, n_rows, n_tokens, lanes)) return;
   const int64_t row = RowOfLane(first_row, lanes);
   const float b = bias != nullptr ? bias[row] : 0.0f;
 #pragma unroll
   for (int t = 0; t < kTokens; ++t) {
     if (t >= n_tokens) break;
-    out[t * out_stride + row] = bias != nullptr ? acc[t] + b : acc[t];
+    const float v = bias != nullptr ? acc[t] + b : acc[t];
+    out[t * out_stride + row] = v;
+    if (residual != nullptr) residual[t * out_stride + row] = residual[t * out_stride + row] + v;
   }
 }
 
@@ -317,9 +322,10 @@ __global__ void DecodeKernel(const __grid_constant__ DecodeArgs a) {
   const uint8_t* w = a.w;
   int64_t rows = a.rows, row_bytes = a.row_bytes;
   float* out = a.out;
-  // The bias waits in shared memory for the store: its pointer kept in a
-  // register through the dots cost every Q4_K launch a block per SM.
+  // The bias and residual wait in shared memory for the store: a pointer
+  // kept in a register through the dots cost every Q4_K launch a block per SM.
   __shared__ const float* bias;
+  __shared__ float* residual;
   if (a.n_parts > 0) {
     int p = 0;
     while (p + 1 < a.n_parts && block >= a.parts[p + 1].first_block) ++p;
@@ -329,11 +335,15 @@ __global__ void DecodeKernel(const __grid_constant__ DecodeArgs a) {
     rows = part.rows;
     row_bytes = part.row_bytes;
     out = part.out;
-    if (threadIdx.x == 0) bias = part.bias;
+    if (threadIdx.x == 0) {
+      bias = part.bias;
+      residual = nullptr;
+    }
   } else if (threadIdx.x == 0) {
     bias = a.bias;
+    residual = a.residual;
   }
-  __syncthreads();  // bias is written
+  __syncthreads();  // bias and residual are written
   const int64_t first_row = warps > 1 ? block * (kWarpsPerBlock / warps) + warp / warps
                                     : (block * kWarpsPerBlock + warp) * (kWarpSize / lanes);
   if (warps == 1 && first_row >= rows) return;  // the whole warp (rows of several warps sync in StoreRows)
@@ -343,7 +353,7 @@ __global__ void DecodeKernel(const __grid_constant__ DecodeArgs a) {
   float acc[Dots::kTokens] = {};
   if (a.expert_ids == nullptr) {
     if (has_row) Dots::Add(a, w + row * row_bytes, 0, a.n_tokens, sub, lanes, acc);
-    StoreRows<Dots::kTokens>(acc, out, rows, first_row, rows, a.n_tokens, lanes, bias);
+    StoreRows<Dots::kTokens>(acc, out, rows, first_row, rows, a.n_tokens, lanes, bias, residual);
     return;
   }
   for (int i = blockIdx.y; i < a.n_choices; i += gridDim.y) {
@@ -517,10 +527,11 @@ absl::Status QuantizeActivations(GgmlType type, const float* x, int n_tokens, in
 }
 
 absl::Status DecodeQuantized(const WeightMatrix& w, int64_t row_bytes, const float* x, const ActQ8View& act,
-                             float* out, int n_tokens, StreamHandle stream, const float* bias) {
+                             float* out, int n_tokens, StreamHandle stream, const float* bias, float* residual) {
   DecodeArgs a = DenseArgs(w, row_bytes, act, out, n_tokens);
   a.x = x;
   a.bias = bias;
+  a.residual = residual;
   return Launch(w.type, a, 1, stream);
 }
 

@@ -50,8 +50,11 @@ struct ActQ8View {
 absl::Status QuantizeActivations(GgmlType type, const float* x, int n_tokens, int64_t cols, const Exec& exec,
                                  ActQ8View* act);
 // bias: (w.rows) added to each token's row as AddBias adds it, or null.
+// residual: (n_tokens, w.rows) that out is added into as Add(residual, out,
+// residual) adds it, or null.
 absl::Status DecodeQuantized(const WeightMatrix& w, int64_t row_bytes, const float* x, const ActQ8View& act,
-                             float* out, int n_tokens, StreamHandle stream, const float* bias = nullptr);
+                             float* out, int n_tokens, StreamHandle stream, const float* bias = nullptr,
+                             float* residual = nullptr);
 // DecodeQuantized for matrices of one type and cols over the same x and act,
 // in one launch; each matrix's rows get the bits DecodeQuantized gives them
 // (biases: one per matrix, each null or its rows' bias; empty: none).

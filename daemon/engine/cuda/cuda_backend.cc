@@ -177,6 +177,30 @@ absl::Status CudaBackend::LaunchHeld() {
   return error.ok() ? s : error;
 }
 
+absl::Status CudaBackend::HoldMatMul(absl::AnyInvocable<absl::Status(float* residual)> add_into, const float* x,
+                                     int64_t x_elements, const float* out, int64_t elements) {
+  auto shared = std::make_shared<absl::AnyInvocable<absl::Status(float*)>>(std::move(add_into));
+  return Hold(Held{.launch = [shared](const cuda::ActQ8Out*) { return (*shared)(nullptr); },
+                   .out = nullptr,  // not a producer that rounds (HeldRoundsFor)
+                   .elements = 0,
+                   .rope = std::nullopt,
+                   .norms = {},
+                   .attention = std::nullopt,
+                   .matmul = HeldMatMul{shared, x, x_elements, out, elements}});
+}
+
+std::optional<absl::Status> CudaBackend::AddHeldMatMulInto(float* residual, const float* delta, int64_t n) {
+  if (!held_.matmul || !held_error_.ok()) return std::nullopt;
+  const HeldMatMul& m = *held_.matmul;
+  if (m.out != delta || m.elements != n || Overlaps(residual, n * 4, m.x, m.x_elements * 4) ||
+      Overlaps(residual, n * 4, m.out, n * 4)) {
+    return std::nullopt;
+  }
+  std::shared_ptr<absl::AnyInvocable<absl::Status(float*)>> add_into = std::exchange(held_, Held{}).matmul->add_into;
+  signature::SignOp(*graphs_, "MatMul + Add", residual);
+  return graphs_->Queue([add_into, residual] { return (*add_into)(residual); });
+}
+
 std::optional<absl::Status> CudaBackend::FusedMatMul(std::span<const WeightMatrix> ws, const float* x,
                                                      std::span<float* const> outs, int n_tokens,
                                                      std::span<const float* const> biases) {
@@ -189,6 +213,18 @@ std::optional<absl::Status> CudaBackend::FusedMatMul(std::span<const WeightMatri
   if (!exec.ok()) return exec.status();
   const cuda::ActQ8Out q8 = cuda::ActQ8At(exec->scratch, *rule, n_tokens, ws[0].cols);
   signature::SignOp(*graphs_, "MatMulGroup (rounded)", ws, x, outs, n_tokens, *exec, biases);
+  if (ws.size() == 1 && biases.empty()) {
+    // One MatMul: held itself, for the residual add after it.
+    const WeightMatrix w = ws[0];
+    float* const out = outs[0];
+    return HoldMatMul(
+        [launch = std::move(launch), w, x, out, n_tokens, exec = *exec, q8](float* residual) mutable -> absl::Status {
+          if (absl::Status s = launch(&q8); !s.ok()) return s;
+          return Op("MatMul", residual == nullptr ? cuda::MatMulGroup({&w, 1}, x, {&out, 1}, n_tokens, exec, q8)
+                                                  : cuda::MatMulAdd(w, x, out, residual, n_tokens, exec, &q8));
+        },
+        x, int64_t{n_tokens} * w.cols, out, int64_t{n_tokens} * w.rows);
+  }
   return graphs_->Queue([launch = std::move(launch), ws = std::vector<WeightMatrix>(ws.begin(), ws.end()),
                          outs = std::vector<float*>(outs.begin(), outs.end()),
                          biases = std::vector<const float*>(biases.begin(), biases.end()), x, n_tokens,

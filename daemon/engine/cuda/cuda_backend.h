@@ -33,6 +33,11 @@
 //     append in one launch; and two in-place per-head RmsNorms of RopeQK's
 //     q and k before it (qwen3's q and k norms) are held with it and go in
 //     that launch too.
+// A MatMul on the decode path (one launch of a few tokens) is held too, for
+// an AddRmsNorm or Add that adds its whole output into the residual stream
+// (the next norm's add after wo and down, the last layer's Add): the decode
+// launch adds each value it stores into the residual (cuda::MatMulAdd), and
+// the norm launches plain (an RmsNorm, itself held as above).
 // Any other call launches the held op as it is first, so the stream runs
 // the same work in the same order. stream() does the same: code that queues work on the compute
 // stream itself (DeviceLayers' events and copies) sees every op called
@@ -202,6 +207,16 @@ class CudaBackend : public Backend {
     int n_rows, dim;
     float eps;
   };
+  // A held decode MatMul (see above): `add_into(residual)` launches it, also
+  // adding its output (elements floats at out) into residual when that is
+  // non-null; the held launch is add_into(nullptr).
+  struct HeldMatMul {
+    std::shared_ptr<absl::AnyInvocable<absl::Status(float* residual)>> add_into;
+    const float* x;
+    int64_t x_elements;
+    const float* out;
+    int64_t elements;
+  };
   struct Held {
     absl::AnyInvocable<absl::Status(const cuda::ActQ8Out*)> launch;
     const float* out = nullptr;
@@ -209,6 +224,7 @@ class CudaBackend : public Backend {
     std::optional<HeldRope> rope;
     std::vector<HeadNormCall> norms;  // the held in-place head-wide RmsNorms (one or two)
     std::optional<HeldAttention> attention = std::nullopt;
+    std::optional<HeldMatMul> matmul = std::nullopt;
     // A producer writing out in spans of this many values, a block each
     // (Attention's heads): it rounds by the rules cuda::RoundsInSpans
     // allows. 0: by any rule whose chunks its rows hold.
@@ -218,6 +234,14 @@ class CudaBackend : public Backend {
     size_t free_scratch = SIZE_MAX;
   };
   absl::Status Hold(Held held);
+  // Holds a decode MatMul of x (x_elements floats) into out (elements);
+  // `add_into` as HeldMatMul's.
+  absl::Status HoldMatMul(absl::AnyInvocable<absl::Status(float* residual)> add_into, const float* x,
+                          int64_t x_elements, const float* out, int64_t elements);
+  // When the held op is a MatMul whose whole output is delta (n floats) and
+  // residual overlaps neither its x nor its output: its launch adding into
+  // residual, queued; else nullopt (nothing launched).
+  std::optional<absl::Status> AddHeldMatMulInto(float* residual, const float* delta, int64_t n);
   // Prefixes an op's error with its name (the forward pass adds the layer).
   static absl::Status Op(const char* name, absl::Status s);
   // Launches the held op plain (and returns the error of one launched by

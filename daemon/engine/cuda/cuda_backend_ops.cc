@@ -75,9 +75,17 @@ absl::Status CudaBackend::RmsNorm(const float* x, const float* weight, float* ou
 
 absl::Status CudaBackend::AddRmsNorm(float* x, const float* delta, const float* weight, float* out, int n_rows,
                                      int dim, float eps) {
-  OCTO_RETURN_IF_ERROR(LaunchHeld());
   OCTO_RETURN_IF_ERROR(Op("AddRmsNorm", CheckRmsNormArgs(x, weight, out, n_rows, dim, eps)));
   SignOp(*graphs_, "AddRmsNorm", x, delta, weight, out, n_rows, dim, eps);
+  const int64_t n = int64_t{n_rows} * dim;
+  if (!Overlaps(x, n * 4, delta, n * 4) && !Overlaps(x, n * 4, out, n * 4)) {
+    // delta is a held MatMul's output: it adds it into x; the norm of x after.
+    if (std::optional<absl::Status> added = AddHeldMatMulInto(x, delta, n)) {
+      OCTO_RETURN_IF_ERROR(*added);
+      return RmsNorm(x, weight, out, n_rows, dim, eps);
+    }
+  }
+  OCTO_RETURN_IF_ERROR(LaunchHeld());
   auto launch = [=, this](const cuda::ActQ8Out* q8) {
     return Op("AddRmsNorm", q8 == nullptr
                                 ? cuda::AddRmsNorm(x, delta, weight, out, n_rows, dim, eps, stream_.get())
@@ -129,6 +137,15 @@ absl::Status CudaBackend::MatMul(const WeightMatrix& w, const float* x, float* o
   }
   OCTO_ASSIGN_OR_RETURN(const cuda::Exec exec, ExecWithScratch(scratch));
   SignOp(*graphs_, "MatMul", w, x, out, n_tokens, exec);
+  if (n_tokens <= kMaxDecodeTokens) {
+    // One decode launch: held, for the residual add after it.
+    return HoldMatMul(
+        [=](float* residual) {
+          return Op("MatMul", residual == nullptr ? cuda::MatMul(w, x, out, n_tokens, exec)
+                                                  : cuda::MatMulAdd(w, x, out, residual, n_tokens, exec));
+        },
+        x, int64_t{n_tokens} * w.cols, out, int64_t{n_tokens} * w.rows);
+  }
   for (const Run& r : runs) SignOp(*graphs_, "run", r.row, r.n, r.decode);
   return graphs_->Queue([=, runs = std::move(runs)]() -> absl::Status {
     for (const Run& r : runs) {
@@ -364,8 +381,12 @@ absl::Status CudaBackend::Gelu(const float* x, float* out, int64_t n) {
 }
 
 absl::Status CudaBackend::Add(const float* a, const float* b, float* out, int64_t n) {
-  OCTO_RETURN_IF_ERROR(LaunchHeld());
   SignOp(*graphs_, "Add", a, b, out, n);
+  // b is a held MatMul's output and out a: it adds it into a.
+  if (out == a) {
+    if (std::optional<absl::Status> added = AddHeldMatMulInto(out, b, n)) return *added;
+  }
+  OCTO_RETURN_IF_ERROR(LaunchHeld());
   return graphs_->Queue([=, this] { return Op("Add", cuda::Add(a, b, out, n, stream_.get())); });
 }
 

@@ -132,5 +132,55 @@ TEST_F(CudaBackendHeld, TheMatMulReadingAHeldOpTakesItsRoundingWithTheSameBits) 
   EXPECT_EQ(0, std::memcmp(fused.down.data(), apart.down.data(), 16 * 4));
 }
 
+// The end of a layer and the next one's start: down (Q4_K, after the SiLU
+// product) then the next attention norm's residual add, wo (Q8_0) then the
+// last layer's Add. Held and fused -- each projection's launch adds its
+// output into x -- or launched apart (stream() between): the same bits, and
+// the Add launch goes. An Add of part of a held MatMul's output is not its
+// whole output: launched apart, the same sums.
+TEST_F(CudaBackendHeld, TheResidualAddGoesIntoTheProjectionsLaunchWithTheSameBits) {
+  const std::vector<float> x = RandomActivations(kDim, 41), gate = RandomActivations(kDim, 42),
+                           up = RandomActivations(kDim, 43), weight = RandomActivations(kDim, 44);
+  BackendBuffer d_gate = Put(gate), d_up = Put(up), d_weight = Put(weight);
+  BackendBuffer wd = Put(RandomWeights(GgmlType::kQ4_K, kDim, kDim, 45)),
+                wo = Put(RandomWeights(GgmlType::kQ8_0, kDim, kDim, 46));
+  const WeightMatrix down{GgmlType::kQ4_K, wd.data(), kDim, kDim}, out_proj{GgmlType::kQ8_0, wo.data(), kDim, kDim};
+  struct Run {
+    std::vector<float> x, normed, projected;
+    uint64_t launches;
+  };
+  auto run = [&](bool apart) {
+    BackendBuffer d_x = Put(x), h = Put(std::vector<float>(kDim)), d = Put(std::vector<float>(kDim)),
+                  normed = Put(std::vector<float>(kDim));
+    auto step = [&](absl::Status s) {
+      EXPECT_TRUE(s.ok()) << s;
+      if (apart) cuda_->stream();
+    };
+    const cuda::ApiCounts before = cuda::CurrentApiCounts();
+    step(cuda_->SiluMul(d_gate.as<float>(), d_up.as<float>(), h.as<float>(), kDim));
+    step(cuda_->MatMul(down, h.as<float>(), d.as<float>(), 1));
+    step(cuda_->AddRmsNorm(d_x.as<float>(), d.as<float>(), d_weight.as<float>(), normed.as<float>(), 1, kDim, 1e-5f));
+    step(cuda_->MatMul(out_proj, normed.as<float>(), d.as<float>(), 1));
+    step(cuda_->Add(d_x.as<float>(), d.as<float>(), d_x.as<float>(), kDim));
+    const uint64_t launches = (cuda::CurrentApiCounts() - before).launches;
+    return Run{Get(d_x), Get(normed), Get(d), launches};
+  };
+  const Run apart = run(true), fused = run(false);
+  // Apart: SiLU 1, down 2 (x rounded, decoded), the norm 1, wo 2, Add 1.
+  // Fused: the SiLU product rounding for down, down adding into x, the norm
+  // rounding for wo, wo adding into x.
+  EXPECT_EQ(apart.launches, 7u);
+  EXPECT_EQ(fused.launches, 4u);
+  EXPECT_EQ(0, std::memcmp(fused.x.data(), apart.x.data(), kDim * 4));
+  EXPECT_EQ(0, std::memcmp(fused.normed.data(), apart.normed.data(), kDim * 4));
+  EXPECT_EQ(0, std::memcmp(fused.projected.data(), apart.projected.data(), kDim * 4));
+
+  BackendBuffer d_x = Put(x), normed = Put(weight), d = Put(std::vector<float>(kDim));
+  ASSERT_TRUE(cuda_->MatMul(out_proj, normed.as<float>(), d.as<float>(), 1).ok());
+  ASSERT_TRUE(cuda_->Add(d_x.as<float>(), d.as<float>(), d_x.as<float>(), kDim / 2).ok());
+  const std::vector<float> product = Get(d), half_added = Get(d_x);
+  for (int i = 0; i < kDim; ++i) ASSERT_EQ(half_added[i], i < kDim / 2 ? x[i] + product[i] : x[i]) << i;
+}
+
 }  // namespace
 }  // namespace octo
