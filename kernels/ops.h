@@ -512,7 +512,9 @@ absl::Status Attention(const float* q, const void* k_cache, const void* v_cache,
 // max M and sum S (split order); a second pass over each split scores again
 // and sums fp16(exp(score - M) / S) * V in fp32 (the weights rounded to fp16
 // as on the CPU: on llama.cpp's quantized references this rounding decides
-// near-ties); the splits' sums are added in split order. A query of one
+// near-ties) -- a split's positions in interleaved groups, each group's sum
+// in position order, then the groups' in group order, a fixed order for the
+// split's positions; the splits' sums are added in split order. A query of one
 // split (a context up to kAttentionSplit) is done whole by its first pass,
 // with the same expressions (M = m, S = l), so a round of such queries is
 // one launch, else two. The splits depend only on the query's position, so a token gets the

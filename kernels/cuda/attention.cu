@@ -85,8 +85,16 @@ static_assert(kSplitThreads % kWarpSize == 0, "the block max and sum use full-wa
 // Loads in flight before their sums: a thread loads kKeyBatch values of a
 // key, or the values of kValueBatch positions, then adds them in order (the
 // same sums as one at a time; the loads no longer wait for each other).
+// The value sums take 8 positions' fp16 values (16 bytes each) or 4
+// positions' quantized ones at a time: the most ptxas keeps in registers
+// with no spill (sm_90: 96 registers fp16, 91-96 quantized; fp16 spills at
+// 4, oddly).
 constexpr int kKeyBatch = 8;
-constexpr int kValueBatch = 8;
+template <GgmlType V>
+constexpr int kValueBatch = V == GgmlType::kF16 ? 8 : 4;
+// The value sum's dimensions a thread owns, consecutive: one 16-byte load of
+// fp16 values a position.
+constexpr int kValueDims = 8;
 // The most blocks one launch may have (gridDim.x).
 constexpr int64_t kMaxGridBlocks = INT32_MAX;
 
@@ -144,6 +152,7 @@ struct AttentionLaunch {
   float scale;
   bool value_pass;            // AttentionSplitKernel: false the stats pass, true the value pass
   bool wide_keys;             // fp16 keys whose heads start 16-byte aligned: 8 values a load
+  bool aligned_values;        // head_dim a multiple of kValueDims; fp16 values 16-byte aligned (LoadValues)
   ActQ8Out q8;                // q8.q non-null: out also rounded into q8 (fused.h), head by head
   const float* gate;          // (n_tokens, n_heads * head_dim) or null: out times sigmoid(gate) (fused.h)
 };
@@ -257,11 +266,101 @@ __device__ __forceinline__ float KeyDot(const AttentionLaunch& a, const uint8_t*
   return dot;
 }
 
+// kValueDims values of v_row from value `first` (those from `left` on
+// zeros), as Element gives them. `aligned` (first a multiple of kValueDims,
+// and for fp16 the address 16-byte aligned): fp16 in one 16-byte load, a
+// quantized type's from one block, its scale read once.
+template <GgmlType V>
+__device__ __forceinline__ void LoadValues(const uint8_t* v_row, int first, int left, bool aligned, float* v) {
+  static_assert(cpu::kQK % kValueDims == 0, "an aligned span lies in one cache block");
+  if (aligned && left >= kValueDims) {
+    if constexpr (V == GgmlType::kF16) {
+      static_assert(kValueDims == 8, "one 16-byte load of fp16 values");
+      const uint4 raw = *reinterpret_cast<const uint4*>(v_row + 2 * static_cast<int64_t>(first));
+      const uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+      for (int e = 0; e < kValueDims; ++e) {
+        v[e] = block_decode::HalfBits(static_cast<uint16_t>(words[e / 2] >> (e % 2 * 16)));  // little-endian
+      }
+    } else {
+      using D = block_decode::Decoder<V>;
+      kv_blocks::DecodeBlockSpan<V>(v_row + static_cast<int64_t>(first / D::kElements) * D::kBytes,
+                                    first % D::kElements, kValueDims, v);
+    }
+    return;
+  }
+#pragma unroll
+  for (int e = 0; e < kValueDims; ++e) v[e] = e < left ? kv_blocks::Element<V>(v_row, first + e) : 0.0f;
+}
+
+// acc[j] (dimension threadIdx.x + j * kSplitThreads of the head) = sum over
+// the split's n positions of w[i] * v[i], in position groups: a group is
+// ceil(head_dim / kValueDims) threads, each owning kValueDims consecutive
+// dimensions, and the block holds G = kSplitThreads / that many groups.
+// Group g sums positions g, g + G, g + 2G, ... in order; the groups' sums
+// are then added in group order (those of groups with a position). The same
+// floats for the same n, whatever the call. A thread's loads in series are
+// about n / (G * kValueBatch) rather than n / 8 (one dimension a thread,
+// as before; G = 8 at head_dim 128). The split's position i is the query's
+// begin + i (RowOf's row). Every thread of the block calls it, once.
+template <GgmlType V>
+__device__ __forceinline__ void ValueSums(const AttentionLaunch& a, const float* w, int n, int first, int begin,
+                                          int contiguous, const int* tree_bits, float* acc) {
+  auto row_of = [=](int i) { return static_cast<int64_t>(RowOf(begin + i, contiguous, tree_bits)); };
+  __shared__ float group_sums[kSplitThreads * kValueDims];  // (G, head_dim): G * head_dim fits
+  const int head_dim = a.head_dim;
+  const int per_group = (head_dim + kValueDims - 1) / kValueDims;
+  const int groups = kSplitThreads / per_group;
+  const int g = static_cast<int>(threadIdx.x) / per_group;
+  const int d0 = static_cast<int>(threadIdx.x) % per_group * kValueDims;
+  const bool aligned = a.aligned_values;
+  if (g < groups) {
+    float sum[kValueDims] = {};
+    int i = g;
+    constexpr int kBatch = kValueBatch<V>;
+    for (; i + (kBatch - 1) * groups < n; i += kBatch * groups) {
+      float v[kBatch][kValueDims];
+#pragma unroll
+      for (int u = 0; u < kBatch; ++u) {
+        LoadValues<V>(a.v_cache + row_of(i + u * groups) * a.v_row_bytes, first + d0, head_dim - d0, aligned, v[u]);
+      }
+#pragma unroll
+      for (int u = 0; u < kBatch; ++u) {
+#pragma unroll
+        for (int e = 0; e < kValueDims; ++e) sum[e] += w[i + u * groups] * v[u][e];
+      }
+    }
+    for (; i < n; i += groups) {  // the last positions apart, as in KeyDot
+      float v[kValueDims];
+      LoadValues<V>(a.v_cache + row_of(i) * a.v_row_bytes, first + d0, head_dim - d0, aligned, v);
+#pragma unroll
+      for (int e = 0; e < kValueDims; ++e) sum[e] += w[i] * v[e];
+    }
+#pragma unroll
+    for (int e = 0; e < kValueDims; ++e) {
+      if (d0 + e < head_dim) group_sums[g * head_dim + d0 + e] = sum[e];
+    }
+  }
+  __syncthreads();  // every group's sums are written
+  const int summed = n < groups ? n : groups;
+#pragma unroll
+  for (int j = 0; j < kDimsPerThread; ++j) {
+    const int d = static_cast<int>(threadIdx.x) + j * kSplitThreads;
+    float total = 0.0f;
+    if (d < head_dim && summed > 0) {
+      total = group_sums[d];
+      for (int k = 1; k < summed; ++k) total += group_sums[k * head_dim + d];
+    }
+    acc[j] = total;
+  }
+}
+
 // One block per (pair, head) of the round: blockIdx.x = pair * n_heads +
 // head, pair counted from the round's first. Thread i scores positions i and
 // i + kSplitThreads of the split, each dot in dimension order (as the CPU's
-// portable loop: the same float scores); then owns dimensions i and i +
-// kSplitThreads of acc, summed in position order. Keys and values are read
+// portable loop: the same float scores); then the block sums the weighted
+// values in position groups (ValueSums), thread i holding dimensions i and
+// i + kSplitThreads of the result. Keys and values are read
 // with kv_blocks::Element, the CPU's decoder.
 // Launch: blockDim.x == kSplitThreads.
 template <typename Types>
@@ -361,7 +460,7 @@ __global__ void __launch_bounds__(kSplitThreads) AttentionSplitKernel(AttentionL
   __syncthreads();  // norm is written
 
   // Values: the normalized weights (rounded to fp16 over an fp16 V, as on the
-  // CPU), then acc = sum_i p[i] * v[i] in position order.
+  // CPU), then acc = sum_i p[i] * v[i] in position groups (ValueSums).
   const float max = norm[0], inv_sum = norm[1];
 #pragma unroll
   for (int j = 0; j < kPositionsPerThread; ++j) {
@@ -372,35 +471,8 @@ __global__ void __launch_bounds__(kSplitThreads) AttentionSplitKernel(AttentionL
     }
   }
   __syncthreads();  // every p[i] is written
-  float acc[kDimsPerThread] = {};
-  int i = 0;
-  for (; i + kValueBatch <= n; i += kValueBatch) {
-    float v[kValueBatch][kDimsPerThread];
-#pragma unroll
-    for (int u = 0; u < kValueBatch; ++u) {
-      const uint8_t* v_row = a.v_cache + row_of(i + u) * a.v_row_bytes;
-#pragma unroll
-      for (int j = 0; j < kDimsPerThread; ++j) {
-        const int d = threadIdx.x + j * kSplitThreads;
-        v[u][j] = d < head_dim ? kv_blocks::Element<Types::kV>(v_row, first + d) : 0.0f;
-      }
-    }
-#pragma unroll
-    for (int u = 0; u < kValueBatch; ++u) {
-#pragma unroll
-      for (int j = 0; j < kDimsPerThread; ++j) {
-        if (threadIdx.x + j * kSplitThreads < head_dim) acc[j] += p[i + u] * v[u][j];
-      }
-    }
-  }
-  for (; i < n; ++i) {  // the last n % kValueBatch apart, as in KeyDot
-    const uint8_t* v_row = a.v_cache + row_of(i) * a.v_row_bytes;
-#pragma unroll
-    for (int j = 0; j < kDimsPerThread; ++j) {
-      const int d = threadIdx.x + j * kSplitThreads;
-      if (d < head_dim) acc[j] += p[i] * kv_blocks::Element<Types::kV>(v_row, first + d);
-    }
-  }
+  float acc[kDimsPerThread];
+  ValueSums<Types::kV>(a, p, n, first, begin, contiguous, tree_bits, acc);
   float* out_head = a.out + (static_cast<size_t>(t) * a.n_heads + h) * head_dim;
   if (n_splits == 1) {
 #pragma unroll
@@ -537,6 +609,8 @@ absl::Status RunAttention(const float* q, const void* k_cache, const void* v_cac
                        // fp16 keys (the kernel checks the type): every head of
                        // every row then starts 16-byte aligned too.
                        .wide_keys = p.head_dim % 8 == 0 && reinterpret_cast<uintptr_t>(k_cache) % 16 == 0,
+                       .aligned_values = p.head_dim % kValueDims == 0 &&
+                                         (p.types.v != GgmlType::kF16 || reinterpret_cast<uintptr_t>(v_cache) % 16 == 0),
                        .q8 = q8 != nullptr ? *q8 : ActQ8Out{},
                        .gate = gate};
   while (a.first_token < p.n_tokens) {

@@ -41,7 +41,8 @@ namespace {
 //   combine, expf(m_s - M): two subtractions (together (M - s_i) u) and two
 //   expf (2 ulp <= 4u each, the device's documented bound; the executor's is
 //   glibc's), so (8 + M - s_i) u relative. The numerator adds the products
-//   (u), up to 256 of them in position order (255 u), times w_s (u), and S
+//   (u), up to 256 of them in fewer than 256 additions in series (position
+//   groups, then the groups: 255 u at most), times w_s (u), and S
 //   splits in order ((S - 1) u); the denominator sums a split's exps in a
 //   tree 8 additions deep (8 u), times w_s (u), S splits ((S - 1) u); then
 //   one division (u). So
