@@ -237,12 +237,17 @@ struct CacheTypes {
 
 // q16 . the key of head_dim values from value `first` of k_row, summed in
 // dimension order (the CPU's portable loop: the same float), its values
-// loaded kKeyBatch at a time before they are added.
+// loaded kKeyBatch at a time before they are added, and kKeyBatches<K>
+// batches of loads in flight (the loop unrolled that far: fp16 keys 4,
+// 16-byte loads, 96 registers on sm_90; quantized ones 2, which at 4 take
+// 114-122).
+template <GgmlType K>
+constexpr int kKeyBatches = K == GgmlType::kF16 ? 4 : 2;
 template <GgmlType K>
 __device__ __forceinline__ float KeyDot(const AttentionLaunch& a, const uint8_t* k_row, int first, const float* q16) {
   float dot = 0.0f;
   int d = 0;
-#pragma unroll 2
+#pragma unroll kKeyBatches<K>
   for (; d + kKeyBatch <= a.head_dim; d += kKeyBatch) {
     float k[kKeyBatch];
     if (K == GgmlType::kF16 && a.wide_keys) {
