@@ -212,6 +212,7 @@ OctodProcess::~OctodProcess() {
   if (pid_ > 0) return ::testing::AssertionFailure() << "octod is already running";
   std::vector<std::string> argv = {OctodPath(), "--socket", socket_, "--threads", "2"};
   argv.insert(argv.end(), args.begin(), args.end());
+  log_start_ = ReadFile(log_).size();
   const pid_t pid = Spawn(std::move(argv), log_, log_);
   if (pid < 0) return ::testing::AssertionFailure() << "cannot start octod (log " << log_ << ")";
   pid_ = pid;
@@ -269,8 +270,11 @@ int OctodProcess::HttpPort(std::chrono::milliseconds timeout) const {
   int port = 0;
   WaitFor(
       [&] {
-        // The last such line: after a restart the log holds the earlier one too.
-        const std::string log = Log();
+        // This octod's line: after a restart the log holds the earlier
+        // one's too, which may be all it holds until the new one's HTTP
+        // server is up (octod answers on its socket first).
+        const std::string all = Log();
+        const std::string log = all.size() > log_start_ ? all.substr(log_start_) : std::string();
         for (auto it = std::sregex_iterator(log.begin(), log.end(), listening); it != std::sregex_iterator(); ++it) {
           port = std::stoi((*it)[1]);
         }

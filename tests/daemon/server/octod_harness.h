@@ -96,9 +96,9 @@ class OctodProcess {
   const std::vector<pid_t>& started() const { return started_; }  // every pid it had
   const std::string& socket() const { return socket_; }
   std::string Log() const;            // what octod wrote to stderr so far
-  // The port of octod's HTTP API, read from its log's last "http: listening
-  // on HOST:PORT" (started with --http-listen HOST:0); 0 when none shows
-  // within `timeout`.
+  // The port of octod's HTTP API, read from the "http: listening on
+  // HOST:PORT" line the octod of the last Start wrote to the log (started
+  // with --http-listen HOST:0); 0 when none shows within `timeout`.
   int HttpPort(std::chrono::milliseconds timeout = std::chrono::seconds(10)) const;
 
   // `octo-gen --socket S args...`.
@@ -115,6 +115,7 @@ class OctodProcess {
  private:
   std::string socket_;
   std::string log_;
+  size_t log_start_ = 0;  // the log's size when the last Start spawned octod (the log is appended to)
   pid_t pid_ = -1;
   std::vector<pid_t> started_;
 };
