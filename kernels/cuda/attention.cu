@@ -235,6 +235,16 @@ struct CacheTypes {
   static constexpr GgmlType kK = K, kV = V;
 };
 
+// The 8 fp16 values at `at` (16-byte aligned), in one load, as floats.
+__device__ __forceinline__ void LoadHalf8(const uint8_t* at, float* out) {
+  const uint4 raw = *reinterpret_cast<const uint4*>(at);
+  const uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+  for (int e = 0; e < 8; ++e) {
+    out[e] = block_decode::HalfBits(static_cast<uint16_t>(words[e / 2] >> (e % 2 * 16)));  // little-endian
+  }
+}
+
 // q16 . the key of head_dim values from value `first` of k_row, summed in
 // dimension order (the CPU's portable loop: the same float), its values
 // loaded kKeyBatch at a time before they are added, and kKeyBatches<K>
@@ -252,12 +262,7 @@ __device__ __forceinline__ float KeyDot(const AttentionLaunch& a, const uint8_t*
     float k[kKeyBatch];
     if (K == GgmlType::kF16 && a.wide_keys) {
       static_assert(kKeyBatch == 8, "one 16-byte load of fp16 values");
-      const uint4 raw = *reinterpret_cast<const uint4*>(k_row + 2 * static_cast<int64_t>(first + d));
-      const uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
-#pragma unroll
-      for (int e = 0; e < kKeyBatch; ++e) {
-        k[e] = block_decode::HalfBits(static_cast<uint16_t>(words[e / 2] >> (e % 2 * 16)));  // little-endian
-      }
+      LoadHalf8(k_row + 2 * static_cast<int64_t>(first + d), k);
     } else {
 #pragma unroll
       for (int e = 0; e < kKeyBatch; ++e) k[e] = kv_blocks::Element<K>(k_row, first + d + e);
@@ -281,12 +286,7 @@ __device__ __forceinline__ void LoadValues(const uint8_t* v_row, int first, int 
   if (aligned && left >= kValueDims) {
     if constexpr (V == GgmlType::kF16) {
       static_assert(kValueDims == 8, "one 16-byte load of fp16 values");
-      const uint4 raw = *reinterpret_cast<const uint4*>(v_row + 2 * static_cast<int64_t>(first));
-      const uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
-#pragma unroll
-      for (int e = 0; e < kValueDims; ++e) {
-        v[e] = block_decode::HalfBits(static_cast<uint16_t>(words[e / 2] >> (e % 2 * 16)));  // little-endian
-      }
+      LoadHalf8(v_row + 2 * static_cast<int64_t>(first), v);
     } else {
       using D = block_decode::Decoder<V>;
       kv_blocks::DecodeBlockSpan<V>(v_row + static_cast<int64_t>(first / D::kElements) * D::kBytes,

@@ -78,7 +78,7 @@ absl::Status CudaBackend::AddRmsNorm(float* x, const float* delta, const float* 
   OCTO_RETURN_IF_ERROR(Op("AddRmsNorm", CheckRmsNormArgs(x, weight, out, n_rows, dim, eps)));
   SignOp(*graphs_, "AddRmsNorm", x, delta, weight, out, n_rows, dim, eps);
   const int64_t n = int64_t{n_rows} * dim;
-  if (!Overlaps(x, n * 4, delta, n * 4) && !Overlaps(x, n * 4, out, n * 4)) {
+  if (!Overlaps(x, n * 4, out, n * 4)) {  // AddRmsNorm's own rule (AddHeldMatMulInto checks x against delta)
     // delta is a held MatMul's output: it adds it into x; the norm of x after.
     if (std::optional<absl::Status> added = AddHeldMatMulInto(x, delta, n)) {
       OCTO_RETURN_IF_ERROR(*added);
