@@ -16,49 +16,113 @@ namespace {
 
 // --- Kernels -----------------------------------------------------------------
 
-// One block per row. Each thread strides over the row with step blockDim.x,
-// squares and sums its elements, the block sums the partial sums, and each
-// thread then writes the elements it read. A thread reads x[i] before it
-// writes out[i] for the same i, so out == x (in place) is safe.
+// One block per row. Thread t owns elements t, t + blockDim.x, ... of the
+// row: it squares and sums them, the block sums the partial sums
+// (RmsScaleOf), and then each element is written scaled.
 // With Mode::kAdd, x is the residual stream and delta is added to it first
 // (x[i] = x[i] + delta[i], stored, as AddKernel computes it) by the thread
-// that then squares, scales and writes element i: the same bits as the two
-// launches, whether or not out is delta.
-// With Mode::kRounded, the block's warps then write the row a rounding chunk each
-// (act_q8.cuh), each element's value the same expression, and round it into
-// q8 (fused.h); after the block's barrier, so a thread may read an x[i]
-// another wrote.
-// Launch: gridDim.x == n_rows, blockDim.x a multiple of 32, at most 1024.
+// that owns element i: the same bits as the two launches, whether or not
+// out is delta.
+// With Mode::kRounded, the block's warps then write the row a rounding chunk
+// each (act_q8.cuh), each element's value the same expression, and round it
+// into q8 (fused.h).
+// Mode::kHeld (a row of at most kMaxBlockSize * kHeldElements): a thread loads
+// its elements of x, delta and weight at once, before it uses any, and keeps
+// them in registers, so the row costs one memory round trip; a rounded row
+// is staged in dynamic shared memory (dim floats) for the chunks. Else (any
+// row) each step reads the row from global memory again.
+// Every element is read before any is written (x[i] and delta[i] by its
+// owner before it stores x[i] or out[i]; the chunks after the block's
+// barrier), so out == x (in place) and out == delta are safe.
+// Launch: gridDim.x == n_rows, blockDim.x a multiple of 32, at most 1024;
+// shared bytes dim * 4 held and rounded, else 0.
+constexpr int kHeldElements = 8;
 template <bool kAdd_, bool kRounded_, ActQ8Rule R_ = ActQ8Rule::kPer32>
 struct NormMode {
-  static constexpr bool kAdd = kAdd_, kRounded = kRounded_;
+  static constexpr bool kAdd = kAdd_, kRounded = kRounded_, kHeld = false;
   using Rule = std::integral_constant<ActQ8Rule, R_>;
 };
 template <typename Mode>
-__global__ void RmsNormKernel(float* x,             // (n_rows, dim); written only with kAdd
-                              const float* delta,   // (n_rows, dim) with kAdd, else null
-                              const float* weight,  // (dim)
-                              float* out,           // (n_rows, dim)
-                              int dim, float eps, ActQ8Out q8) {
+struct HeldRow : Mode {
+  static constexpr bool kHeld = true;
+};
+template <typename Mode>
+__global__ void __launch_bounds__(kMaxBlockSize)
+    RmsNormKernel(float* x,             // (n_rows, dim); written only with kAdd
+                  const float* delta,   // (n_rows, dim) with kAdd, else null
+                  const float* weight,  // (dim)
+                  float* out,           // (n_rows, dim)
+                  int dim, float eps, ActQ8Out q8) {
   const size_t row_offset = static_cast<size_t>(blockIdx.x) * dim;
   float* x_row = x + row_offset;
   float* out_row = out + row_offset;
-  if constexpr (Mode::kAdd) {
-    const float* delta_row = delta + row_offset;
-    for (int i = threadIdx.x; i < dim; i += blockDim.x) x_row[i] = x_row[i] + delta_row[i];
-  }
-
-  const float scale = RmsScale(x_row, dim, eps);
-
-  auto value = [=](int64_t i) { return x_row[i] * scale * weight[i]; };
-  if constexpr (Mode::kRounded) {
-    constexpr ActQ8Rule R = Mode::Rule::value;
-    const int warps = static_cast<int>(blockDim.x / kWarpSize);
-    for (int64_t c = threadIdx.x / kWarpSize; c < dim / kRoundChunk<R>; c += warps) {
-      RoundChunk<R>(c, threadIdx.x % kWarpSize, value, out_row, q8.q + row_offset, q8.d + row_offset / kQ8Chunk);
+  constexpr ActQ8Rule R = Mode::Rule::value;
+  const int warps = static_cast<int>(blockDim.x / kWarpSize);
+  if constexpr (Mode::kHeld) {
+    float xs[kHeldElements], ws[kHeldElements];
+    [[maybe_unused]] float ds[kHeldElements];
+#pragma unroll
+    for (int k = 0; k < kHeldElements; ++k) {
+      const int i = threadIdx.x + k * blockDim.x;
+      if (i < dim) {
+        xs[k] = x_row[i];
+        ws[k] = weight[i];
+        if constexpr (Mode::kAdd) ds[k] = delta[row_offset + i];
+      }
+    }
+    double ss = 0.0;
+#pragma unroll
+    for (int k = 0; k < kHeldElements; ++k) {
+      const int i = threadIdx.x + k * blockDim.x;
+      if (i < dim) {
+        if constexpr (Mode::kAdd) {
+          xs[k] = xs[k] + ds[k];
+          x_row[i] = xs[k];
+        }
+        ss += SquareOf(xs[k]);
+      }
+    }
+    const float scale = RmsScaleOf(ss, dim, eps);
+    float* staged = Mode::kRounded ? DynamicShared<float>() : out_row;
+#pragma unroll
+    for (int k = 0; k < kHeldElements; ++k) {
+      const int i = threadIdx.x + k * blockDim.x;
+      if (i < dim) staged[i] = xs[k] * scale * ws[k];
+    }
+    if constexpr (Mode::kRounded) {
+      __syncthreads();  // the row is staged
+      auto value = [staged](int64_t i) { return staged[i]; };
+      for (int64_t c = threadIdx.x / kWarpSize; c < dim / kRoundChunk<R>; c += warps) {
+        RoundChunk<R>(c, threadIdx.x % kWarpSize, value, out_row, q8.q + row_offset, q8.d + row_offset / kQ8Chunk);
+      }
     }
   } else {
-    for (int i = threadIdx.x; i < dim; i += blockDim.x) out_row[i] = value(i);
+    if constexpr (Mode::kAdd) {
+      const float* delta_row = delta + row_offset;
+      for (int i = threadIdx.x; i < dim; i += blockDim.x) x_row[i] = x_row[i] + delta_row[i];
+    }
+    const float scale = RmsScale(x_row, dim, eps);
+    auto value = [=](int64_t i) { return x_row[i] * scale * weight[i]; };
+    if constexpr (Mode::kRounded) {
+      for (int64_t c = threadIdx.x / kWarpSize; c < dim / kRoundChunk<R>; c += warps) {
+        RoundChunk<R>(c, threadIdx.x % kWarpSize, value, out_row, q8.q + row_offset, q8.d + row_offset / kQ8Chunk);
+      }
+    } else {
+      for (int i = threadIdx.x; i < dim; i += blockDim.x) out_row[i] = value(i);
+    }
+  }
+}
+
+// Launches RmsNormKernel<Mode>, held when the row fits (HeldRow).
+template <typename Mode>
+void LaunchRmsNorm(float* x, const float* delta, const float* weight, float* out, int n_rows, int dim, float eps,
+                   StreamHandle stream, const ActQ8Out& q8) {
+  const int threads = RowThreads(dim);
+  if (dim <= threads * kHeldElements) {
+    const size_t shared = Mode::kRounded ? static_cast<size_t>(dim) * sizeof(float) : 0;
+    OCTO_LAUNCH(RmsNormKernel<HeldRow<Mode>>, n_rows, threads, shared, stream, x, delta, weight, out, dim, eps, q8);
+  } else {
+    OCTO_LAUNCH(RmsNormKernel<Mode>, n_rows, threads, 0, stream, x, delta, weight, out, dim, eps, q8);
   }
 }
 
@@ -74,8 +138,7 @@ absl::Status RmsNorm(const float* x, const float* weight, float* out, int n_rows
   if (!args.ok()) return args;
   // The kernel writes x only with kAdd.
   using Mode = NormMode<false, false>;
-  OCTO_LAUNCH(RmsNormKernel<Mode>, n_rows, RowThreads(dim), 0, stream, const_cast<float*>(x), nullptr,
-              weight, out, dim, eps, ActQ8Out{});
+  LaunchRmsNorm<Mode>(const_cast<float*>(x), nullptr, weight, out, n_rows, dim, eps, stream, ActQ8Out{});
   return absl::OkStatus();
 }
 
@@ -86,8 +149,7 @@ absl::Status RmsNorm(const float* x, const float* weight, float* out, int n_rows
   if (absl::Status rounding = CheckRounding("RmsNorm", dim, q8); !rounding.ok()) return rounding;
   return WithActQ8Rule(q8.rule, [&](auto rule) {
     using Mode = NormMode<false, true, decltype(rule)::value>;
-    OCTO_LAUNCH(RmsNormKernel<Mode>, n_rows, RowThreads(dim), 0, stream,
-                const_cast<float*>(x), nullptr, weight, out, dim, eps, q8);
+    LaunchRmsNorm<Mode>(const_cast<float*>(x), nullptr, weight, out, n_rows, dim, eps, stream, q8);
     return absl::OkStatus();
   });
 }
@@ -113,8 +175,7 @@ absl::Status AddRmsNorm(float* x, const float* delta, const float* weight, float
   absl::Status args = CheckAddRmsNorm(x, delta, weight, out, n_rows, dim, eps);
   if (!args.ok()) return args;
   using Mode = NormMode<true, false>;
-  OCTO_LAUNCH(RmsNormKernel<Mode>, n_rows, RowThreads(dim), 0, stream, x, delta, weight, out, dim, eps,
-              ActQ8Out{});
+  LaunchRmsNorm<Mode>(x, delta, weight, out, n_rows, dim, eps, stream, ActQ8Out{});
   return absl::OkStatus();
 }
 
@@ -125,8 +186,7 @@ absl::Status AddRmsNorm(float* x, const float* delta, const float* weight, float
   if (absl::Status rounding = CheckRounding("AddRmsNorm", dim, q8); !rounding.ok()) return rounding;
   return WithActQ8Rule(q8.rule, [&](auto rule) {
     using Mode = NormMode<true, true, decltype(rule)::value>;
-    OCTO_LAUNCH(RmsNormKernel<Mode>, n_rows, RowThreads(dim), 0, stream, x, delta,
-                weight, out, dim, eps, q8);
+    LaunchRmsNorm<Mode>(x, delta, weight, out, n_rows, dim, eps, stream, q8);
     return absl::OkStatus();
   });
 }

@@ -31,8 +31,11 @@ using testing::RandomWeights;
 
 constexpr int64_t kCols = 512;
 constexpr int64_t kRows = 48;
+// A row too wide for a norm block to hold in registers (rmsnorm.cu: 1024
+// threads, 8 elements each): the norm reads it from memory at each step.
+constexpr int64_t kWideCols = 9216;
 
-// Fills out (n_tokens, kCols) from residual (the same shape; AddRmsNorm adds
+// Fills out (n_tokens, cols) from residual (the same shape; AddRmsNorm adds
 // to it), also rounding out into q8 when it is non-null.
 using Producer = std::function<absl::Status(int n_tokens, float* residual, float* out, const cuda::ActQ8Out* q8)>;
 
@@ -49,18 +52,17 @@ class FusedCudaTest : public testing::CudaOpTest {
   // it is non-null), then the MatMul of w over out: fused, the producer
   // rounds and MatMulGroup takes its activations; apart, MatMulGroup rounds
   // out itself.
-  Result Run(GgmlType type, int n_tokens, bool fused,
-             const Producer& produce) {
-    const std::vector<uint8_t> w_bytes = RandomWeights(type, kRows, kCols, 7);
+  Result Run(GgmlType type, int n_tokens, bool fused, const Producer& produce, int64_t cols) {
+    const std::vector<uint8_t> w_bytes = RandomWeights(type, kRows, cols, 7);
     auto d_w = Upload(w_bytes);
-    auto d_residual = Upload(RandomActivations(n_tokens * kCols, 11));
-    auto d_out = Output<float>(static_cast<size_t>(n_tokens * kCols));
+    auto d_residual = Upload(RandomActivations(n_tokens * cols, 11));
+    auto d_out = Output<float>(static_cast<size_t>(n_tokens * cols));
     auto d_matmul = Output<float>(static_cast<size_t>(n_tokens * kRows));
-    const WeightMatrix w{type, d_w.get(), kRows, kCols};
+    const WeightMatrix w{type, d_w.get(), kRows, cols};
     float* const outs[] = {d_matmul.get()};
     const size_t scratch_bytes = cuda::MatMulGroupScratchBytes({&w, 1}, n_tokens);
     const cuda::Exec exec = Exec(scratch_bytes);
-    const cuda::ActQ8Out q8 = cuda::ActQ8At(exec.scratch, cuda::ActQ8RuleFor(type), n_tokens, kCols);
+    const cuda::ActQ8Out q8 = cuda::ActQ8At(exec.scratch, cuda::ActQ8RuleFor(type), n_tokens, cols);
     const cuda::ApiCounts before = cuda::CurrentApiCounts();
     absl::Status s = produce(n_tokens, d_residual.get(), d_out.get(), fused ? &q8 : nullptr);
     EXPECT_TRUE(s.ok()) << s;
@@ -72,17 +74,17 @@ class FusedCudaTest : public testing::CudaOpTest {
     r.produced = d_out.Download(stream());
     r.residual = d_residual.Download(stream());
     r.matmul = d_matmul.Download(stream());
-    r.act.resize(cuda::ActQ8Bytes(n_tokens, kCols));
+    r.act.resize(cuda::ActQ8Bytes(n_tokens, cols));
     EXPECT_EQ(cudaMemcpy(r.act.data(), exec.scratch, r.act.size(), cudaMemcpyDeviceToHost), cudaSuccess);
     return r;
   }
 
-  void ExpectFusedIsApart(const std::string& op,
-                          const Producer& produce) {
+  void ExpectFusedIsApart(const std::string& op, const Producer& produce, int64_t cols = kCols) {
     for (GgmlType type : {GgmlType::kQ8_0, GgmlType::kQ4_K}) {
       for (int n_tokens : {1, 3}) {
-        SCOPED_TRACE(op + " " + std::string(GgmlTypeName(type)) + " tokens " + std::to_string(n_tokens));
-        const Result apart = Run(type, n_tokens, false, produce), fused = Run(type, n_tokens, true, produce);
+        SCOPED_TRACE(absl::StrFormat("%s %s tokens %d cols %d", op, GgmlTypeName(type), n_tokens, cols));
+        const Result apart = Run(type, n_tokens, false, produce, cols),
+                     fused = Run(type, n_tokens, true, produce, cols);
         EXPECT_EQ(fused.launches + 1, apart.launches) << "the quantize launch goes";
         EXPECT_EQ(0, std::memcmp(fused.produced.data(), apart.produced.data(), fused.produced.size() * 4));
         EXPECT_EQ(0, std::memcmp(fused.residual.data(), apart.residual.data(), fused.residual.size() * 4));
@@ -94,18 +96,21 @@ class FusedCudaTest : public testing::CudaOpTest {
 };
 
 TEST_F(FusedCudaTest, ANormRoundingItsOutputGivesTheTwoLaunchesBits) {
-  auto d_weight = Upload(RandomActivations(kCols, 3));
-  ExpectFusedIsApart("RmsNorm", [&](int n, float* residual, float* out, const cuda::ActQ8Out* q8) {
-    return q8 == nullptr ? cuda::RmsNorm(residual, d_weight.get(), out, n, kCols, 1e-5f, stream())
-                         : cuda::RmsNorm(residual, d_weight.get(), out, n, kCols, 1e-5f, stream(), *q8);
-  });
-  auto d_delta = Upload(RandomActivations(3 * kCols, 5));
-  ExpectFusedIsApart("AddRmsNorm", [&](int n, float* residual, float* out, const cuda::ActQ8Out* q8) {
-    // The forward pass's form: out is the delta it adds.
-    EXPECT_EQ(cudaMemcpy(out, d_delta.get(), n * kCols * 4, cudaMemcpyDeviceToDevice), cudaSuccess);
-    return q8 == nullptr ? cuda::AddRmsNorm(residual, out, d_weight.get(), out, n, kCols, 1e-5f, stream())
-                         : cuda::AddRmsNorm(residual, out, d_weight.get(), out, n, kCols, 1e-5f, stream(), *q8);
-  });
+  // A row the norm holds in registers, and one it reads from memory.
+  for (const int64_t cols : {kCols, kWideCols}) {
+    auto d_weight = Upload(RandomActivations(cols, 3));
+    ExpectFusedIsApart("RmsNorm", [&](int n, float* residual, float* out, const cuda::ActQ8Out* q8) {
+      return q8 == nullptr ? cuda::RmsNorm(residual, d_weight.get(), out, n, cols, 1e-5f, stream())
+                           : cuda::RmsNorm(residual, d_weight.get(), out, n, cols, 1e-5f, stream(), *q8);
+    }, cols);
+    auto d_delta = Upload(RandomActivations(3 * cols, 5));
+    ExpectFusedIsApart("AddRmsNorm", [&](int n, float* residual, float* out, const cuda::ActQ8Out* q8) {
+      // The forward pass's form: out is the delta it adds.
+      EXPECT_EQ(cudaMemcpy(out, d_delta.get(), n * cols * 4, cudaMemcpyDeviceToDevice), cudaSuccess);
+      return q8 == nullptr ? cuda::AddRmsNorm(residual, out, d_weight.get(), out, n, cols, 1e-5f, stream())
+                           : cuda::AddRmsNorm(residual, out, d_weight.get(), out, n, cols, 1e-5f, stream(), *q8);
+    }, cols);
+  }
 }
 
 TEST_F(FusedCudaTest, ASiluProductRoundingItsOutputGivesTheTwoLaunchesBits) {

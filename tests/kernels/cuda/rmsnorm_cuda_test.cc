@@ -46,14 +46,16 @@ class RmsNormCudaTest : public testing::CudaOpTest {
 };
 
 // dim: 1, not multiples of 32 (7, 33, 100, 1000), one warp, under and over
-// one 1024-thread block, model sizes (4096, 8192).
+// one 1024-thread block, model sizes (4096, 8192), and rows too wide for
+// the block to hold in registers (9000, 16384: read from memory each step).
 TEST_F(RmsNormCudaTest, MatchesCpu) {
   struct Shape {
     int n_rows, dim;
   };
   uint32_t seed = 100;
   for (const Shape& s : {Shape{1, 1}, Shape{1, 7}, Shape{3, 31}, Shape{4, 32}, Shape{4, 33}, Shape{2, 100},
-                         Shape{64, 128}, Shape{5, 1000}, Shape{3, 1025}, Shape{2, 4096}, Shape{3, 8192}}) {
+                         Shape{64, 128}, Shape{5, 1000}, Shape{3, 1025}, Shape{2, 4096}, Shape{3, 8192},
+                         Shape{2, 9000}, Shape{1, 16384}}) {
     const size_t n = static_cast<size_t>(s.n_rows) * s.dim;
     const std::vector<float> x = RandomVector(n, -4.0f, 4.0f, seed++);
     const std::vector<float> weight = RandomVector(s.dim, 0.5f, 1.5f, seed++);
@@ -78,7 +80,7 @@ TEST_F(RmsNormCudaTest, InPlaceMatchesCpu) {
 // delta itself (as the forward pass calls it).
 TEST_F(RmsNormCudaTest, AddRmsNormIsAddThenRmsNormInOneLaunch) {
   uint32_t seed = 500;
-  for (const auto& [n_rows, dim] : {std::pair{1, 7}, std::pair{3, 1000}, std::pair{2, 4096}}) {
+  for (const auto& [n_rows, dim] : {std::pair{1, 7}, std::pair{3, 1000}, std::pair{2, 4096}, std::pair{2, 9000}}) {
     for (bool out_is_delta : {false, true}) {
       SCOPED_TRACE(absl::StrFormat("%d x %d, out %s", n_rows, dim, out_is_delta ? "= delta" : "apart"));
       const size_t n = static_cast<size_t>(n_rows) * dim;
