@@ -70,14 +70,22 @@ __global__ void RopeKernel(float* x,                  // (n_tokens, n_heads * he
   }
 }
 
+// Heads a block norms (kNorm below) whose values it loads at once.
+constexpr int kHeldHeads = 8;
+
 // RopeQK, then KvAppend of the rotated k and of v, in one launch: blocks y <
 // gridDim.y - 1 of a token rotate its q as RopeKernel does; the last one
 // rotates its k, waits for the block, then encodes the token's key and value
 // rows into the caches (kv_blocks.h, what KvAppendKernel runs). So the cache
 // gets the bytes of the two launches.
 // With kNorm, each head is first RMS-normed in place by its q or k norm
-// (qwen3's per-head norm, RmsNorm's expression and its RmsScale, with
-// RmsNorm's block size): the q blocks then take whole heads, one at a time.
+// (qwen3's per-head norm, RmsNorm's expression and its RmsScaleOf, with
+// RmsNorm's block size): the q blocks then take whole heads, one at a time,
+// the k block all of the token's. Thread t holds element t of a head
+// (RowThreads(head_dim) >= head_dim threads): a block loads its norm's
+// weights and up to kHeldHeads heads' values before it uses any (one memory
+// round trip, not three a head), norms a head into shared memory, turns it
+// there (RotatePair's expressions) and stores it.
 // Launch: gridDim.x == n_tokens, gridDim.y >= 2, one-dimensional blocks
 // (kNorm: RowThreads(head_dim) threads).
 template <bool kNorm>
@@ -86,17 +94,40 @@ __global__ void RopeAppendKernel(float* q, float* k, const float* v, const int32
                                  HeadNorms norms) {
   const int n_pairs = p.rope_dim / 2;
   const float pos = static_cast<float>(positions[blockIdx.x]);
-  // Norms then turns head `head` with this block's threads.
-  auto norm_and_turn = [&](float* head, const float* weight) {
-    const float scale = RmsScale(head, p.head_dim, norms.eps);
-    for (int i = threadIdx.x; i < p.head_dim; i += blockDim.x) head[i] = head[i] * scale * weight[i];
-    __syncthreads();  // the head is normed (global writes, visible to the block)
-    for (int i = threadIdx.x; i < n_pairs; i += blockDim.x) RotatePair(head, i, pos, p, theta_scale);
+  // Norms then turns heads first, first + step, ... below end of x (head_dim
+  // floats each) with this block's threads.
+  auto norm_and_turn = [&](float* x, int first, int end, int step, const float* weight) {
+    __shared__ float turned[kMaxCudaHeadDim];
+    const int t = static_cast<int>(threadIdx.x);
+    const bool owns = t < p.head_dim;
+    const float w = owns ? weight[t] : 0.0f;
+    for (int h0 = first; h0 < end; h0 += kHeldHeads * step) {
+      float held[kHeldHeads] = {};
+#pragma unroll
+      for (int j = 0; j < kHeldHeads; ++j) {
+        const int h = h0 + j * step;
+        if (owns && h < end) held[j] = x[static_cast<size_t>(h) * p.head_dim + t];
+      }
+#pragma unroll
+      for (int j = 0; j < kHeldHeads; ++j) {
+        const int h = h0 + j * step;
+        if (h >= end) break;  // the whole block alike
+        double ss = 0.0;
+        if (owns) ss += SquareOf(held[j]);
+        const float scale = RmsScaleOf(ss, p.head_dim, norms.eps);
+        if (owns) turned[t] = held[j] * scale * w;
+        __syncthreads();  // the head is normed
+        if (t < n_pairs) RotatePair(turned, t, pos, p, theta_scale);
+        __syncthreads();  // and turned
+        if (owns) x[static_cast<size_t>(h) * p.head_dim + t] = turned[t];
+        // The next head writes turned[t] after RmsScaleOf's barriers.
+      }
+    }
   };
   if (blockIdx.y + 1 < gridDim.y) {
     float* q_token = q + static_cast<size_t>(blockIdx.x) * p.n_heads * p.head_dim;
     if constexpr (kNorm) {
-      for (int h = blockIdx.y; h < p.n_heads; h += gridDim.y - 1) norm_and_turn(q_token + h * p.head_dim, norms.q);
+      norm_and_turn(q_token, static_cast<int>(blockIdx.y), p.n_heads, static_cast<int>(gridDim.y - 1), norms.q);
       return;
     }
     const int64_t n = static_cast<int64_t>(p.n_heads) * n_pairs;
@@ -109,7 +140,7 @@ __global__ void RopeAppendKernel(float* q, float* k, const float* v, const int32
   const int kv_dim = k_heads * p.head_dim;
   float* k_token = k + static_cast<size_t>(blockIdx.x) * kv_dim;
   if constexpr (kNorm) {
-    for (int h = 0; h < k_heads; ++h) norm_and_turn(k_token + h * p.head_dim, norms.k);
+    norm_and_turn(k_token, 0, k_heads, 1, norms.k);
   } else {
     for (int idx = threadIdx.x; idx < k_heads * n_pairs; idx += blockDim.x) {
       RotatePair(k_token + idx / n_pairs * p.head_dim, idx % n_pairs, pos, p, theta_scale);

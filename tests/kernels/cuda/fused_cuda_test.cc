@@ -177,47 +177,57 @@ TEST_F(FusedCudaTest, RopeAndTheKvAppendInOneLaunchGiveTheTwoLaunchesBytes) {
 
 // qwen3's per-head q and k norms folded in too: one launch for the four.
 TEST_F(FusedCudaTest, HeadNormsRopeAndTheKvAppendInOneLaunchGiveTheFourLaunchesBytes) {
-  constexpr int kHeads = 4, kKvHeads = 2, kHeadDim = 128, kKvDim = kKvHeads * kHeadDim, kFirst = 3;
-  const std::vector<float> q = RandomActivations(2 * kHeads * kHeadDim, 41), k = RandomActivations(2 * kKvDim, 42),
-                           v = RandomActivations(2 * kKvDim, 43);
-  auto d_qw = Upload(RandomActivations(kHeadDim, 44)), d_kw = Upload(RandomActivations(kHeadDim, 45));
-  auto d_pos = Upload(std::vector<int32_t>{3, 4});
-  const KvCacheTypes types{GgmlType::kQ8_0, GgmlType::kF16};
-  for (const bool neox : {false, true}) {
-    for (const int n : {1, 2}) {
-      SCOPED_TRACE(absl::StrFormat("neox %d tokens %d", neox, n));
-      const RopeParams p{.n_heads = kHeads, .head_dim = kHeadDim, .rope_dim = kHeadDim, .freq_base = 1e6f, .neox = neox};
-      const size_t k_bytes = RowBytes(types.k, kKvDim) * (kFirst + n), v_bytes = RowBytes(types.v, kKvDim) * (kFirst + n);
-      auto run = [&](bool fused, uint64_t* launches) {
-        auto d_q = Upload(q), d_k = Upload(k), d_v = Upload(v);
-        auto keys = Upload(std::vector<uint8_t>(k_bytes, 0)), values = Upload(std::vector<uint8_t>(v_bytes, 0));
-        const cuda::ApiCounts before = cuda::CurrentApiCounts();
-        if (fused) {
-          EXPECT_TRUE(cuda::RopeQKAppend(d_q.get(), d_k.get(), d_pos.get(), n, p, kKvHeads, d_v.get(), keys.get(),
-                                         values.get(), kFirst, types, stream(), nullptr,
-                                         cuda::HeadNorms{d_qw.get(), d_kw.get(), 1e-6f})
-                          .ok());
-        } else {
-          EXPECT_TRUE(cuda::RmsNorm(d_q.get(), d_qw.get(), d_q.get(), n * kHeads, kHeadDim, 1e-6f, stream()).ok());
-          EXPECT_TRUE(cuda::RmsNorm(d_k.get(), d_kw.get(), d_k.get(), n * kKvHeads, kHeadDim, 1e-6f, stream()).ok());
-          EXPECT_TRUE(cuda::RopeQK(d_q.get(), d_k.get(), d_pos.get(), n, p, kKvHeads, stream()).ok());
-          EXPECT_TRUE(
-              cuda::KvAppend(d_k.get(), d_v.get(), n, kKvDim, keys.get(), values.get(), kFirst, types, stream()).ok());
-        }
-        *launches = (cuda::CurrentApiCounts() - before).launches;
-        std::vector<uint8_t> all = keys.Download(stream());
-        const std::vector<uint8_t> vals = values.Download(stream());
-        all.insert(all.end(), vals.begin(), vals.end());
-        const std::vector<float> got_q = d_q.Download(stream());
-        all.insert(all.end(), reinterpret_cast<const uint8_t*>(got_q.data()),
-                   reinterpret_cast<const uint8_t*>(got_q.data() + got_q.size()));
-        return all;
-      };
-      uint64_t apart_launches = 0, fused_launches = 0;
-      const std::vector<uint8_t> apart = run(false, &apart_launches), fused = run(true, &fused_launches);
-      EXPECT_EQ(apart_launches, 4u);
-      EXPECT_EQ(fused_launches, 1u);
-      EXPECT_EQ(fused, apart) << "caches and rotated q";
+  // qwen3's shape, and more kv heads than a block loads at once (8) with a
+  // head_dim of part warps and a partial rotation.
+  struct Shape {
+    int heads, kv_heads, head_dim, rope_dim;
+  };
+  for (const Shape& shape : {Shape{4, 2, 128, 128}, Shape{20, 10, 80, 64}}) {
+    const int heads = shape.heads, kv_heads = shape.kv_heads, head_dim = shape.head_dim, kv_dim = kv_heads * head_dim;
+    constexpr int kFirst = 3;
+    const std::vector<float> q = RandomActivations(2 * heads * head_dim, 41), k = RandomActivations(2 * kv_dim, 42),
+                             v = RandomActivations(2 * kv_dim, 43);
+    auto d_qw = Upload(RandomActivations(head_dim, 44)), d_kw = Upload(RandomActivations(head_dim, 45));
+    auto d_pos = Upload(std::vector<int32_t>{3, 4});
+    const KvCacheTypes types{GgmlType::kQ8_0, GgmlType::kF16};
+    for (const bool neox : {false, true}) {
+      for (const int n : {1, 2}) {
+        SCOPED_TRACE(absl::StrFormat("heads %d/%d head_dim %d neox %d tokens %d", heads, kv_heads, head_dim, neox, n));
+        const RopeParams p{
+            .n_heads = heads, .head_dim = head_dim, .rope_dim = shape.rope_dim, .freq_base = 1e6f, .neox = neox};
+        const size_t k_bytes = RowBytes(types.k, kv_dim) * (kFirst + n),
+                     v_bytes = RowBytes(types.v, kv_dim) * (kFirst + n);
+        auto run = [&](bool fused, uint64_t* launches) {
+          auto d_q = Upload(q), d_k = Upload(k), d_v = Upload(v);
+          auto keys = Upload(std::vector<uint8_t>(k_bytes, 0)), values = Upload(std::vector<uint8_t>(v_bytes, 0));
+          const cuda::ApiCounts before = cuda::CurrentApiCounts();
+          if (fused) {
+            EXPECT_TRUE(cuda::RopeQKAppend(d_q.get(), d_k.get(), d_pos.get(), n, p, kv_heads, d_v.get(), keys.get(),
+                                           values.get(), kFirst, types, stream(), nullptr,
+                                           cuda::HeadNorms{d_qw.get(), d_kw.get(), 1e-6f})
+                            .ok());
+          } else {
+            EXPECT_TRUE(cuda::RmsNorm(d_q.get(), d_qw.get(), d_q.get(), n * heads, head_dim, 1e-6f, stream()).ok());
+            EXPECT_TRUE(cuda::RmsNorm(d_k.get(), d_kw.get(), d_k.get(), n * kv_heads, head_dim, 1e-6f, stream()).ok());
+            EXPECT_TRUE(cuda::RopeQK(d_q.get(), d_k.get(), d_pos.get(), n, p, kv_heads, stream()).ok());
+            EXPECT_TRUE(
+                cuda::KvAppend(d_k.get(), d_v.get(), n, kv_dim, keys.get(), values.get(), kFirst, types, stream()).ok());
+          }
+          *launches = (cuda::CurrentApiCounts() - before).launches;
+          std::vector<uint8_t> all = keys.Download(stream());
+          const std::vector<uint8_t> vals = values.Download(stream());
+          all.insert(all.end(), vals.begin(), vals.end());
+          const std::vector<float> got_q = d_q.Download(stream());
+          all.insert(all.end(), reinterpret_cast<const uint8_t*>(got_q.data()),
+                     reinterpret_cast<const uint8_t*>(got_q.data() + got_q.size()));
+          return all;
+        };
+        uint64_t apart_launches = 0, fused_launches = 0;
+        const std::vector<uint8_t> apart = run(false, &apart_launches), fused = run(true, &fused_launches);
+        EXPECT_EQ(apart_launches, 4u);
+        EXPECT_EQ(fused_launches, 1u);
+        EXPECT_EQ(fused, apart) << "caches and rotated q";
+      }
     }
   }
 }
