@@ -145,6 +145,13 @@ class Backend {
   // experts); CUDA decodes stacks of one type and layout in one launch.
   virtual absl::Status MatMulExpertsGroup(std::span<const WeightMatrix> ws, const int32_t* expert_ids, const float* x,
                                           std::span<float* const> outs, const MatMulExpertsParams& p);
+  // The experts' gated FFN's first half, MatMulGlu's for each choice:
+  // out = silu(x · gate_e^T) * (x · up_e^T) (n_tokens * k rows of an
+  // expert's rows). Here MatMulExpertsGroup into out and up_out, then
+  // SiluMul; CUDA may do it in one decode launch, bit for bit the same, and
+  // then leaves up_out unwritten.
+  virtual absl::Status MatMulExpertsGlu(const WeightMatrix& gate, const WeightMatrix& up, const int32_t* expert_ids,
+                                        const float* x, float* out, float* up_out, const MatMulExpertsParams& p);
   virtual absl::Status Rope(float* x, const int32_t* positions, int n_tokens, const RopeParams& p) = 0;
   // RoPE on q (q_params) and k (its heads k_heads, the rest as q's): here
   // two Rope calls; CUDA rotates both in one launch, bit for bit the same.

@@ -50,6 +50,14 @@ absl::Status Backend::MatMulExpertsGroup(std::span<const WeightMatrix> ws, const
   return absl::OkStatus();
 }
 
+absl::Status Backend::MatMulExpertsGlu(const WeightMatrix& gate, const WeightMatrix& up, const int32_t* expert_ids,
+                                       const float* x, float* out, float* up_out, const MatMulExpertsParams& p) {
+  const WeightMatrix ws[] = {gate, up};
+  float* const outs[] = {out, up_out};
+  OCTO_RETURN_IF_ERROR(MatMulExpertsGroup(ws, expert_ids, x, outs, p));
+  return SiluMul(out, up_out, out, static_cast<int64_t>(p.n_tokens) * p.k * (gate.rows / p.n_experts));
+}
+
 absl::Status Backend::AddRmsNorm(float* x, const float* delta, const float* weight, float* out, int n_rows, int dim,
                                  float eps) {
   OCTO_RETURN_IF_ERROR(Add(x, delta, x, static_cast<int64_t>(n_rows) * dim));

@@ -74,10 +74,8 @@ absl::Status MoeFfn(const ModelConfig& c, const LayerWeights& w, uint32_t layer,
   OCTO_RETURN_IF_ERROR(s.hb.Grow(backend, static_cast<size_t>(n) * k * width));
   OCTO_RETURN_IF_ERROR(s.hb2.Grow(backend, static_cast<size_t>(n) * k * width));
   const MatMulExpertsParams shared_x{.n_experts = n_experts, .k = k, .n_tokens = n, .x_per_choice = false};
-  const WeightMatrix gate_up[] = {w.gate_exps, w.up_exps};
-  float* const gate_up_out[] = {s.hb.data(), s.hb2.data()};
-  OCTO_RETURN_IF_ERROR(backend.MatMulExpertsGroup(gate_up, s.expert_ids.data(), s.xb.data(), gate_up_out, shared_x));
-  OCTO_RETURN_IF_ERROR(backend.SiluMul(s.hb.data(), s.hb2.data(), s.hb.data(), static_cast<int64_t>(n) * k * width));
+  OCTO_RETURN_IF_ERROR(backend.MatMulExpertsGlu(w.gate_exps, w.up_exps, s.expert_ids.data(), s.xb.data(), s.hb.data(),
+                                                s.hb2.data(), shared_x));
   const MatMulExpertsParams per_choice{.n_experts = n_experts, .k = k, .n_tokens = n, .x_per_choice = true};
   OCTO_RETURN_IF_ERROR(
       backend.MatMulExperts(w.down_exps, s.expert_ids.data(), s.hb.data(), s.expert_out.data(), per_choice));

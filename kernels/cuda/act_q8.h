@@ -86,6 +86,12 @@ struct ActQ8Out {
   float* d;
   uint32_t* arrivals = nullptr;
 };
+// q8 seen from element `first` of x on (a multiple of the rule's chunk,
+// e.g. a row's first): its quants, scales and chunk counters from there.
+OCTO_HD inline ActQ8Out ActQ8From(const ActQ8Out& q8, int64_t first) {
+  return ActQ8Out{q8.rule, q8.q + first, q8.d + first / kQ8Chunk,
+                  q8.arrivals == nullptr ? nullptr : q8.arrivals + first / ActQ8ChunkOf(q8.rule)};
+}
 // Whether a producer that writes x in spans of `span` elements, each span
 // whole by one block, can round x by `rule` itself: when each chunk is
 // whole spans (the block that writes a chunk's last span rounds it, counted

@@ -224,9 +224,7 @@ __device__ __forceinline__ float GatedOut(const AttentionLaunch& a, int t, int h
 __device__ __forceinline__ void RoundHead(const AttentionLaunch& a, int t, int h) {
   if (a.q8.q == nullptr) return;
   const int64_t width = static_cast<int64_t>(a.n_heads) * a.head_dim, first = t * width;
-  const ActQ8Out row{a.q8.rule, a.q8.q + first, a.q8.d + first / kQ8Chunk,
-                     a.q8.arrivals == nullptr ? nullptr : a.q8.arrivals + first / ActQ8ChunkOf(a.q8.rule)};
-  RoundColumns(a.out + first, width, 1, static_cast<int64_t>(h) * a.head_dim, a.head_dim, row);
+  RoundColumns(a.out + first, width, 1, static_cast<int64_t>(h) * a.head_dim, a.head_dim, ActQ8From(a.q8, first));
 }
 
 // The keys' and values' cache types of one instantiation.

@@ -105,6 +105,18 @@ absl::Status MatMulGlu(const WeightMatrix& gate, const WeightMatrix& up, const f
 absl::Status MatMulExpertsGroup(std::span<const WeightMatrix> ws, const int32_t* expert_ids, const float* x,
                                 std::span<float* const> outs, const MatMulExpertsParams& p, const Exec& exec,
                                 const ActQ8Out* rounded = nullptr);
+// MatMulExpertsGroup of the gate and the up experts (quantized stacks of
+// one type, shape and expert stride) then SiluMul of their outputs, in one
+// decode launch after one rounding of x: out (n_tokens * k, rows per
+// expert) = silu(x · gate_e^T) * (x · up_e^T), the bits of the two ops (an
+// id out of range gives NaN rows, as there). With round_out, out is also
+// rounded into it for the down experts (rows per expert whole chunks of its
+// rule; round_out->arrivals, one zeroed counter per chunk of every choice's
+// row, left zeroed, when a decode block holds fewer rows than a chunk:
+// matmul::DecodeRowsPerBlock). Scratch: MatMulExpertsScratchBytes(gate).
+absl::Status MatMulExpertsGlu(const WeightMatrix& gate, const WeightMatrix& up, const int32_t* expert_ids,
+                              const float* x, float* out, const MatMulExpertsParams& p, const Exec& exec,
+                              const ActQ8Out* round_out = nullptr);
 // The rule by which MatMulExperts on w rounds x (what a producer may round
 // for it); nullopt for float weights, which read x.
 std::optional<ActQ8Rule> ExpertsRounding(const WeightMatrix& w);

@@ -7,6 +7,7 @@
 #include <type_traits>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "kernels/block_decode.h"
 #include "kernels/cuda/act_q8.cuh"
 #include "kernels/cuda/common.cuh"
@@ -374,9 +375,13 @@ __global__ void DecodeKernel(const __grid_constant__ DecodeArgs a) {
 // silu(gate) * up (SiluMul's expression). With round_out, each block then
 // rounds its rows, a span of columns of out (n_tokens, rows), for the next
 // MatMul (act_q8.cuh's RoundColumns: a chunk wider than a block's rows by
-// the block that completes it). The body of GluKernel and GluKernelOneToken.
-template <typename Dots>
-__device__ __forceinline__ void GluRows(const DecodeArgs& a) {
+// the block that completes it). kExperts: MatMulExpertsGlu's, choice
+// `choice`'s one row of x through its expert's gate and up rows
+// (DecodeKernel's expert path: NaN rows for an id out of range) into out's
+// row `choice`, rounded into round_out's row `choice` (its own chunk
+// counters). The body of GluKernel, GluKernelOneToken and GluExpertsKernel.
+template <typename Dots, bool kExperts>
+__device__ __forceinline__ void GluRows(const DecodeArgs& a, int choice) {
   const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
   const int lanes = a.lanes_per_row;
   const int warps = lanes > kWarpSize ? lanes / kWarpSize : 1;  // per row
@@ -384,31 +389,55 @@ __device__ __forceinline__ void GluRows(const DecodeArgs& a) {
   const int64_t first_row = warps > 1 ? block_row + warp / warps : block_row + warp * (kWarpSize / lanes);
   const int64_t row = RowOfLane(first_row, lanes);
   const int sub = warps > 1 ? warp % warps * kWarpSize + lane : lane % lanes;
+  // Dense: every token, from x's row 0. A choice: its row of x through its
+  // expert's matrices (byte offset `expert`), each sum from NaN for an id
+  // out of range, into out's row `choice`. Pointers are formed where used
+  // (kept from here, they cost the 16-token GluKernel a block a SM).
+  int64_t expert = 0;
+  float start = 0.0f;
+  if constexpr (kExperts) {
+    const int32_t e = a.expert_ids[choice];
+    const bool known = e >= 0 && e < a.n_experts;
+    if (!known) start = __int_as_float(0x7fc00000);
+    expert = static_cast<int64_t>(known ? e : 0) * a.expert_bytes;
+  }
+  const int64_t x_row = kExperts ? (a.x_per_choice ? choice : choice / a.k) : 0;
+  const int n_tokens = kExperts ? 1 : a.n_tokens;
+  auto out_at = [&](int t) -> float& { return a.out[(kExperts ? int64_t{choice} : t) * a.rows + row]; };
   // The gate's sums go to out and come back for the product, so the up
   // row's reuse the registers (one acc array live, as in DecodeKernel).
-  float acc[Dots::kTokens] = {};
-  if (row < a.rows) Dots::Add(a, a.w + row * a.row_bytes, 0, a.n_tokens, sub, lanes, acc);
-  const bool stores = ReduceRows<Dots::kTokens>(acc, first_row, a.rows, a.n_tokens, lanes);
+  float acc[Dots::kTokens];
+#pragma unroll
+  for (int t = 0; t < Dots::kTokens; ++t) acc[t] = start;
+  if (row < a.rows) Dots::Add(a, a.w + expert + row * a.row_bytes, x_row, n_tokens, sub, lanes, acc);
+  const bool stores = ReduceRows<Dots::kTokens>(acc, first_row, a.rows, n_tokens, lanes);
 #pragma unroll
   for (int t = 0; t < Dots::kTokens; ++t) {
-    if (t < a.n_tokens && stores) a.out[t * a.rows + row] = acc[t];
-    acc[t] = 0.0f;
+    if (t < n_tokens && stores) out_at(t) = acc[t];
+    acc[t] = start;
   }
-  if (row < a.rows) Dots::Add(a, a.w_up + row * a.row_bytes, 0, a.n_tokens, sub, lanes, acc);
-  ReduceRows<Dots::kTokens>(acc, first_row, a.rows, a.n_tokens, lanes);
+  if (row < a.rows) Dots::Add(a, a.w_up + expert + row * a.row_bytes, x_row, n_tokens, sub, lanes, acc);
+  ReduceRows<Dots::kTokens>(acc, first_row, a.rows, n_tokens, lanes);
 #pragma unroll
   for (int t = 0; t < Dots::kTokens; ++t) {
-    if (t >= a.n_tokens || !stores) break;
-    a.out[t * a.rows + row] = SiluTimes(a.out[t * a.rows + row], acc[t]);
+    if (t >= n_tokens || !stores) break;
+    out_at(t) = SiluTimes(out_at(t), acc[t]);
   }
   if (a.round_out.q == nullptr) return;
   // No warp has left: every one reaches RoundColumns's barriers. The
   // block's rows are a span of out's columns (the last block's may be
-  // short), worked out again here: fewer registers than keeping them.
+  // short), worked out again here: fewer registers than keeping them. A
+  // choice's row is rounded into round_out's row `choice` (its quants,
+  // scales and counters).
   const int64_t rows_per_block = RowsPerBlock(a.lanes_per_row);
   const int64_t first = static_cast<int64_t>(blockIdx.x) * rows_per_block;
-  RoundColumns(a.out, a.rows, a.n_tokens, first, a.rows - first < rows_per_block ? a.rows - first : rows_per_block,
-               a.round_out);
+  const int64_t span = a.rows - first < rows_per_block ? a.rows - first : rows_per_block;
+  if constexpr (kExperts) {
+    const int64_t row_first = static_cast<int64_t>(choice) * a.rows;
+    RoundColumns(a.out + row_first, a.rows, 1, first, span, ActQ8From(a.round_out, row_first));
+  } else {
+    RoundColumns(a.out, a.rows, n_tokens, first, span, a.round_out);
+  }
 }
 
 // GluRows's launches. Built for one token it is held to 64 registers, 8
@@ -418,12 +447,18 @@ __device__ __forceinline__ void GluRows(const DecodeArgs& a) {
 // none. DecodeKernel, whose expert loop needs more, spills when so held.
 template <typename Dots>
 __global__ void GluKernel(const __grid_constant__ DecodeArgs a) {
-  GluRows<Dots>(a);
+  GluRows<Dots, false>(a, -1);
 }
 template <typename Dots>
 __global__ void __launch_bounds__(kWarpsPerBlock * kWarpSize, 8)
     GluKernelOneToken(const __grid_constant__ DecodeArgs a) {
-  GluRows<Dots>(a);
+  GluRows<Dots, false>(a, -1);
+}
+// The experts' (one token each): grid.y strides over the choices. Unbounded,
+// as DecodeKernel, whose expert loop spills when held to 64 registers.
+template <typename Dots>
+__global__ void GluExpertsKernel(const __grid_constant__ DecodeArgs a) {
+  for (int i = blockIdx.y; i < a.n_choices; i += gridDim.y) GluRows<Dots, true>(a, i);
 }
 
 // --- Launchers ---------------------------------------------------------------
@@ -488,6 +523,10 @@ absl::Status Launch(GgmlType type, DecodeArgs a, unsigned grid_y, StreamHandle s
       const dim3 blocks = grid(a.cols / kQ8Chunk / Dots::kPerUnit, max_row_lanes);
       if (a.w_up != nullptr) {
         if constexpr (kTokens == 1) {
+          if (a.expert_ids != nullptr) {
+            OCTO_LAUNCH(GluExpertsKernel<Dots>, blocks, kWarpsPerBlock * kWarpSize, 0, stream, a);
+            return absl::OkStatus();
+          }
           OCTO_LAUNCH(GluKernelOneToken<Dots>, blocks, kWarpsPerBlock * kWarpSize, 0, stream, a);
         } else {
           OCTO_LAUNCH(GluKernel<Dots>, blocks, kWarpsPerBlock * kWarpSize, 0, stream, a);
@@ -585,9 +624,14 @@ absl::Status Decode(const WeightMatrix& w, int64_t row_bytes, const float* x, fl
   return DecodeQuantized(w, row_bytes, x, act, out, n_tokens, exec.stream);
 }
 
-absl::Status DecodeExperts(std::span<const WeightMatrix> ws, int64_t rows, int64_t row_bytes, int64_t expert_bytes,
-                           const int32_t* expert_ids, const float* x, std::span<float* const> outs,
-                           const MatMulExpertsParams& p, const Exec& exec, const ActQ8View* rounded) {
+namespace {
+
+// An expert launch's arguments for ws (as DecodeExperts takes them), x's
+// activations `rounded` or rounded here.
+absl::StatusOr<DecodeArgs> ExpertArgs(std::span<const WeightMatrix> ws, int64_t rows, int64_t row_bytes,
+                                      int64_t expert_bytes, const int32_t* expert_ids, const float* x,
+                                      std::span<float* const> outs, const MatMulExpertsParams& p, const Exec& exec,
+                                      const ActQ8View* rounded) {
   const WeightMatrix& w = ws[0];
   DecodeArgs a{};
   a.w = static_cast<const uint8_t*>(w.data);
@@ -620,8 +664,36 @@ absl::Status DecodeExperts(std::span<const WeightMatrix> ws, int64_t rows, int64
     a.xq = xq;
     a.xd = xd;
   }
+  return a;
+}
+
+// grid.y of an expert launch: a block row per choice, up to its limit.
+unsigned ChoiceBlocks(int n_choices) {
   constexpr int kMaxGridY = 65535;
-  return Launch(w.type, a, static_cast<unsigned>(a.n_choices < kMaxGridY ? a.n_choices : kMaxGridY), exec.stream);
+  return static_cast<unsigned>(n_choices < kMaxGridY ? n_choices : kMaxGridY);
+}
+
+}  // namespace
+
+absl::Status DecodeExperts(std::span<const WeightMatrix> ws, int64_t rows, int64_t row_bytes, int64_t expert_bytes,
+                           const int32_t* expert_ids, const float* x, std::span<float* const> outs,
+                           const MatMulExpertsParams& p, const Exec& exec, const ActQ8View* rounded) {
+  absl::StatusOr<DecodeArgs> a = ExpertArgs(ws, rows, row_bytes, expert_bytes, expert_ids, x, outs, p, exec, rounded);
+  if (!a.ok()) return a.status();
+  return Launch(ws[0].type, *a, ChoiceBlocks(a->n_choices), exec.stream);
+}
+
+absl::Status DecodeExpertsGlu(const WeightMatrix& gate, const WeightMatrix& up, int64_t rows, int64_t row_bytes,
+                              int64_t expert_bytes, const int32_t* expert_ids, const float* x, float* out,
+                              const MatMulExpertsParams& p, const Exec& exec, const ActQ8View* rounded,
+                              const ActQ8Out* round_out) {
+  float* const outs[] = {out};
+  absl::StatusOr<DecodeArgs> a =
+      ExpertArgs({&gate, 1}, rows, row_bytes, expert_bytes, expert_ids, x, outs, p, exec, rounded);
+  if (!a.ok()) return a.status();
+  a->w_up = static_cast<const uint8_t*>(up.data);
+  if (round_out != nullptr) a->round_out = *round_out;
+  return Launch(gate.type, *a, ChoiceBlocks(a->n_choices), exec.stream);
 }
 
 }  // namespace octo::cuda::matmul

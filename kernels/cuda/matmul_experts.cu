@@ -84,4 +84,32 @@ absl::Status MatMulExpertsGroup(std::span<const WeightMatrix> ws, const int32_t*
                                p, exec, rounded != nullptr ? &view : nullptr);
 }
 
+absl::Status MatMulExpertsGlu(const WeightMatrix& gate, const WeightMatrix& up, const int32_t* expert_ids,
+                              const float* x, float* out, const MatMulExpertsParams& p, const Exec& exec,
+                              const ActQ8Out* round_out) {
+  absl::StatusOr<ExpertLayout> layout = CheckExperts(gate, expert_ids, x, out, p, exec);
+  if (!layout.ok()) return layout.status();
+  absl::StatusOr<ExpertLayout> up_layout = CheckExperts(up, expert_ids, x, out, p, exec);
+  if (!up_layout.ok()) return up_layout.status();
+  if (up.type != gate.type || up.rows != gate.rows || up.cols != gate.cols ||
+      up_layout->expert_bytes != layout->expert_bytes || matmul::IsFloatWeight(gate.type)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "MatMulExpertsGlu: gate (%s, %d x %d) and up (%s, %d x %d) must be quantized stacks of one type, shape and "
+        "expert stride",
+        GgmlTypeName(gate.type), gate.rows, gate.cols, GgmlTypeName(up.type), up.rows, up.cols));
+  }
+  const int64_t rows = gate.rows / p.n_experts;
+  if (round_out != nullptr) {
+    if (absl::Status s = CheckRounding("MatMulExpertsGlu", rows, *round_out); !s.ok()) return s;
+    if (matmul::DecodeRowsPerBlock(gate.type, gate.cols) < ActQ8ChunkOf(round_out->rule) &&
+        round_out->arrivals == nullptr) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "MatMulExpertsGlu: a block's %d rows share %d-element rounding chunks: round_out.arrivals is null",
+          matmul::DecodeRowsPerBlock(gate.type, gate.cols), ActQ8ChunkOf(round_out->rule)));
+    }
+  }
+  return matmul::DecodeExpertsGlu(gate, up, rows, layout->row_bytes, layout->expert_bytes, expert_ids, x, out, p,
+                                  exec, nullptr, round_out);
+}
+
 }  // namespace octo::cuda

@@ -15,7 +15,7 @@
 // the steady state.
 //
 // Held launches. RmsNorm, AddRmsNorm, SiluMul, Attention and MatMulGlu of a
-// few rows (at most kMaxDecodeTokens), and RopeQK, are not launched when
+// few rows (at most kMaxDecodeTokens), MatMulExpertsGlu, and RopeQK, are not launched when
 // called but held until the next call, which may do the held op's work in
 // its own launch (kernels/cuda/fused.h), with the bits of the two apart:
 //   - a MatMul or MatMulGroup on the decode path whose x is the held norm's
@@ -29,6 +29,7 @@
 //     into the attention launch too;
 //   - the down projection (a MatMul) of a held MatMulGlu's output: the
 //     gated launch rounds it (and itself takes x rounded by a held norm);
+//     likewise the down experts of a held MatMulExpertsGlu's output;
 //   - a KvAppend of all of the held RopeQK's rotated k rows: RoPE and the
 //     append in one launch; and two in-place per-head RmsNorms of RopeQK's
 //     q and k before it (qwen3's q and k norms) are held with it and go in
@@ -137,6 +138,10 @@ class CudaBackend : public Backend {
   // launch (cuda::MatMulExpertsGroup); others as separate MatMulExperts.
   absl::Status MatMulExpertsGroup(std::span<const WeightMatrix> ws, const int32_t* expert_ids, const float* x,
                                   std::span<float* const> outs, const MatMulExpertsParams& p) override;
+  // Quantized stacks of one type and layout: cuda::MatMulExpertsGlu, held
+  // for the down experts after it, which it rounds for.
+  absl::Status MatMulExpertsGlu(const WeightMatrix& gate, const WeightMatrix& up, const int32_t* expert_ids,
+                                const float* x, float* out, float* up_out, const MatMulExpertsParams& p) override;
   absl::Status Rope(float* x, const int32_t* positions, int n_tokens, const RopeParams& p) override;
   absl::Status RopeQK(float* q, float* k, const int32_t* positions, int n_tokens, const RopeParams& q_params,
                       int k_heads) override;  // one launch (cuda::RopeQK)

@@ -268,6 +268,35 @@ absl::Status CudaBackend::MatMulExpertsGroup(std::span<const WeightMatrix> ws, c
   });
 }
 
+absl::Status CudaBackend::MatMulExpertsGlu(const WeightMatrix& gate, const WeightMatrix& up, const int32_t* expert_ids,
+                                           const float* x, float* out, float* up_out, const MatMulExpertsParams& p) {
+  if (!cuda::ExpertsRounding(gate) || gate.type != up.type || gate.rows != up.rows || gate.cols != up.cols ||
+      gate.expert_stride != up.expert_stride || p.n_experts <= 0 || p.k <= 0 || p.n_tokens <= 0) {
+    return Backend::MatMulExpertsGlu(gate, up, expert_ids, x, out, up_out, p);  // its checks name what is wrong
+  }
+  OCTO_RETURN_IF_ERROR(LaunchHeld());
+  const int64_t width = gate.rows / p.n_experts, n_choices = int64_t{p.n_tokens} * p.k;
+  // The scratch: out's 8-bit activations at the front (where the down
+  // experts' launch reads them), x's after them.
+  const size_t front = cuda::ActQ8Bytes(n_choices, width);
+  OCTO_ASSIGN_OR_RETURN(uint32_t* const arrivals, Arrivals(static_cast<size_t>(n_choices * width / cuda::kQ8Chunk)));
+  OCTO_ASSIGN_OR_RETURN(cuda::Exec exec, ExecWithScratch(front + cuda::MatMulExpertsScratchBytes(gate, p)));
+  exec.scratch = static_cast<uint8_t*>(exec.scratch) + front;
+  exec.scratch_bytes -= front;
+  SignOp(*graphs_, "MatMulExpertsGlu", gate, up, expert_ids, x, out, p, exec, arrivals);
+  return Hold(Held{.launch = [=](const cuda::ActQ8Out* q8) -> absl::Status {
+                     const std::optional<cuda::ActQ8Out> counted = Counted(q8, arrivals);
+                     return Op("MatMulExpertsGlu", cuda::MatMulExpertsGlu(gate, up, expert_ids, x, out, p, exec,
+                                                                          counted ? &*counted : nullptr));
+                   },
+                   .out = out,
+                   .elements = n_choices * width,
+                   .rope = std::nullopt,
+                   .norms = {},
+                   .span = 0,
+                   .free_scratch = front});
+}
+
 absl::Status CudaBackend::Rope(float* x, const int32_t* positions, int n_tokens, const RopeParams& p) {
   OCTO_RETURN_IF_ERROR(LaunchHeld());
   SignOp(*graphs_, "Rope", x, positions, n_tokens, p);
