@@ -47,6 +47,28 @@ GridRunner::~GridRunner() {
   for (std::thread& t : workers_) t.join();
 }
 
+namespace {
+
+// The linear index of the b-th block to start of a grid of n blocks. Not
+// index order: a GPU promises none, and a kernel whose blocks rely on one
+// (a count of finished blocks that takes grid.y's rows to finish one after
+// another, say) must fail here as it may there. Consecutive starts lie a
+// prime stride apart (mod n), which visits every block once as long as the
+// prime does not divide n.
+uint64_t BlockAt(uint64_t b, uint64_t n) {
+  static constexpr uint64_t kStrides[] = {7919, 104729, 1299709};
+  uint64_t stride = 1;
+  for (uint64_t p : kStrides) {
+    if (n % p != 0) {
+      stride = p;
+      break;
+    }
+  }
+  return static_cast<uint64_t>(static_cast<unsigned __int128>(b) * stride % n);
+}
+
+}  // namespace
+
 void GridRunner::RunBlocks(Grid& grid) {
   EnsureSignalStack();
   thread_local BlockRunner runner;
@@ -54,7 +76,8 @@ void GridRunner::RunBlocks(Grid& grid) {
   const KernelLaunch& launch = *grid.launch;
   if (dynamic_shared.size() < launch.shared_bytes) dynamic_shared.resize(launch.shared_bytes);
   const uint64_t gx = launch.grid.x, gy = launch.grid.y;
-  for (uint64_t b = grid.next++; b < grid.n_blocks; b = grid.next++) {
+  for (uint64_t next = grid.next++; next < grid.n_blocks; next = grid.next++) {
+    const uint64_t b = BlockAt(next, grid.n_blocks);
     const uint3 block_idx{static_cast<unsigned>(b % gx), static_cast<unsigned>((b / gx) % gy),
                           static_cast<unsigned>(b / (gx * gy))};
     std::string error = runner.Run(launch, block_idx, dynamic_shared.data());

@@ -1,7 +1,8 @@
 // Runs the blocks of a launch across host threads: a fixed set of workers
 // plus the thread that asks (a stream's own thread), each running one block
-// at a time with its own BlockRunner. Blocks are handed out in order from a
-// shared counter; after the first block that fails, no new block starts.
+// at a time with its own BlockRunner. Blocks are handed out from a shared
+// counter, in a fixed order that is not index order (grid_runner.cc's
+// BlockAt); after the first block that fails, no new block starts.
 #pragma once
 
 #include <condition_variable>

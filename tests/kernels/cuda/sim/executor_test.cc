@@ -236,6 +236,28 @@ TEST_F(ExecutorTest, StaticSharedMemoryStartsEveryBlockPoisoned) {
   for (float v : out.Get()) EXPECT_TRUE(std::isnan(v)) << "a block saw " << v << " (an earlier block's value?)";
 }
 
+// A GPU starts a grid's blocks in no promised order; neither does the
+// executor (so a kernel relying on one fails here too), but it starts each
+// once, whatever the grid's size -- one the executor's strides divide too.
+TEST_F(ExecutorTest, BlocksStartOutOfIndexOrderEachOnce) {
+  for (const dim3 grid : {dim3(64, 3), dim3(2 * 7919, 1)}) {
+    const unsigned n = grid.x * grid.y;
+    Device<unsigned> counter(std::vector<unsigned>{0});
+    Device<unsigned> order(std::vector<unsigned>(n, ~0u));
+    ASSERT_EQ(sim_test::StartOrder(counter.get(), order.get(), grid, stream_), cudaSuccess);
+    ASSERT_EQ(Wait().first, cudaSuccess);
+    std::vector<unsigned> starts = order.Get();
+    EXPECT_FALSE(std::is_sorted(starts.begin(), starts.end())) << grid.x << " x " << grid.y << ": in index order";
+    if (grid.y > 1) {
+      // Row 0's blocks do not all start before row 1's.
+      EXPECT_LT(*std::min_element(starts.begin() + grid.x, starts.end()),
+                *std::max_element(starts.begin(), starts.begin() + grid.x));
+    }
+    std::sort(starts.begin(), starts.end());
+    for (unsigned i = 0; i < n; ++i) ASSERT_EQ(starts[i], i) << "a block started twice or never";
+  }
+}
+
 TEST_F(ExecutorTest, AsyncCopiesLandAtTheWaitThatAsksForThem) {
   std::vector<float> x(260);
   for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i) + 0.5f;

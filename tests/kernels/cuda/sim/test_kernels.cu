@@ -59,6 +59,10 @@ __global__ void ReadStaticSharedFirstKernel(float* out) {
   }
 }
 
+__global__ void StartOrderKernel(unsigned* counter, unsigned* order) {
+  if (threadIdx.x == 0) order[blockIdx.y * gridDim.x + blockIdx.x] = atomicAdd(counter, 1u);
+}
+
 // out: [0] ballot of odd lanes, [1] any(lane == 5), [2] all(lane < 64),
 // [3] __syncthreads_count(x odd), [4] __syncthreads_and(x > 0),
 // [5] __syncthreads_or(x == 7), then per thread t: [8 + t] = x of lane
@@ -155,6 +159,11 @@ cudaError_t CopyShifted(const float* x, float* out, int n, int offset, cudaStrea
 
 cudaError_t ReadStaticSharedFirst(float* out, int blocks, cudaStream_t stream) {
   OCTO_LAUNCH(ReadStaticSharedFirstKernel, blocks, 32, 0, stream, out);
+  return cudaGetLastError();
+}
+
+cudaError_t StartOrder(unsigned* counter, unsigned* order, dim3 grid, cudaStream_t stream) {
+  OCTO_LAUNCH(StartOrderKernel, grid, 32, 0, stream, counter, order);
   return cudaGetLastError();
 }
 

@@ -37,6 +37,10 @@ cudaError_t CopyShifted(const float* x, float* out, int n, int offset, cudaStrea
 // 32 threads.
 cudaError_t ReadStaticSharedFirst(float* out, int blocks, cudaStream_t stream);
 
+// order[y * grid.x + x] = the count of blocks that started before block
+// (x, y) (thread 0 of each block takes a number from *counter).
+cudaError_t StartOrder(unsigned* counter, unsigned* order, dim3 grid, cudaStream_t stream);
+
 // Every warp operation and barrier form, each result to out (see the .cu).
 cudaError_t WarpAndBarrierOps(const int* x, int* out, int threads, cudaStream_t stream);
 
