@@ -237,6 +237,21 @@ absl::Status MatMulAdd(const WeightMatrix& w, const float* x, float* out, float*
   return matmul::DecodeQuantized(w, *row_bytes, x, act, out, n_tokens, exec.stream, nullptr, residual);
 }
 
+namespace matmul {
+
+absl::Status CheckGluRounding(const char* op, const WeightMatrix& gate, int64_t rows, const ActQ8Out& round_out) {
+  if (absl::Status s = CheckRounding(op, rows, round_out); !s.ok()) return s;
+  const int64_t block_rows = DecodeRowsPerBlock(gate.type, gate.cols);
+  if (block_rows < ActQ8ChunkOf(round_out.rule) && round_out.arrivals == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s: a block's %d rows share %d-element rounding chunks: round_out.arrivals is null", op,
+                        block_rows, ActQ8ChunkOf(round_out.rule)));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace matmul
+
 absl::Status MatMulGlu(const WeightMatrix& gate, const WeightMatrix& up, const float* x, float* out, int n_tokens,
                        const Exec& exec, const ActQ8Out* rounded, const ActQ8Out* round_out) {
   if (gate.type != up.type || gate.rows != up.rows || gate.cols != up.cols || matmul::IsFloatWeight(gate.type)) {
@@ -258,13 +273,7 @@ absl::Status MatMulGlu(const WeightMatrix& gate, const WeightMatrix& up, const f
         GgmlTypeName(gate.type)));
   }
   if (round_out != nullptr) {
-    if (absl::Status s = CheckRounding("MatMulGlu", gate.rows, *round_out); !s.ok()) return s;
-    if (matmul::DecodeRowsPerBlock(gate.type, gate.cols) < ActQ8ChunkOf(round_out->rule) &&
-        round_out->arrivals == nullptr) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "MatMulGlu: a block's %d rows share %d-element rounding chunks: round_out.arrivals is null",
-          matmul::DecodeRowsPerBlock(gate.type, gate.cols), ActQ8ChunkOf(round_out->rule)));
-    }
+    if (absl::Status s = matmul::CheckGluRounding("MatMulGlu", gate, gate.rows, *round_out); !s.ok()) return s;
   }
   matmul::ActQ8View act{rounded != nullptr ? rounded->q : nullptr, rounded != nullptr ? rounded->d : nullptr};
   if (rounded == nullptr) {

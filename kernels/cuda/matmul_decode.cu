@@ -685,11 +685,10 @@ absl::Status DecodeExperts(std::span<const WeightMatrix> ws, int64_t rows, int64
 
 absl::Status DecodeExpertsGlu(const WeightMatrix& gate, const WeightMatrix& up, int64_t rows, int64_t row_bytes,
                               int64_t expert_bytes, const int32_t* expert_ids, const float* x, float* out,
-                              const MatMulExpertsParams& p, const Exec& exec, const ActQ8View* rounded,
-                              const ActQ8Out* round_out) {
+                              const MatMulExpertsParams& p, const Exec& exec, const ActQ8Out* round_out) {
   float* const outs[] = {out};
   absl::StatusOr<DecodeArgs> a =
-      ExpertArgs({&gate, 1}, rows, row_bytes, expert_bytes, expert_ids, x, outs, p, exec, rounded);
+      ExpertArgs({&gate, 1}, rows, row_bytes, expert_bytes, expert_ids, x, outs, p, exec, nullptr);
   if (!a.ok()) return a.status();
   a->w_up = static_cast<const uint8_t*>(up.data);
   if (round_out != nullptr) a->round_out = *round_out;

@@ -100,16 +100,10 @@ absl::Status MatMulExpertsGlu(const WeightMatrix& gate, const WeightMatrix& up, 
   }
   const int64_t rows = gate.rows / p.n_experts;
   if (round_out != nullptr) {
-    if (absl::Status s = CheckRounding("MatMulExpertsGlu", rows, *round_out); !s.ok()) return s;
-    if (matmul::DecodeRowsPerBlock(gate.type, gate.cols) < ActQ8ChunkOf(round_out->rule) &&
-        round_out->arrivals == nullptr) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "MatMulExpertsGlu: a block's %d rows share %d-element rounding chunks: round_out.arrivals is null",
-          matmul::DecodeRowsPerBlock(gate.type, gate.cols), ActQ8ChunkOf(round_out->rule)));
-    }
+    if (absl::Status s = matmul::CheckGluRounding("MatMulExpertsGlu", gate, rows, *round_out); !s.ok()) return s;
   }
   return matmul::DecodeExpertsGlu(gate, up, rows, layout->row_bytes, layout->expert_bytes, expert_ids, x, out, p,
-                                  exec, nullptr, round_out);
+                                  exec, round_out);
 }
 
 }  // namespace octo::cuda

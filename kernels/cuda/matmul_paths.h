@@ -90,15 +90,17 @@ bool SetDecodeMaxRowLanes(int lanes);
 absl::Status DecodeExperts(std::span<const WeightMatrix> ws, int64_t rows, int64_t row_bytes, int64_t expert_bytes,
                            const int32_t* expert_ids, const float* x, std::span<float* const> outs,
                            const MatMulExpertsParams& p, const Exec& exec, const ActQ8View* rounded);
+// A gated launch's round_out for `rows` outputs a row (MatMulGlu's,
+// MatMulExpertsGlu's): whole chunks of its rule, and counters when a decode
+// block of gate holds fewer rows than a chunk (INVALID_ARGUMENT naming op).
+absl::Status CheckGluRounding(const char* op, const WeightMatrix& gate, int64_t rows, const ActQ8Out& round_out);
 // fused.h's MatMulExpertsGlu: DecodeExperts of the gate and the up stack
-// (one type and layout) then SiluMul, in one launch; out (n_choices, rows);
-// with round_out, out rounded into it a choice's row at a time (rows whole
-// chunks of its rule; round_out->arrivals, one zeroed counter per chunk of
-// every choice's row, when DecodeRowsPerBlock is less than a chunk).
+// (one type and layout, x rounded here) then SiluMul, in one launch; out
+// (n_choices, rows); with round_out (CheckGluRounding), out rounded into it
+// a choice's row at a time, each row with its own chunk counters.
 absl::Status DecodeExpertsGlu(const WeightMatrix& gate, const WeightMatrix& up, int64_t rows, int64_t row_bytes,
                               int64_t expert_bytes, const int32_t* expert_ids, const float* x, float* out,
-                              const MatMulExpertsParams& p, const Exec& exec, const ActQ8View* rounded,
-                              const ActQ8Out* round_out);
+                              const MatMulExpertsParams& p, const Exec& exec, const ActQ8Out* round_out);
 
 // --- Prefill (matmul_prefill.cu) ---------------------------------------------
 // Rows of w dequantized per tile on the prefill path.

@@ -56,8 +56,13 @@ __global__ void __launch_bounds__(kMaxBlockSize)
   const size_t row_offset = static_cast<size_t>(blockIdx.x) * dim;
   float* x_row = x + row_offset;
   float* out_row = out + row_offset;
-  constexpr ActQ8Rule R = Mode::Rule::value;
-  const int warps = static_cast<int>(blockDim.x / kWarpSize);
+  // The row's rounding chunks, a warp each, their elements value(i).
+  auto round_row = [&](auto value) {
+    constexpr ActQ8Rule R = Mode::Rule::value;
+    for (int64_t c = threadIdx.x / kWarpSize; c < dim / kRoundChunk<R>; c += blockDim.x / kWarpSize) {
+      RoundChunk<R>(c, threadIdx.x % kWarpSize, value, out_row, q8.q + row_offset, q8.d + row_offset / kQ8Chunk);
+    }
+  };
   if constexpr (Mode::kHeld) {
     float xs[kHeldElements], ws[kHeldElements];
     [[maybe_unused]] float ds[kHeldElements];
@@ -91,10 +96,7 @@ __global__ void __launch_bounds__(kMaxBlockSize)
     }
     if constexpr (Mode::kRounded) {
       __syncthreads();  // the row is staged
-      auto value = [staged](int64_t i) { return staged[i]; };
-      for (int64_t c = threadIdx.x / kWarpSize; c < dim / kRoundChunk<R>; c += warps) {
-        RoundChunk<R>(c, threadIdx.x % kWarpSize, value, out_row, q8.q + row_offset, q8.d + row_offset / kQ8Chunk);
-      }
+      round_row([staged](int64_t i) { return staged[i]; });
     }
   } else {
     if constexpr (Mode::kAdd) {
@@ -104,9 +106,7 @@ __global__ void __launch_bounds__(kMaxBlockSize)
     const float scale = RmsScale(x_row, dim, eps);
     auto value = [=](int64_t i) { return x_row[i] * scale * weight[i]; };
     if constexpr (Mode::kRounded) {
-      for (int64_t c = threadIdx.x / kWarpSize; c < dim / kRoundChunk<R>; c += warps) {
-        RoundChunk<R>(c, threadIdx.x % kWarpSize, value, out_row, q8.q + row_offset, q8.d + row_offset / kQ8Chunk);
-      }
+      round_row(value);
     } else {
       for (int i = threadIdx.x; i < dim; i += blockDim.x) out_row[i] = value(i);
     }

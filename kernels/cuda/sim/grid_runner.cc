@@ -14,6 +14,7 @@ namespace octo::cuda_sim {
 struct GridRunner::Grid {
   const KernelLaunch* launch;
   uint64_t n_blocks;
+  uint64_t stride;  // BlockAt's
   std::atomic<uint64_t> next{0};
   std::atomic<int> helpers{0};  // workers inside RunBlocks for this grid
   std::mutex mu;
@@ -54,16 +55,14 @@ namespace {
 // (a count of finished blocks that takes grid.y's rows to finish one after
 // another, say) must fail here as it may there. Consecutive starts lie a
 // prime stride apart (mod n), which visits every block once as long as the
-// prime does not divide n.
-uint64_t BlockAt(uint64_t b, uint64_t n) {
-  static constexpr uint64_t kStrides[] = {7919, 104729, 1299709};
-  uint64_t stride = 1;
-  for (uint64_t p : kStrides) {
-    if (n % p != 0) {
-      stride = p;
-      break;
-    }
+// prime does not divide n: StrideFor(n) picks it, BlockAt steps by it.
+uint64_t StrideFor(uint64_t n) {
+  for (uint64_t p : {7919, 104729, 1299709}) {
+    if (n % p != 0) return p;
   }
+  return 1;
+}
+uint64_t BlockAt(uint64_t b, uint64_t n, uint64_t stride) {
   return static_cast<uint64_t>(static_cast<unsigned __int128>(b) * stride % n);
 }
 
@@ -77,7 +76,7 @@ void GridRunner::RunBlocks(Grid& grid) {
   if (dynamic_shared.size() < launch.shared_bytes) dynamic_shared.resize(launch.shared_bytes);
   const uint64_t gx = launch.grid.x, gy = launch.grid.y;
   for (uint64_t next = grid.next++; next < grid.n_blocks; next = grid.next++) {
-    const uint64_t b = BlockAt(next, grid.n_blocks);
+    const uint64_t b = BlockAt(next, grid.n_blocks, grid.stride);
     const uint3 block_idx{static_cast<unsigned>(b % gx), static_cast<unsigned>((b / gx) % gy),
                           static_cast<unsigned>(b / (gx * gy))};
     std::string error = runner.Run(launch, block_idx, dynamic_shared.data());
@@ -93,6 +92,7 @@ std::string GridRunner::Run(const KernelLaunch& launch) {
   Grid grid;
   grid.launch = &launch;
   grid.n_blocks = static_cast<uint64_t>(launch.grid.x) * launch.grid.y * launch.grid.z;
+  grid.stride = StrideFor(grid.n_blocks);
   if (grid.n_blocks > 1 && !workers_.empty()) {
     std::lock_guard<std::mutex> lock(mu_);
     grids_.push_back(&grid);
