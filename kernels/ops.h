@@ -267,6 +267,13 @@ inline constexpr int kMaxDecodeTokens = 16;
 // as closely; the weights are then read once per 16 tokens.
 inline constexpr int kMaxDecodePathTokens = 64;
 namespace cuda {
+// The most elements of w the prefill path dequantizes for one GEMM (its
+// scratch holds them in fp16 behind x's). A tile's GEMM, tile rows x
+// n_tokens outputs, must fill the GPU: 512 rows at a 512-token pass were 16
+// output tiles of 128 x 128 for 132 SMs. 32 Mi elements (64 MiB) hold a
+// whole 4096-column matrix of up to 8192 rows, and 2304 rows of 14336
+// columns.
+inline constexpr int64_t kPrefillTileElements = int64_t{32} << 20;
 size_t MatMulScratchBytes(const WeightMatrix& w, int n_tokens);
 absl::Status MatMul(const WeightMatrix& w, const float* x, float* out, int n_tokens, const Exec& exec);
 }  // namespace cuda

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "daemon/engine/cpu_backend.h"
+#include "kernels/ops.h"
 #include "storage/status_macros.h"
 
 #if defined(OCTO_HAVE_CUDA)
@@ -99,9 +100,11 @@ uint64_t WorkspaceEstimate(const ModelConfig& c, int max_rows) {
   // RunState: x, xb, x_out, q, att, k, v, hb, hb2, expert outputs.
   const uint64_t activations =
       4 * rows * (3 * c.dim + 2 * q_dim + 2 * kv_dim + 2 * ffn + uint64_t{c.n_experts_used} * c.dim);
-  // MatMul's prefill scratch: x in fp16 and a 512-row tile of w in fp16;
-  // the logits of a few rows.
-  const uint64_t scratch = 2 * rows * widest + 2 * 512 * widest + 4 * 16 * uint64_t{c.vocab_size};
+  // MatMul's prefill scratch: x in fp16 and a tile of w in fp16 (the widest
+  // matrix's rows, up to cuda::kPrefillTileElements elements); the logits of
+  // a few rows.
+  const uint64_t tile = std::min<uint64_t>(cuda::kPrefillTileElements, std::max<uint64_t>(c.vocab_size, ffn) * widest);
+  const uint64_t scratch = 2 * rows * widest + 2 * tile + 4 * 16 * uint64_t{c.vocab_size};
   return (activations + scratch) * 5 / 4;
 }
 

@@ -103,8 +103,18 @@ absl::Status DecodeExpertsGlu(const WeightMatrix& gate, const WeightMatrix& up, 
                               const MatMulExpertsParams& p, const Exec& exec, const ActQ8Out* round_out);
 
 // --- Prefill (matmul_prefill.cu) ---------------------------------------------
-// Rows of w dequantized per tile on the prefill path.
-inline constexpr int64_t kPrefillTileRows = 512;
+// A quantized w is dequantized to fp16 a tile of rows at a time, each tile
+// one GEMM: PrefillTileRows(rows, cols) rows, as many whole multiples of
+// kPrefillTileQuantum as kPrefillTileElements (ops.h) elements hold (at
+// least one, at most rows).
+inline constexpr int64_t kPrefillTileQuantum = 128;
+int64_t PrefillTileRows(int64_t rows, int64_t cols);
+
+// A measuring aid (matmul_cuda_bench --prefill-tile-elements) and a test's
+// way to many tiles, not for the engine: the elements a tile holds from now
+// on (kPrefillTileElements by default); false, and no change, unless
+// positive. Not thread-safe: set it before any launch.
+bool SetPrefillTileElements(int64_t elements);
 
 size_t PrefillScratchBytes(GgmlType type, int64_t rows, int64_t cols, int n_tokens);
 

@@ -1,6 +1,6 @@
 // cuda::MatMul's prefill path (kernels/ops.h): many tokens through
 // cublasGemmEx with fp32 accumulation. Quantized weights are dequantized to
-// fp16 a tile of kPrefillTileRows rows at a time into the scratch (after x,
+// fp16 a tile of PrefillTileRows rows at a time into the scratch (after x,
 // rounded to fp16); F16 and BF16 weights are used as they are with x rounded
 // to their type, F32 weights with x as it is.
 //
@@ -24,6 +24,8 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr unsigned kMaxBlocks = 1024;  // grid-stride beyond
+
+int64_t tile_elements = kPrefillTileElements;  // SetPrefillTileElements
 
 // --- Kernels -----------------------------------------------------------------
 
@@ -77,12 +79,23 @@ absl::Status Convert(const float* x, T* out, int64_t n, StreamHandle stream) {
 
 }  // namespace
 
+int64_t PrefillTileRows(int64_t rows, int64_t cols) {
+  const int64_t quanta = tile_elements / cols / kPrefillTileQuantum;
+  const int64_t tile_rows = (quanta > 1 ? quanta : 1) * kPrefillTileQuantum;
+  return tile_rows < rows ? tile_rows : rows;
+}
+
+bool SetPrefillTileElements(int64_t elements) {
+  if (elements <= 0) return false;
+  tile_elements = elements;
+  return true;
+}
+
 size_t PrefillScratchBytes(GgmlType type, int64_t rows, int64_t cols, int n_tokens) {
   if (type == GgmlType::kF32) return 0;
   const size_t x16 = RoundUp256(static_cast<size_t>(n_tokens) * cols * 2);
   if (IsFloatWeight(type)) return x16;
-  const int64_t tile_rows = rows < kPrefillTileRows ? rows : kPrefillTileRows;
-  return x16 + RoundUp256(static_cast<size_t>(tile_rows * cols) * 2);
+  return x16 + RoundUp256(static_cast<size_t>(PrefillTileRows(rows, cols) * cols) * 2);
 }
 
 absl::Status Prefill(const WeightMatrix& w, int64_t row_bytes, const float* x, float* out, int n_tokens,
@@ -110,8 +123,9 @@ absl::Status Prefill(const WeightMatrix& w, int64_t row_bytes, const float* x, f
   const auto* bytes = static_cast<const uint8_t*>(w.data);
   return block_decode::WithDecoder(w.type, absl::InternalError("MatMul: no decoder"), [&](auto decoder) {
     using D = decltype(decoder);
-    for (int64_t first = 0; first < w.rows; first += kPrefillTileRows) {
-      const int64_t tile_rows = w.rows - first < kPrefillTileRows ? w.rows - first : kPrefillTileRows;
+    const int64_t max_tile_rows = PrefillTileRows(w.rows, w.cols);
+    for (int64_t first = 0; first < w.rows; first += max_tile_rows) {
+      const int64_t tile_rows = w.rows - first < max_tile_rows ? w.rows - first : max_tile_rows;
       const int64_t n_tile = tile_rows * w.cols;
       OCTO_LAUNCH(DequantizeTileKernel<D>, GridFor(n_tile), kThreads, 0, exec.stream, bytes + first * row_bytes,
                   row_bytes, w.cols, n_tile, tile);

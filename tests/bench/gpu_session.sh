@@ -3,7 +3,7 @@
 # GPU machine, from the archive tests/bench/gpu_pack.sh made (the machine
 # needs CUDA 13 and nothing of Octo's build dependencies).
 #
-#   [STEPS="ctest bench llama matmul ncu"] tests/bench/gpu_session.sh ARCHIVE [OUT_DIR]
+#   [STEPS="ctest bench llama matmul prefill ncu"] tests/bench/gpu_session.sh ARCHIVE [OUT_DIR]
 #   (from the repository root; STEPS picks some of the steps below)
 #
 # Each step has its own time limit and log in OUT_DIR (default $OUT, else
@@ -16,9 +16,16 @@
 #                  the GPU: prompt 2048, 128 generated tokens;
 #   matmul.log     matmul_cuda_bench: the decode MatMul's GB/s per type at
 #                  the 8B shapes (14336 x 4096, 4096 x 14336, 4096 x 4096);
+#   prefill.log    the prefill path at a 512-token chunk (the engine's):
+#                  matmul_cuda_bench at the 8B shapes, Q4_K with the
+#                  engine's tiles and with the 512-row tiles used before,
+#                  and F16 (cuBLAS alone, nothing dequantized); then
+#                  decode_step_bench's 512-token step at 1536 cached
+#                  positions (the last chunk of a 2048-token prompt);
 #   ncu-POS.csv    Nsight Compute (when there): each kernel's time and DRAM
 #                  throughput over a decode step at POS cached positions
-#                  (NCU_POS, default 512).
+#                  (NCU_POS, default 512);
+#   ncu-prefill.csv  the same over that 512-token prefill step (2 layers).
 # A summary of the figures is printed last.
 set -uo pipefail
 [ $# -ge 1 ] || { echo "usage: $0 ARCHIVE [OUT_DIR]" >&2; exit 2; }
@@ -28,7 +35,7 @@ root=$(pwd -P)
 mkdir -p "$out"
 t0=$(date +%s)
 step() { echo "=== $(($(date +%s) - t0)) s: $*"; }
-steps=" ${STEPS:-ctest bench llama matmul ncu} "
+steps=" ${STEPS:-ctest bench llama matmul prefill ncu} "
 want() { [[ "$steps" == *" $1 "* ]]; }
 
 step unpack
@@ -116,6 +123,30 @@ for shape in "14336 4096" "4096 14336" "4096 4096"; do
 done
 fi
 
+# The 8B shapes of a 2048-token prompt's last chunk, as gpu_bench's prefill
+# runs them, and llama-bench's pp2048 beside it in llama.log.
+prefill_step=("$build/tests/kernels/cuda/decode_step_bench" --dim 4096 --hidden 14336 --heads 32 --kv-heads 8
+  --layers 2 --vocab 32000 --pos 1536 --tokens 512 --type Q4_K)
+if want prefill; then
+step "prefill path, 512 tokens"
+: >"$out/prefill.log"
+for shape in "14336 4096" "4096 14336" "4096 4096"; do
+  read -r rows cols <<<"$shape"
+  for tile in default $((512 * cols)); do
+    tile_flag=()
+    [ "$tile" = default ] || tile_flag=(--prefill-tile-elements "$tile")
+    echo "--- $rows x $cols, tile elements: $tile" >>"$out/prefill.log"
+    timeout 40 "$build/tests/kernels/cuda/matmul_cuda_bench" --rows "$rows" --cols "$cols" --tokens 512 --iters 10 \
+      "${tile_flag[@]}" Q4_K Q6_K >>"$out/prefill.log" 2>&1
+  done
+  timeout 40 "$build/tests/kernels/cuda/matmul_cuda_bench" --rows "$rows" --cols "$cols" --tokens 512 --iters 10 F16 \
+    >>"$out/prefill.log" 2>&1
+  echo "prefill matmul $rows x $cols exit $?"
+done
+timeout 60 "${prefill_step[@]}" --steps 5 >>"$out/prefill.log" 2>&1
+echo "prefill step exit $?"
+fi
+
 ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -n 1)
 if want ncu && [ -n "$ncu" ]; then
   step "ncu over resident decode kernels"
@@ -129,12 +160,19 @@ if want ncu && [ -n "$ncu" ]; then
       >"$out/ncu-$pos.csv" 2>>"$out/ncu.err"
     echo "ncu at $pos positions: exit $?"
   done
+  if want prefill; then
+    # Every kernel of the warm-up step and one more: two of each launch.
+    timeout 150 "$ncu" --csv --print-summary none --clock-control none --section SpeedOfLight \
+      "${prefill_step[@]}" --steps 1 >"$out/ncu-prefill.csv" 2>>"$out/ncu.err"
+    echo "ncu over the prefill step: exit $?"
+  fi
 fi
 
 step summary
 [ -f "$out/gpu_bench.log" ] && tail -n 45 "$out/gpu_bench.log"
 grep -E '^\|' "$out/llama.log" 2>/dev/null
 grep -E "GB/s" "$out/matmul.log" 2>/dev/null | head -n 36
+grep -E "^(---|Q4_K|Q6_K|F16) |prefill step" "$out/prefill.log" 2>/dev/null
 for csv in "$out"/ncu-*.csv; do
   [ -s "$csv" ] || continue
   echo "$(basename "$csv"):"
@@ -155,7 +193,8 @@ for r in body:
         agg[name][0] += 1; agg[name][1] += v * {"m": 1000, "n": 0.001}.get(unit[:1], 1)
     if metric == "DRAM Throughput": agg[name][2] += v
 for name, (n, us, dram) in sorted(agg.items(), key=lambda kv: -kv[1][1]):
-    print(f"ncu: {name:70s} launches={n:3d} mean={us / max(n, 1):8.1f} us  dram={dram / max(n, 1):5.1f}% of peak")
+    print(f"ncu: {name:70s} launches={n:3d} mean={us / max(n, 1):8.1f} us  total={us:9.1f} us  "
+          f"dram={dram / max(n, 1):5.1f}% of peak")
 EOF
 done
 step done

@@ -1,13 +1,21 @@
-// matmul_cuda_bench: how close cuda::MatMul's decode path comes to the
-// device's memory bandwidth. Not a test; run it by hand on a GPU:
+// matmul_cuda_bench: how close cuda::MatMul comes to the device: its decode
+// path to the memory bandwidth, its prefill path to cuBLAS on fp16 weights.
+// Not a test; run it by hand on a GPU:
 //
-//   matmul_cuda_bench [--rows R] [--cols C] [--iters N] [--row-lanes L] [TYPE...]
+//   matmul_cuda_bench [--rows R] [--cols C] [--iters N] [--row-lanes L]
+//                     [--tokens N,N...] [--prefill-tile-elements E] [TYPE...]
 //
 // --row-lanes 32|64|128 sets the most lanes the decode kernels give one
 // quantized row (matmul::SetDecodeMaxRowLanes; 32 is the engine's), to
 // measure the trade between lanes per row and blocks per launch.
+// --tokens picks the token counts (default 1,8); more than 64 take the
+// prefill path (dequantized tiles and cuBLAS), whose figure is the TFLOP/s
+// column: beside an F16 matrix of the same shape (cuBLAS alone, nothing
+// dequantized) it is what the tiles cost. --prefill-tile-elements sets the
+// most elements a prefill tile holds (matmul::SetPrefillTileElements; the
+// engine's is kPrefillTileElements, 32 Mi).
 //
-// For each type (default: all 15) at 1 and 8 tokens it times --iters calls
+// For each type (default: all 15) at each token count it times --iters calls
 // (default 50) on a rows x cols matrix (default 8192 x 8192, larger than any
 // GPU's L2, so every call streams the weights from device memory) with CUDA
 // events, after one untimed call, and prints the weight bytes read per
@@ -27,7 +35,9 @@
 
 #include <cuda_runtime_api.h>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "kernels/cuda/device.h"
 #include "kernels/cuda/matmul_paths.h"
 #include "kernels/ops.h"
@@ -87,13 +97,31 @@ double CopyGBps(cudaStream_t stream, size_t bytes, int iters) {
 int Main(int argc, char** argv) {
   int64_t rows = 8192, cols = 8192;
   int iters = 50;
+  std::vector<int> token_counts;
   std::vector<GgmlType> types;
+  const char* usage =
+      "usage: matmul_cuda_bench [--rows R] [--cols C] [--iters N] [--row-lanes L] [--tokens N,N...] "
+      "[--prefill-tile-elements E] [TYPE...]\n";
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--row-lanes" && i + 1 < argc) {
       if (!cuda::matmul::SetDecodeMaxRowLanes(std::atoi(argv[++i]))) {
         std::fprintf(stderr, "matmul_cuda_bench: --row-lanes takes 32, 64 or 128\n");
         return 2;
+      }
+    } else if (arg == "--prefill-tile-elements" && i + 1 < argc) {
+      if (!cuda::matmul::SetPrefillTileElements(std::atoll(argv[++i]))) {
+        std::fprintf(stderr, "matmul_cuda_bench: --prefill-tile-elements must be positive\n");
+        return 2;
+      }
+    } else if (arg == "--tokens" && i + 1 < argc) {
+      for (const std::string& n : std::vector<std::string>(absl::StrSplit(argv[++i], ','))) {
+        int v = 0;
+        if (!absl::SimpleAtoi(n, &v) || v <= 0) {
+          std::fprintf(stderr, "matmul_cuda_bench: --tokens takes positive counts, comma-separated: %s\n", argv[i]);
+          return 2;
+        }
+        token_counts.push_back(v);
       }
     } else if ((arg == "--rows" || arg == "--cols" || arg == "--iters") && i + 1 < argc) {
       const long long v = std::atoll(argv[++i]);
@@ -107,13 +135,13 @@ int Main(int argc, char** argv) {
     } else {
       auto type = LookupGgmlTypeByName(arg);
       if (!type.ok()) {
-        std::fprintf(stderr, "matmul_cuda_bench: %s\nusage: matmul_cuda_bench [--rows R] [--cols C] [--iters N] [--row-lanes L] [TYPE...]\n",
-                     type.status().ToString().c_str());
+        std::fprintf(stderr, "matmul_cuda_bench: %s\n%s", type.status().ToString().c_str(), usage);
         return 2;
       }
       types.push_back(type->type);
     }
   }
+  if (token_counts.empty()) token_counts = {1, 8};
   if (types.empty()) {
     for (const GgmlTypeInfo& info : AllGgmlTypes()) types.push_back(info.type);
   }
@@ -131,7 +159,8 @@ int Main(int argc, char** argv) {
   const double copy_gbps = CopyGBps(stream->get(), copy_bytes, 10);
   std::printf("device: %s\ncopy bandwidth (device to device, %zu MiB, read + write): %.1f GB/s\n\n", prop.name,
               copy_bytes >> 20, copy_gbps);
-  std::printf("%-7s %6s %12s %10s %10s %12s\n", "type", "tokens", "matrix MiB", "us/call", "GB/s", "of copy GB/s");
+  std::printf("%-7s %6s %12s %10s %10s %12s %9s\n", "type", "tokens", "matrix MiB", "us/call", "GB/s", "of copy GB/s",
+              "TFLOP/s");
 
   for (GgmlType type : types) {
     const GgmlTypeInfo& info = GgmlTypeInfoOf(type);
@@ -145,7 +174,7 @@ int Main(int argc, char** argv) {
     BENCH_CHECK(d_w.status());
     BENCH_CHECK(d_w->CopyFromHost(bytes.data(), bytes.size(), stream->get()));
     const WeightMatrix w{type, d_w->data(), rows, cols};
-    for (int n_tokens : {1, 8}) {
+    for (int n_tokens : token_counts) {
       const std::vector<float> x = testing::RandomActivations(n_tokens * cols, 2);
       auto d_x = cuda::DeviceBuffer::Allocate(x.size() * sizeof(float));
       auto d_out = cuda::DeviceBuffer::Allocate(static_cast<size_t>(n_tokens * rows) * sizeof(float));
@@ -159,8 +188,9 @@ int Main(int argc, char** argv) {
       call();
       const float ms = TimeMs(stream->get(), iters, call);
       const double gbps = static_cast<double>(bytes.size()) * iters / (ms * 1e-3) / 1e9;
-      std::printf("%-7s %6d %12.1f %10.1f %10.1f %11.0f%%\n", std::string(info.name).c_str(), n_tokens,
-                  bytes.size() / 1048576.0, ms * 1e3 / iters, gbps, 100.0 * gbps / copy_gbps);
+      const double tflops = 2.0 * static_cast<double>(rows) * cols * n_tokens * iters / (ms * 1e-3) / 1e12;
+      std::printf("%-7s %6d %12.1f %10.1f %10.1f %11.0f%% %9.1f\n", std::string(info.name).c_str(), n_tokens,
+                  bytes.size() / 1048576.0, ms * 1e3 / iters, gbps, 100.0 * gbps / copy_gbps, tflops);
     }
   }
   return 0;

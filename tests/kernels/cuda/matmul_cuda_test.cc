@@ -229,9 +229,27 @@ TEST_F(MatMulCudaTest, PrefillEveryTypeMatchesTheExactProductAndTheCpu) {
   for (const GgmlTypeInfo& info : AllGgmlTypes()) {
     Check(Make(info.type, 70, 1024, kMaxDecodeTokens + 1, seed += 2));  // two decode launches
     Check(Make(info.type, 70, 1024, kMaxDecodePathTokens + 1, seed += 2));
-    Check(Make(info.type, 600, 256, 20, seed += 2));  // two tiles of dequantized rows
+    Check(Make(info.type, 600, 256, 20, seed += 2));
     Check(Make(info.type, 33, 512, 512, seed += 2));
   }
+}
+
+// A matrix of more rows than a tile holds is dequantized and multiplied a
+// tile at a time: every tile's rows land in their place, the last one
+// short. (At the default, a 4096-column matrix is one tile up to 8192 rows.)
+TEST_F(MatMulCudaTest, PrefillTileByTileGivesEveryRow) {
+  EXPECT_EQ(cuda::matmul::PrefillTileRows(14336, 4096), 8192);  // Llama-3-8B gate: two GEMMs
+  EXPECT_EQ(cuda::matmul::PrefillTileRows(4096, 14336), 2304);   // down: two
+  EXPECT_EQ(cuda::matmul::PrefillTileRows(1024, 4096), 1024);    // k, v: whole
+  EXPECT_EQ(cuda::matmul::PrefillTileRows(4096, 1 << 20), cuda::matmul::kPrefillTileQuantum);  // at least one quantum
+  EXPECT_FALSE(cuda::matmul::SetPrefillTileElements(0));
+  ASSERT_TRUE(cuda::matmul::SetPrefillTileElements(256 * cuda::matmul::kPrefillTileQuantum));
+  EXPECT_EQ(cuda::matmul::PrefillTileRows(600, 256), 128);
+  uint32_t seed = 900;
+  for (GgmlType type : {GgmlType::kQ4_K, GgmlType::kQ6_K, GgmlType::kQ8_0, GgmlType::kIQ2_XS}) {
+    Check(Make(type, 600, 256, kMaxDecodePathTokens + 3, seed += 2));  // four tiles of 128 rows and one of 88
+  }
+  ASSERT_TRUE(cuda::matmul::SetPrefillTileElements(cuda::kPrefillTileElements));
 }
 
 // Alone, a token takes the kernels built for one token (and their loads
