@@ -38,14 +38,41 @@ __global__ void ConvertKernel(const float* x, T* out, int64_t n) {
   }
 }
 
-// tile (n_rows, cols) fp16 = rows of w from `w_rows` on, decoded.
+// A dequantizing thread's span: 8 consecutive elements of one block, stored
+// as one 16-byte write of fp16 (every quantized type's blocks hold a
+// multiple of 8; the tile starts 256-byte aligned and cols is a multiple of
+// the block).
+constexpr int kTileSpan = 8;
+constexpr unsigned kMaxTileGridRows = 65535;  // gridDim.y's limit
+
+// tile (n_rows, cols) fp16 = rows of w from `w_rows` on, decoded: rows over
+// blockIdx.y, a row's spans over blockIdx.x and the threads (no division
+// by cols: it was a 64-bit division per element).
 template <typename D>
-__global__ void DequantizeTileKernel(const uint8_t* w_rows, int64_t row_bytes, int64_t cols, int64_t n, __half* tile) {
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t r = i / cols, c = i % cols;
-    const uint8_t* block = w_rows + r * row_bytes + c / D::kElements * D::kBytes;
-    tile[i] = FromFloat<__half>(D::Element(block, static_cast<int>(c % D::kElements)));
+__global__ void DequantizeTileKernel(const uint8_t* w_rows, int64_t row_bytes, int64_t cols, int64_t n_rows,
+                                     __half* tile) {
+  static_assert(D::kElements % kTileSpan == 0, "a span lies in one block");
+  const int64_t spans = cols / kTileSpan;
+  for (int64_t r = blockIdx.y; r < n_rows; r += gridDim.y) {
+    for (int64_t span = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; span < spans;
+         span += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+      const int64_t c = span * kTileSpan;
+      const uint8_t* block = w_rows + r * row_bytes + c / D::kElements * D::kBytes;
+      const int first = static_cast<int>(c % D::kElements);
+      uint32_t words[kTileSpan / 2];
+#pragma unroll
+      for (int e = 0; e < kTileSpan; e += 2) {
+        const uint32_t lo = __half_as_ushort(FromFloat<__half>(D::Element(block, first + e)));
+        const uint32_t hi = __half_as_ushort(FromFloat<__half>(D::Element(block, first + e + 1)));
+        words[e / 2] = lo | hi << 16;  // little-endian: element e first
+      }
+      uint4 stored;
+      stored.x = words[0];
+      stored.y = words[1];
+      stored.z = words[2];
+      stored.w = words[3];
+      *reinterpret_cast<uint4*>(tile + r * cols + c) = stored;
+    }
   }
 }
 
@@ -74,6 +101,29 @@ absl::Status Gemm(const Exec& exec, int m, int n, int k, const void* a, cudaData
 template <typename T>
 absl::Status Convert(const float* x, T* out, int64_t n, StreamHandle stream) {
   OCTO_LAUNCH(ConvertKernel<T>, GridFor(n), kThreads, 0, stream, x, out, n);
+  return absl::OkStatus();
+}
+
+// out (n_tokens, w.rows) = x16 · w^T, w dequantized into `tile` a tile of
+// PrefillTileRows rows at a time, each tile one GEMM; the stream orders each
+// tile's GEMM before the next tile overwrites it.
+template <typename D>
+absl::Status TileByTile(const WeightMatrix& w, int64_t row_bytes, const __half* x16, __half* tile, float* out,
+                        int n_tokens, const Exec& exec) {
+  const auto* bytes = static_cast<const uint8_t*>(w.data);
+  const int64_t max_tile_rows = PrefillTileRows(w.rows, w.cols);
+  for (int64_t first = 0; first < w.rows; first += max_tile_rows) {
+    const int64_t tile_rows = w.rows - first < max_tile_rows ? w.rows - first : max_tile_rows;
+    const dim3 grid(GridFor(w.cols / kTileSpan),
+                    static_cast<unsigned>(tile_rows < kMaxTileGridRows ? tile_rows : kMaxTileGridRows));
+    OCTO_LAUNCH(DequantizeTileKernel<D>, grid, kThreads, 0, exec.stream, bytes + first * row_bytes, row_bytes, w.cols,
+                tile_rows, tile);
+    if (absl::Status s = Gemm(exec, static_cast<int>(tile_rows), n_tokens, static_cast<int>(w.cols), tile, CUDA_R_16F,
+                              x16, CUDA_R_16F, out + first, static_cast<int>(w.rows));
+        !s.ok()) {
+      return s;
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -117,24 +167,15 @@ absl::Status Prefill(const WeightMatrix& w, int64_t row_bytes, const float* x, f
   if (absl::Status s = Convert(x, x16, n_x, exec.stream); !s.ok()) return s;
   if (w.type == GgmlType::kF16) return Gemm(exec, m, n, k, w.data, CUDA_R_16F, x16, CUDA_R_16F, out, m);
 
-  // Quantized: a tile of rows at a time, dequantized behind x in the scratch;
-  // the stream orders each tile's GEMM before the next tile overwrites it.
+  // Quantized: dequantized behind x in the scratch, a tile at a time.
   auto* tile = reinterpret_cast<__half*>(static_cast<unsigned char*>(exec.scratch) + RoundUp256(n_x * 2));
-  const auto* bytes = static_cast<const uint8_t*>(w.data);
   return block_decode::WithDecoder(w.type, absl::InternalError("MatMul: no decoder"), [&](auto decoder) {
     using D = decltype(decoder);
-    const int64_t max_tile_rows = PrefillTileRows(w.rows, w.cols);
-    for (int64_t first = 0; first < w.rows; first += max_tile_rows) {
-      const int64_t tile_rows = w.rows - first < max_tile_rows ? w.rows - first : max_tile_rows;
-      const int64_t n_tile = tile_rows * w.cols;
-      OCTO_LAUNCH(DequantizeTileKernel<D>, GridFor(n_tile), kThreads, 0, exec.stream, bytes + first * row_bytes,
-                  row_bytes, w.cols, n_tile, tile);
-      if (absl::Status s = Gemm(exec, static_cast<int>(tile_rows), n, k, tile, CUDA_R_16F, x16, CUDA_R_16F, out + first, m);
-          !s.ok()) {
-        return s;
-      }
+    if constexpr (D::kElements % kTileSpan != 0) {  // F32, F16, BF16: returned above
+      return absl::InternalError("MatMul: a float type has no tiles");
+    } else {
+      return TileByTile<D>(w, row_bytes, x16, tile, out, n_tokens, exec);
     }
-    return absl::OkStatus();
   });
 }
 
