@@ -60,7 +60,7 @@ std::string FormatDevice(const v1::DeviceStatus& d) {
       "vram        %u layers; held %s, peak %s, budget %s%s; staging %u x %s\n"
       "            globals %s, kv cache %s, workspaces %s\n"
       "h2d copies  %s at %.1f GB/s, overlap %.0f%%%s\n"
-      "graphs      %u stretches replayed as a CUDA graph, %u captured, %u launch by launch\n",
+      "graphs      %u stretches replayed as a CUDA graph, %u captured, %u launch by launch; %s\n",
       d.index(), d.name().empty() ? "(unnamed)" : d.name(), FormatByteSize(d.total_bytes()),
       FormatByteSize(d.free_bytes()), d.device_layers(), FormatByteSize(d.held_bytes()),
       FormatByteSize(d.peak_bytes()), FormatByteSize(d.budget_bytes()), d.auto_budget() ? " (auto)" : "",
@@ -68,7 +68,9 @@ std::string FormatDevice(const v1::DeviceStatus& d) {
       FormatByteSize(d.kv_bytes()), FormatByteSize(d.workspace_bytes()), FormatByteSize(d.copied_bytes()),
       d.h2d_gbps(), d.overlap() * 100,
       d.timing_every() > 1 ? absl::StrCat("; times from one pass in ", d.timing_every()) : "", d.graph_replays(),
-      d.graph_captures(), d.eager_stretches()) +
+      d.graph_captures(), d.eager_stretches(),
+      d.programmatic_launches() ? "kernels start behind their predecessor (programmatic launch)"
+                                : "kernels start after their predecessor") +
          (d.unpinned_bytes() > 0 ? absl::StrFormat("not pinned  %s of host layers copied as pageable memory (slower; "
                                                    "cudaHostRegister: %s; raise the memlock limit, ulimit -l)\n",
                                                    FormatByteSize(d.unpinned_bytes()), d.pin_error())

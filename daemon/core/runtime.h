@@ -306,6 +306,7 @@ struct DeviceReport {
   uint64_t unpinned_bytes = 0;    // host layer memory cudaHostRegister refused: copied as pageable
   std::string pin_error;          // its error ("" when all is pinned)
   uint64_t graph_captures = 0, graph_replays = 0, eager_stretches = 0;  // CUDA graphs (step_graphs.h)
+  bool programmatic_launches = false;  // kernels scheduled while their predecessor finishes
 };
 
 // Selective expert streaming (two-phase MoE layers; empty otherwise).

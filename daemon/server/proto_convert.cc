@@ -214,6 +214,7 @@ void ToProto(const DeviceReport& device, v1::DeviceStatus* proto) {
   proto->set_graph_captures(device.graph_captures);
   proto->set_graph_replays(device.graph_replays);
   proto->set_eager_stretches(device.eager_stretches);
+  proto->set_programmatic_launches(device.programmatic_launches);
 }
 
 void ToProto(const ExpertReport& experts, v1::ExpertStatus* proto) {

@@ -21,6 +21,7 @@ __global__ void AddKernel(const float* a,  // (n)
                           const float* b,  // (n)
                           float* out,      // (n)
                           int64_t n) {
+  GridStart();
   for (int64_t i = GridStrideBegin(); i < n; i += GridStrideStep()) out[i] = a[i] + b[i];
 }
 
@@ -29,6 +30,7 @@ __global__ void AddKernel(const float* a,  // (n)
 __global__ void AddBiasKernel(float* x,           // (n_rows, width)
                               const float* bias,  // (width)
                               int64_t n, int width) {
+  GridStart();
   for (int64_t i = GridStrideBegin(); i < n; i += GridStrideStep()) x[i] += bias[i % width];
 }
 

@@ -368,6 +368,7 @@ __device__ __forceinline__ void ValueSums(const AttentionLaunch& a, const float*
 // Launch: blockDim.x == kSplitThreads.
 template <typename Types>
 __global__ void __launch_bounds__(kSplitThreads) AttentionSplitKernel(AttentionLaunch a) {
+  GridStart();
   __shared__ float q16[kMaxHeadDim];  // (head_dim) q rounded to fp16, widened back
   __shared__ float p[kAttentionSplit];  // the split's scores, then exp(score - m)
   __shared__ int tree_bits[kMaxTreeAttentionRows];  // tree mode: the mask's set bits, ascending

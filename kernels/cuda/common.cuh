@@ -19,6 +19,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
 #include "kernels/cuda/api_counts.h"
+#include "kernels/cuda/device.h"
 #include "kernels/ops.h"
 
 static_assert(std::is_same_v<octo::cuda::StreamHandle, cudaStream_t>,
@@ -71,21 +72,69 @@ inline absl::Status CudaErrorToStatus(cudaError_t error, const char* expr, const
 #include <cuda_pipeline_primitives.h>  // async copies; the executor's are in device_api.h
 #endif
 
-// The one way kernels are launched: exactly kernel<<<grid, block,
-// shared_bytes, stream>>>(args...) under nvcc; queued on the executor's
-// stream in an OCTO_CUDA_SIM build. Each launch is counted (api_counts.h).
-// A launch is not followed by cudaGetLastError() (a host call each): a bad
-// configuration surfaces once per pass, when CudaBackend::Download reads
-// the pass's result (and a kernel's own fault is sticky anyway).
+// The one way kernels are launched: kernel<<<grid, block, shared_bytes,
+// stream>>>(args...) under nvcc, as a programmatic dependent launch where
+// the device has them (ProgrammaticLaunches, device.h); queued on the
+// executor's stream in an OCTO_CUDA_SIM build. Each launch is counted
+// (api_counts.h). A launch is not followed by cudaGetLastError() (a host
+// call each): a bad configuration surfaces once per pass, when
+// CudaBackend::Download reads the pass's result (and a kernel's own fault is
+// sticky anyway). Every kernel so launched begins with GridStart().
 #if defined(OCTO_CUDA_SIM)
 #define OCTO_LAUNCH(kernel, grid, block, shared_bytes, stream, ...) \
   (::octo::cuda::CountLaunch(), OCTO_SIM_LAUNCH(kernel, grid, block, shared_bytes, stream __VA_OPT__(, ) __VA_ARGS__))
 #else
 #define OCTO_LAUNCH(kernel, grid, block, shared_bytes, stream, ...) \
-  (::octo::cuda::CountLaunch(), kernel<<<grid, block, shared_bytes, stream>>>(__VA_ARGS__))
+  (::octo::cuda::CountLaunch(),                                     \
+   ::octo::cuda::LaunchAfterPredecessor(kernel, grid, block, shared_bytes, stream __VA_OPT__(, ) __VA_ARGS__))
 #endif
 
 namespace octo::cuda {
+
+#if !defined(OCTO_CUDA_SIM)
+// OCTO_LAUNCH's launch under nvcc. With programmatic launches on, the kernel
+// may be scheduled while its stream's previous kernel still runs (blocks
+// fill the SMs that kernel leaves free, and the launch's latency hides
+// behind its tail); each of its threads then waits in GridStart() until
+// that kernel has completed and its writes are visible. Off, or on a
+// device before sm_90: an ordinary launch.
+template <typename... P, typename... A>
+void LaunchAfterPredecessor(void (*kernel)(P...), dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t stream,
+                            A&&... args) {
+  if (!ProgrammaticLaunches()) {
+    kernel<<<grid, block, shared_bytes, stream>>>(std::forward<A>(args)...);
+    return;
+  }
+  cudaLaunchAttribute attribute[1];
+  attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t config{};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = shared_bytes;
+  config.stream = stream;
+  config.attrs = attribute;
+  config.numAttrs = 1;
+  // An error stays cudaGetLastError()'s, as a <<<>>> launch's does.
+  (void)cudaLaunchKernelEx(&config, kernel, std::forward<A>(args)...);
+}
+#endif
+
+// The first statement of every kernel OCTO_LAUNCH launches, before it reads
+// or writes any global memory: waits until the kernel before it on its
+// stream has completed and its writes are visible (a no-op unless this
+// launch was programmatic), then lets the kernel after it be scheduled.
+// Nothing a kernel does before it is ordered after its predecessor, so
+// nothing may come before it. The executor fails a kernel thread that reads
+// threadIdx, blockIdx, blockDim or gridDim before it, or ends without it.
+__device__ __forceinline__ void GridStart() {
+#if defined(OCTO_CUDA_SIM)
+  ::octo::cuda_sim::GridStart();
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  cudaGridDependencySynchronize();
+  cudaTriggerProgrammaticLaunchCompletion();
+#endif
+}
 
 inline constexpr int kWarpSize = 32;
 inline constexpr int kMaxBlockSize = 1024;  // threads per block on every arch we build

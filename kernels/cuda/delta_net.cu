@@ -40,6 +40,7 @@ __global__ void DeltaNetConvKernel(const float* x,         // (n_tokens, channel
                                    float* state_out,       // (kernel - 1, channels)
                                    float* out,             // (n_tokens, channels)
                                    DeltaNetConvParams p) {
+  GridStart();
   const int64_t channels = p.channels;
   const int history = p.kernel - 1;
   for (int64_t c = GridStrideBegin(); c < channels; c += GridStrideStep()) {
@@ -64,6 +65,7 @@ __global__ void DeltaNetConvKernel(const float* x,         // (n_tokens, channel
 __global__ void GatedDeltaRuleKernel(const float* qkv, const float* b, const float* a, const float* dt_bias,
                                      const float* decay, const float* state_in, float* state_out, float* out,
                                      GatedDeltaRuleParams p) {
+  GridStart();
   __shared__ float q[kMaxHeadDim];
   __shared__ float k[kMaxHeadDim];
   __shared__ float scales[2];
@@ -116,6 +118,7 @@ __global__ void GatedDeltaRuleKernel(const float* qkv, const float* b, const flo
 __global__ void GatedDeltaChunkKernel(const float* qkv, const float* b, const float* a, const float* dt_bias,
                                       const float* decay, const float* state_in, float* state_out, float* out,
                                       GatedDeltaRuleParams p) {
+  GridStart();
   __shared__ float k[kMaxDeltaRuleChunk][kMaxHeadDim];
   __shared__ float q[kMaxHeadDim];
   __shared__ float akk[kMaxDeltaRuleChunk][kMaxDeltaRuleChunk];
@@ -208,6 +211,7 @@ __global__ void GatedDeltaChunkKernel(const float* qkv, const float* b, const fl
 }
 
 __global__ void SplitGatedQueryKernel(const float* qg, float* q, float* gate, int64_t n, int head_dim) {
+  GridStart();
   for (int64_t i = GridStrideBegin(); i < n; i += GridStrideStep()) {
     const int64_t head = i / head_dim, e = i % head_dim;
     q[i] = qg[head * 2 * head_dim + e];
@@ -216,6 +220,7 @@ __global__ void SplitGatedQueryKernel(const float* qg, float* q, float* gate, in
 }
 
 __global__ void SigmoidMulKernel(const float* gate, float* x, int64_t n) {
+  GridStart();
   for (int64_t i = GridStrideBegin(); i < n; i += GridStrideStep()) x[i] *= Sigmoid(gate[i]);
 }
 

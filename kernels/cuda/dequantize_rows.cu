@@ -25,6 +25,7 @@ template <typename Decoder>
 __global__ void DequantizeRowsKernel(const uint8_t* rows,  // (n_rows, row_bytes) blocks of Decoder's type
                                      float* out,           // (n_rows, cols)
                                      int64_t n_rows, int64_t cols, int64_t row_bytes) {
+  GridStart();
   const int64_t n = n_rows * cols;
   for (int64_t i = GridStrideBegin(); i < n; i += GridStrideStep()) {
     const int64_t r = i / cols;
@@ -41,6 +42,7 @@ __global__ void GetRowsKernel(const uint8_t* w,      // (n_w_rows, row_bytes) bl
                               const int32_t* ids,    // (n)
                               float* out,            // (n, cols)
                               int64_t n, int64_t cols, int64_t row_bytes, int64_t n_w_rows) {
+  GridStart();
   for (int64_t i = GridStrideBegin(); i < n * cols; i += GridStrideStep()) {
     const int64_t r = i / cols;
     const int64_t c = i - r * cols;

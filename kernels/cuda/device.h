@@ -22,6 +22,17 @@ namespace octo::cuda {
 // runtime): callers and tests branch on it instead of handling a Status.
 int CudaDeviceCount();
 
+// Whether OCTO_LAUNCH (common.cuh) launches kernels as programmatic
+// dependent launches: each may be scheduled while the kernel before it on
+// its stream runs, and waits in GridStart() for it. On when the current
+// device is sm_90 or newer and a probe (two such launches, eager and in a
+// captured graph) gives the right count, unless the environment sets
+// OCTO_CUDA_PDL=0; off on older devices, when the probe fails (then on
+// stderr, once) and in the executor (which runs a stream's kernels one
+// after another). Decided at the first call (programmatic_launch.cu); call
+// it before any stream capture.
+bool ProgrammaticLaunches();
+
 // Every device allocation Octo makes is whole units of this many bytes (the
 // size asked, rounded up): a kernel may read a buffer in aligned words up to
 // the unit boundary past its last byte (kernels/cuda/weight_stage.cuh).

@@ -20,6 +20,7 @@ namespace {
 __global__ void GeluKernel(const float* x,  // (n)
                            float* out,      // (n)
                            int64_t n) {
+  GridStart();
   constexpr float kSqrt2OverPi = 0.79788456080286535587989211986876f;
   constexpr float kGeluCoefA = 0.044715f;
   for (int64_t i = GridStrideBegin(); i < n; i += GridStrideStep()) {

@@ -25,6 +25,7 @@ namespace {
 __global__ void KvAppendKernel(const float* k,  // (n_tokens, kv_dim)
                                const float* v,  // (n_tokens, kv_dim)
                                AppendTarget keys, AppendTarget values, int kv_dim, int64_t units, int64_t n) {
+  GridStart();
   for (int64_t i = GridStrideBegin(); i < n; i += GridStrideStep()) {
     const int64_t t = i / units, u = i % units;
     if (u < keys.units) kv_blocks::EncodeUnit(keys.type, k + t * kv_dim, keys.Row(t), u);

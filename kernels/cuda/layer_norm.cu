@@ -39,6 +39,7 @@ __global__ void LayerNormKernel(const float* x,       // (n_rows, dim)
                                 const float* bias,    // (dim)
                                 float* out,           // (n_rows, dim)
                                 int dim, float eps) {
+  GridStart();
   __shared__ double warp_sums[kMaxBlockSize / kWarpSize];
   const size_t row_offset = static_cast<size_t>(blockIdx.x) * dim;
   const float* x_row = x + row_offset;

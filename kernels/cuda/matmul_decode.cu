@@ -94,6 +94,7 @@ __host__ __device__ __forceinline__ int64_t RowsPerBlock(int lanes) {
 // in all), act_q8.h's rule R.
 template <ActQ8Rule R>
 __global__ void QuantizeKernel(const float* x, int8_t* xq, float* xd, int64_t n_chunks) {
+  GridStart();
   const int64_t chunk = static_cast<int64_t>(blockIdx.x) * kQuantizeWarps + threadIdx.x / kWarpSize;
   if (chunk >= n_chunks) return;  // the whole warp
   RoundChunk<R>(chunk, threadIdx.x % kWarpSize, [x](int64_t e) { return x[e]; }, nullptr, xq, xd);
@@ -314,6 +315,7 @@ __device__ __forceinline__ void StoreRows(float* acc, float* out, int64_t out_st
 // token each.
 template <typename Dots>
 __global__ void DecodeKernel(const __grid_constant__ DecodeArgs a) {
+  GridStart();
   const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
   const int lanes = a.lanes_per_row;
   const int warps = lanes > kWarpSize ? lanes / kWarpSize : 1;  // per row, the whole launch alike
@@ -447,17 +449,20 @@ __device__ __forceinline__ void GluRows(const DecodeArgs& a, int choice) {
 // none. DecodeKernel, whose expert loop needs more, spills when so held.
 template <typename Dots>
 __global__ void GluKernel(const __grid_constant__ DecodeArgs a) {
+  GridStart();
   GluRows<Dots, false>(a, -1);
 }
 template <typename Dots>
 __global__ void __launch_bounds__(kWarpsPerBlock * kWarpSize, 8)
     GluKernelOneToken(const __grid_constant__ DecodeArgs a) {
+  GridStart();
   GluRows<Dots, false>(a, -1);
 }
 // The experts' (one token each): grid.y strides over the choices. Unbounded,
 // as DecodeKernel, whose expert loop spills when held to 64 registers.
 template <typename Dots>
 __global__ void GluExpertsKernel(const __grid_constant__ DecodeArgs a) {
+  GridStart();
   for (int i = blockIdx.y; i < a.n_choices; i += gridDim.y) GluRows<Dots, true>(a, i);
 }
 

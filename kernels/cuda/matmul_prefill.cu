@@ -32,6 +32,7 @@ int64_t tile_elements = kPrefillTileElements;  // SetPrefillTileElements
 // out[i] = T(x[i]), rounded to nearest even.
 template <typename T>
 __global__ void ConvertKernel(const float* x, T* out, int64_t n) {
+  GridStart();
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     out[i] = FromFloat<T>(x[i]);
@@ -51,6 +52,7 @@ constexpr unsigned kMaxTileGridRows = 65535;  // gridDim.y's limit
 template <typename D>
 __global__ void DequantizeTileKernel(const uint8_t* w_rows, int64_t row_bytes, int64_t cols, int64_t n_rows,
                                      __half* tile) {
+  GridStart();
   static_assert(D::kElements % kTileSpan == 0, "a span lies in one block");
   const int64_t spans = cols / kTileSpan;
   for (int64_t r = blockIdx.y; r < n_rows; r += gridDim.y) {

@@ -22,6 +22,7 @@ __global__ void MoeCombineKernel(const float* expert_out,          // (n_rows, k
                                  const float* shared_gate_logits,  // (n_rows) or null
                                  float* out,                       // (n_rows, dim)
                                  int64_t n, int k, int dim) {
+  GridStart();
   for (int64_t e = GridStrideBegin(); e < n; e += GridStrideStep()) {
     const int64_t r = e / dim;
     const int64_t i = e % dim;

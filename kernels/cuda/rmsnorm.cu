@@ -53,6 +53,7 @@ __global__ void __launch_bounds__(kMaxBlockSize)
                   const float* weight,  // (dim)
                   float* out,           // (n_rows, dim)
                   int dim, float eps, ActQ8Out q8) {
+  GridStart();
   const size_t row_offset = static_cast<size_t>(blockIdx.x) * dim;
   float* x_row = x + row_offset;
   float* out_row = out + row_offset;

@@ -56,6 +56,7 @@ __device__ __forceinline__ void RotatePair(float* head, int i, float pos, const 
 __global__ void RopeKernel(float* x,                  // (n_tokens, n_heads * head_dim)
                            const int32_t* positions,  // (n_tokens)
                            RopeParams p, float theta_scale, float* k, int k_heads) {
+  GridStart();
   const int n_pairs = p.rope_dim / 2;
   float* x_token = x + static_cast<size_t>(blockIdx.x) * p.n_heads * p.head_dim;
   float* k_token = k + static_cast<size_t>(blockIdx.x) * k_heads * p.head_dim;  // unused without k
@@ -92,6 +93,7 @@ template <bool kNorm>
 __global__ void RopeAppendKernel(float* q, float* k, const float* v, const int32_t* positions, RopeParams p,
                                  float theta_scale, int k_heads, AppendTarget keys, AppendTarget values,
                                  HeadNorms norms) {
+  GridStart();
   const int n_pairs = p.rope_dim / 2;
   const float pos = static_cast<float>(positions[blockIdx.x]);
   // Norms then turns heads first, first + step, ... below end of x (head_dim

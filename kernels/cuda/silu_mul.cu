@@ -23,6 +23,7 @@ __global__ void SiluMulKernel(const float* gate,  // (n)
                               const float* up,    // (n)
                               float* out,         // (n)
                               int64_t n) {
+  GridStart();
   for (int64_t i = GridStrideBegin(); i < n; i += GridStrideStep()) out[i] = SiluTimes(gate[i], up[i]);
 }
 
@@ -32,6 +33,7 @@ __global__ void SiluMulKernel(const float* gate,  // (n)
 constexpr int kRoundWarps = 8;
 template <ActQ8Rule R>
 __global__ void SiluMulRoundedKernel(const float* gate, const float* up, float* out, int64_t n_chunks, ActQ8Out q8) {
+  GridStart();
   const int64_t chunk = static_cast<int64_t>(blockIdx.x) * kRoundWarps + threadIdx.x / kWarpSize;
   if (chunk >= n_chunks) return;  // the whole warp
   RoundChunk<R>(chunk, threadIdx.x % kWarpSize, [=](int64_t e) { return SiluTimes(gate[e], up[e]); }, out, q8.q,

@@ -20,6 +20,7 @@ namespace {
 // Launch: gridDim.x == n_rows, blockDim.x == SoftmaxThreads(n).
 __global__ void SoftmaxKernel(float* x,  // (n_rows, n)
                               int n) {
+  GridStart();
   float* row = x + static_cast<size_t>(blockIdx.x) * n;
   const SoftmaxScale scale = BlockSoftmaxScale(row, n);
   for (int i = threadIdx.x; i < n; i += blockDim.x) row[i] = SoftmaxProb(row[i], scale);

@@ -76,6 +76,7 @@ __global__ void TopKExpertsKernel(const float* router_logits,  // (n_tokens, n_e
                                   int n_experts, int k, bool normalize,
                                   int32_t* expert_ids,  // (n_tokens, k)
                                   float* weights) {     // (n_tokens, k)
+  GridStart();
   const float* logits = router_logits + static_cast<size_t>(blockIdx.x) * n_experts;
   int32_t* ids = expert_ids + static_cast<size_t>(blockIdx.x) * k;
   float* w = weights + static_cast<size_t>(blockIdx.x) * k;

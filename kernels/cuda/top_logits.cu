@@ -78,6 +78,7 @@ __device__ __forceinline__ void SelectDigit(const int* hist, int shift, uint32_t
 __global__ void TopLogitsKernel(const float* logits,  // (n_rows, vocab)
                                 int vocab,
                                 TopLogitsRow* rows) {  // (n_rows)
+  GridStart();
   __shared__ int hist[kBins];
   __shared__ float warp_floats[kWarps];
   __shared__ int warp_ints[kWarps];

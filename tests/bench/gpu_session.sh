@@ -3,7 +3,7 @@
 # GPU machine, from the archive tests/bench/gpu_pack.sh made (the machine
 # needs CUDA 13 and nothing of Octo's build dependencies).
 #
-#   [STEPS="ctest bench llama matmul prefill ncu"] tests/bench/gpu_session.sh ARCHIVE [OUT_DIR]
+#   [STEPS="ctest bench llama matmul prefill pdl ncu"] tests/bench/gpu_session.sh ARCHIVE [OUT_DIR]
 #   (from the repository root; STEPS picks some of the steps below)
 #
 # Each step has its own time limit and log in OUT_DIR (default $OUT, else
@@ -22,6 +22,9 @@
 #                  and F16 (cuBLAS alone, nothing dequantized); then
 #                  decode_step_bench's 512-token step at 1536 cached
 #                  positions (the last chunk of a 2048-token prompt);
+#   pdl.log        decode_step_bench at the 8B shapes (4 layers, eager
+#                  launches) with programmatic launches on and off
+#                  (OCTO_CUDA_PDL), the same kernels;
 #   ncu-POS.csv    Nsight Compute (when there): each kernel's time and DRAM
 #                  throughput over a decode step at POS cached positions
 #                  (NCU_POS, default 512);
@@ -35,7 +38,7 @@ root=$(pwd -P)
 mkdir -p "$out"
 t0=$(date +%s)
 step() { echo "=== $(($(date +%s) - t0)) s: $*"; }
-steps=" ${STEPS:-ctest bench llama matmul prefill ncu} "
+steps=" ${STEPS:-ctest bench llama matmul prefill pdl ncu} "
 want() { [[ "$steps" == *" $1 "* ]]; }
 
 step unpack
@@ -147,6 +150,17 @@ timeout 60 "${prefill_step[@]}" --steps 5 >>"$out/prefill.log" 2>&1
 echo "prefill step exit $?"
 fi
 
+if want pdl; then
+step "programmatic launches on and off"
+: >"$out/pdl.log"
+for pdl in 1 0; do
+  echo "--- OCTO_CUDA_PDL=$pdl" >>"$out/pdl.log"
+  OCTO_CUDA_PDL=$pdl timeout 60 "$build/tests/kernels/cuda/decode_step_bench" --dim 4096 --hidden 14336 --heads 32 \
+    --kv-heads 8 --layers 4 --vocab 32000 --pos 512 --steps 50 --type Q4_K >>"$out/pdl.log" 2>&1
+  echo "decode step, OCTO_CUDA_PDL=$pdl: exit $?"
+done
+fi
+
 ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -n 1)
 if want ncu && [ -n "$ncu" ]; then
   step "ncu over resident decode kernels"
@@ -173,6 +187,7 @@ step summary
 grep -E '^\|' "$out/llama.log" 2>/dev/null
 grep -E "GB/s" "$out/matmul.log" 2>/dev/null | head -n 36
 grep -E "^(---|Q4_K|Q6_K|F16) |prefill step" "$out/prefill.log" 2>/dev/null
+grep -E "^---|decode step" "$out/pdl.log" 2>/dev/null
 for csv in "$out"/ncu-*.csv; do
   [ -s "$csv" ] || continue
   echo "$(basename "$csv"):"

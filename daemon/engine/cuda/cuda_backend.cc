@@ -46,6 +46,8 @@ absl::StatusOr<std::shared_ptr<CudaBackend>> CudaBackend::Create(int gpu) {
   OCTO_RETURN_IF_ERROR(CudaCallStatus(cudaGetDeviceProperties(&prop, gpu), "cudaGetDeviceProperties"));
   b->name_ = prop.name;
   b->total_bytes_ = prop.totalGlobalMem;
+  // Decided (and probed) here, before any launch or stream capture.
+  (void)cuda::ProgrammaticLaunches();
   OCTO_ASSIGN_OR_RETURN(b->stream_, cuda::CudaStream::Create());
   OCTO_ASSIGN_OR_RETURN(b->blas_, cuda::BlasContext::Create());
   b->graphs_ = std::make_unique<StepGraphs>(b->stream_.get());

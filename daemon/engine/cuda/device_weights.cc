@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "daemon/engine/cuda/device_layers.h"
+#include "kernels/cuda/device.h"
 #include "storage/ggml_type.h"
 #include "storage/status_macros.h"
 
@@ -91,6 +92,7 @@ class DeviceWeights : public BackendWeights {
     out.graph_captures = graphs.captures;
     out.graph_replays = graphs.replays;
     out.eager_stretches = graphs.eager_stretches;
+    out.programmatic_launches = cuda::ProgrammaticLaunches();
     size_t free = 0, total = 0;
     if (cudaMemGetInfo(&free, &total) == cudaSuccess) {
       out.free_bytes = free;

@@ -300,6 +300,10 @@ void BlockRunner::ThreadBody(int t) {
   } catch (const KernelAbort&) {
     // Fail() recorded the error, or the block is being abandoned.
   }
+  if (ended && !threads_[t].info.grid_started && error_.empty()) {
+    error_ = absl::StrFormat("%s ended without calling GridStart(): every kernel begins with it (common.cuh)",
+                             Describe(t));
+  }
   if (ended && !aborting_) OnExit(t);
   threads_[t].state = State::kDone;
   ++done_;
@@ -531,6 +535,16 @@ std::string RunningThreadName() {
   return absl::StrFormat("kernel %s, block (%u,%u,%u), thread (%u,%u,%u)", b.kernel_name, b.block_idx.x,
                          b.block_idx.y, b.block_idx.z, tls_thread->thread_idx.x, tls_thread->thread_idx.y,
                          tls_thread->thread_idx.z);
+}
+
+void GridStart() { RunnerOrDie("GridStart").MarkGridStarted(); }
+
+void BeforeGridStart() {
+  BlockRunner& runner = RunnerOrDie("threadIdx");
+  runner.Fail(absl::StrFormat(
+      "%s reads threadIdx, blockIdx, blockDim or gridDim before GridStart(): a kernel's first statement must be "
+      "GridStart() (common.cuh), before it touches anything its predecessor may write",
+      RunningThreadName()));
 }
 
 void Trap(std::source_location site) {

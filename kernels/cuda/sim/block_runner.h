@@ -61,6 +61,7 @@ class BlockRunner {
   int Barrier(BarrierKind kind, int predicate, std::source_location site);
   uint64_t Warp(WarpOp op, unsigned mask, uint64_t value, int param, int width, std::source_location site);
   [[noreturn]] void Fail(const std::string& what);
+  void MarkGridStarted() { threads_[current_].info.grid_started = true; }
   AsyncCopies& Copies() { return threads_[current_].copies; }
 
  private:

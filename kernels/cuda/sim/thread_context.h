@@ -28,12 +28,24 @@ struct BlockInfo {
 struct ThreadInfo {
   uint3 thread_idx;
   const BlockInfo* block;
+  bool grid_started;  // it has called GridStart()
 };
 
 // The GPU thread running on this host thread. Only meaningful inside a
 // kernel: null elsewhere.
 extern thread_local const ThreadInfo* tls_thread;
-inline const ThreadInfo& CurrentThread() { return *tls_thread; }
+
+// common.cuh's GridStart(): the running thread is past its kernel's start.
+void GridStart();
+// The kernel fails: the running thread read a built-in before GridStart().
+[[noreturn]] void BeforeGridStart();
+
+// The running thread, for the built-ins (threadIdx, ...), which a kernel may
+// read only after GridStart().
+inline const ThreadInfo& CurrentThread() {
+  if (!tls_thread->grid_started) [[unlikely]] BeforeGridStart();
+  return *tls_thread;
+}
 
 // The start of the block's dynamic shared memory (the launch's shared_bytes).
 inline unsigned char* DynamicSharedMemory() { return tls_thread->block->dynamic_shared; }

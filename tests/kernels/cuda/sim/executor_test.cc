@@ -108,6 +108,27 @@ TEST_F(ExecutorTest, ABarrierSomeThreadsNeverReachIsAnError) {
   EXPECT_THAT(text, HasSubstr("every thread of a block must reach every barrier"));
 }
 
+// Under programmatic launches (common.cuh) a kernel may start while the one
+// before it runs; only GridStart() orders it after that one, so nothing may
+// come before it.
+TEST_F(ExecutorTest, AKernelReadingItsIndexBeforeGridStartIsAnError) {
+  Device<int> d_out(std::vector<int>(32, -1));
+  ExpectQueued(sim_test::WithoutGridStartFirst(d_out.get(), 32, sim_test::GridStartMistake::kLate, stream_));
+  const auto [error, text] = Wait();
+  EXPECT_EQ(error, cudaErrorLaunchFailure);
+  EXPECT_THAT(text, HasSubstr("kernel LateGridStartKernel, block (0,0,0), thread (0,0,0) reads threadIdx, blockIdx, "
+                              "blockDim or gridDim before GridStart()"));
+}
+
+TEST_F(ExecutorTest, AKernelWithoutGridStartIsAnError) {
+  Device<int> d_out(std::vector<int>(32, -1));
+  ExpectQueued(sim_test::WithoutGridStartFirst(d_out.get(), 32, sim_test::GridStartMistake::kMissing, stream_));
+  const auto [error, text] = Wait();
+  EXPECT_EQ(error, cudaErrorLaunchFailure);
+  EXPECT_THAT(text, HasSubstr("kernel NoGridStartKernel, block (0,0,0), thread (0,0,0) ended without calling "
+                              "GridStart()"));
+}
+
 TEST_F(ExecutorTest, AFullMaskShuffleInAPartialWarpNamesTheAbsentLane) {
   Device<float> d_x(std::vector<float>(32, 1.0f)), d_out(std::vector<float>(1, 0.0f));
   ASSERT_EQ(sim_test::FullMaskWarpSum(d_x.get(), d_out.get(), 32, stream_), cudaSuccess);

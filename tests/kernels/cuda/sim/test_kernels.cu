@@ -8,8 +8,10 @@ namespace octo::sim_test {
 namespace {
 
 using cuda::DynamicShared;
+using cuda::GridStart;
 
 __global__ void BlockSumKernel(const float* x, float* out, int n, bool skip_sync) {
+  GridStart();
   float* partial = DynamicShared<float>();  // (n)
   const int t = threadIdx.x;
   partial[t] = x[t];
@@ -23,6 +25,7 @@ __global__ void BlockSumKernel(const float* x, float* out, int n, bool skip_sync
 }
 
 __global__ void DivergentBarrierKernel(int split) {
+  GridStart();
   if (static_cast<int>(threadIdx.x) < split) {
     __syncthreads();
   } else {
@@ -31,27 +34,41 @@ __global__ void DivergentBarrierKernel(int split) {
 }
 
 __global__ void EarlyExitKernel(int live) {
+  GridStart();
   if (static_cast<int>(threadIdx.x) >= live) return;
   __syncthreads();
 }
 
+// Both touch memory before anything orders them after the kernel before
+// them: a race on a GPU under programmatic launches.
+__global__ void LateGridStartKernel(int* out) {
+  const int i = threadIdx.x;
+  GridStart();
+  out[i] = i;
+}
+__global__ void NoGridStartKernel(int* out) { out[0] = 0; }
+
 __global__ void FullMaskWarpSumKernel(const float* x, float* out) {
+  GridStart();
   float v = x[threadIdx.x];
   for (int offset = 16; offset > 0; offset /= 2) v += __shfl_down_sync(0xffffffffu, v, offset);
   if (threadIdx.x == 0) out[0] = v;
 }
 
 __global__ void ShuffleOutsideMaskKernel(float* out) {
+  GridStart();
   if (threadIdx.x >= 16) return;
   out[threadIdx.x] = __shfl_sync(0x0000ffffu, static_cast<float>(threadIdx.x), static_cast<int>(threadIdx.x) + 16);
 }
 
 __global__ void CopyShiftedKernel(const float* x, float* out, int n, int offset) {
+  GridStart();
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n) out[i] = x[i + offset];
 }
 
 __global__ void ReadStaticSharedFirstKernel(float* out) {
+  GridStart();
   __shared__ float slot;
   if (threadIdx.x == 0) {
     out[blockIdx.x] = slot;  // before any write in this block
@@ -60,6 +77,7 @@ __global__ void ReadStaticSharedFirstKernel(float* out) {
 }
 
 __global__ void StartOrderKernel(unsigned* counter, unsigned* order) {
+  GridStart();
   if (threadIdx.x == 0) order[blockIdx.y * gridDim.x + blockIdx.x] = atomicAdd(counter, 1u);
 }
 
@@ -70,6 +88,7 @@ __global__ void StartOrderKernel(unsigned* counter, unsigned* order) {
 // = prefix sum of x over the lanes up to t (__shfl_up_sync), [8 + 2 * threads
 // + t] = x of lane ^ 1 (__shfl_xor_sync, width 2).
 __global__ void WarpAndBarrierOpsKernel(const int* x, int* out, int threads) {
+  GridStart();
   const int t = threadIdx.x;
   const int lane = t % 32;
   const int v = x[t];
@@ -99,6 +118,7 @@ __global__ void WarpAndBarrierOpsKernel(const int* x, int* out, int threads) {
 }
 
 __global__ void WaitForFlagKernel(const int* flag, int* out, long long max_spins) {
+  GridStart();
   for (long long i = 0; i < max_spins; ++i) {
     if (*static_cast<const volatile int*>(flag) != 0) {
       out[0] = 1;
@@ -108,9 +128,13 @@ __global__ void WaitForFlagKernel(const int* flag, int* out, long long max_spins
   out[0] = 0;
 }
 
-__global__ void SetFlagKernel(int* flag) { atomicExch(flag, 1); }
+__global__ void SetFlagKernel(int* flag) {
+  GridStart();
+  atomicExch(flag, 1);
+}
 
 __global__ void AsyncStageKernel(const float* x, float* out, AsyncWait wait) {
+  GridStart();
   __shared__ __align__(16) float staged[256];
   const int lane = threadIdx.x;
   for (int group = 0; group < 2; ++group) {
@@ -139,6 +163,15 @@ cudaError_t DivergentBarrier(int threads, int split, cudaStream_t stream) {
 
 cudaError_t EarlyExitBeforeBarrier(int threads, int live, cudaStream_t stream) {
   OCTO_LAUNCH(EarlyExitKernel, 1, threads, 0, stream, live);
+  return cudaGetLastError();
+}
+
+cudaError_t WithoutGridStartFirst(int* out, int threads, GridStartMistake mistake, cudaStream_t stream) {
+  if (mistake == GridStartMistake::kLate) {
+    OCTO_LAUNCH(LateGridStartKernel, 1, threads, 0, stream, out);
+  } else {
+    OCTO_LAUNCH(NoGridStartKernel, 1, threads, 0, stream, out);
+  }
   return cudaGetLastError();
 }
 

@@ -25,6 +25,11 @@ cudaError_t EarlyExitBeforeBarrier(int threads, int live, cudaStream_t stream);
 // (< 32: the mask names absent lanes). out[0] = lane 0's sum.
 cudaError_t FullMaskWarpSum(const float* x, float* out, int threads, cudaStream_t stream);
 
+// out[i] = i for a block of `threads`, the index read before GridStart()
+// (`late`), or with GridStart() left out (otherwise).
+enum class GridStartMistake { kLate, kMissing };
+cudaError_t WithoutGridStartFirst(int* out, int threads, GridStartMistake mistake, cudaStream_t stream);
+
 // Lanes 0..15 shuffle with mask 0x0000ffff but read lane + 16 (outside it).
 cudaError_t ShuffleOutsideMask(float* out, cudaStream_t stream);
 

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Whether every kernel waits for the kernel before it before it touches
+# memory, from the PTX (no GPU needed). Under programmatic dependent launch
+# (kernels/cuda/common.cuh: OCTO_LAUNCH, GridStart) a kernel may be running
+# while its predecessor on the stream still is; only GridStart()'s
+# griddepcontrol.wait orders it after that one. A load or store before the
+# wait is a race a test may never catch.
+#
+#   [NVCC=/usr/local/cuda/bin/nvcc] [ARCH=sm_90] [JOBS=2] tests/bench/grid_start.sh [--check]
+#
+# For each kernels/cuda/*.cu it prints one line
+#   grid-start: <file> kernels=N waiting-first=M
+# where a kernel (a PTX .entry, each template instance one) waits first
+# when griddepcontrol.wait comes before any memory instruction other than
+# reading its parameters (ld, st, atom, red, cp.async, prefetch), any
+# branch and any call; then each kernel that does not, by name. --check:
+# exit 1 unless every kernel waits first (ctest runs it so in the nvcc
+# build: grid_start_targets). The executor checks the same rule at run time
+# (a thread that reads its index before GridStart fails), but cannot see a
+# load that does not use the index; this sees every one.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/../.." && pwd)"
+nvcc="${NVCC:-/usr/local/cuda/bin/nvcc}"
+arch="${ARCH:-sm_90}"
+jobs="${JOBS:-2}"
+[ -x "$nvcc" ] || { echo "$(basename "$0"): no nvcc at $nvcc (set NVCC)" >&2; exit 2; }
+check=0
+[ "${1:-}" = "--check" ] && check=1
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+
+# The kernels' own flags (kernels/CMakeLists.txt), to PTX, JOBS at a time.
+printf '%s\n' "$root"/kernels/cuda/*.cu |
+  xargs -P "$jobs" -I{} sh -c '"$1" -std=c++20 -I"$2" -O3 --fmad=false -arch="$3" -ptx "$4" -o "$5/$(basename "$4").ptx"' \
+    _ "$nvcc" "$root" "$arch" {} "$work"
+
+bad=0
+for ptx in "$work"/*.ptx; do
+  awk -v file="$(basename "$ptx" .ptx)" '
+    /^(\.visible |\.weak )?\.entry / { entry = $0; sub(/.*\.entry /, "", entry); sub(/\(.*/, "", entry); kernels++; next }
+    entry != "" && /^\{/ { body = 1; waited = 0; next }
+    !body { next }
+    /^\}/ { if (!waited) late[++n_late] = entry " (ends first)"; body = 0; entry = ""; next }
+    waited { next }
+    /griddepcontrol\.wait/ { waited = 1; next }
+    # Once a kernel is found late, waited stops the search in it.
+    /^[ \t]*(@!?%p[0-9]+[ \t]+)?(ld|st|atom|red|cp\.async|prefetch)\./ && !/ld\.param/ {
+      late[++n_late] = entry " (" $1 " first)"; waited = 1; next
+    }
+    /^[ \t]*(@!?%p[0-9]+[ \t]+)?(bra|call|ret)[ \t.;]/ { late[++n_late] = entry " (a branch first)"; waited = 1; next }
+    END {
+      printf "grid-start: %s kernels=%d waiting-first=%d\n", file, kernels, kernels - n_late
+      for (i = 1; i <= n_late; ++i) printf "  does not wait first: %s\n", late[i]
+      exit n_late > 0
+    }
+' "$ptx" || bad=1
+done
+if [ "$check" = 1 ] && [ "$bad" = 1 ]; then
+  echo "grid-start: FAIL: every kernel must begin with GridStart() (kernels/cuda/common.cuh)" >&2
+  exit 1
+fi
+exit 0
