@@ -31,15 +31,9 @@
 # two lanes up to 32, one warp (4 rows a block; matmul_decode.cu,
 # LanesPerRow, kDefaultRowLanes). A wave is 132 SMs' blocks at once.
 set -euo pipefail
-root="$(cd "$(dirname "$0")/../.." && pwd)"
-nvcc="${NVCC:-/usr/local/cuda/bin/nvcc}"
+source "$(dirname "$0")/nvcc_reading.sh"
 filt="$(command -v c++filt || true)"
-[ -x "$nvcc" ] || { echo "$(basename "$0"): no nvcc at $nvcc (set NVCC)" >&2; exit 2; }
 [ -n "$filt" ] || { echo "$(basename "$0"): no c++filt (binutils)" >&2; exit 2; }
-check=0
-[ "${1:-}" = "--check" ] && check=1
-work="$(mktemp -d)"
-trap 'rm -rf "$work"' EXIT
 
 "$nvcc" -std=c++20 -I"$root" -O3 --fmad=false -arch=sm_90 -Xptxas -v -c "$root/kernels/cuda/matmul_decode.cu" \
   -o "$work/decode.o" 2>"$work/ptxas.txt"

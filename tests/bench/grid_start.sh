@@ -19,15 +19,9 @@
 # (a thread that reads its index before GridStart fails), but cannot see a
 # load that does not use the index; this sees every one.
 set -euo pipefail
-root="$(cd "$(dirname "$0")/../.." && pwd)"
-nvcc="${NVCC:-/usr/local/cuda/bin/nvcc}"
+source "$(dirname "$0")/nvcc_reading.sh"
 arch="${ARCH:-sm_90}"
 jobs="${JOBS:-2}"
-[ -x "$nvcc" ] || { echo "$(basename "$0"): no nvcc at $nvcc (set NVCC)" >&2; exit 2; }
-check=0
-[ "${1:-}" = "--check" ] && check=1
-work="$(mktemp -d)"
-trap 'rm -rf "$work"' EXIT
 
 # The kernels' own flags (kernels/CMakeLists.txt), to PTX, JOBS at a time.
 printf '%s\n' "$root"/kernels/cuda/*.cu |

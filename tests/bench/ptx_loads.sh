@@ -31,14 +31,8 @@
 #    grid tables (weights come from shared memory there), printed apart as
 #    table-loads/block.
 set -euo pipefail
-root="$(cd "$(dirname "$0")/../.." && pwd)"
-nvcc="${NVCC:-/usr/local/cuda/bin/nvcc}"
+source "$(dirname "$0")/nvcc_reading.sh"
 arch="${ARCH:-sm_90}"
-[ -x "$nvcc" ] || { echo "$(basename "$0"): no nvcc at $nvcc (set NVCC)" >&2; exit 2; }
-check=0
-[ "${1:-}" = "--check" ] && check=1
-work="$(mktemp -d)"
-trap 'rm -rf "$work"' EXIT
 
 # The types the decode path unpacks: every Q8Weights specialisation.
 grep -o 'struct Q8Weights<GgmlType::k[A-Z0-9_]*>' "$root/kernels/cuda/q8_dot.cuh" |
