@@ -92,19 +92,15 @@ inline absl::Status CudaErrorToStatus(cudaError_t error, const char* expr, const
 namespace octo::cuda {
 
 #if !defined(OCTO_CUDA_SIM)
-// OCTO_LAUNCH's launch under nvcc. With programmatic launches on, the kernel
-// may be scheduled while its stream's previous kernel still runs (blocks
-// fill the SMs that kernel leaves free, and the launch's latency hides
-// behind its tail); each of its threads then waits in GridStart() until
-// that kernel has completed and its writes are visible. Off, or on a
-// device before sm_90: an ordinary launch.
+// kernel<<<grid, block, shared_bytes, stream>>>(args...) as a programmatic
+// dependent launch: the kernel may be scheduled while its stream's previous
+// kernel still runs (blocks fill the SMs that kernel leaves free, and the
+// launch's latency hides behind its tail); each of its threads then waits
+// in GridStart() until that kernel has completed and its writes are
+// visible. Its error is also cudaGetLastError()'s, as a <<<>>> launch's.
 template <typename... P, typename... A>
-void LaunchAfterPredecessor(void (*kernel)(P...), dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t stream,
-                            A&&... args) {
-  if (!ProgrammaticLaunches()) {
-    kernel<<<grid, block, shared_bytes, stream>>>(std::forward<A>(args)...);
-    return;
-  }
+cudaError_t LaunchProgrammatic(void (*kernel)(P...), dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t stream,
+                               A&&... args) {
   cudaLaunchAttribute attribute[1];
   attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attribute[0].val.programmaticStreamSerializationAllowed = 1;
@@ -115,8 +111,19 @@ void LaunchAfterPredecessor(void (*kernel)(P...), dim3 grid, dim3 block, size_t 
   config.stream = stream;
   config.attrs = attribute;
   config.numAttrs = 1;
-  // An error stays cudaGetLastError()'s, as a <<<>>> launch's does.
-  (void)cudaLaunchKernelEx(&config, kernel, std::forward<A>(args)...);
+  return cudaLaunchKernelEx(&config, kernel, std::forward<A>(args)...);
+}
+
+// OCTO_LAUNCH's launch under nvcc: programmatic where ProgrammaticLaunches
+// says so, else ordinary.
+template <typename... P, typename... A>
+void LaunchAfterPredecessor(void (*kernel)(P...), dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t stream,
+                            A&&... args) {
+  if (ProgrammaticLaunches()) {
+    (void)LaunchProgrammatic(kernel, grid, block, shared_bytes, stream, std::forward<A>(args)...);
+  } else {
+    kernel<<<grid, block, shared_bytes, stream>>>(std::forward<A>(args)...);
+  }
 }
 #endif
 

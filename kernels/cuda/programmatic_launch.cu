@@ -19,16 +19,7 @@ __global__ void ProbeKernel(int* count) {
 }
 
 cudaError_t LaunchProbe(int* count, cudaStream_t stream) {
-  cudaLaunchAttribute attribute[1];
-  attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attribute[0].val.programmaticStreamSerializationAllowed = 1;
-  cudaLaunchConfig_t config{};
-  config.gridDim = dim3(1);
-  config.blockDim = dim3(32);
-  config.stream = stream;
-  config.attrs = attribute;
-  config.numAttrs = 1;
-  return cudaLaunchKernelEx(&config, ProbeKernel, count);
+  return LaunchProgrammatic(ProbeKernel, dim3(1), dim3(32), 0, stream, count);
 }
 
 // Two programmatic launches after a memset, eager, then two captured in a

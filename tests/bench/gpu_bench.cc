@@ -509,7 +509,7 @@ absl::Status RunStreamed(const Flags& f, const StreamedPlan& p, Results& r, bool
   absl::PrintF("model     %s (opened in %.1f s)\n", Describe(*model), open_s);
   absl::PrintF("device    %s; %.2f of %.2f GB free with the streamed model loaded; programmatic launches %s\n",
                model->backend().Describe(), Gb(s.free_bytes), Gb(s.total_bytes),
-               s.programmatic_launches ? "on" : "off (OCTO_CUDA_PDL=0, or before sm_90)");
+               s.programmatic_launches ? "on" : "off (OCTO_CUDA_PDL=0, before sm_90, or its probe failed)");
   absl::PrintF("streamed  VRAM budget %s%s:\n", Size(p.options.vram_budget_bytes), p.note);
   absl::PrintF("          %u layers in VRAM (%s), %u streamed (%s) through %u staging buffers of %.1f MB\n",
                s.vram_layers, LayerRanges(p.vram.resident, true), p.streamed_layers,
