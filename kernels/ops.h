@@ -513,8 +513,10 @@ absl::Status Attention(const float* q, const void* k_cache, const void* v_cache,
                        const AttentionParams& p, const Exec& exec);
 }  // namespace cpu
 // CUDA (kernels/cuda/attention.cu), flash-decoding: the positions a query
-// sees are cut into splits of kAttentionSplit; one block per (token, head,
-// split) scores them (q rounded to fp16 as on the CPU, the dot in fp32)
+// sees are cut into splits of kAttentionSplit; one block per (token, split)
+// and up to 4 query heads of one kv head (which share its key and value
+// loads; one head a block for a decode step) scores them (q rounded to fp16
+// as on the CPU, the dot in fp32)
 // and takes their max and sum of exp; a query's splits are reduced to its
 // max M and sum S (split order); a second pass over each split scores again
 // and sums fp16(exp(score - M) / S) * V in fp32 (the weights rounded to fp16
@@ -542,6 +544,13 @@ namespace cuda {
 size_t AttentionScratchBytes(const AttentionParams& p);
 absl::Status Attention(const float* q, const void* k_cache, const void* v_cache, float* out,
                        const AttentionParams& p, const Exec& exec);
+// A measuring aid (decode_step_bench --attention-heads) and a test's way to
+// both layouts, not for the engine: how many query heads of a kv head one
+// block serves from now on, 1 to 4, or 0 (the default) to let the launch
+// choose (one for a decode step, up to 4 for more tokens). The bits are the
+// same either way. False, and no change, outside 0..4. Not thread-safe: set
+// it before any launch.
+bool SetAttentionHeadsPerBlock(int heads);
 }  // namespace cuda
 
 // --- KvAppend (kernels/cpu/kv_append.cc) ---------------------------------------

@@ -15,7 +15,9 @@
 // causal query at the call's last position, first_pos + n_tokens - 1, and
 // gets its bits likewise. One or two launches per round:
 //
-//  1. AttentionSplitKernel, stats pass, one block per (token, split, head).
+//  1. AttentionSplitKernel, stats pass, one block per (token, split) and
+//     heads: up to kMaxBlockHeads query heads of one kv head, which share
+//     each key and value the block loads (decode steps: one head a block).
 //     A query of one split (every query of a context up to kAttentionSplit:
 //     most decode steps) is done here whole: the block scores its positions,
 //     takes their max m and sum l of exp(score - m), weights each position
@@ -29,7 +31,7 @@
 //     then the block scores again, weights each position by exp(score - M)
 //     / S and writes the weighted sum acc (head_dim) of its value rows to the
 //     record. The last block of the query to finish (a counter per (token,
-//     head), zeroed by the stats pass) sums the query's acc over its splits,
+//     heads), zeroed by the stats pass) sums the query's acc over its splits,
 //     in split order, into out.
 // A one-split query's weights are the value pass's for M = m, S = l (the
 // same expressions), so a query's bits do not depend on which pass did it.
@@ -51,9 +53,9 @@
 // as many whole tokens as it holds; every block computes the same thing in
 // any round, so the bits do not change.
 //
-// out may be q: q[t] head h is read only by the split blocks of (t, h), and
-// out[t] head h is written by the one of them that finishes last (the only
-// one, for a one-split query), after every one of them has read it.
+// out may be q: q[t] head h is read only by the split blocks serving (t, h),
+// and out[t] head h is written by the one of them that finishes last (the
+// only one, for a one-split query), after every one of them has read it.
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -86,12 +88,13 @@ static_assert(kSplitThreads % kWarpSize == 0, "the block max and sum use full-wa
 // key, or the values of kValueBatch positions, then adds them in order (the
 // same sums as one at a time; the loads no longer wait for each other).
 // The value sums take 8 positions' fp16 values (16 bytes each) or 4
-// positions' quantized ones at a time: the most ptxas keeps in registers
-// with no spill (sm_90: 96 registers fp16, 91-96 quantized; fp16 spills at
-// 4, oddly).
+// positions' quantized ones at a time in a one-head block, 6 or 2 in a block
+// of kMaxBlockHeads (which holds four heads' sums): the most ptxas keeps in
+// registers with no spill (sm_90: 91-96 registers one head, 119-128 four;
+// one head's fp16 spills at 4, oddly).
 constexpr int kKeyBatch = 8;
-template <GgmlType V>
-constexpr int kValueBatch = V == GgmlType::kF16 ? 8 : 4;
+template <GgmlType V, int H>
+constexpr int kValueBatch = H == 1 ? (V == GgmlType::kF16 ? 8 : 4) : (V == GgmlType::kF16 ? 6 : 2);
 // The value sum's dimensions a thread owns, consecutive: one 16-byte load of
 // fp16 values a position.
 constexpr int kValueDims = 8;
@@ -100,6 +103,13 @@ constexpr int64_t kMaxGridBlocks = INT32_MAX;
 
 // Floats of a record before its acc: m, l and the done count.
 constexpr int kRecordHead = 3;
+
+// The query heads a split block serves, at most: heads of one kv head (a
+// group of n_heads / n_kv_heads, cut into blocks of this many), every key and
+// value the block loads used by each of them. A head's scores and sums are
+// the one-head block's, in the same order: the bits do not depend on how
+// many heads a block serves (HeadsPerBlock chooses).
+constexpr int kMaxBlockHeads = 4;
 
 // --- Split arithmetic (host and device) --------------------------------------
 
@@ -155,6 +165,8 @@ struct AttentionLaunch {
   bool aligned_values;        // head_dim a multiple of kValueDims; fp16 values 16-byte aligned (LoadValues)
   ActQ8Out q8;                // q8.q non-null: out also rounded into q8 (fused.h), head by head
   const float* gate;          // (n_tokens, n_heads * head_dim) or null: out times sigmoid(gate) (fused.h)
+  int heads;                  // query heads a block serves, 1..kMaxBlockHeads (HeadsPerBlock)
+  int head_blocks;            // blocks a (token, split) pair takes: n_kv_heads * ceil(group / heads)
 };
 
 // The record of split 0 of token t (head 0) within the round.
@@ -194,20 +206,26 @@ __device__ __forceinline__ void SplitNorm(const AttentionLaunch& a, int t, int h
   norm[1] = 1.0f / sum;
 }
 
-// The max of `v` over the block, returned to every thread.
+// The max of each v[hh] over the block, returned to every thread.
 // Requirements: blockDim.x == kSplitThreads, every thread calls it, once per
 // block (it does not wait before reusing its shared memory).
-__device__ __forceinline__ float SplitBlockMax(float v) {
-  __shared__ float warp_maxes[kSplitThreads / kWarpSize];
+template <int H>
+__device__ __forceinline__ void SplitBlockMaxes(float (&v)[H]) {
+  __shared__ float warp_maxes[H][kSplitThreads / kWarpSize];
 #pragma unroll
-  for (int offset = kWarpSize / 2; offset > 0; offset /= 2) {
-    v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, offset));
+  for (int hh = 0; hh < H; ++hh) {
+#pragma unroll
+    for (int offset = kWarpSize / 2; offset > 0; offset /= 2) {
+      v[hh] = fmaxf(v[hh], __shfl_xor_sync(0xffffffffu, v[hh], offset));
+    }
+    if (threadIdx.x % kWarpSize == 0) warp_maxes[hh][threadIdx.x / kWarpSize] = v[hh];
   }
-  if (threadIdx.x % kWarpSize == 0) warp_maxes[threadIdx.x / kWarpSize] = v;
-  __syncthreads();  // every warp's max is written
-  v = warp_maxes[0];
-  for (int w = 1; w < kSplitThreads / kWarpSize; ++w) v = fmaxf(v, warp_maxes[w]);
-  return v;
+  __syncthreads();  // every warp's maxes are written
+#pragma unroll
+  for (int hh = 0; hh < H; ++hh) {
+    v[hh] = warp_maxes[hh][0];
+    for (int w = 1; w < kSplitThreads / kWarpSize; ++w) v[hh] = fmaxf(v[hh], warp_maxes[hh][w]);
+  }
 }
 
 // Output e (of token t's row, head h's values) as stored: the sum v, or
@@ -243,20 +261,25 @@ __device__ __forceinline__ void LoadHalf8(const uint8_t* at, float* out) {
   }
 }
 
-// q16 . the key of head_dim values from value `first` of k_row, summed in
-// dimension order (the CPU's portable loop: the same float), its values
-// loaded kKeyBatch at a time before they are added, and kKeyBatches<K>
-// batches of loads in flight (the loop unrolled that far: fp16 keys 4,
-// 16-byte loads, 96 registers on sm_90; quantized ones 2, which at 4 take
-// 114-122).
-template <GgmlType K>
-constexpr int kKeyBatches = K == GgmlType::kF16 ? 4 : 2;
-template <GgmlType K>
-__device__ __forceinline__ float KeyDot(const AttentionLaunch& a, const uint8_t* k_row, int first, const float* q16) {
-  float dot = 0.0f;
+// q16 . the key of head_dim values from value `first` of k_row, for each of
+// the block's nh heads (head hh's q16 at q16 + hh * head_dim), each summed
+// in dimension order (the CPU's portable loop: the same float), the key's
+// values loaded kKeyBatch at a time -- once for all the heads -- before they
+// are added, and kKeyBatches batches of loads in flight (the loop unrolled
+// that far: fp16 keys 4, 16-byte loads; quantized ones 2 in a one-head
+// block, which at 4 take 114-122 registers on sm_90, and 1 in a block of
+// kMaxBlockHeads, whose Q8_0 keys spill at 2).
+template <GgmlType K, int H>
+constexpr int kKeyBatches = K == GgmlType::kF16 ? 4 : (H == 1 ? 2 : 1);
+template <GgmlType K, int H>
+__device__ __forceinline__ void KeyDots(const AttentionLaunch& a, const uint8_t* k_row, int first, const float* q16,
+                                        int nh, float (&dot)[H]) {
+  const int head_dim = a.head_dim;
+#pragma unroll
+  for (int hh = 0; hh < H; ++hh) dot[hh] = 0.0f;
   int d = 0;
-#pragma unroll kKeyBatches<K>
-  for (; d + kKeyBatch <= a.head_dim; d += kKeyBatch) {
+#pragma unroll kKeyBatches<K, H>
+  for (; d + kKeyBatch <= head_dim; d += kKeyBatch) {
     float k[kKeyBatch];
     if (K == GgmlType::kF16 && a.wide_keys) {
       static_assert(kKeyBatch == 8, "one 16-byte load of fp16 values");
@@ -266,12 +289,22 @@ __device__ __forceinline__ float KeyDot(const AttentionLaunch& a, const uint8_t*
       for (int e = 0; e < kKeyBatch; ++e) k[e] = kv_blocks::Element<K>(k_row, first + d + e);
     }
 #pragma unroll
-    for (int e = 0; e < kKeyBatch; ++e) dot += q16[d + e] * k[e];
+    for (int hh = 0; hh < H; ++hh) {
+      if (hh < nh) {
+#pragma unroll
+        for (int e = 0; e < kKeyBatch; ++e) dot[hh] += q16[hh * head_dim + d + e] * k[e];
+      }
+    }
   }
   // The last head_dim % kKeyBatch apart: guarding them inside the batches
   // makes ptxas spill (sm_90).
-  for (; d < a.head_dim; ++d) dot += q16[d] * kv_blocks::Element<K>(k_row, first + d);
-  return dot;
+  for (; d < head_dim; ++d) {
+    const float k = kv_blocks::Element<K>(k_row, first + d);
+#pragma unroll
+    for (int hh = 0; hh < H; ++hh) {
+      if (hh < nh) dot[hh] += q16[hh * head_dim + d] * k;
+    }
+  }
 }
 
 // kValueDims values of v_row from value `first` (those from `left` on
@@ -296,21 +329,25 @@ __device__ __forceinline__ void LoadValues(const uint8_t* v_row, int first, int 
   for (int e = 0; e < kValueDims; ++e) v[e] = e < left ? kv_blocks::Element<V>(v_row, first + e) : 0.0f;
 }
 
-// acc[j] (dimension threadIdx.x + j * kSplitThreads of the head) = sum over
-// the split's n positions of w[i] * v[i], in position groups: a group is
+// acc[hh][j] (dimension threadIdx.x + j * kSplitThreads of the block's head
+// hh) = sum over the split's n positions of w[i] * v[i], head hh's weights
+// at w + hh * kAttentionSplit, in position groups: a group is
 // ceil(head_dim / kValueDims) threads, each owning kValueDims consecutive
 // dimensions, and the block holds G = kSplitThreads / that many groups.
-// Group g sums positions g, g + G, g + 2G, ... in order; the groups' sums
-// are then added in group order (those of groups with a position). The same
-// floats for the same n, whatever the call. A thread's loads in series are
+// Group g sums positions g, g + G, g + 2G, ... in order, each value loaded
+// once for the nh heads; the groups' sums are then added in group order
+// (those of groups with a position). The same floats for the same n,
+// whatever the call or the heads beside. A thread's loads in series are
 // about n / (G * kValueBatch) rather than n / 8 (one dimension a thread,
 // as before; G = 8 at head_dim 128). The split's position i is the query's
 // begin + i (RowOf's row). Every thread of the block calls it, once.
-template <GgmlType V>
-__device__ __forceinline__ void ValueSums(const AttentionLaunch& a, const float* w, int n, int first, int begin,
-                                          int contiguous, const int* tree_bits, float* acc) {
+template <GgmlType V, int H>
+__device__ __forceinline__ void ValueSums(const AttentionLaunch& a, const float* w, int nh, int n, int first,
+                                          int begin, int contiguous, const int* tree_bits,
+                                          float (&acc)[H][kDimsPerThread]) {
   auto row_of = [=](int i) { return static_cast<int64_t>(RowOf(begin + i, contiguous, tree_bits)); };
-  __shared__ float group_sums[kSplitThreads * kValueDims];  // (G, head_dim): G * head_dim fits
+  // (heads, G, head_dim): G * head_dim fits kSplitThreads * kValueDims
+  __shared__ float group_sums[H][kSplitThreads * kValueDims];
   const int head_dim = a.head_dim;
   const int per_group = (head_dim + kValueDims - 1) / kValueDims;
   const int groups = kSplitThreads / per_group;
@@ -318,9 +355,9 @@ __device__ __forceinline__ void ValueSums(const AttentionLaunch& a, const float*
   const int d0 = static_cast<int>(threadIdx.x) % per_group * kValueDims;
   const bool aligned = a.aligned_values;
   if (g < groups) {
-    float sum[kValueDims] = {};
+    float sum[H][kValueDims] = {};
     int i = g;
-    constexpr int kBatch = kValueBatch<V>;
+    constexpr int kBatch = kValueBatch<V, H>;
     for (; i + (kBatch - 1) * groups < n; i += kBatch * groups) {
       float v[kBatch][kValueDims];
 #pragma unroll
@@ -328,55 +365,86 @@ __device__ __forceinline__ void ValueSums(const AttentionLaunch& a, const float*
         LoadValues<V>(a.v_cache + row_of(i + u * groups) * a.v_row_bytes, first + d0, head_dim - d0, aligned, v[u]);
       }
 #pragma unroll
-      for (int u = 0; u < kBatch; ++u) {
+      for (int hh = 0; hh < H; ++hh) {
+        if (hh < nh) {
 #pragma unroll
-        for (int e = 0; e < kValueDims; ++e) sum[e] += w[i + u * groups] * v[u][e];
+          for (int u = 0; u < kBatch; ++u) {
+#pragma unroll
+            for (int e = 0; e < kValueDims; ++e) sum[hh][e] += w[hh * kAttentionSplit + i + u * groups] * v[u][e];
+          }
+        }
       }
     }
-    for (; i < n; i += groups) {  // the last positions apart, as in KeyDot
+    for (; i < n; i += groups) {  // the last positions apart, as in KeyDots
       float v[kValueDims];
       LoadValues<V>(a.v_cache + row_of(i) * a.v_row_bytes, first + d0, head_dim - d0, aligned, v);
 #pragma unroll
-      for (int e = 0; e < kValueDims; ++e) sum[e] += w[i] * v[e];
+      for (int hh = 0; hh < H; ++hh) {
+        if (hh < nh) {
+#pragma unroll
+          for (int e = 0; e < kValueDims; ++e) sum[hh][e] += w[hh * kAttentionSplit + i] * v[e];
+        }
+      }
     }
 #pragma unroll
-    for (int e = 0; e < kValueDims; ++e) {
-      if (d0 + e < head_dim) group_sums[g * head_dim + d0 + e] = sum[e];
+    for (int hh = 0; hh < H; ++hh) {
+#pragma unroll
+      for (int e = 0; e < kValueDims; ++e) {
+        if (hh < nh && d0 + e < head_dim) group_sums[hh][g * head_dim + d0 + e] = sum[hh][e];
+      }
     }
   }
   __syncthreads();  // every group's sums are written
   const int summed = n < groups ? n : groups;
 #pragma unroll
-  for (int j = 0; j < kDimsPerThread; ++j) {
-    const int d = static_cast<int>(threadIdx.x) + j * kSplitThreads;
-    float total = 0.0f;
-    if (d < head_dim && summed > 0) {
-      total = group_sums[d];
-      for (int k = 1; k < summed; ++k) total += group_sums[k * head_dim + d];
+  for (int hh = 0; hh < H; ++hh) {
+#pragma unroll
+    for (int j = 0; j < kDimsPerThread; ++j) {
+      const int d = static_cast<int>(threadIdx.x) + j * kSplitThreads;
+      float total = 0.0f;
+      if (hh < nh && d < head_dim && summed > 0) {
+        total = group_sums[hh][d];
+        for (int k = 1; k < summed; ++k) total += group_sums[hh][k * head_dim + d];
+      }
+      acc[hh][j] = total;
     }
-    acc[j] = total;
   }
 }
 
-// One block per (pair, head) of the round: blockIdx.x = pair * n_heads +
-// head, pair counted from the round's first. Thread i scores positions i and
-// i + kSplitThreads of the split, each dot in dimension order (as the CPU's
-// portable loop: the same float scores); then the block sums the weighted
-// values in position groups (ValueSums), thread i holding dimensions i and
-// i + kSplitThreads of the result. Keys and values are read
-// with kv_blocks::Element, the CPU's decoder.
+// The record of head h of pair `pair` (counted from the call's token 0).
+__device__ __forceinline__ float* RecordOf(const AttentionLaunch& a, int64_t pair, int h) {
+  const int64_t in_round = pair - PairsBefore(a.layout, a.first_token);
+  return a.partials + (in_round * a.n_heads + h) * (static_cast<int64_t>(a.head_dim) + kRecordHead);
+}
+
+// One block per (pair, heads) of the round: blockIdx.x = pair * head_blocks
+// + b, pair counted from the round's first; b = kv * chunks + c serves the
+// heads [c * heads, min((c + 1) * heads, group)) of kv head kv's group.
+// Thread i scores positions i and i + kSplitThreads of the split for each of
+// the block's heads, each dot in dimension order (as the CPU's portable loop:
+// the same float scores); then the block sums the weighted values in
+// position groups (ValueSums), thread i holding dimensions i and i +
+// kSplitThreads of each head's result. Keys and values are read with
+// kv_blocks::Element, the CPU's decoder, once for all the block's heads.
 // Launch: blockDim.x == kSplitThreads.
-template <typename Types>
+template <typename Types, int H>
 __global__ void __launch_bounds__(kSplitThreads) AttentionSplitKernel(AttentionLaunch a) {
   GridStart();
-  __shared__ float q16[kMaxHeadDim];  // (head_dim) q rounded to fp16, widened back
-  __shared__ float p[kAttentionSplit];  // the split's scores, then exp(score - m)
+  __shared__ float q16[H * kMaxHeadDim];  // (heads, head_dim) q rounded to fp16, widened back
+  __shared__ float p[H * kAttentionSplit];  // (heads, split) the scores, then exp(score - m)
   __shared__ int tree_bits[kMaxTreeAttentionRows];  // tree mode: the mask's set bits, ascending
 
-  // Which token, split and head: the token is the last one whose first pair
-  // is at or before this block's (a binary search over the round's tokens).
-  const int h = static_cast<int>(blockIdx.x % a.n_heads);
-  const int64_t pair = PairsBefore(a.layout, a.first_token) + blockIdx.x / a.n_heads;
+  // Which heads: nh of them from h0, all of kv head kv.
+  const int group = a.n_heads / a.n_kv_heads;
+  const int chunks = (group + a.heads - 1) / a.heads;
+  const int b = static_cast<int>(blockIdx.x % a.head_blocks);
+  const int kv = b / chunks;
+  const int in_group = b % chunks * a.heads;
+  const int h0 = kv * group + in_group;
+  const int nh = H == 1 ? 1 : (group - in_group < a.heads ? group - in_group : a.heads);
+  // Which token and split: the token is the last one whose first pair is at
+  // or before this block's (a binary search over the round's tokens).
+  const int64_t pair = PairsBefore(a.layout, a.first_token) + blockIdx.x / a.head_blocks;
   int t = a.first_token, t_end = a.first_token + a.n_round_tokens;
   while (t_end - t > 1) {
     const int mid = t + (t_end - t) / 2;
@@ -402,114 +470,146 @@ __global__ void __launch_bounds__(kSplitThreads) AttentionSplitKernel(AttentionL
     // Thread b < 64 places bit b of the mask, if set, at its rank.
     static_assert(kSplitThreads >= kMaxTreeAttentionRows, "one thread per mask bit");
     const uint64_t mask = a.tree_mask[t];
-    const int b = static_cast<int>(threadIdx.x);
-    if (b < kMaxTreeAttentionRows && (mask >> b & 1) != 0) {
-      tree_bits[__popcll(mask & ((uint64_t{1} << b) - 1))] = b;
+    const int bit = static_cast<int>(threadIdx.x);
+    if (bit < kMaxTreeAttentionRows && (mask >> bit & 1) != 0) {
+      tree_bits[__popcll(mask & ((uint64_t{1} << bit) - 1))] = bit;
     }
   }
   const int head_dim = a.head_dim;
-  const float* q_head = a.q + (static_cast<size_t>(t) * a.n_heads + h) * head_dim;
-  for (int d = threadIdx.x; d < head_dim; d += kSplitThreads) q16[d] = ToFloat(FromFloat<__half>(q_head[d]));
+  const float* q_heads = a.q + (static_cast<size_t>(t) * a.n_heads + h0) * head_dim;  // the block's heads, in a row
+  for (int e = threadIdx.x; e < nh * head_dim; e += kSplitThreads) q16[e] = ToFloat(FromFloat<__half>(q_heads[e]));
   __syncthreads();  // q16 and tree_bits are written
 
-  const int first = h / (a.n_heads / a.n_kv_heads) * head_dim;  // its kv head's first value in a row
+  const int first = kv * head_dim;  // the kv head's first value in a row
   // Position begin + i of the query lies in this cache row.
   auto row_of = [&](int i) { return static_cast<int64_t>(RowOf(begin + i, contiguous, tree_bits)); };
 
-  // Scores (and their max, for the stats pass).
-  float m = -INFINITY;
+  // Scores (and their maxes, for the stats pass).
+  float m[H];
+#pragma unroll
+  for (int hh = 0; hh < H; ++hh) m[hh] = -INFINITY;
 #pragma unroll
   for (int j = 0; j < kPositionsPerThread; ++j) {
     const int i = threadIdx.x + j * kSplitThreads;
     if (i < n) {
-      p[i] = KeyDot<Types::kK>(a, a.k_cache + row_of(i) * a.k_row_bytes, first, q16) * a.scale;
-      m = fmaxf(m, p[i]);
+      float dot[H];
+      KeyDots<Types::kK, H>(a, a.k_cache + row_of(i) * a.k_row_bytes, first, q16, nh, dot);
+#pragma unroll
+      for (int hh = 0; hh < H; ++hh) {
+        if (hh < nh) {
+          p[hh * kAttentionSplit + i] = dot[hh] * a.scale;
+          m[hh] = fmaxf(m[hh], p[hh * kAttentionSplit + i]);
+        }
+      }
     }
   }
-  float* record = a.partials + static_cast<size_t>(blockIdx.x) * (head_dim + kRecordHead);
-  // The done count of the query's value blocks, in its split 0 record.
-  int* done = reinterpret_cast<int*>(record - static_cast<size_t>(split) * a.n_heads * (head_dim + kRecordHead) + 2);
+  // The done count of the query's value blocks: in the split 0 record of
+  // the block's first head.
+  auto done = [&] { return reinterpret_cast<int*>(RecordOf(a, pair - split, h0) + 2); };
 
   const int64_t n_splits = SplitsOf(n_ctx - 1);
-  __shared__ float norm[2];
+  __shared__ float norm[H][2];  // each head's max and 1 / sum
   if (!a.value_pass) {
-    // Stats: the split's max, and the sum of exp(score - m).
-    m = SplitBlockMax(m);
-    float l = 0.0f;
+    // Stats: the split's max, and the sum of exp(score - m), head by head.
+    SplitBlockMaxes(m);
+    float l[H];
 #pragma unroll
-    for (int j = 0; j < kPositionsPerThread; ++j) {
-      const int i = threadIdx.x + j * kSplitThreads;
-      if (i < n) l += expf(p[i] - m);
-    }
-    l = BlockReduceSum(l);
-    if (n_splits > 1) {
-      if (threadIdx.x == 0) {
-        record[0] = m;
-        record[1] = l;
-        if (split == 0) *done = 0;
+    for (int hh = 0; hh < H; ++hh) {
+      l[hh] = 0.0f;
+      if (hh >= nh) continue;
+#pragma unroll
+      for (int j = 0; j < kPositionsPerThread; ++j) {
+        const int i = threadIdx.x + j * kSplitThreads;
+        if (i < n) l[hh] += expf(p[hh * kAttentionSplit + i] - m[hh]);
       }
+      l[hh] = BlockReduceSum(l[hh]);
+    }
+    const int hh = static_cast<int>(threadIdx.x);
+    if (n_splits > 1) {
+      if (hh < nh) {
+        float* record = RecordOf(a, pair, h0 + hh);
+        record[0] = m[hh];
+        record[1] = l[hh];
+      }
+      if (hh == 0 && split == 0) *done() = 0;
       return;
     }
     // The query's one split: SplitNorm's floats over this one record.
-    if (threadIdx.x == 0) {
-      const float max = fmaxf(-INFINITY, m);
-      norm[0] = max;
-      norm[1] = 1.0f / (0.0f + l * expf(m - max));
+    if (hh < nh) {
+      const float max = fmaxf(-INFINITY, m[hh]);
+      norm[hh][0] = max;
+      norm[hh][1] = 1.0f / (0.0f + l[hh] * expf(m[hh] - max));
     }
   } else {
     if (n_splits == 1) return;  // done by the stats pass
-    // Thread 0 reduces the query's split statistics to (M, 1 / S) first.
-    if (threadIdx.x == 0) SplitNorm(a, t, h, norm);
+    // Thread hh reduces head hh's split statistics to (M, 1 / S) first.
+    if (static_cast<int>(threadIdx.x) < nh) SplitNorm(a, t, h0 + threadIdx.x, norm[threadIdx.x]);
   }
   __syncthreads();  // norm is written
 
   // Values: the normalized weights (rounded to fp16 over an fp16 V, as on the
   // CPU), then acc = sum_i p[i] * v[i] in position groups (ValueSums).
-  const float max = norm[0], inv_sum = norm[1];
 #pragma unroll
-  for (int j = 0; j < kPositionsPerThread; ++j) {
-    const int i = threadIdx.x + j * kSplitThreads;
-    if (i < n) {
-      const float w = expf(p[i] - max) * inv_sum;
-      p[i] = Types::kV == GgmlType::kF16 ? ToFloat(FromFloat<__half>(w)) : w;
+  for (int hh = 0; hh < H; ++hh) {
+    if (hh >= nh) continue;
+    const float max = norm[hh][0], inv_sum = norm[hh][1];
+#pragma unroll
+    for (int j = 0; j < kPositionsPerThread; ++j) {
+      const int i = threadIdx.x + j * kSplitThreads;
+      if (i < n) {
+        const float w = expf(p[hh * kAttentionSplit + i] - max) * inv_sum;
+        p[hh * kAttentionSplit + i] = Types::kV == GgmlType::kF16 ? ToFloat(FromFloat<__half>(w)) : w;
+      }
     }
   }
   __syncthreads();  // every p[i] is written
-  float acc[kDimsPerThread];
-  ValueSums<Types::kV>(a, p, n, first, begin, contiguous, tree_bits, acc);
-  float* out_head = a.out + (static_cast<size_t>(t) * a.n_heads + h) * head_dim;
+  float acc[H][kDimsPerThread];
+  ValueSums<Types::kV, H>(a, p, nh, n, first, begin, contiguous, tree_bits, acc);
+  auto out_head = [&](int hh) { return a.out + (static_cast<size_t>(t) * a.n_heads + h0 + hh) * head_dim; };
   if (n_splits == 1) {
 #pragma unroll
-    for (int j = 0; j < kDimsPerThread; ++j) {
-      const int d = threadIdx.x + j * kSplitThreads;
-      if (d < head_dim) out_head[d] = GatedOut(a, t, h, d, 0.0f + acc[j]);  // the sum over one split, as below
+    for (int hh = 0; hh < H; ++hh) {
+      if (hh >= nh) continue;
+#pragma unroll
+      for (int j = 0; j < kDimsPerThread; ++j) {
+        const int d = threadIdx.x + j * kSplitThreads;
+        // the sum over one split, as below
+        if (d < head_dim) out_head(hh)[d] = GatedOut(a, t, h0 + hh, d, 0.0f + acc[hh][j]);
+      }
     }
-    RoundHead(a, t, h);
+    for (int hh = 0; hh < nh; ++hh) RoundHead(a, t, h0 + hh);
     return;
   }
 #pragma unroll
-  for (int j = 0; j < kDimsPerThread; ++j) {
-    const int d = threadIdx.x + j * kSplitThreads;
-    if (d < head_dim) record[kRecordHead + d] = acc[j];
+  for (int hh = 0; hh < H; ++hh) {
+    if (hh >= nh) continue;
+    float* record = RecordOf(a, pair, h0 + hh);
+#pragma unroll
+    for (int j = 0; j < kDimsPerThread; ++j) {
+      const int d = threadIdx.x + j * kSplitThreads;
+      if (d < head_dim) record[kRecordHead + d] = acc[hh][j];
+    }
   }
   // The query's last block to get here sums every split's acc, in split
   // order (the weights are already normalized).
   __threadfence();  // this block's acc is visible to the device before it counts
   __shared__ bool last;
   __syncthreads();  // every thread's acc is written and fenced
-  if (threadIdx.x == 0) last = atomicAdd(done, 1) == n_splits - 1;
+  if (threadIdx.x == 0) last = atomicAdd(done(), 1) == n_splits - 1;
   __syncthreads();  // last is written
   if (!last) return;
   __threadfence();
   const size_t record_floats = static_cast<size_t>(head_dim) + kRecordHead;
   const size_t split_stride = static_cast<size_t>(a.n_heads) * record_floats;  // between a token's splits
-  const volatile float* records = a.partials + (static_cast<size_t>(FirstRecordOf(a, t)) + h) * record_floats;
-  for (int d = threadIdx.x; d < head_dim; d += kSplitThreads) {
-    float sum = 0.0f;
-    for (int64_t s = 0; s < n_splits; ++s) sum += records[s * split_stride + kRecordHead + d];
-    out_head[d] = GatedOut(a, t, h, d, sum);
+  for (int hh = 0; hh < nh; ++hh) {
+    const volatile float* records = RecordOf(a, pair - split, h0 + hh);
+    for (int d = threadIdx.x; d < head_dim; d += kSplitThreads) {
+      float sum = 0.0f;
+      for (int64_t s = 0; s < n_splits; ++s) sum += records[s * split_stride + kRecordHead + d];
+      out_head(hh)[d] = GatedOut(a, t, h0 + hh, d, sum);
+    }
   }
-  RoundHead(a, t, h);
+  for (int hh = 0; hh < nh; ++hh) RoundHead(a, t, h0 + hh);
 }
 
 // --- Host helpers -------------------------------------------------------------
@@ -538,9 +638,23 @@ size_t RecordBytes(const AttentionParams& p, int t0, int t1) {
   return SaturatingMul(SaturatingMul(pairs, static_cast<size_t>(p.n_heads)), record_bytes);
 }
 
-// Split blocks of tokens [t0, t1).
-int64_t SplitBlocks(const AttentionParams& p, int t0, int t1) {
-  return (PairsBefore(LayoutOf(p), t1) - PairsBefore(LayoutOf(p), t0)) * p.n_heads;
+// (token, split) pairs of tokens [t0, t1).
+int64_t Pairs(const AttentionParams& p, int t0, int t1) {
+  return PairsBefore(LayoutOf(p), t1) - PairsBefore(LayoutOf(p), t0);
+}
+
+int heads_per_block = 0;  // SetAttentionHeadsPerBlock; 0: HeadsPerBlock chooses
+
+// The query heads a split block serves. A decode step (one token) has few
+// blocks, a split's dozen or so a kv head, and waits on each block's chain of
+// loads: one head a block spreads them over the most SMs. A prefill or a
+// tree step has blocks to spare: kMaxBlockHeads heads of a kv head share
+// each key and value load, a quarter of the cache traffic at Llama-3-8B's
+// group of 4 (SetAttentionHeadsPerBlock overrides, to measure either way).
+int HeadsPerBlock(const AttentionParams& p) {
+  const int group = p.n_heads / p.n_kv_heads;
+  const int want = heads_per_block > 0 ? heads_per_block : (p.n_tokens == 1 ? 1 : kMaxBlockHeads);
+  return want < group ? want : group;
 }
 
 }  // namespace
@@ -583,11 +697,13 @@ absl::Status RunAttention(const float* q, const void* k_cache, const void* v_cac
         exec.scratch_bytes, one_token_bytes, AttentionScratchBytes(p), p.n_tokens));
   }
   if (exec.scratch == nullptr) return absl::InvalidArgumentError("Attention: exec.scratch is null");
-  const int64_t last_blocks = SplitBlocks(p, p.n_tokens - 1, p.n_tokens);
-  if (last_blocks > kMaxGridBlocks) {
+  const int heads = HeadsPerBlock(p);
+  const int head_blocks = p.n_kv_heads * ((p.n_heads / p.n_kv_heads + heads - 1) / heads);
+  const int64_t last_pairs = Pairs(p, p.n_tokens - 1, p.n_tokens);
+  if (last_pairs * head_blocks > kMaxGridBlocks) {
     return absl::InvalidArgumentError(
-        absl::StrFormat("Attention: the last token's %d splits of %d heads exceed %d blocks",
-                        last_blocks / p.n_heads, p.n_heads, kMaxGridBlocks));
+        absl::StrFormat("Attention: the last token's %d splits of %d head blocks exceed %d blocks", last_pairs,
+                        head_blocks, kMaxGridBlocks));
   }
 
   const int64_t kv_dim = static_cast<int64_t>(p.n_kv_heads) * p.head_dim;
@@ -616,28 +732,33 @@ absl::Status RunAttention(const float* q, const void* k_cache, const void* v_cac
                        .aligned_values = p.head_dim % kValueDims == 0 &&
                                          (p.types.v != GgmlType::kF16 || reinterpret_cast<uintptr_t>(v_cache) % 16 == 0),
                        .q8 = q8 != nullptr ? *q8 : ActQ8Out{},
-                       .gate = gate};
+                       .gate = gate,
+                       .heads = heads,
+                       .head_blocks = head_blocks};
   while (a.first_token < p.n_tokens) {
     // Grow the round while the next token's records fit.
     int end = a.first_token + 1;
     while (end < p.n_tokens && RecordBytes(p, a.first_token, end + 1) <= exec.scratch_bytes &&
-           SplitBlocks(p, a.first_token, end + 1) <= kMaxGridBlocks) {
+           Pairs(p, a.first_token, end + 1) * head_blocks <= kMaxGridBlocks) {
       ++end;
     }
     a.n_round_tokens = end - a.first_token;
-    const auto split_blocks = static_cast<unsigned>(SplitBlocks(p, a.first_token, end));
+    const auto split_blocks = static_cast<unsigned>(Pairs(p, a.first_token, end) * head_blocks);
     // The round's last token has the most splits (tree and non-causal
     // tokens all have as many): with one, the stats pass does everything.
-    const bool value_pass = SplitBlocks(p, end - 1, end) > p.n_heads;
+    const bool value_pass = Pairs(p, end - 1, end) > 1;
     // The value pass reads what the stats pass wrote: stream order.
     kv_blocks::Visit(p.types.k, [&](auto k) {
       kv_blocks::Visit(p.types.v, [&](auto v) {
         using Types = CacheTypes<decltype(k)::value, decltype(v)::value>;
+        // One head a block, or up to kMaxBlockHeads (registers for four).
+        void (*kernel)(AttentionLaunch) =
+            heads == 1 ? AttentionSplitKernel<Types, 1> : AttentionSplitKernel<Types, kMaxBlockHeads>;
         a.value_pass = false;
-        OCTO_LAUNCH(AttentionSplitKernel<Types>, split_blocks, kSplitThreads, 0, exec.stream, a);
+        OCTO_LAUNCH(kernel, split_blocks, kSplitThreads, 0, exec.stream, a);
         if (value_pass) {
           a.value_pass = true;
-          OCTO_LAUNCH(AttentionSplitKernel<Types>, split_blocks, kSplitThreads, 0, exec.stream, a);
+          OCTO_LAUNCH(kernel, split_blocks, kSplitThreads, 0, exec.stream, a);
         }
       });
     });
@@ -651,6 +772,12 @@ absl::Status RunAttention(const float* q, const void* k_cache, const void* v_cac
 absl::Status Attention(const float* q, const void* k_cache, const void* v_cache, float* out,
                        const AttentionParams& p, const Exec& exec) {
   return RunAttention(q, k_cache, v_cache, out, p, exec, nullptr, nullptr);
+}
+
+bool SetAttentionHeadsPerBlock(int heads) {
+  if (heads < 0 || heads > kMaxBlockHeads) return false;
+  heads_per_block = heads;
+  return true;
 }
 
 absl::Status Attention(const float* q, const void* k_cache, const void* v_cache, float* out,

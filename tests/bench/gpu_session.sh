@@ -21,7 +21,10 @@
 #                  engine's tiles and with the 512-row tiles used before,
 #                  and F16 (cuBLAS alone, nothing dequantized); then
 #                  decode_step_bench's 512-token step at 1536 cached
-#                  positions (the last chunk of a 2048-token prompt);
+#                  positions (the last chunk of a 2048-token prompt), its
+#                  attention blocks serving 4 query heads (the default) and
+#                  1, and a decode step at 4096 positions with 1 (the
+#                  default) and 4;
 #   pdl.log        decode_step_bench at the 8B shapes (4 layers, eager
 #                  launches) with programmatic launches on and off
 #                  (OCTO_CUDA_PDL), the same kernels;
@@ -146,8 +149,17 @@ for shape in "14336 4096" "4096 14336" "4096 4096"; do
     >>"$out/prefill.log" 2>&1
   echo "prefill matmul $rows x $cols exit $?"
 done
-timeout 60 "${prefill_step[@]}" --steps 5 >>"$out/prefill.log" 2>&1
-echo "prefill step exit $?"
+for heads in 4 1; do
+  echo "--- prefill step, attention heads a block: $heads" >>"$out/prefill.log"
+  timeout 60 "${prefill_step[@]}" --steps 5 --attention-heads "$heads" >>"$out/prefill.log" 2>&1
+  echo "prefill step, $heads attention heads a block: exit $?"
+done
+for heads in 1 4; do
+  echo "--- decode step at 4096 positions, attention heads a block: $heads" >>"$out/prefill.log"
+  timeout 60 "$build/tests/kernels/cuda/decode_step_bench" --dim 4096 --hidden 14336 --heads 32 --kv-heads 8 \
+    --layers 4 --vocab 32000 --pos 4096 --steps 50 --type Q4_K --attention-heads "$heads" >>"$out/prefill.log" 2>&1
+  echo "decode step at 4096, $heads attention heads a block: exit $?"
+done
 fi
 
 if want pdl; then
@@ -186,7 +198,7 @@ step summary
 [ -f "$out/gpu_bench.log" ] && tail -n 45 "$out/gpu_bench.log"
 grep -E '^\|' "$out/llama.log" 2>/dev/null
 grep -E "GB/s" "$out/matmul.log" 2>/dev/null | head -n 36
-grep -E "^(---|Q4_K|Q6_K|F16) |prefill step" "$out/prefill.log" 2>/dev/null
+grep -E "^(---|Q4_K|Q6_K|F16) |prefill step|decode step" "$out/prefill.log" 2>/dev/null
 grep -E "^---|decode step" "$out/pdl.log" 2>/dev/null
 for csv in "$out"/ncu-*.csv; do
   [ -s "$csv" ] || continue

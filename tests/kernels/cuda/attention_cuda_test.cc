@@ -330,6 +330,43 @@ TEST_F(AttentionCudaTest, APositionReadOnTheDeviceGivesThePassedPositionsBits) {
                                  "Attention", "first_pos_at");
 }
 
+// How many query heads of a kv head one block serves changes which loads
+// they share, not a sum: one head a block, 2, 3, 4 and the launch's own
+// choice give the same bits, causal (across split edges, also in rounds of
+// one token) and non-causal. Groups of 7 (blocks of 4 and 3 heads at 4), 8,
+// 6, 3 and 1; prefills and a decode step.
+TEST_F(AttentionCudaTest, HeadsPerBlockDoNotChangeTheBits) {
+  for (const Shape& s : {Shape{40, 240, 7, 1, 64}, Shape{9, 500, 8, 1, 128}, Shape{6, 250, 12, 2, 72},
+                         Shape{5, 3, 3, 1, 33}, Shape{3, 0, 4, 4, 32}, Shape{1, 300, 8, 2, 64}}) {
+    const DeviceInputs d = UploadInputs(RandomInputs(s, 70 + s.n_heads, /*extra_rows=*/2));
+    // The records of the last token, causal or not (its splits are every
+    // token's most): rounds of one token.
+    const size_t last_token_bytes =
+        cuda::AttentionScratchBytes(ParamsFor({1, s.first_pos + s.n_tokens - 1, s.n_heads, s.n_kv_heads, s.head_dim}));
+    for (const bool causal : {true, false}) {
+      AttentionParams p = ParamsFor(s);
+      p.causal = causal;
+      const std::string what = Describe(s) + (causal ? " causal" : " non-causal");
+      std::vector<float> one_head;
+      {
+        testing::ScopedAttentionHeads heads(1);
+        one_head = Run(d, p);
+      }
+      for (const int heads : {2, 3, 4, 0}) {
+        testing::ScopedAttentionHeads scoped(heads);
+        const std::vector<float> got = Run(d, p);
+        EXPECT_EQ(std::memcmp(got.data(), one_head.data(), got.size() * sizeof(float)), 0)
+            << what << ": " << heads << " heads a block";
+        const std::vector<float> rounds = Run(d, p, last_token_bytes);
+        EXPECT_EQ(std::memcmp(rounds.data(), one_head.data(), got.size() * sizeof(float)), 0)
+            << what << ": " << heads << " heads a block, rounds of one token";
+      }
+    }
+  }
+  EXPECT_FALSE(cuda::SetAttentionHeadsPerBlock(5));
+  EXPECT_FALSE(cuda::SetAttentionHeadsPerBlock(-1));
+}
+
 TEST_F(AttentionCudaTest, OutMayBeQ) {
   const Shape s = {40, 230, 4, 2, 24};
   const Inputs in = RandomInputs(s, 8);

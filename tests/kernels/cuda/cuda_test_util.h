@@ -110,6 +110,16 @@ class CudaOpTest : public ::testing::Test {
   cuda::DeviceBuffer scratch_;
 };
 
+// cuda::SetAttentionHeadsPerBlock(heads) for a scope, then back to the
+// launch's own choice (0), even when an assertion leaves the scope early.
+class ScopedAttentionHeads {
+ public:
+  explicit ScopedAttentionHeads(int heads) { EXPECT_TRUE(cuda::SetAttentionHeadsPerBlock(heads)) << heads; }
+  ~ScopedAttentionHeads() { cuda::SetAttentionHeadsPerBlock(0); }
+  ScopedAttentionHeads(const ScopedAttentionHeads&) = delete;
+  ScopedAttentionHeads& operator=(const ScopedAttentionHeads&) = delete;
+};
+
 // Checks a bad-argument call of a CUDA op: INVALID_ARGUMENT naming the op
 // and `needle`, and nothing launched (the stream stays idle and out keeps
 // its bytes, which the caller checks).

@@ -4,6 +4,7 @@
 //
 //   decode_step_bench [--dim D] [--hidden H] [--heads N] [--kv-heads N] [--layers L]
 //                     [--vocab V] [--pos P] [--tokens T] [--steps S] [--type TYPE]
+//                     [--attention-heads A]
 //
 // Defaults are the 256-wide test models of ../shared/models/widened (dim
 // 256, ffn 768, 32 heads of 8, 16 kv heads, 5 layers, vocab 512), Q4_K, at
@@ -19,6 +20,11 @@
 // takes its many-token path, the logits are the last token's, and the
 // figure printed is tokens a second (Nsight Compute over it gives the
 // prefill's kernels one by one: tests/bench/gpu_session.sh).
+//
+// --attention-heads A (1 to 4) makes each attention block serve A query
+// heads of a kv head (cuda::SetAttentionHeadsPerBlock; the launch's own
+// choice without it: one for a decode step, up to 4 for a prefill), to
+// measure the shared key and value loads against one head a block.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -91,6 +97,13 @@ int Main(int argc, char** argv) {
       continue;
     }
     const int v = std::atoi(argv[i + 1]);
+    if (flag == "--attention-heads") {
+      if (v < 1 || !cuda::SetAttentionHeadsPerBlock(v)) {
+        std::fprintf(stderr, "decode_step_bench: --attention-heads takes 1 to 4, not %s\n", argv[i + 1]);
+        return 2;
+      }
+      continue;
+    }
     int* field = flag == "--dim" ? &s.dim : flag == "--hidden" ? &s.hidden : flag == "--heads" ? &s.heads
                : flag == "--kv-heads" ? &s.kv_heads : flag == "--layers" ? &s.layers : flag == "--vocab" ? &s.vocab
                : flag == "--pos" ? &s.pos : flag == "--tokens" ? &s.tokens : flag == "--steps" ? &s.steps : nullptr;
