@@ -104,8 +104,21 @@ uint64_t WorkspaceEstimate(const ModelConfig& c, int max_rows) {
   // matrix's rows, up to cuda::kPrefillTileElements elements); the logits of
   // a few rows.
   const uint64_t tile = std::min<uint64_t>(cuda::kPrefillTileElements, std::max<uint64_t>(c.vocab_size, ffn) * widest);
-  const uint64_t scratch = 2 * rows * widest + 2 * tile + 4 * 16 * uint64_t{c.vocab_size};
-  return (activations + scratch) * 5 / 4;
+  const uint64_t matmul = 2 * rows * widest + 2 * tile + 4 * 16 * uint64_t{c.vocab_size};
+  // Attention's records in the same scratch, after its output's 8-bit
+  // activations: those of a chunk ending at the trained context, at most
+  // cuda::kAttentionScratchBudget (more positions go in rounds).
+  uint64_t attention = 0;
+#if defined(OCTO_HAVE_CUDA)
+  const int context = static_cast<int>(std::min<uint64_t>(std::max<uint64_t>(c.context_length, rows), INT32_MAX));
+  const AttentionParams last_chunk{.n_tokens = max_rows,
+                                   .first_pos = context - max_rows,
+                                   .n_heads = static_cast<int>(c.n_heads),
+                                   .n_kv_heads = static_cast<int>(c.n_kv_heads),
+                                   .head_dim = static_cast<int>(c.head_dim)};
+  attention = cuda::AttentionScratchBytes(last_chunk, cuda::kAttentionScratchBudget) + 2 * rows * q_dim;
+#endif
+  return (activations + std::max(matmul, attention)) * 5 / 4;
 }
 
 absl::StatusOr<LayerPlan> PlanVram(const std::vector<uint64_t>& layer_bytes, const VramPlanSettings& settings) {

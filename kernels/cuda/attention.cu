@@ -674,6 +674,13 @@ size_t AttentionScratchBytes(const AttentionParams& p) {
   return RecordBytes(p, 0, p.n_tokens);
 }
 
+size_t AttentionScratchBytes(const AttentionParams& p, size_t at_most) {
+  const size_t all = AttentionScratchBytes(p);
+  if (all <= at_most) return all;
+  const size_t last = RecordBytes(p, p.n_tokens - 1, p.n_tokens);  // the most of any token
+  return last > at_most ? last : at_most;
+}
+
 namespace {
 
 // Attention, gating out by sigmoid(gate) and rounding it into *q8 as well

@@ -100,6 +100,10 @@ class CudaBackend : public Backend {
   StepGraphsStats graph_stats() const;
   uint64_t total_bytes() const { return total_bytes_; }
   uint64_t scratch_bytes() const { return scratch_.size(); }
+  // The most scratch an Attention call's records take (a longer context's
+  // tokens run in rounds, with the same bits): cuda::kAttentionScratchBudget
+  // unless a test sets it lower.
+  void set_attention_scratch_budget(size_t bytes) { attention_scratch_budget_ = bytes; }
 
   std::string Describe() const override;
   std::string kind() const override { return "cuda"; }
@@ -275,6 +279,7 @@ class CudaBackend : public Backend {
   int gpu_ = 0;
   std::string name_;
   uint64_t total_bytes_ = 0;
+  size_t attention_scratch_budget_ = cuda::kAttentionScratchBudget;
   cuda::CudaStream stream_;
   std::unique_ptr<StepGraphs> graphs_;  // after stream_: destroyed before it
   cuda::BlasContext blas_;

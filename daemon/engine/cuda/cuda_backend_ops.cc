@@ -357,7 +357,8 @@ absl::Status CudaBackend::Attention(const float* q, const void* k_cache, const v
   OCTO_RETURN_IF_ERROR(LaunchHeld());
   const int64_t width = int64_t{p.n_heads} * p.head_dim;
   if (p.n_tokens <= 0 || p.n_tokens > kMaxDecodeTokens || width <= 0 || width % cuda::kQ8Chunk != 0) {
-    OCTO_ASSIGN_OR_RETURN(const cuda::Exec exec, ExecWithScratch(cuda::AttentionScratchBytes(p)));
+    OCTO_ASSIGN_OR_RETURN(const cuda::Exec exec,
+                          ExecWithScratch(cuda::AttentionScratchBytes(p, attention_scratch_budget_)));
     SignOp(*graphs_, "Attention", q, k_cache, v_cache, out, p, exec);
     return graphs_->Queue([=] { return Op("Attention", cuda::Attention(q, k_cache, v_cache, out, p, exec)); });
   }
@@ -366,7 +367,8 @@ absl::Status CudaBackend::Attention(const float* q, const void* k_cache, const v
   // attention's records after them.
   const size_t front = cuda::ActQ8Bytes(p.n_tokens, width);
   OCTO_ASSIGN_OR_RETURN(uint32_t* const arrivals, Arrivals(static_cast<size_t>(p.n_tokens * width / cuda::kQ8Chunk)));
-  OCTO_ASSIGN_OR_RETURN(cuda::Exec exec, ExecWithScratch(front + cuda::AttentionScratchBytes(p)));
+  OCTO_ASSIGN_OR_RETURN(cuda::Exec exec,
+                        ExecWithScratch(front + cuda::AttentionScratchBytes(p, attention_scratch_budget_)));
   exec.scratch = static_cast<uint8_t*>(exec.scratch) + front;
   exec.scratch_bytes -= front;
   SignOp(*graphs_, "Attention", q, k_cache, v_cache, out, p, exec, arrivals);

@@ -295,6 +295,28 @@ TEST_F(AttentionCudaTest, ScratchBytesCountsEverySplitOfEveryToken) {
   EXPECT_EQ(cuda::AttentionScratchBytes(ParamsFor({520, 250, 8, 2, 64})), (6 + 512 + 768 + 8) * 8 * record);
 }
 
+// With a budget: every token's records when they fit, else the budget, but
+// never less than the last token's (the fewest the op runs with); 0 for
+// what the op refuses. The engine's 512-token chunks of Llama-3-8B fit
+// kAttentionScratchBudget up to 2048 positions.
+TEST_F(AttentionCudaTest, ScratchBytesWithABudget) {
+  const AttentionParams p = ParamsFor({520, 250, 8, 2, 64});
+  const size_t all = cuda::AttentionScratchBytes(p);
+  const size_t last = cuda::AttentionScratchBytes(ParamsFor({1, 769, 8, 2, 64}));
+  EXPECT_EQ(cuda::AttentionScratchBytes(p, all), all);
+  EXPECT_EQ(cuda::AttentionScratchBytes(p, SIZE_MAX), all);
+  EXPECT_EQ(cuda::AttentionScratchBytes(p, all - 1), all - 1);
+  EXPECT_EQ(cuda::AttentionScratchBytes(p, last + 1), last + 1);
+  EXPECT_EQ(cuda::AttentionScratchBytes(p, 0), last);
+  EXPECT_EQ(cuda::AttentionScratchBytes(ParamsFor({0, 0, 8, 2, 64}), 1 << 20), 0u);
+  const AttentionParams chunk_8b = ParamsFor({512, 1536, 32, 8, 128});
+  EXPECT_LE(cuda::AttentionScratchBytes(chunk_8b), cuda::kAttentionScratchBudget);
+  const AttentionParams chunk_8b_at_120k = ParamsFor({512, 120 * 1024, 32, 8, 128});
+  EXPECT_GT(cuda::AttentionScratchBytes(chunk_8b_at_120k), size_t{3} << 30);
+  EXPECT_EQ(cuda::AttentionScratchBytes(chunk_8b_at_120k, cuda::kAttentionScratchBudget),
+            cuda::kAttentionScratchBudget);
+}
+
 // out == q: every query is read before its output is written, across the
 // splits, the combine and the rounds.
 // A decode step whose position is read on the device (first_pos_at, the

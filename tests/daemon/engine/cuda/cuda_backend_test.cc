@@ -15,6 +15,8 @@
 #include "daemon/engine/cpu_backend.h"
 #include "daemon/engine/cuda/cuda_backend.h"
 #include "kernels/cuda/api_counts.h"
+#include "kernels/half.h"
+#include "kernels/ops.h"
 #include "tests/kernels/quant_test_util.h"
 
 namespace octo {
@@ -91,6 +93,46 @@ TEST_F(CudaBackendHeld, AHeldNormIsThereForWhateverComesNext) {
   EXPECT_EQ(cuda_->RmsNorm(d_x.as<float>(), nullptr, d_out.as<float>(), 2, kDim, 1e-5f).code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(cuda_->Add(d_out.as<float>(), d_out.as<float>(), d_sum.as<float>(), 2 * kDim).ok());
+}
+
+// An Attention call's records take at most the backend's budget: a prefill
+// (held for nothing) and a decode-path call of 12 tokens (held for the
+// output projection, its 8-bit activations before the records) across a
+// split edge run in rounds within it, with the bits of a backend that gives
+// them all their records at once.
+TEST_F(CudaBackendHeld, AnAttentionCallsRecordsStayWithinTheBudget) {
+  constexpr int kHeads = 8, kKvHeads = 2, kHeadDim = 64, kRows = 300;
+  std::vector<uint16_t> k_cache(kRows * kKvHeads * kHeadDim), v_cache(k_cache.size());
+  const std::vector<float> k = RandomActivations(k_cache.size(), 11), v = RandomActivations(v_cache.size(), 12);
+  for (size_t i = 0; i < k.size(); ++i) {
+    k_cache[i] = Fp32ToFp16(k[i]);
+    v_cache[i] = Fp32ToFp16(v[i]);
+  }
+  for (const int n_tokens : {40, 12}) {
+    SCOPED_TRACE(n_tokens);
+    const AttentionParams p{.n_tokens = n_tokens, .first_pos = kRows - n_tokens, .n_heads = kHeads,
+                            .n_kv_heads = kKvHeads, .head_dim = kHeadDim, .scale = 0.125f};
+    const std::vector<float> q = RandomActivations(static_cast<size_t>(n_tokens) * kHeads * kHeadDim, 13);
+    const size_t all = cuda::AttentionScratchBytes(p), budget = all / 5;
+    ASSERT_GT(budget, cuda::AttentionScratchBytes(p, 0)) << "a round holds more than the last token";
+    std::vector<float> outs[2];
+    uint64_t scratch[2];
+    for (const int limited : {0, 1}) {
+      absl::StatusOr<std::shared_ptr<CudaBackend>> b = CudaBackend::Create(0);
+      ASSERT_TRUE(b.ok()) << b.status();
+      cuda_ = *b;
+      cuda_->set_graphs(false);
+      if (limited == 1) cuda_->set_attention_scratch_budget(budget);
+      BackendBuffer d_q = Put(q), d_k = Put(k_cache), d_v = Put(v_cache), d_out = Put(std::vector<float>(q.size()));
+      ASSERT_TRUE(cuda_->Attention(d_q.as<float>(), d_k.data(), d_v.data(), d_out.as<float>(), p).ok());
+      outs[limited] = Get(d_out);  // launches a held call
+      scratch[limited] = cuda_->scratch_bytes();
+    }
+    const size_t front = n_tokens <= kMaxDecodeTokens ? cuda::ActQ8Bytes(n_tokens, kHeads * kHeadDim) : 0;
+    EXPECT_GE(scratch[0], front + all);
+    EXPECT_LE(scratch[1], front + budget);
+    EXPECT_EQ(std::memcmp(outs[0].data(), outs[1].data(), q.size() * sizeof(float)), 0);
+  }
 }
 
 // q, k, v (Q4_K) after the attention norm and down (Q8_0) after the SiLU
