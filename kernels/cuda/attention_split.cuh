@@ -115,9 +115,10 @@ struct AttentionLaunch {
   int head_blocks;            // blocks a (token, split) pair takes: n_kv_heads * ceil(group / heads)
 };
 
-// The record of split 0 of token t (head 0) within the round.
-__host__ __device__ __forceinline__ int64_t FirstRecordOf(const AttentionLaunch& a, int t) {
-  return (PairsBefore(a.layout, t) - PairsBefore(a.layout, a.first_token)) * a.n_heads;
+// The record of head h of pair `pair` (counted from the call's token 0).
+__device__ __forceinline__ float* RecordOf(const AttentionLaunch& a, int64_t pair, int h) {
+  const int64_t in_round = pair - PairsBefore(a.layout, a.first_token);
+  return a.partials + (in_round * a.n_heads + h) * (static_cast<int64_t>(a.head_dim) + kRecordHead);
 }
 
 // The positions query t sees: 0..first_pos + t, every row of the call when
@@ -143,7 +144,7 @@ __device__ __forceinline__ void SplitNorm(const AttentionLaunch& a, int t, int h
   const int64_t n_splits = SplitsOf(ContextOf(a, t) - 1);
   const size_t record_floats = static_cast<size_t>(a.head_dim) + kRecordHead;
   const size_t split_stride = static_cast<size_t>(a.n_heads) * record_floats;
-  const float* records = a.partials + (static_cast<size_t>(FirstRecordOf(a, t)) + h) * record_floats;
+  const float* records = RecordOf(a, PairsBefore(a.layout, t), h);  // split 0's
   float max = -INFINITY;
   for (int64_t s = 0; s < n_splits; ++s) max = fmaxf(max, records[s * split_stride]);
   float sum = 0.0f;
@@ -355,12 +356,6 @@ __device__ __forceinline__ void ValueSums(const AttentionLaunch& a, const float*
       acc[hh][j] = total;
     }
   }
-}
-
-// The record of head h of pair `pair` (counted from the call's token 0).
-__device__ __forceinline__ float* RecordOf(const AttentionLaunch& a, int64_t pair, int h) {
-  const int64_t in_round = pair - PairsBefore(a.layout, a.first_token);
-  return a.partials + (in_round * a.n_heads + h) * (static_cast<int64_t>(a.head_dim) + kRecordHead);
 }
 
 }  // namespace octo::cuda::attn
