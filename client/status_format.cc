@@ -69,8 +69,12 @@ std::string FormatDevice(const v1::DeviceStatus& d) {
       d.h2d_gbps(), d.overlap() * 100,
       d.timing_every() > 1 ? absl::StrCat("; times from one pass in ", d.timing_every()) : "", d.graph_replays(),
       d.graph_captures(), d.eager_stretches(),
-      d.programmatic_launches() ? "kernels start behind their predecessor (programmatic launch)"
-                                : "kernels start after their predecessor") +
+      absl::StrCat(d.programmatic_launches() ? "kernels start behind their predecessor (programmatic launch)"
+                                             : "kernels start after their predecessor",
+                   d.weight_prefetch_bytes() > 0
+                       ? absl::StrCat(", asking L2 for ", FormatByteSize(d.weight_prefetch_bytes()),
+                                      " of each weight row first")
+                       : "")) +
          (d.unpinned_bytes() > 0 ? absl::StrFormat("not pinned  %s of host layers copied as pageable memory (slower; "
                                                    "cudaHostRegister: %s; raise the memlock limit, ulimit -l)\n",
                                                    FormatByteSize(d.unpinned_bytes()), d.pin_error())

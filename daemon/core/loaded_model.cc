@@ -199,6 +199,7 @@ void LoadedModel::AddDeviceReport(ResidencyReport& report, std::vector<LayerRepo
   d.graph_replays = s.graph_replays;
   d.eager_stretches = s.eager_stretches;
   d.programmatic_launches = s.programmatic_launches;
+  d.weight_prefetch_bytes = s.weight_prefetch_bytes;
   // Rates and averages from the timed uses (one in timing_every).
   d.h2d_gbps = s.copy_seconds > 0 ? s.timed_copied_bytes / s.copy_seconds / 1e9 : 0;
   d.overlap = s.copy_seconds > 0 ? std::clamp(1.0 - s.wait_seconds / s.copy_seconds, 0.0, 1.0) : 0;

@@ -307,6 +307,7 @@ struct DeviceReport {
   std::string pin_error;          // its error ("" when all is pinned)
   uint64_t graph_captures = 0, graph_replays = 0, eager_stretches = 0;  // CUDA graphs (step_graphs.h)
   bool programmatic_launches = false;  // kernels scheduled while their predecessor finishes
+  uint32_t weight_prefetch_bytes = 0;  // of each weight row, asked of L2 before the predecessor is done
 };
 
 // Selective expert streaming (two-phase MoE layers; empty otherwise).

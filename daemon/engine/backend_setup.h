@@ -88,6 +88,7 @@ struct DeviceTierStats {
   std::string pin_error;        // its error, "" when everything is pinned
   uint64_t graph_captures = 0, graph_replays = 0, eager_stretches = 0;  // CudaBackend's StepGraphs
   bool programmatic_launches = false;  // kernels/cuda/device.h
+  uint32_t weight_prefetch_bytes = 0;  // the same: WeightPrefetchBytes
   uint64_t free_bytes = 0, total_bytes = 0;  // cudaMemGetInfo
   std::vector<bool> in_vram;                 // by layer
   // Per layer: copies and passes (every use), the timed ones, and the

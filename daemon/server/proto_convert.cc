@@ -215,6 +215,7 @@ void ToProto(const DeviceReport& device, v1::DeviceStatus* proto) {
   proto->set_graph_replays(device.graph_replays);
   proto->set_eager_stretches(device.eager_stretches);
   proto->set_programmatic_launches(device.programmatic_launches);
+  proto->set_weight_prefetch_bytes(device.weight_prefetch_bytes);
 }
 
 void ToProto(const ExpertReport& experts, v1::ExpertStatus* proto) {

@@ -141,6 +141,20 @@ __global__ void __launch_bounds__(kSplitThreads) AttentionSplitKernel(AttentionL
   const int first = kv * head_dim;  // the kv head's first value in a row
   // Position begin + i of the query lies in this cache row.
   auto row_of = [&](int i) { return static_cast<int64_t>(RowOf(begin + i, contiguous, tree_bits)); };
+  // A few tokens' blocks (a decode step) wait on their loads' round trips:
+  // the key dots below load a row kKeyBatches loads at a time, the value
+  // sums after them a position group at a time. Asked for all at once here,
+  // the rows of the split are in L2 by the time those loads come.
+  if (a.prefetch) {
+#pragma unroll
+    for (int j = 0; j < kPositionsPerThread; ++j) {
+      const int i = threadIdx.x + j * kSplitThreads;
+      if (i < n) {
+        PrefetchValues<Types::kK>(a.k_cache + row_of(i) * a.k_row_bytes, first, head_dim);
+        PrefetchValues<Types::kV>(a.v_cache + row_of(i) * a.v_row_bytes, first, head_dim);
+      }
+    }
+  }
 
   // Scores (and their maxes, for the stats pass).
   float m[H];
@@ -187,7 +201,7 @@ __global__ void __launch_bounds__(kSplitThreads) AttentionSplitKernel(AttentionL
     if (n_splits > 1) {
 #pragma unroll
       for (int hh = 0; hh < H; ++hh) {
-        if (hh < nh && threadIdx.x == hh) {
+        if (hh < nh && static_cast<int>(threadIdx.x) == hh) {
           float* record = RecordOf(a, pair, h0 + hh);
           record[0] = m[hh];
           record[1] = l[hh];
@@ -199,7 +213,7 @@ __global__ void __launch_bounds__(kSplitThreads) AttentionSplitKernel(AttentionL
     // The query's one split: SplitNorm's floats over this one record.
 #pragma unroll
     for (int hh = 0; hh < H; ++hh) {
-      if (hh < nh && threadIdx.x == hh) {
+      if (hh < nh && static_cast<int>(threadIdx.x) == hh) {
         const float max = fmaxf(-INFINITY, m[hh]);
         norm[hh][0] = max;
         norm[hh][1] = 1.0f / (0.0f + l[hh] * expf(m[hh] - max));
@@ -406,7 +420,10 @@ absl::Status RunAttention(const float* q, const void* k_cache, const void* v_cac
                        .q8 = q8 != nullptr ? *q8 : ActQ8Out{},
                        .gate = gate,
                        .heads = heads,
-                       .head_blocks = head_blocks};
+                       .head_blocks = head_blocks,
+                       // Decode steps only: a prefill's blocks share each
+                       // row among many tokens, which find it in L2 anyway.
+                       .prefetch = p.n_tokens <= kMaxDecodeTokens && WeightPrefetchBytes() > 0};
   while (a.first_token < p.n_tokens) {
     // Grow the round while the next token's records fit.
     int end = a.first_token + 1;

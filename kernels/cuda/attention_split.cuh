@@ -113,6 +113,7 @@ struct AttentionLaunch {
   const float* gate;          // (n_tokens, n_heads * head_dim) or null: out times sigmoid(gate) (fused.h)
   int heads;                  // query heads a block serves, 1..kMaxBlockHeads (HeadsPerBlock)
   int head_blocks;            // blocks a (token, split) pair takes: n_kv_heads * ceil(group / heads)
+  bool prefetch;              // each thread asks L2 for its positions' key and value first (PrefetchValues)
 };
 
 // The record of head h of pair `pair` (counted from the call's token 0).
@@ -197,6 +198,19 @@ template <GgmlType K, GgmlType V>
 struct CacheTypes {
   static constexpr GgmlType kK = K, kV = V;
 };
+
+// Asks L2 for the bytes of values [first, first + n) of a row of type T
+// (whole units: values of fp16, blocks otherwise).
+template <GgmlType T>
+__device__ __forceinline__ void PrefetchValues(const uint8_t* row, int first, int n) {
+  if constexpr (T == GgmlType::kF16) {
+    PrefetchL2(row + 2 * static_cast<int64_t>(first), 2 * static_cast<int64_t>(n));
+  } else {
+    using D = block_decode::Decoder<T>;
+    const int64_t begin = first / D::kElements, end = (first + n + D::kElements - 1) / D::kElements;
+    PrefetchL2(row + begin * D::kBytes, (end - begin) * D::kBytes);
+  }
+}
 
 // The 8 fp16 values at `at` (16-byte aligned), in one load, as floats.
 __device__ __forceinline__ void LoadHalf8(const uint8_t* at, float* out) {

@@ -143,6 +143,44 @@ __device__ __forceinline__ void GridStart() {
 #endif
 }
 
+// Asks L2 for [p, p + bytes) of device memory (its whole 16-byte units, as
+// one bulk prefetch: sm_90 and newer; a no-op before them, where kernels
+// do not start before their predecessor ends). A hint: no result changes
+// with it, and L2 is where every SM's loads and every copy meet, so a line
+// it fetches is never staler than a load's. The executor fails a range
+// outside one device allocation.
+#if defined(OCTO_CUDA_SIM)
+inline void PrefetchL2(const void* p, int64_t bytes, std::source_location site = std::source_location::current()) {
+  ::octo::cuda_sim::PrefetchL2(p, static_cast<size_t>(bytes), site);
+}
+#else
+__device__ __forceinline__ void PrefetchL2(const void* p, int64_t bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  const size_t begin = (__cvta_generic_to_global(p) + 15) & ~size_t{15};
+  const size_t end = (__cvta_generic_to_global(p) + static_cast<size_t>(bytes)) & ~size_t{15};
+  if (end > begin) {
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(begin), "r"(static_cast<unsigned>(end - begin)));
+  }
+#endif
+}
+#endif
+
+// GridStart(), with `prefetch()` run first: the one thing a kernel may do
+// before its predecessor is done is ask L2 for what that kernel cannot be
+// writing (its weights), so the loads after the wait find them there. The
+// callable reads the kernel's index and parameters, computes and calls
+// PrefetchL2; it never loads, stores, syncs, shuffles or returns from the
+// kernel. grid_start.sh reads that from the PTX; the executor fails a
+// barrier, warp operation or async copy made in it.
+template <typename Prefetch>
+__device__ __forceinline__ void GridStartAfter(Prefetch&& prefetch) {
+#if defined(OCTO_CUDA_SIM)
+  ::octo::cuda_sim::BeginPrefetch();
+#endif
+  prefetch();
+  GridStart();
+}
+
 inline constexpr int kWarpSize = 32;
 inline constexpr int kMaxBlockSize = 1024;  // threads per block on every arch we build
 

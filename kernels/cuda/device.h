@@ -33,6 +33,26 @@ int CudaDeviceCount();
 // it before any stream capture.
 bool ProgrammaticLaunches();
 
+// How many bytes at the start of each weight row a dense decode MatMul asks
+// L2 for before it waits for its predecessor (common.cuh: GridStartAfter,
+// PrefetchL2): while the kernel before it runs (under programmatic launch),
+// and in any case the row's first bytes at once rather than a lane's few
+// units at a time. kDefaultWeightPrefetchBytes unless the environment sets
+// OCTO_CUDA_PREFETCH to a number of bytes from 0 (off) to
+// kMaxWeightPrefetchBytes (anything else: the default, and a line on
+// stderr, once). 0 also turns off attention's prefetch of a decode step's
+// key and value rows (attention.cu). The default covers a 4096-column Q4_K row (2304 bytes) and
+// most of a Q6_K one; the first blocks of a launch, those that can start
+// early (about 8 a SM), then ask for at most 132 * 8 * 4 rows * 4 KiB = 17
+// MB of an H100's 50 MB L2.
+inline constexpr int kDefaultWeightPrefetchBytes = 4096;
+inline constexpr int kMaxWeightPrefetchBytes = 1 << 20;
+int WeightPrefetchBytes();
+// A measuring aid (decode_step_bench --prefetch) and a test's way to both
+// settings: WeightPrefetchBytes from now on. False, and no change, outside
+// 0..kMaxWeightPrefetchBytes. Not thread-safe: set it before any launch.
+bool SetWeightPrefetchBytes(int bytes);
+
 // Every device allocation Octo makes is whole units of this many bytes (the
 // size asked, rounded up): a kernel may read a buffer in aligned words up to
 // the unit boundary past its last byte (kernels/cuda/weight_stage.cuh).

@@ -70,6 +70,9 @@ struct DecodeArgs {
   // round_out when round_out.q is non-null.
   const uint8_t* w_up;
   ActQ8Out round_out;
+  // Dense: the bytes at the start of each row the block asks L2 for before
+  // its start (WeightPrefetchBytes, device.h), or 0.
+  int prefetch_row_bytes;
 };
 
 // The lanes of one row: a row's units (32-element chunks, or elements for
@@ -89,6 +92,34 @@ __host__ __device__ __forceinline__ int64_t RowsPerBlock(int lanes) {
 }
 
 // --- Kernels -----------------------------------------------------------------
+
+// The decode kernels' GridStartAfter prefetch: thread t of a block asks L2
+// for the first prefetch_row_bytes of the block's row t (of the gate and
+// the up matrix in a GLU launch), which its lanes read first. The weights
+// are not what the kernel before writes, so this runs while that one still
+// does, and the loads after the start find them in L2. An expert launch
+// knows its matrices only from its predecessor's ids: it prefetches none.
+__device__ __forceinline__ void PrefetchBlockRows(const DecodeArgs& a) {
+  if (a.prefetch_row_bytes == 0) return;
+  const int64_t rows_per_block = RowsPerBlock(a.lanes_per_row);
+  if (threadIdx.x >= rows_per_block) return;
+  int64_t block = blockIdx.x;
+  const uint8_t* w = a.w;
+  int64_t rows = a.rows, row_bytes = a.row_bytes;
+  if (a.n_parts > 0) {
+    int p = 0;
+    while (p + 1 < a.n_parts && block >= a.parts[p + 1].first_block) ++p;
+    block -= a.parts[p].first_block;
+    w = a.parts[p].w;
+    rows = a.parts[p].rows;
+    row_bytes = a.parts[p].row_bytes;
+  }
+  const int64_t row = block * rows_per_block + threadIdx.x;
+  if (row >= rows) return;
+  const int64_t bytes = row_bytes < a.prefetch_row_bytes ? row_bytes : a.prefetch_row_bytes;
+  PrefetchL2(w + row * row_bytes, bytes);
+  if (a.w_up != nullptr) PrefetchL2(a.w_up + row * row_bytes, bytes);
+}
 
 // One warp per rounding chunk of x (n_tokens * cols / kRoundChunk<R> chunks
 // in all), act_q8.h's rule R.
@@ -315,7 +346,7 @@ __device__ __forceinline__ void StoreRows(float* acc, float* out, int64_t out_st
 // token each.
 template <typename Dots>
 __global__ void DecodeKernel(const __grid_constant__ DecodeArgs a) {
-  GridStart();
+  GridStartAfter([&] { PrefetchBlockRows(a); });
   const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
   const int lanes = a.lanes_per_row;
   const int warps = lanes > kWarpSize ? lanes / kWarpSize : 1;  // per row, the whole launch alike
@@ -449,13 +480,13 @@ __device__ __forceinline__ void GluRows(const DecodeArgs& a, int choice) {
 // none. DecodeKernel, whose expert loop needs more, spills when so held.
 template <typename Dots>
 __global__ void GluKernel(const __grid_constant__ DecodeArgs a) {
-  GridStart();
+  GridStartAfter([&] { PrefetchBlockRows(a); });
   GluRows<Dots, false>(a, -1);
 }
 template <typename Dots>
 __global__ void __launch_bounds__(kWarpsPerBlock * kWarpSize, 8)
     GluKernelOneToken(const __grid_constant__ DecodeArgs a) {
-  GridStart();
+  GridStartAfter([&] { PrefetchBlockRows(a); });
   GluRows<Dots, false>(a, -1);
 }
 // The experts' (one token each): grid.y strides over the choices. Unbounded,
@@ -498,6 +529,7 @@ absl::Status Launch(GgmlType type, DecodeArgs a, unsigned grid_y, StreamHandle s
     }
     return dim3(static_cast<unsigned>(total), grid_y);
   };
+  a.prefetch_row_bytes = a.expert_ids == nullptr ? WeightPrefetchBytes() : 0;
   const absl::Status unknown = absl::InternalError("MatMul: no decode kernel for this type");
   // A one-token launch (most decode steps, every expert launch) runs the
   // kernels built for one token: one accumulator, not kMaxDecodeTokens, so

@@ -1,6 +1,9 @@
 // ProgrammaticLaunches (device.h): whether OCTO_LAUNCH may launch kernels as
 // programmatic dependent launches on this device, decided once, with a
-// probe of the launches it would make.
+// probe of the launches it would make; and WeightPrefetchBytes, what a
+// decode MatMul asks L2 for before its start.
+#include <atomic>
+#include <charconv>
 #include <cstdio>
 #include <cstdlib>
 #include <string_view>
@@ -80,6 +83,38 @@ bool Decide() {
 #endif
 
 }  // namespace
+
+namespace {
+// OCTO_CUDA_PREFETCH's bytes, or the default (and a line on stderr) when it
+// is set to anything but a number of bytes in range.
+int PrefetchBytesFromEnvironment() {
+  const char* setting = std::getenv("OCTO_CUDA_PREFETCH");
+  if (setting == nullptr) return kDefaultWeightPrefetchBytes;
+  const std::string_view text(setting);
+  int bytes = 0;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), bytes);
+  if (error != std::errc() || end != text.data() + text.size() || bytes < 0 || bytes > kMaxWeightPrefetchBytes) {
+    std::fprintf(stderr, "octo: OCTO_CUDA_PREFETCH=%s is not a number of bytes from 0 to %d; prefetching %d\n", setting,
+                 kMaxWeightPrefetchBytes, kDefaultWeightPrefetchBytes);
+    return kDefaultWeightPrefetchBytes;
+  }
+  return bytes;
+}
+
+std::atomic<int> set_prefetch_bytes{-1};  // SetWeightPrefetchBytes's, or -1: the environment's
+}  // namespace
+
+int WeightPrefetchBytes() {
+  static const int from_environment = PrefetchBytesFromEnvironment();
+  const int set = set_prefetch_bytes.load(std::memory_order_relaxed);
+  return set >= 0 ? set : from_environment;
+}
+
+bool SetWeightPrefetchBytes(int bytes) {
+  if (bytes < 0 || bytes > kMaxWeightPrefetchBytes) return false;
+  set_prefetch_bytes.store(bytes, std::memory_order_relaxed);
+  return true;
+}
 
 bool ProgrammaticLaunches() {
 #if defined(OCTO_CUDA_SIM)

@@ -507,9 +507,11 @@ absl::Status RunStreamed(const Flags& f, const StreamedPlan& p, Results& r, bool
   const double open_s = SecondsSince(open_start);
   const DeviceTierStats s = model->weights().DeviceStats();
   absl::PrintF("model     %s (opened in %.1f s)\n", Describe(*model), open_s);
-  absl::PrintF("device    %s; %.2f of %.2f GB free with the streamed model loaded; programmatic launches %s\n",
+  absl::PrintF("device    %s; %.2f of %.2f GB free with the streamed model loaded; programmatic launches %s; "
+               "weight prefetch %u bytes a row (OCTO_CUDA_PREFETCH)\n",
                model->backend().Describe(), Gb(s.free_bytes), Gb(s.total_bytes),
-               s.programmatic_launches ? "on" : "off (OCTO_CUDA_PDL=0, before sm_90, or its probe failed)");
+               s.programmatic_launches ? "on" : "off (OCTO_CUDA_PDL=0, before sm_90, or its probe failed)",
+               s.weight_prefetch_bytes);
   absl::PrintF("streamed  VRAM budget %s%s:\n", Size(p.options.vram_budget_bytes), p.note);
   absl::PrintF("          %u layers in VRAM (%s), %u streamed (%s) through %u staging buffers of %.1f MB\n",
                s.vram_layers, LayerRanges(p.vram.resident, true), p.streamed_layers,

@@ -15,7 +15,8 @@
 #   llama.log      llama.cpp's llama-bench on the same GGUF, every layer on
 #                  the GPU: prompt 2048, 128 generated tokens;
 #   matmul.log     matmul_cuda_bench: the decode MatMul's GB/s per type at
-#                  the 8B shapes (14336 x 4096, 4096 x 14336, 4096 x 4096);
+#                  the 8B shapes (14336 x 4096, 4096 x 14336, 4096 x 4096),
+#                  then Q4_K and Q6_K without the weight prefetch;
 #   prefill.log    the prefill path at a 512-token chunk (the engine's):
 #                  matmul_cuda_bench at the 8B shapes, Q4_K with the
 #                  engine's tiles and with the 512-row tiles used before,
@@ -27,7 +28,9 @@
 #                  default) and 4;
 #   pdl.log        decode_step_bench at the 8B shapes (4 layers, eager
 #                  launches) with programmatic launches on and off
-#                  (OCTO_CUDA_PDL), the same kernels;
+#                  (OCTO_CUDA_PDL), each with the decode MatMul's weight
+#                  prefetch at 4096 bytes a row (the default), off, and
+#                  16384 (OCTO_CUDA_PREFETCH), the same kernels;
 #   ncu-POS.csv    Nsight Compute (when there): each kernel's time and DRAM
 #                  throughput over a decode step at POS cached positions
 #                  (NCU_POS, default 512);
@@ -126,6 +129,10 @@ for shape in "14336 4096" "4096 14336" "4096 4096"; do
   timeout 40 "$build/tests/kernels/cuda/matmul_cuda_bench" --rows "$rows" --cols "$cols" Q4_K Q6_K Q8_0 \
     >>"$out/matmul.log" 2>&1
   echo "matmul_cuda_bench $rows x $cols exit $?"
+  # Without the weight prefetch (device.h: WeightPrefetchBytes), Q4_K and Q6_K.
+  OCTO_CUDA_PREFETCH=0 timeout 30 "$build/tests/kernels/cuda/matmul_cuda_bench" --rows "$rows" --cols "$cols" \
+    Q4_K Q6_K >>"$out/matmul.log" 2>&1
+  echo "matmul_cuda_bench $rows x $cols, no prefetch: exit $?"
 done
 fi
 
@@ -166,10 +173,13 @@ if want pdl; then
 step "programmatic launches on and off"
 : >"$out/pdl.log"
 for pdl in 1 0; do
-  echo "--- OCTO_CUDA_PDL=$pdl" >>"$out/pdl.log"
-  OCTO_CUDA_PDL=$pdl timeout 60 "$build/tests/kernels/cuda/decode_step_bench" --dim 4096 --hidden 14336 --heads 32 \
-    --kv-heads 8 --layers 4 --vocab 32000 --pos 512 --steps 50 --type Q4_K >>"$out/pdl.log" 2>&1
-  echo "decode step, OCTO_CUDA_PDL=$pdl: exit $?"
+  for prefetch in 4096 0 16384; do
+    echo "--- OCTO_CUDA_PDL=$pdl OCTO_CUDA_PREFETCH=$prefetch" >>"$out/pdl.log"
+    OCTO_CUDA_PDL=$pdl OCTO_CUDA_PREFETCH=$prefetch timeout 60 "$build/tests/kernels/cuda/decode_step_bench" \
+      --dim 4096 --hidden 14336 --heads 32 --kv-heads 8 --layers 4 --vocab 32000 --pos 512 --steps 50 --type Q4_K \
+      >>"$out/pdl.log" 2>&1
+    echo "decode step, OCTO_CUDA_PDL=$pdl OCTO_CUDA_PREFETCH=$prefetch: exit $?"
+  done
 done
 fi
 
@@ -197,7 +207,7 @@ fi
 step summary
 [ -f "$out/gpu_bench.log" ] && tail -n 45 "$out/gpu_bench.log"
 grep -E '^\|' "$out/llama.log" 2>/dev/null
-grep -E "GB/s" "$out/matmul.log" 2>/dev/null | head -n 36
+grep -E "GB/s|prefetch" "$out/matmul.log" 2>/dev/null | head -n 72
 grep -E "^(---|Q4_K|Q6_K|F16) |prefill step|decode step" "$out/prefill.log" 2>/dev/null
 grep -E "^---|decode step" "$out/pdl.log" 2>/dev/null
 for csv in "$out"/ncu-*.csv; do

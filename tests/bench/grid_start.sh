@@ -9,15 +9,19 @@
 #   [NVCC=/usr/local/cuda/bin/nvcc] [ARCH=sm_90] [JOBS=2] tests/bench/grid_start.sh [--check]
 #
 # For each kernels/cuda/*.cu it prints one line
-#   grid-start: <file> kernels=N waiting-first=M
+#   grid-start: <file> kernels=N waiting-first=M prefetching-first=P
 # where a kernel (a PTX .entry, each template instance one) waits first
-# when griddepcontrol.wait comes before any memory instruction other than
-# reading its parameters (ld, st, atom, red, cp.async, prefetch), any
-# branch and any call; then each kernel that does not, by name. --check:
-# exit 1 unless every kernel waits first (ctest runs it so in the nvcc
-# build: grid_start_targets). The executor checks the same rule at run time
-# (a thread that reads its index before GridStart fails), but cannot see a
-# load that does not use the index; this sees every one.
+# when nothing before its griddepcontrol.wait touches memory, other than
+# reading its parameters (ld.param) and asking L2 for lines
+# (prefetch.global.L2, cp.async.bulk.prefetch.L2: GridStartAfter's
+# prefetch, which cannot change what a load reads), no call or return
+# comes before it, and every branch before it lands before it too; P of
+# them prefetch so. Then each kernel that does not wait first, by name.
+# --check: exit 1 unless every kernel waits first (ctest runs it so in the
+# nvcc build: grid_start_targets). The executor checks the same rule at run
+# time (a thread that reads its index before GridStart, or syncs, shuffles
+# or copies, fails), but cannot see a load that does not use the index;
+# this sees every one.
 set -euo pipefail
 source "$(dirname "$0")/nvcc_reading.sh"
 arch="${ARCH:-sm_90}"
@@ -31,19 +35,32 @@ printf '%s\n' "$root"/kernels/cuda/*.cu |
 bad=0
 for ptx in "$work"/*.ptx; do
   awk -v file="$(basename "$ptx" .ptx)" '
-    /^(\.visible |\.weak )?\.entry / { entry = $0; sub(/.*\.entry /, "", entry); sub(/\(.*/, "", entry); kernels++; next }
-    entry != "" && /^\{/ { body = 1; waited = 0; next }
+    function late_entry(why) { late[++n_late] = entry " (" why ")"; waited = 1 }
+    /^(\.visible |\.weak )?\.entry / {
+      entry = $0; sub(/.*\.entry /, "", entry); sub(/\(.*/, "", entry); kernels++; next
+    }
+    entry != "" && /^\{/ { body = 1; waited = 0; prefetched = 0; split("", labels); split("", targets); next }
     !body { next }
     /^\}/ { if (!waited) late[++n_late] = entry " (ends first)"; body = 0; entry = ""; next }
     waited { next }
-    /griddepcontrol\.wait/ { waited = 1; next }
-    # Once a kernel is found late, waited stops the search in it.
-    /^[ \t]*(@!?%p[0-9]+[ \t]+)?(ld|st|atom|red|cp\.async|prefetch)\./ && !/ld\.param/ {
-      late[++n_late] = entry " (" $1 " first)"; waited = 1; next
+    /griddepcontrol\.wait/ {
+      # Every branch so far must land before the wait (a label seen by now).
+      for (t in targets) if (!(t in labels)) { late_entry("a branch past the wait"); next }
+      waited = 1; prefetching += prefetched; next
     }
-    /^[ \t]*(@!?%p[0-9]+[ \t]+)?(bra|call|ret)[ \t.;]/ { late[++n_late] = entry " (a branch first)"; waited = 1; next }
+    /^[$A-Za-z_][$A-Za-z0-9_]*:/ { label = $0; sub(/:.*/, "", label); labels[label] = 1; next }
+    /^[ \t]*(@!?%p[0-9]+[ \t]+)?(prefetch\.global\.L2|cp\.async\.bulk\.prefetch\.L2\.global)[ \t.;:]/ {
+      prefetched = 1; next
+    }
+    # Once a kernel is found late, waited stops the search in it.
+    /^[ \t]*(@!?%p[0-9]+[ \t]+)?(ld|st|atom|red|cp\.async|prefetch)\./ && !/ld\.param/ { late_entry($1 " first"); next }
+    /^[ \t]*(@!?%p[0-9]+[ \t]+)?bra[ \t.]/ {
+      target = $0; sub(/.*bra(\.uni)?[ \t]+/, "", target); sub(/;.*/, "", target); targets[target] = 1; next
+    }
+    /^[ \t]*(@!?%p[0-9]+[ \t]+)?(call|ret|exit)[ \t.;]/ { late_entry("a call or return first"); next }
     END {
-      printf "grid-start: %s kernels=%d waiting-first=%d\n", file, kernels, kernels - n_late
+      printf "grid-start: %s kernels=%d waiting-first=%d prefetching-first=%d\n", file, kernels, kernels - n_late,
+        prefetching
       for (i = 1; i <= n_late; ++i) printf "  does not wait first: %s\n", late[i]
       exit n_late > 0
     }

@@ -99,6 +99,7 @@ TEST(StatusFormatTest, DeviceBlockAndCopyColumnsWithADevice) {
   device->set_graph_replays(500);
   device->set_eager_stretches(7);
   device->set_programmatic_launches(true);
+  device->set_weight_prefetch_bytes(4096);
   const std::string text = FormatStatus(status);
   for (const char* expected :
        {"device      cuda:1 NVIDIA H100 80GB HBM3; VRAM 80.0 GiB total, 6.00 GiB free\n",
@@ -106,7 +107,7 @@ TEST(StatusFormatTest, DeviceBlockAndCopyColumnsWithADevice) {
         "            globals 1.00 GiB, kv cache 2.00 GiB, workspaces 256.0 MiB\n",
         "h2d copies  100.0 GiB at 53.7 GB/s, overlap 90%; times from one pass in 16\n",
         "graphs      500 stretches replayed as a CUDA graph, 2 captured, 7 launch by launch; kernels start behind "
-        "their predecessor (programmatic launch)\n",
+        "their predecessor (programmatic launch), asking L2 for 4.00 KiB of each weight row first\n",
         "TIER",
         "COPY ms  COPY WAIT ms\n"}) {
     EXPECT_NE(text.find(expected), std::string::npos) << "missing '" << expected << "' in\n" << text;

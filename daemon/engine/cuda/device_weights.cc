@@ -93,6 +93,7 @@ class DeviceWeights : public BackendWeights {
     out.graph_replays = graphs.replays;
     out.eager_stretches = graphs.eager_stretches;
     out.programmatic_launches = cuda::ProgrammaticLaunches();
+    out.weight_prefetch_bytes = static_cast<uint32_t>(cuda::WeightPrefetchBytes());
     size_t free = 0, total = 0;
     if (cudaMemGetInfo(&free, &total) == cudaSuccess) {
       out.free_bytes = free;

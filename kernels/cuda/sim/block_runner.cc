@@ -8,10 +8,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <unordered_map>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_format.h"
+#include "kernels/cuda/sim/executor.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/asan_interface.h>
@@ -352,6 +355,7 @@ void BlockRunner::OnExit(int t) {
 }
 
 int BlockRunner::Barrier(BarrierKind kind, int predicate, std::source_location site) {
+  RequireGridStarted(BarrierName(kind), site);
   const int self = current_;
   if (exited_ > 0) {
     Fail(absl::StrFormat(
@@ -393,6 +397,7 @@ int BlockRunner::Barrier(BarrierKind kind, int predicate, std::source_location s
 
 uint64_t BlockRunner::Warp(WarpOp op, unsigned mask, uint64_t value, int param, int width,
                            std::source_location site) {
+  RequireGridStarted(OpName(op), site);
   const int self = current_;
   const int warp = self / 32, lane = self % 32;
   const int lanes = n_threads_ - warp * 32 < 32 ? n_threads_ - warp * 32 : 32;
@@ -539,6 +544,43 @@ std::string RunningThreadName() {
 
 void GridStart() { RunnerOrDie("GridStart").MarkGridStarted(); }
 
+void BeginPrefetch() { RunnerOrDie("GridStartAfter").MarkPrefetching(); }
+
+void BlockRunner::RequireGridStarted(const char* what, std::source_location site) {
+  if (threads_[current_].info.grid_started) [[likely]] return;
+  Fail(absl::StrFormat("%s: %s at %s before GridStart(): before it a kernel only reads its index and prefetches "
+                       "(common.cuh: GridStartAfter)",
+                       RunningThreadName(), what, Site(site)));
+}
+
+namespace {
+std::mutex prefetch_mutex;
+bool recording_prefetches = false;  // guarded by prefetch_mutex
+std::vector<Prefetch>* recorded_prefetches = new std::vector<Prefetch>;  // the same; never destroyed (threads at exit)
+}  // namespace
+
+void PrefetchL2(const void* p, size_t bytes, std::source_location site) {
+  BlockRunner& runner = RunnerOrDie("PrefetchL2");
+  if (!Executor::Get().memory().IsDeviceRange(p, bytes)) {
+    runner.Fail(absl::StrFormat("%s: PrefetchL2 of %zu bytes at %p at %s: not inside one device allocation",
+                                RunningThreadName(), bytes, p, Site(site)));
+  }
+  std::lock_guard<std::mutex> lock(prefetch_mutex);
+  if (recording_prefetches) recorded_prefetches->push_back(Prefetch{p, bytes, !tls_thread->grid_started});
+}
+
+void RecordPrefetches(bool on) {
+  std::lock_guard<std::mutex> lock(prefetch_mutex);
+  recording_prefetches = on;
+}
+
+std::vector<Prefetch> TakePrefetches() {
+  std::lock_guard<std::mutex> lock(prefetch_mutex);
+  std::vector<Prefetch> taken;
+  taken.swap(*recorded_prefetches);
+  return taken;
+}
+
 void BeforeGridStart() {
   BlockRunner& runner = RunnerOrDie("threadIdx");
   runner.Fail(absl::StrFormat(
@@ -554,6 +596,7 @@ void Trap(std::source_location site) {
 
 void AsyncCopy(void* dst, const void* src, size_t bytes, size_t zero_fill, std::source_location site) {
   BlockRunner& runner = RunnerOrDie("__pipeline_memcpy_async");
+  runner.RequireGridStarted("__pipeline_memcpy_async", site);
   const bool aligned = reinterpret_cast<uintptr_t>(dst) % bytes == 0 && reinterpret_cast<uintptr_t>(src) % bytes == 0;
   if ((bytes != 4 && bytes != 8 && bytes != 16) || zero_fill > bytes || !aligned) {
     runner.Fail(absl::StrFormat("%s: __pipeline_memcpy_async of %zu bytes (%zu zero-filled) from %p to %p at %s: the "

@@ -61,7 +61,14 @@ class BlockRunner {
   int Barrier(BarrierKind kind, int predicate, std::source_location site);
   uint64_t Warp(WarpOp op, unsigned mask, uint64_t value, int param, int width, std::source_location site);
   [[noreturn]] void Fail(const std::string& what);
-  void MarkGridStarted() { threads_[current_].info.grid_started = true; }
+  void MarkGridStarted() {
+    threads_[current_].info.grid_started = true;
+    threads_[current_].info.prefetching = false;
+  }
+  void MarkPrefetching() { threads_[current_].info.prefetching = true; }
+  // Fails the running thread unless it has called GridStart(): before it, a
+  // thread only reads its index and prefetches (GridStartAfter).
+  void RequireGridStarted(const char* what, std::source_location site);
   AsyncCopies& Copies() { return threads_[current_].copies; }
 
  private:

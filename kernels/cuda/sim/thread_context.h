@@ -8,6 +8,7 @@
 #include <memory>
 #include <source_location>
 #include <string>
+#include <vector>
 
 #include <cuda_runtime_api.h>
 
@@ -29,6 +30,7 @@ struct ThreadInfo {
   uint3 thread_idx;
   const BlockInfo* block;
   bool grid_started;  // it has called GridStart()
+  bool prefetching;   // it runs GridStartAfter's prefetch, before GridStart()
 };
 
 // The GPU thread running on this host thread. Only meaningful inside a
@@ -41,11 +43,34 @@ void GridStart();
 [[noreturn]] void BeforeGridStart();
 
 // The running thread, for the built-ins (threadIdx, ...), which a kernel may
-// read only after GridStart().
+// read only after GridStart(), or in the prefetch GridStartAfter runs first.
 inline const ThreadInfo& CurrentThread() {
-  if (!tls_thread->grid_started) [[unlikely]] BeforeGridStart();
+  if (!tls_thread->grid_started && !tls_thread->prefetching) [[unlikely]] BeforeGridStart();
   return *tls_thread;
 }
+
+// common.cuh's GridStartAfter: the running thread's prefetch begins. Until
+// GridStart() it may read its index and call PrefetchL2, nothing else the
+// executor sees (a barrier, a warp operation or an async copy fails it).
+void BeginPrefetch();
+
+// common.cuh's PrefetchL2: the kernel fails unless [p, p + bytes) lies in
+// one device allocation (a GPU would prefetch whatever the address holds; a
+// range outside the weights is a wrong address). Recorded while
+// RecordPrefetches is on.
+void PrefetchL2(const void* p, size_t bytes, std::source_location site);
+
+// One PrefetchL2 call, as a test reads it.
+struct Prefetch {
+  const void* p;
+  size_t bytes;
+  bool before_start;  // made in GridStartAfter's prefetch
+};
+// From now on, every kernel thread's PrefetchL2 is kept (on) or not (off,
+// the default); TakePrefetches returns those kept and forgets them.
+// Process-wide, thread-safe.
+void RecordPrefetches(bool on);
+std::vector<Prefetch> TakePrefetches();
 
 // The start of the block's dynamic shared memory (the launch's shared_bytes).
 inline unsigned char* DynamicSharedMemory() { return tls_thread->block->dynamic_shared; }

@@ -211,7 +211,8 @@ int Main(int argc, char** argv) {
   std::sort(ms.begin(), ms.end());
   cudaDeviceProp prop;
   cudaGetDeviceProperties(&prop, 0);
-  std::printf("device: %s; programmatic launches %s\n", prop.name, cuda::ProgrammaticLaunches() ? "on" : "off");
+  std::printf("device: %s; programmatic launches %s; weight prefetch %d bytes a row (OCTO_CUDA_PREFETCH)\n", prop.name,
+              cuda::ProgrammaticLaunches() ? "on" : "off", cuda::WeightPrefetchBytes());
   std::printf("model: dim %d, ffn %d, %d heads (%d kv) of %d, %d layers, vocab %d, %s, %d token(s) at position %d\n",
               s.dim, s.hidden, s.heads, s.kv_heads, hd, s.layers, s.vocab,
               std::string(GgmlTypeInfoOf(s.type).name).c_str(), n, s.pos);

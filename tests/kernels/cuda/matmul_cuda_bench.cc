@@ -157,8 +157,8 @@ int Main(int argc, char** argv) {
   BENCH_CHECK(blas.status());
   const size_t copy_bytes = std::min<size_t>(size_t{1} << 30, prop.totalGlobalMem / 8);
   const double copy_gbps = CopyGBps(stream->get(), copy_bytes, 10);
-  std::printf("device: %s\ncopy bandwidth (device to device, %zu MiB, read + write): %.1f GB/s\n\n", prop.name,
-              copy_bytes >> 20, copy_gbps);
+  std::printf("device: %s; weight prefetch %d bytes a row (OCTO_CUDA_PREFETCH)\n", prop.name, cuda::WeightPrefetchBytes());
+  std::printf("copy bandwidth (device to device, %zu MiB, read + write): %.1f GB/s\n\n", copy_bytes >> 20, copy_gbps);
   std::printf("%-7s %6s %12s %10s %10s %12s %9s\n", "type", "tokens", "matrix MiB", "us/call", "GB/s", "of copy GB/s",
               "TFLOP/s");
 

@@ -15,6 +15,7 @@
 
 #include "kernels/cuda/api_counts.h"
 #include "kernels/cuda/sim/config.h"
+#include "kernels/cuda/sim/thread_context.h"
 #include "tests/kernels/cuda/sim/test_kernels.h"
 
 namespace octo {
@@ -127,6 +128,55 @@ TEST_F(ExecutorTest, AKernelWithoutGridStartIsAnError) {
   EXPECT_EQ(error, cudaErrorLaunchFailure);
   EXPECT_THAT(text, HasSubstr("kernel NoGridStartKernel, block (0,0,0), thread (0,0,0) ended without calling "
                               "GridStart()"));
+}
+
+// Before GridStart() a kernel may ask L2 for what its predecessor cannot be
+// writing (GridStartAfter), and nothing else.
+TEST_F(ExecutorTest, PrefetchesAreRecordedWithWhetherTheyCameBeforeTheStart) {
+  constexpr int kN = 256;
+  Device<float> d_x(std::vector<float>(kN, 1.0f));
+  Device<int> d_out(std::vector<int>(32, -1));
+  cuda_sim::RecordPrefetches(true);
+  for (const auto c : {sim_test::PrefetchCase::kBeforeStart, sim_test::PrefetchCase::kAfterStart}) {
+    ASSERT_EQ(sim_test::PrefetchSlices(d_x.get(), kN, d_out.get(), c, stream_), cudaSuccess);
+    ASSERT_EQ(Wait().first, cudaSuccess);
+    std::vector<cuda_sim::Prefetch> seen = cuda_sim::TakePrefetches();
+    ASSERT_EQ(seen.size(), 32u);
+    std::sort(seen.begin(), seen.end(), [](const auto& a, const auto& b) { return a.p < b.p; });
+    for (int t = 0; t < 32; ++t) {
+      EXPECT_EQ(seen[t].p, d_x.get() + t * kN / 32);
+      EXPECT_EQ(seen[t].bytes, kN / 32 * sizeof(float));
+      EXPECT_EQ(seen[t].before_start, c == sim_test::PrefetchCase::kBeforeStart);
+    }
+    EXPECT_EQ(d_out.Get()[31], 31);
+  }
+  cuda_sim::RecordPrefetches(false);
+  ASSERT_EQ(sim_test::PrefetchSlices(d_x.get(), kN, d_out.get(), sim_test::PrefetchCase::kBeforeStart, stream_),
+            cudaSuccess);
+  ASSERT_EQ(Wait().first, cudaSuccess);
+  EXPECT_TRUE(cuda_sim::TakePrefetches().empty());
+}
+
+TEST_F(ExecutorTest, APrefetchOutsideItsAllocationIsAnError) {
+  constexpr int kN = 256;
+  Device<float> d_x(std::vector<float>(kN, 1.0f));
+  Device<int> d_out(std::vector<int>(32, -1));
+  ExpectQueued(sim_test::PrefetchSlices(d_x.get(), kN, d_out.get(), sim_test::PrefetchCase::kPastEnd, stream_));
+  const auto [error, text] = Wait();
+  EXPECT_EQ(error, cudaErrorLaunchFailure);
+  EXPECT_THAT(text, HasSubstr("kernel PrefetchSlicesKernel, block (0,0,0), thread (31,0,0): PrefetchL2 of 36 bytes"));
+  EXPECT_THAT(text, HasSubstr("not inside one device allocation"));
+}
+
+TEST_F(ExecutorTest, ABarrierBeforeGridStartIsAnError) {
+  constexpr int kN = 256;
+  Device<float> d_x(std::vector<float>(kN, 1.0f));
+  Device<int> d_out(std::vector<int>(32, -1));
+  ExpectQueued(sim_test::PrefetchSlices(d_x.get(), kN, d_out.get(), sim_test::PrefetchCase::kSyncFirst, stream_));
+  const auto [error, text] = Wait();
+  EXPECT_EQ(error, cudaErrorLaunchFailure);
+  EXPECT_THAT(text, HasSubstr("kernel PrefetchSlicesKernel, block (0,0,0), thread (0,0,0): __syncthreads at "));
+  EXPECT_THAT(text, HasSubstr("before GridStart(): before it a kernel only reads its index and prefetches"));
 }
 
 TEST_F(ExecutorTest, AFullMaskShuffleInAPartialWarpNamesTheAbsentLane) {

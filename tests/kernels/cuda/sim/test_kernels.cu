@@ -9,6 +9,8 @@ namespace {
 
 using cuda::DynamicShared;
 using cuda::GridStart;
+using cuda::GridStartAfter;
+using cuda::PrefetchL2;
 
 __global__ void BlockSumKernel(const float* x, float* out, int n, bool skip_sync) {
   GridStart();
@@ -47,6 +49,19 @@ __global__ void LateGridStartKernel(int* out) {
   out[i] = i;
 }
 __global__ void NoGridStartKernel(int* out) { out[0] = 0; }
+
+__global__ void PrefetchSlicesKernel(const float* x, int n, int* out, PrefetchCase c) {
+  auto prefetch = [&] {
+    const int slice = n / 32, t = threadIdx.x;
+    PrefetchL2(x + t * slice, (slice + (c == PrefetchCase::kPastEnd && t == 31 ? 1 : 0)) * sizeof(float));
+  };
+  GridStartAfter([&] {
+    if (c == PrefetchCase::kSyncFirst) __syncthreads();
+    if (c != PrefetchCase::kAfterStart) prefetch();
+  });
+  if (c == PrefetchCase::kAfterStart) prefetch();
+  out[threadIdx.x] = threadIdx.x;
+}
 
 __global__ void FullMaskWarpSumKernel(const float* x, float* out) {
   GridStart();
@@ -172,6 +187,11 @@ cudaError_t WithoutGridStartFirst(int* out, int threads, GridStartMistake mistak
   } else {
     OCTO_LAUNCH(NoGridStartKernel, 1, threads, 0, stream, out);
   }
+  return cudaGetLastError();
+}
+
+cudaError_t PrefetchSlices(const float* x, int n, int* out, PrefetchCase c, cudaStream_t stream) {
+  OCTO_LAUNCH(PrefetchSlicesKernel, 1, 32, 0, stream, x, n, out, c);
   return cudaGetLastError();
 }
 

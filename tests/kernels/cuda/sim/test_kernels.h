@@ -30,6 +30,14 @@ cudaError_t FullMaskWarpSum(const float* x, float* out, int threads, cudaStream_
 enum class GridStartMistake { kLate, kMissing };
 cudaError_t WithoutGridStartFirst(int* out, int threads, GridStartMistake mistake, cudaStream_t stream);
 
+// One block of 32 threads; thread t asks L2 (PrefetchL2) for floats
+// [t * n / 32, (t + 1) * n / 32) of x (n a multiple of 32), then writes t
+// to out[t]. kBeforeStart: in GridStartAfter's prefetch; kAfterStart: after
+// GridStart(); kPastEnd: before the start, the last thread one float past
+// x's n; kSyncFirst: before the start, after a __syncthreads.
+enum class PrefetchCase { kBeforeStart, kAfterStart, kPastEnd, kSyncFirst };
+cudaError_t PrefetchSlices(const float* x, int n, int* out, PrefetchCase c, cudaStream_t stream);
+
 // Lanes 0..15 shuffle with mask 0x0000ffff but read lane + 16 (outside it).
 cudaError_t ShuffleOutsideMask(float* out, cudaStream_t stream);
 
