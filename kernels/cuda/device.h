@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstddef>
+#include <string_view>
 
 #include <cuda_runtime_api.h>
 
@@ -40,14 +41,18 @@ bool ProgrammaticLaunches();
 // units at a time. kDefaultWeightPrefetchBytes unless the environment sets
 // OCTO_CUDA_PREFETCH to a number of bytes from 0 (off) to
 // kMaxWeightPrefetchBytes (anything else: the default, and a line on
-// stderr, once). 0 also turns off attention's prefetch of a decode step's
-// key and value rows (attention.cu). The default covers a 4096-column Q4_K row (2304 bytes) and
+// stderr, once). 0 also turns off the norms' prefetch of their weights
+// (rmsnorm.cu) and attention's of a decode step's key and value rows
+// (attention.cu). The default covers a 4096-column Q4_K row (2304 bytes) and
 // most of a Q6_K one; the first blocks of a launch, those that can start
 // early (about 8 a SM), then ask for at most 132 * 8 * 4 rows * 4 KiB = 17
 // MB of an H100's 50 MB L2.
 inline constexpr int kDefaultWeightPrefetchBytes = 4096;
 inline constexpr int kMaxWeightPrefetchBytes = 1 << 20;
 int WeightPrefetchBytes();
+// OCTO_CUDA_PREFETCH's text as bytes: INVALID_ARGUMENT, naming it and the
+// range, unless it is a whole number from 0 to kMaxWeightPrefetchBytes.
+absl::StatusOr<int> ParseWeightPrefetchBytes(std::string_view text);
 // A measuring aid (decode_step_bench --prefetch) and a test's way to both
 // settings: WeightPrefetchBytes from now on. False, and no change, outside
 // 0..kMaxWeightPrefetchBytes. Not thread-safe: set it before any launch.

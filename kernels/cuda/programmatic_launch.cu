@@ -6,6 +6,7 @@
 #include <charconv>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 #include <string_view>
 
 #include "kernels/cuda/common.cuh"
@@ -90,19 +91,28 @@ namespace {
 int PrefetchBytesFromEnvironment() {
   const char* setting = std::getenv("OCTO_CUDA_PREFETCH");
   if (setting == nullptr) return kDefaultWeightPrefetchBytes;
-  const std::string_view text(setting);
-  int bytes = 0;
-  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), bytes);
-  if (error != std::errc() || end != text.data() + text.size() || bytes < 0 || bytes > kMaxWeightPrefetchBytes) {
-    std::fprintf(stderr, "octo: OCTO_CUDA_PREFETCH=%s is not a number of bytes from 0 to %d; prefetching %d\n", setting,
-                 kMaxWeightPrefetchBytes, kDefaultWeightPrefetchBytes);
+  const absl::StatusOr<int> bytes = ParseWeightPrefetchBytes(setting);
+  if (!bytes.ok()) {
+    std::fprintf(stderr, "octo: %s; prefetching %d\n", std::string(bytes.status().message()).c_str(),
+                 kDefaultWeightPrefetchBytes);
     return kDefaultWeightPrefetchBytes;
   }
-  return bytes;
+  return *bytes;
 }
 
 std::atomic<int> set_prefetch_bytes{-1};  // SetWeightPrefetchBytes's, or -1: the environment's
 }  // namespace
+
+absl::StatusOr<int> ParseWeightPrefetchBytes(std::string_view text) {
+  int bytes = 0;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), bytes);
+  if (text.empty() || error != std::errc() || end != text.data() + text.size() || bytes < 0 ||
+      bytes > kMaxWeightPrefetchBytes) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "OCTO_CUDA_PREFETCH=%s is not a number of bytes from 0 to %d", std::string(text), kMaxWeightPrefetchBytes));
+  }
+  return bytes;
+}
 
 int WeightPrefetchBytes() {
   static const int from_environment = PrefetchBytesFromEnvironment();

@@ -52,8 +52,13 @@ __global__ void __launch_bounds__(kMaxBlockSize)
                   const float* delta,   // (n_rows, dim) with kAdd, else null
                   const float* weight,  // (dim)
                   float* out,           // (n_rows, dim)
-                  int dim, float eps, ActQ8Out q8) {
-  GridStart();
+                  int dim, float eps, ActQ8Out q8, bool prefetch) {
+  // The weights are not what the kernel before writes: block 0 asks L2 for
+  // them while that kernel still runs, so each block's weight loads, issued
+  // with its x loads, wait on L2 (where that kernel's x is) and not HBM.
+  GridStartAfter([&] {
+    if (prefetch && blockIdx.x == 0 && threadIdx.x == 0) PrefetchL2(weight, static_cast<int64_t>(dim) * 4);
+  });
   const size_t row_offset = static_cast<size_t>(blockIdx.x) * dim;
   float* x_row = x + row_offset;
   float* out_row = out + row_offset;
@@ -119,11 +124,13 @@ template <typename Mode>
 void LaunchRmsNorm(float* x, const float* delta, const float* weight, float* out, int n_rows, int dim, float eps,
                    StreamHandle stream, const ActQ8Out& q8) {
   const int threads = RowThreads(dim);
+  const bool prefetch = WeightPrefetchBytes() > 0;
   if (dim <= threads * kHeldElements) {
     const size_t shared = Mode::kRounded ? static_cast<size_t>(dim) * sizeof(float) : 0;
-    OCTO_LAUNCH(RmsNormKernel<HeldRow<Mode>>, n_rows, threads, shared, stream, x, delta, weight, out, dim, eps, q8);
+    OCTO_LAUNCH(RmsNormKernel<HeldRow<Mode>>, n_rows, threads, shared, stream, x, delta, weight, out, dim, eps, q8,
+                prefetch);
   } else {
-    OCTO_LAUNCH(RmsNormKernel<Mode>, n_rows, threads, 0, stream, x, delta, weight, out, dim, eps, q8);
+    OCTO_LAUNCH(RmsNormKernel<Mode>, n_rows, threads, 0, stream, x, delta, weight, out, dim, eps, q8, prefetch);
   }
 }
 

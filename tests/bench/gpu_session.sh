@@ -28,9 +28,9 @@
 #                  default) and 4;
 #   pdl.log        decode_step_bench at the 8B shapes (4 layers, eager
 #                  launches) with programmatic launches on and off
-#                  (OCTO_CUDA_PDL), each with the decode MatMul's weight
-#                  prefetch at 4096 bytes a row (the default), off, and
-#                  16384 (OCTO_CUDA_PREFETCH), the same kernels;
+#                  (OCTO_CUDA_PDL), each with the kernels' prefetch at
+#                  4096 bytes a weight row (the default) and off, and
+#                  with launches on 16384 too (OCTO_CUDA_PREFETCH);
 #   ncu-POS.csv    Nsight Compute (when there): each kernel's time and DRAM
 #                  throughput over a decode step at POS cached positions
 #                  (NCU_POS, default 512);
@@ -173,7 +173,9 @@ if want pdl; then
 step "programmatic launches on and off"
 : >"$out/pdl.log"
 for pdl in 1 0; do
-  for prefetch in 4096 0 16384; do
+  prefetches="4096 0"
+  [ "$pdl" = 1 ] && prefetches="4096 0 16384"
+  for prefetch in $prefetches; do
     echo "--- OCTO_CUDA_PDL=$pdl OCTO_CUDA_PREFETCH=$prefetch" >>"$out/pdl.log"
     OCTO_CUDA_PDL=$pdl OCTO_CUDA_PREFETCH=$prefetch timeout 60 "$build/tests/kernels/cuda/decode_step_bench" \
       --dim 4096 --hidden 14336 --heads 32 --kv-heads 8 --layers 4 --vocab 32000 --pos 512 --steps 50 --type Q4_K \

@@ -1,7 +1,8 @@
 // What the CUDA kernels ask L2 for (kernels/cuda/device.h:
 // WeightPrefetchBytes; common.cuh: GridStartAfter, PrefetchL2): a dense
 // decode MatMul asks for the first bytes of every row it reads, before its
-// start, and an expert launch for none; a decode step's attention asks for
+// start, and an expert launch for none; a norm for its weights; a decode
+// step's attention asks for
 // the key and value rows of each block's positions, a prefill's for none.
 // The results are the same bits with it on and off. The executor records
 // each prefetch, so which rows and how many bytes is checked here without a
@@ -9,6 +10,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <set>
 #include <tuple>
 #include <vector>
@@ -230,6 +232,39 @@ TEST_F(PrefetchCudaTest, ADecodeStepsAttentionAsksForItsPositionsKeysAndValues) 
     }
     if (const auto asked = Prefetched()) EXPECT_TRUE(asked->empty());
     EXPECT_EQ(with, without) << "the bits do not depend on the prefetch";
+  }
+}
+
+// A norm's weights, once a launch (block 0), before the start.
+TEST_F(PrefetchCudaTest, ANormAsksForItsWeightsOnceBeforeItsStart) {
+  constexpr int kDim = 512, kRows = 3;
+  auto d_x = Upload(RandomActivations(kRows * kDim, 1));
+  auto d_delta = Upload(RandomActivations(kRows * kDim, 2));
+  auto d_weight = Upload(RandomActivations(kDim, 3));
+  auto d_out = Output<float>(kRows * kDim);
+  for (const int prefetch : {cuda::kDefaultWeightPrefetchBytes, 0}) {
+    SCOPED_TRACE(prefetch);
+    ScopedPrefetch setting(prefetch);
+    ASSERT_TRUE(cuda::RmsNorm(d_x.get(), d_weight.get(), d_out.get(), kRows, kDim, 1e-5f, stream()).ok());
+    ASSERT_TRUE(
+        cuda::AddRmsNorm(d_x.get(), d_delta.get(), d_weight.get(), d_out.get(), kRows, kDim, 1e-5f, stream()).ok());
+    if (const auto asked = Prefetched()) {
+      std::multiset<Asked> want;
+      if (prefetch > 0) want = {{d_weight.get(), kDim * sizeof(float), true}, {d_weight.get(), kDim * sizeof(float), true}};
+      EXPECT_EQ(*asked, want);
+    }
+  }
+}
+
+TEST(WeightPrefetchBytes, TheEnvironmentsTextIsAWholeNumberInRange) {
+  EXPECT_EQ(cuda::ParseWeightPrefetchBytes("4096").value_or(-1), 4096);
+  EXPECT_EQ(cuda::ParseWeightPrefetchBytes("0").value_or(-1), 0);
+  EXPECT_EQ(cuda::ParseWeightPrefetchBytes("1048576").value_or(-1), cuda::kMaxWeightPrefetchBytes);
+  for (const char* bad : {"", "-1", "1048577", "4k", "4096 ", "abc", "99999999999"}) {
+    const absl::StatusOr<int> parsed = cuda::ParseWeightPrefetchBytes(bad);
+    EXPECT_EQ(parsed.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_EQ(parsed.status().message(),
+              std::string("OCTO_CUDA_PREFETCH=") + bad + " is not a number of bytes from 0 to 1048576");
   }
 }
 
