@@ -83,9 +83,6 @@ bool Decide() {
 }
 #endif
 
-}  // namespace
-
-namespace {
 // OCTO_CUDA_PREFETCH's bytes, or the default (and a line on stderr) when it
 // is set to anything but a number of bytes in range.
 int PrefetchBytesFromEnvironment() {

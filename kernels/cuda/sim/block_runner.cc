@@ -5,6 +5,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -554,9 +555,11 @@ void BlockRunner::RequireGridStarted(const char* what, std::source_location site
 }
 
 namespace {
+// Read without the lock by every prefetch: the kernels' threads take it
+// only while a test records.
+std::atomic<bool> recording_prefetches{false};
 std::mutex prefetch_mutex;
-bool recording_prefetches = false;  // guarded by prefetch_mutex
-std::vector<Prefetch>* recorded_prefetches = new std::vector<Prefetch>;  // the same; never destroyed (threads at exit)
+std::vector<Prefetch>* recorded_prefetches = new std::vector<Prefetch>;  // guarded by it; never destroyed (threads at exit)
 }  // namespace
 
 void PrefetchL2(const void* p, size_t bytes, std::source_location site) {
@@ -565,14 +568,12 @@ void PrefetchL2(const void* p, size_t bytes, std::source_location site) {
     runner.Fail(absl::StrFormat("%s: PrefetchL2 of %zu bytes at %p at %s: not inside one device allocation",
                                 RunningThreadName(), bytes, p, Site(site)));
   }
+  if (!recording_prefetches.load(std::memory_order_acquire)) return;
   std::lock_guard<std::mutex> lock(prefetch_mutex);
-  if (recording_prefetches) recorded_prefetches->push_back(Prefetch{p, bytes, !tls_thread->grid_started});
+  recorded_prefetches->push_back(Prefetch{p, bytes, !tls_thread->grid_started});
 }
 
-void RecordPrefetches(bool on) {
-  std::lock_guard<std::mutex> lock(prefetch_mutex);
-  recording_prefetches = on;
-}
+void RecordPrefetches(bool on) { recording_prefetches.store(on, std::memory_order_release); }
 
 std::vector<Prefetch> TakePrefetches() {
   std::lock_guard<std::mutex> lock(prefetch_mutex);

@@ -157,24 +157,25 @@ TEST_F(ExecutorTest, PrefetchesAreRecordedWithWhetherTheyCameBeforeTheStart) {
   EXPECT_TRUE(cuda_sim::TakePrefetches().empty());
 }
 
-TEST_F(ExecutorTest, APrefetchOutsideItsAllocationIsAnError) {
+// PrefetchSlices over 256 floats in a case that is to fail: the error's text.
+std::string FailedPrefetchSlices(sim_test::PrefetchCase c, cudaStream_t stream) {
   constexpr int kN = 256;
   Device<float> d_x(std::vector<float>(kN, 1.0f));
   Device<int> d_out(std::vector<int>(32, -1));
-  ExpectQueued(sim_test::PrefetchSlices(d_x.get(), kN, d_out.get(), sim_test::PrefetchCase::kPastEnd, stream_));
-  const auto [error, text] = Wait();
+  ExpectQueued(sim_test::PrefetchSlices(d_x.get(), kN, d_out.get(), c, stream));
+  const cudaError_t error = cudaStreamSynchronize(stream);
   EXPECT_EQ(error, cudaErrorLaunchFailure);
+  return cudaGetErrorString(error);
+}
+
+TEST_F(ExecutorTest, APrefetchOutsideItsAllocationIsAnError) {
+  const std::string text = FailedPrefetchSlices(sim_test::PrefetchCase::kPastEnd, stream_);
   EXPECT_THAT(text, HasSubstr("kernel PrefetchSlicesKernel, block (0,0,0), thread (31,0,0): PrefetchL2 of 36 bytes"));
   EXPECT_THAT(text, HasSubstr("not inside one device allocation"));
 }
 
 TEST_F(ExecutorTest, ABarrierBeforeGridStartIsAnError) {
-  constexpr int kN = 256;
-  Device<float> d_x(std::vector<float>(kN, 1.0f));
-  Device<int> d_out(std::vector<int>(32, -1));
-  ExpectQueued(sim_test::PrefetchSlices(d_x.get(), kN, d_out.get(), sim_test::PrefetchCase::kSyncFirst, stream_));
-  const auto [error, text] = Wait();
-  EXPECT_EQ(error, cudaErrorLaunchFailure);
+  const std::string text = FailedPrefetchSlices(sim_test::PrefetchCase::kSyncFirst, stream_);
   EXPECT_THAT(text, HasSubstr("kernel PrefetchSlicesKernel, block (0,0,0), thread (0,0,0): __syncthreads at "));
   EXPECT_THAT(text, HasSubstr("before GridStart(): before it a kernel only reads its index and prefetches"));
 }
