@@ -546,12 +546,12 @@ size_t AttentionScratchBytes(const AttentionParams& p);
 // or of one token where its records alone are more: min(AttentionScratchBytes
 // (p), max(at_most, the last token's records)); 0 where AttentionScratchBytes
 // is. The records of every token grow with its context: a 512-token chunk
-// at 120K positions of an 8B model (32 heads of 128) needs about 4 GB of
-// them at once, one token 8 MB.
+// at 120K positions of an 8B model (32 heads of 128) needs about 12 GB of
+// them at once, one token 24 MB.
 size_t AttentionScratchBytes(const AttentionParams& p, size_t at_most);
-// The records the CUDA backend gives one Attention call at most (a
-// Llama-3-8B prefill chunk's up to 2048 positions, in one round); longer
-// contexts run in rounds, with the same bits.
+// The records the CUDA backend gives one Attention call at most (the first
+// 512-token chunk of a Llama-3-8B prompt in one round, the fourth in three);
+// longer contexts run in more rounds, with the same bits.
 inline constexpr size_t kAttentionScratchBudget = size_t{64} << 20;
 absl::Status Attention(const float* q, const void* k_cache, const void* v_cache, float* out,
                        const AttentionParams& p, const Exec& exec);

@@ -22,14 +22,15 @@
 //     most decode steps) is done here whole: the block scores its positions,
 //     takes their max m and sum l of exp(score - m), weights each position
 //     by exp(score - m) / l and writes the weighted sum of its value rows to
-//     out. A query of more splits: the block writes its split's m and l to
-//     the split's record.
+//     out. A query of more splits: the block writes its split's m, l and
+//     scores to the split's record.
 //  2. AttentionSplitKernel, value pass, the blocks of queries of more than
 //     one split (launched only when the round has such a query): thread 0
 //     reduces the query's records (m, l) in split order to its max M and
 //     sum S (SplitNorm: every block of a query computes the same floats),
-//     then the block scores again, weights each position by exp(score - M)
-//     / S and writes the weighted sum acc (head_dim) of its value rows to the
+//     then the block weights each of the scores its split's record holds
+//     (so a query's keys are loaded and dotted once) by exp(score - M) / S
+//     and writes the weighted sum acc (head_dim) of its value rows to the
 //     record. The last block of the query to finish (a counter per (token,
 //     heads), zeroed by the stats pass) sums the query's acc over its splits,
 //     in split order, into out.
@@ -39,9 +40,9 @@
 // Scratch: the records of every (token, split, head) of a round, packed by
 // token, then split, then head ("pairs" are the (token, split) pairs, counted
 // from token 0 of the call):
-//   record r = pair * n_heads + head, (head_dim + 3) floats: m, l, the
-//   count of value blocks done (an int, used in the query's split 0 only),
-//   acc.
+//   record r = pair * n_heads + head, RecordFloats(head_dim) floats: m, l,
+//   the count of value blocks done (an int, used in the query's split 0
+//   only), acc (head_dim), the split's scores (kAttentionSplit).
 // A causal query's splits follow from its position, so the pairs are packed
 // tight (PairsBefore is a closed form). Non-causal queries all have the
 // last position's splits. A tree query's follow from its mask,
@@ -53,9 +54,9 @@
 // as many whole tokens as it holds; every block computes the same thing in
 // any round, so the bits do not change.
 //
-// out may be q: q[t] head h is read only by the split blocks serving (t, h),
-// and out[t] head h is written by the one of them that finishes last (the
-// only one, for a one-split query), after every one of them has read it.
+// out may be q: q[t] head h is read only by the stats pass's split blocks
+// serving (t, h), and out[t] head h is written by the value pass (the stats
+// pass's one block, for a one-split query, after it has read it).
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -117,7 +118,11 @@ __global__ void __launch_bounds__(kSplitThreads) AttentionSplitKernel(AttentionL
   // A tree query's pairs are those of the most positions it could see; the
   // whole block leaves before any barrier when its split is not one of the
   // query's (never for a causal or non-causal query, whose pairs are exact).
-  if (split >= SplitsOf(n_ctx - 1)) return;
+  const int n_splits = static_cast<int>(SplitsOf(n_ctx - 1));
+  if (split >= n_splits) return;
+  // The value pass serves the queries of more than one split; the stats
+  // pass did the others whole.
+  if (a.value_pass && n_splits == 1) return;
   const int begin = split * kAttentionSplit;
   const int n_left = n_ctx - begin;
   const int n = n_left < kAttentionSplit ? n_left : kAttentionSplit;  // positions in this split
@@ -134,8 +139,10 @@ __global__ void __launch_bounds__(kSplitThreads) AttentionSplitKernel(AttentionL
     }
   }
   const int head_dim = a.head_dim;
-  const float* q_heads = a.q + (static_cast<size_t>(t) * a.n_heads + h0) * head_dim;  // the block's heads, in a row
-  for (int e = threadIdx.x; e < nh * head_dim; e += kSplitThreads) q16[e] = ToFloat(FromFloat<__half>(q_heads[e]));
+  if (!a.value_pass) {
+    const float* q_heads = a.q + (static_cast<size_t>(t) * a.n_heads + h0) * head_dim;  // the block's heads, in a row
+    for (int e = threadIdx.x; e < nh * head_dim; e += kSplitThreads) q16[e] = ToFloat(FromFloat<__half>(q_heads[e]));
+  }
   __syncthreads();  // q16 and tree_bits are written
 
   const int first = kv * head_dim;  // the kv head's first value in a row
@@ -144,44 +151,44 @@ __global__ void __launch_bounds__(kSplitThreads) AttentionSplitKernel(AttentionL
   // A few tokens' blocks (a decode step) wait on their loads' round trips:
   // the key dots below load a row kKeyBatches loads at a time, the value
   // sums after them a position group at a time. Asked for all at once here,
-  // the rows of the split are in L2 by the time those loads come.
+  // the rows of the split are in L2 by the time those loads come (the value
+  // pass loads no keys).
   if (a.prefetch) {
 #pragma unroll
     for (int j = 0; j < kPositionsPerThread; ++j) {
       const int i = threadIdx.x + j * kSplitThreads;
       if (i < n) {
-        PrefetchValues<Types::kK>(a.k_cache + row_of(i) * a.k_row_bytes, first, head_dim);
+        if (!a.value_pass) PrefetchValues<Types::kK>(a.k_cache + row_of(i) * a.k_row_bytes, first, head_dim);
         PrefetchValues<Types::kV>(a.v_cache + row_of(i) * a.v_row_bytes, first, head_dim);
-      }
-    }
-  }
-
-  // Scores (and their maxes, for the stats pass).
-  float m[H];
-#pragma unroll
-  for (int hh = 0; hh < H; ++hh) m[hh] = -INFINITY;
-#pragma unroll
-  for (int j = 0; j < kPositionsPerThread; ++j) {
-    const int i = threadIdx.x + j * kSplitThreads;
-    if (i < n) {
-      float dot[H];
-      KeyDots<Types::kK, H>(a, a.k_cache + row_of(i) * a.k_row_bytes, first, q16, nh, dot);
-#pragma unroll
-      for (int hh = 0; hh < H; ++hh) {
-        if (hh < nh) {
-          p[hh * kAttentionSplit + i] = dot[hh] * a.scale;
-          m[hh] = fmaxf(m[hh], p[hh * kAttentionSplit + i]);
-        }
       }
     }
   }
   // The done count of the query's value blocks: in the split 0 record of
   // the block's first head.
   auto done = [&] { return reinterpret_cast<int*>(RecordOf(a, pair - split, h0) + 2); };
-
-  const int64_t n_splits = SplitsOf(n_ctx - 1);
   __shared__ float norm[H][2];  // each head's max and 1 / sum
+
   if (!a.value_pass) {
+    // Scores and their maxes: thread i's own p[i] (no barrier until the
+    // block's max).
+    float m[H];
+#pragma unroll
+    for (int hh = 0; hh < H; ++hh) m[hh] = -INFINITY;
+#pragma unroll
+    for (int j = 0; j < kPositionsPerThread; ++j) {
+      const int i = threadIdx.x + j * kSplitThreads;
+      if (i < n) {
+        float dot[H];
+        KeyDots<Types::kK, H>(a, a.k_cache + row_of(i) * a.k_row_bytes, first, q16, nh, dot);
+#pragma unroll
+        for (int hh = 0; hh < H; ++hh) {
+          if (hh < nh) {
+            p[hh * kAttentionSplit + i] = dot[hh] * a.scale;
+            m[hh] = fmaxf(m[hh], p[hh * kAttentionSplit + i]);
+          }
+        }
+      }
+    }
     // Stats: the split's max, and the sum of exp(score - m), head by head.
     SplitBlockMaxes(m);
     float l[H];
@@ -196,13 +203,21 @@ __global__ void __launch_bounds__(kSplitThreads) AttentionSplitKernel(AttentionL
       }
       l[hh] = BlockReduceSum(l[hh]);
     }
-    // Thread hh handles head hh's statistics (m and l indexed by a constant:
-    // by threadIdx.x they would go to local memory).
     if (n_splits > 1) {
+      // The record: the scores for the value pass (each thread its own),
+      // and, by thread hh, head hh's statistics (m and l indexed by a
+      // constant: by threadIdx.x they would go to local memory).
 #pragma unroll
       for (int hh = 0; hh < H; ++hh) {
-        if (hh < nh && static_cast<int>(threadIdx.x) == hh) {
-          float* record = RecordOf(a, pair, h0 + hh);
+        if (hh >= nh) continue;
+        float* record = RecordOf(a, pair, h0 + hh);
+        float* scores = ScoresOf(record, head_dim);
+#pragma unroll
+        for (int j = 0; j < kPositionsPerThread; ++j) {
+          const int i = threadIdx.x + j * kSplitThreads;
+          if (i < n) scores[i] = p[hh * kAttentionSplit + i];
+        }
+        if (static_cast<int>(threadIdx.x) == hh) {
           record[0] = m[hh];
           record[1] = l[hh];
         }
@@ -220,8 +235,16 @@ __global__ void __launch_bounds__(kSplitThreads) AttentionSplitKernel(AttentionL
       }
     }
   } else {
-    if (n_splits == 1) return;  // done by the stats pass
-    // Thread hh reduces head hh's split statistics to (M, 1 / S) first.
+    // The stats pass's scores of the split, and (thread hh) head hh's split
+    // statistics reduced to (M, 1 / S).
+    for (int hh = 0; hh < nh; ++hh) {
+      const float* scores = ScoresOf(RecordOf(a, pair, h0 + hh), head_dim);
+#pragma unroll
+      for (int j = 0; j < kPositionsPerThread; ++j) {
+        const int i = threadIdx.x + j * kSplitThreads;
+        if (i < n) p[hh * kAttentionSplit + i] = scores[i];
+      }
+    }
     if (static_cast<int>(threadIdx.x) < nh) SplitNorm(a, t, h0 + threadIdx.x, norm[threadIdx.x]);
   }
   __syncthreads();  // norm is written
@@ -278,8 +301,7 @@ __global__ void __launch_bounds__(kSplitThreads) AttentionSplitKernel(AttentionL
   __syncthreads();  // last is written
   if (!last) return;
   __threadfence();
-  const size_t record_floats = static_cast<size_t>(head_dim) + kRecordHead;
-  const size_t split_stride = static_cast<size_t>(a.n_heads) * record_floats;  // between a token's splits
+  const int64_t split_stride = a.n_heads * RecordFloats(head_dim);  // between a token's splits
   for (int hh = 0; hh < nh; ++hh) {
     const volatile float* records = RecordOf(a, pair - split, h0 + hh);
     for (int d = threadIdx.x; d < head_dim; d += kSplitThreads) {
@@ -313,7 +335,7 @@ SplitLayout LayoutOf(const AttentionParams& p) {
 // Bytes of the records of tokens [t0, t1).
 size_t RecordBytes(const AttentionParams& p, int t0, int t1) {
   const auto pairs = static_cast<size_t>(PairsBefore(LayoutOf(p), t1) - PairsBefore(LayoutOf(p), t0));
-  const size_t record_bytes = (static_cast<size_t>(p.head_dim) + kRecordHead) * sizeof(float);
+  const size_t record_bytes = static_cast<size_t>(RecordFloats(p.head_dim)) * sizeof(float);
   return SaturatingMul(SaturatingMul(pairs, static_cast<size_t>(p.n_heads)), record_bytes);
 }
 

@@ -36,7 +36,7 @@ static_assert(kSplitThreads % kWarpSize == 0, "the block max and sum use full-wa
 // The value sums take 8 positions' fp16 values (16 bytes each) or 4
 // positions' quantized ones at a time in a one-head block, 6 or 2 in a block
 // of kMaxBlockHeads (which holds four heads' sums): the most ptxas keeps in
-// registers with no spill (sm_90: 91-96 registers one head, 119-128 four;
+// registers with no spill (sm_90: 96-108 registers one head, 117-126 four;
 // one head's fp16 spills at 4, oddly).
 constexpr int kKeyBatch = 8;
 template <GgmlType V, int H>
@@ -49,6 +49,12 @@ constexpr int64_t kMaxGridBlocks = INT32_MAX;
 
 // Floats of a record before its acc: m, l and the done count.
 constexpr int kRecordHead = 3;
+// A record holds, after its acc, the split's scores (kAttentionSplit of
+// them): the stats pass writes them, the value pass weights them, so a
+// query's keys are loaded and dotted once.
+__host__ __device__ __forceinline__ int64_t RecordFloats(int head_dim) {
+  return static_cast<int64_t>(head_dim) + kRecordHead + kAttentionSplit;
+}
 
 // The query heads a split block serves, at most: heads of one kv head (a
 // group of n_heads / n_kv_heads, cut into blocks of this many), every key and
@@ -94,7 +100,7 @@ struct AttentionLaunch {
   int64_t k_row_bytes;
   int64_t v_row_bytes;
   float* out;                 // (n_tokens, n_heads * head_dim)
-  float* partials;            // the round's records, (pairs, n_heads, kRecordHead + head_dim)
+  float* partials;            // the round's records, (pairs, n_heads, RecordFloats(head_dim))
   SplitLayout layout;
   const uint64_t* tree_mask;  // (n_tokens) or nullptr: causal
   const int32_t* first_pos_at;  // causal: the first position, read here (AttentionParams), or null: layout's
@@ -119,8 +125,11 @@ struct AttentionLaunch {
 // The record of head h of pair `pair` (counted from the call's token 0).
 __device__ __forceinline__ float* RecordOf(const AttentionLaunch& a, int64_t pair, int h) {
   const int64_t in_round = pair - PairsBefore(a.layout, a.first_token);
-  return a.partials + (in_round * a.n_heads + h) * (static_cast<int64_t>(a.head_dim) + kRecordHead);
+  return a.partials + (in_round * a.n_heads + h) * RecordFloats(a.head_dim);
 }
+
+// The scores of a record (after its acc).
+__device__ __forceinline__ float* ScoresOf(float* record, int head_dim) { return record + kRecordHead + head_dim; }
 
 // The positions query t sees: 0..first_pos + t, every row of the call when
 // non-causal, or its logical positions (ops.h) in tree mode.
@@ -143,8 +152,7 @@ __device__ __forceinline__ int RowOf(int pos, int contiguous, const int* tree_bi
 // in split order to the max M and 1 / S, S the sum of l_s * exp(m_s - M).
 __device__ __forceinline__ void SplitNorm(const AttentionLaunch& a, int t, int h, float* norm) {
   const int64_t n_splits = SplitsOf(ContextOf(a, t) - 1);
-  const size_t record_floats = static_cast<size_t>(a.head_dim) + kRecordHead;
-  const size_t split_stride = static_cast<size_t>(a.n_heads) * record_floats;
+  const int64_t split_stride = a.n_heads * RecordFloats(a.head_dim);
   const float* records = RecordOf(a, PairsBefore(a.layout, t), h);  // split 0's
   float max = -INFINITY;
   for (int64_t s = 0; s < n_splits; ++s) max = fmaxf(max, records[s * split_stride]);

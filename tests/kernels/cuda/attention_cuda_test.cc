@@ -285,9 +285,10 @@ TEST_F(AttentionCudaTest, RoundsOfASmallScratchGiveTheSameBits) {
   }
 }
 
-// The records of every (token, split, head): (head_dim + 3) floats each.
+// The records of every (token, split, head): head_dim + 3 floats and the
+// split's kAttentionSplit scores each.
 TEST_F(AttentionCudaTest, ScratchBytesCountsEverySplitOfEveryToken) {
-  const size_t record = (64 + 3) * sizeof(float);
+  const size_t record = (64 + 3 + kAttentionSplit) * sizeof(float);
   EXPECT_EQ(cuda::AttentionScratchBytes(ParamsFor({1, 0, 8, 2, 64})), 8 * record);
   EXPECT_EQ(cuda::AttentionScratchBytes(ParamsFor({1, 255, 8, 2, 64})), 8 * record);
   EXPECT_EQ(cuda::AttentionScratchBytes(ParamsFor({1, 256, 8, 2, 64})), 2 * 8 * record);
@@ -297,8 +298,8 @@ TEST_F(AttentionCudaTest, ScratchBytesCountsEverySplitOfEveryToken) {
 
 // With a budget: every token's records when they fit, else the budget, but
 // never less than the last token's (the fewest the op runs with); 0 for
-// what the op refuses. The engine's 512-token chunks of Llama-3-8B fit
-// kAttentionScratchBudget up to 2048 positions.
+// what the op refuses. The first 512-token chunk of a Llama-3-8B prompt fits
+// kAttentionScratchBudget; the fourth (positions 1536..2047) runs in rounds.
 TEST_F(AttentionCudaTest, ScratchBytesWithABudget) {
   const AttentionParams p = ParamsFor({520, 250, 8, 2, 64});
   const size_t all = cuda::AttentionScratchBytes(p);
@@ -309,8 +310,10 @@ TEST_F(AttentionCudaTest, ScratchBytesWithABudget) {
   EXPECT_EQ(cuda::AttentionScratchBytes(p, last + 1), last + 1);
   EXPECT_EQ(cuda::AttentionScratchBytes(p, 0), last);
   EXPECT_EQ(cuda::AttentionScratchBytes(ParamsFor({0, 0, 8, 2, 64}), 1 << 20), 0u);
+  EXPECT_LE(cuda::AttentionScratchBytes(ParamsFor({512, 0, 32, 8, 128})), cuda::kAttentionScratchBudget);
   const AttentionParams chunk_8b = ParamsFor({512, 1536, 32, 8, 128});
-  EXPECT_LE(cuda::AttentionScratchBytes(chunk_8b), cuda::kAttentionScratchBudget);
+  EXPECT_GT(cuda::AttentionScratchBytes(chunk_8b), cuda::kAttentionScratchBudget);
+  EXPECT_EQ(cuda::AttentionScratchBytes(chunk_8b, cuda::kAttentionScratchBudget), cuda::kAttentionScratchBudget);
   const AttentionParams chunk_8b_at_120k = ParamsFor({512, 120 * 1024, 32, 8, 128});
   EXPECT_GT(cuda::AttentionScratchBytes(chunk_8b_at_120k), size_t{3} << 30);
   EXPECT_EQ(cuda::AttentionScratchBytes(chunk_8b_at_120k, cuda::kAttentionScratchBudget),
@@ -538,10 +541,10 @@ TEST_F(AttentionCudaTreeTest, AnyMaskReadsOnlyTheRowsItNames) {
 
 // In tree mode every query is given the records of tree_base +
 // kMaxTreeAttentionRows positions: (tree_base + 63) / kAttentionSplit + 1
-// splits of n_heads records of (head_dim + 3) floats, whatever the masks
-// (the pointer is not read).
+// splits of n_heads records of head_dim + 3 + kAttentionSplit floats,
+// whatever the masks (the pointer is not read).
 TEST_F(AttentionCudaTreeTest, ScratchBytesIsTheBoundForEveryMask) {
-  const size_t record = (64 + 3) * sizeof(float);
+  const size_t record = (64 + 3 + kAttentionSplit) * sizeof(float);
   const uint64_t any_mask[1] = {};
   auto bytes = [&](int n_tokens, int tree_base) {
     return cuda::AttentionScratchBytes(testing::TreeParamsFor({n_tokens, tree_base, 8, 2, 64}, any_mask));
@@ -611,7 +614,7 @@ TEST_F(AttentionCudaTest, NonCausalMatchesCpu) {
 
 // Every non-causal query is given the last position's splits.
 TEST_F(AttentionCudaTest, NonCausalScratchBytesGivesEveryTokenTheLastPositionsSplits) {
-  const size_t record = (64 + 3) * sizeof(float);
+  const size_t record = (64 + 3 + kAttentionSplit) * sizeof(float);
   EXPECT_EQ(cuda::AttentionScratchBytes(NonCausal({10, 0, 8, 2, 64})), 10 * 8 * record);
   EXPECT_EQ(cuda::AttentionScratchBytes(NonCausal({10, 246, 8, 2, 64})), 10 * 8 * record);  // up to 255
   EXPECT_EQ(cuda::AttentionScratchBytes(NonCausal({10, 247, 8, 2, 64})), 10 * 2 * 8 * record);
@@ -629,9 +632,9 @@ TEST_F(AttentionCudaTest, RejectsBadArgumentsWithoutLaunching) {
   const DeviceInputs d = UploadInputs(in);
   auto out = Output<float>(in.q.size());
   const AttentionParams good = ParamsFor(ok);
-  // Two tokens of one split each, 4 heads, records of 8 + 3 floats.
+  // Two tokens of one split each, 4 heads, records of 8 + 3 + 256 floats.
   const size_t need = cuda::AttentionScratchBytes(good);
-  ASSERT_EQ(need, 2 * 4 * 11 * sizeof(float));
+  ASSERT_EQ(need, 2 * 4 * (11 + kAttentionSplit) * sizeof(float));
   const cuda::Exec exec = Exec(need);
   auto with = [&](auto change) {
     AttentionParams p = good;
@@ -691,9 +694,9 @@ TEST_F(AttentionCudaTest, RejectsBadArgumentsWithoutLaunching) {
          p.causal = false;
        }),
        exec, "a tree_mask needs causal"},
-      // The last token (position 2) has one split: 4 heads * (8 + 3) floats.
-      {q, k, v, out.get(), good, scratch(exec.scratch, 175), "exec.scratch_bytes (175) is less than 176"},
-      {q, k, v, out.get(), good, scratch(exec.scratch, 0), "exec.scratch_bytes (0) is less than 176"},
+      // The last token (position 2) has one split: 4 heads * (8 + 3 + 256) floats.
+      {q, k, v, out.get(), good, scratch(exec.scratch, 4271), "exec.scratch_bytes (4271) is less than 4272"},
+      {q, k, v, out.get(), good, scratch(exec.scratch, 0), "exec.scratch_bytes (0) is less than 4272"},
       {q, k, v, out.get(), good, scratch(nullptr, need), "exec.scratch is null"},
   };
   for (const Case& c : cases) {
