@@ -497,7 +497,7 @@ struct AttentionParams {
   const uint64_t* tree_mask = nullptr;  // (n_tokens) or nullptr: causal
   bool causal = true;   // false: every query sees rows 0..first_pos + n_tokens - 1
   int tree_base = 0;    // with tree_mask: the cache row of mask bit 0
-  KvCacheTypes types;   // the caches' encodings; rows of n_kv_heads * head_dim values
+  KvCacheTypes types{};  // the caches' encodings; rows of n_kv_heads * head_dim values
   // A causal step's first position read when the op runs, not when it is
   // called: *first_pos_at (backend memory) replaces first_pos, so one
   // recorded launch (a CUDA graph) serves every decode step. Its positions

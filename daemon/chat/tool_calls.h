@@ -56,7 +56,7 @@ struct ToolCall {
 struct ToolChoice {
   enum class Mode { kAuto, kNone, kRequired, kNamed };
   Mode mode = Mode::kAuto;
-  std::string name;  // kNamed
+  std::string name{};  // kNamed
   // More than one call in a reply may be made (OpenAI's
   // parallel_tool_calls); kLlama3 makes one whatever this says.
   bool parallel = true;

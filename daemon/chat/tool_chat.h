@@ -15,11 +15,11 @@ namespace octo {
 
 // A message as the APIs send it.
 struct ToolChatMessage {
-  std::string role;  // system, user, assistant, tool
-  std::string content;
-  std::vector<ToolCall> calls;  // an assistant's calls
-  std::string tool_call_id;     // a tool message: the call it answers (OpenAI)
-  std::string tool_name;        // a tool message: the function (Ollama's tool_name); else found by tool_call_id
+  std::string role{};  // system, user, assistant, tool
+  std::string content{};
+  std::vector<ToolCall> calls{};  // an assistant's calls
+  std::string tool_call_id{};     // a tool message: the call it answers (OpenAI)
+  std::string tool_name{};        // a tool message: the function (Ollama's tool_name); else found by tool_call_id
 };
 
 // The messages the template renders. `tools` empty or choice kNone: no

@@ -178,12 +178,12 @@ struct EmbedJob {
 struct EmbedResult {
   // One per input, in order: the pooled final hidden states, shaped as
   // EmbedJob.dimensions and .normalize ask.
-  std::vector<std::vector<float>> embeddings;
-  std::vector<int> input_tokens;  // each input's tokens, after any cut
-  int prompt_tokens = 0;          // their sum
-  bool truncated = false;         // some input was cut
-  std::string model;              // the model's path
-  std::string pooling;            // "mean", "cls", "last"
+  std::vector<std::vector<float>> embeddings{};
+  std::vector<int> input_tokens{};  // each input's tokens, after any cut
+  int prompt_tokens = 0;            // their sum
+  bool truncated = false;           // some input was cut
+  std::string model{};              // the model's path
+  std::string pooling{};            // "mean", "cls", "last"
   double seconds = 0;
 };
 

@@ -460,7 +460,8 @@ class Converter {
         alternatives.push_back(absl::StrCat("SIGN", UnsignedRange(a, a), " ", zeros));
         return;
       }
-      const std::optional<uint64_t> below = b.has_value() ? std::optional<uint64_t>(*b - 1) : std::nullopt;
+      std::optional<uint64_t> below = b;  // b - 1 when set
+      if (below.has_value()) --*below;
       alternatives.push_back(absl::StrCat("SIGN", UnsignedRange(a, below), " ", fraction));
       if (b.has_value()) alternatives.push_back(absl::StrCat("SIGN", UnsignedRange(*b, *b), " ", zeros));
     };

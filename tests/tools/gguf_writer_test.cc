@@ -351,8 +351,12 @@ TEST(ModelTensorsTest, RowNotWholeBlocksFallsBackAsLlamaCppOrNamesTheTensor) {
   // Q4_K falls back to Q5_0 there, as llama.cpp's quantizer does.
   const std::vector<TensorSpec> fallen = *BuildTensorList(shape, *ParseTypeRecipe("Q4_K"));
   for (const TensorSpec& t : fallen) {
-    if (t.name == "blk.0.ffn_down.weight") EXPECT_EQ(t.type.type, GgmlType::kQ5_0);
-    if (t.name == "blk.0.ffn_up.weight") EXPECT_EQ(t.type.type, GgmlType::kQ4_K);
+    if (t.name == "blk.0.ffn_down.weight") {
+      EXPECT_EQ(t.type.type, GgmlType::kQ5_0);
+    }
+    if (t.name == "blk.0.ffn_up.weight") {
+      EXPECT_EQ(t.type.type, GgmlType::kQ4_K);
+    }
   }
   shape.hidden_dim = 336;  // not whole 32-element blocks either: Q8_0 has no fallback
   const absl::Status status = BuildTensorList(shape, *ParseTypeRecipe("Q8_0")).status();

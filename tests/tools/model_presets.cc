@@ -318,7 +318,6 @@ std::string DescribeShape(const ModelShape& s) {
 namespace {
 
 constexpr char kSpmWordMarker[] = "\xE2\x96\x81";  // U+2581 '▁'
-constexpr char kBpeSpace[] = "\xC4\xA0";           // U+0120 'Ġ', GPT-2's image of ' '
 // Longest merged token, in bytes (real vocabularies rarely go past this).
 constexpr size_t kMaxMergedTokenBytes = 24;
 

@@ -87,8 +87,12 @@ TEST_F(RuntimeKvTypesTest, TheBudgetHoldsMorePositionsAtFewerBytesEach) {
     std::printf("k %s v %s: %llu bytes per position, the budget holds %u positions (%.2f x f16)\n",
                 std::string(KvCacheTypeName(c.types.k)).c_str(), std::string(KvCacheTypeName(c.types.v)).c_str(),
                 static_cast<unsigned long long>(m->kv_bytes_per_position), m->kv_budget_positions, gain);
-    if (c.types.k == GgmlType::kQ8_0 && c.types.v == GgmlType::kQ8_0) EXPECT_NEAR(gain, 1.88, 0.02);
-    if (c.types.k == GgmlType::kQ4_0) EXPECT_NEAR(gain, 3.56, 0.03);
+    if (c.types.k == GgmlType::kQ8_0 && c.types.v == GgmlType::kQ8_0) {
+      EXPECT_NEAR(gain, 1.88, 0.02);
+    }
+    if (c.types.k == GgmlType::kQ4_0) {
+      EXPECT_NEAR(gain, 3.56, 0.03);
+    }
 
     // A one-shot request may use all of it: a prompt longer than F16 could
     // hold runs at Q4_0.

@@ -243,7 +243,9 @@ TEST_F(SpeculationTest, TheContextsEndAndMaxTokensStopAsWithoutADraft) {
     auto spec = Submit(*runtime, job(max_tokens, ""));
     ASSERT_TRUE(plain->Wait() && spec->Wait());
     ExpectSameOutput(*plain, *spec, "max_tokens " + std::to_string(max_tokens));
-    if (max_tokens < 0) EXPECT_EQ(plain->finish_reason, "context") << "ran to the context's end";
+    if (max_tokens < 0) {
+      EXPECT_EQ(plain->finish_reason, "context") << "ran to the context's end";
+    }
   }
   // A stop string cuts the text where it does without a draft.
   auto plain = Submit(*runtime, Job(30, "none"));

@@ -155,7 +155,9 @@ TEST(JsonSchemaTest, EveryOutputOfEverySchemaValidates) {
     const testing::SchemaValidator validator(schema);
     const std::vector<std::string> outputs = Sample(*grammar, 20, 7);
     // A random walk seldom spells what a pattern asks for; everything else ends.
-    if (std::string(text).find("pattern") == std::string::npos) EXPECT_GE(outputs.size(), 10u) << "most walks end: " << text;
+    if (std::string(text).find("pattern") == std::string::npos) {
+      EXPECT_GE(outputs.size(), 10u) << "most walks end: " << text;
+    }
     for (const std::string& output : outputs) {
       const json value = json::parse(output, nullptr, false);
       ASSERT_FALSE(value.is_discarded()) << text << "\ngave " << output;

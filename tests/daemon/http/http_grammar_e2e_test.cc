@@ -67,7 +67,9 @@ TEST_F(HttpGrammarE2eTest, JsonModeRepliesParseAndStreamAsTheyAreWhole) {
   const auto [body, status] = CurlPost("/api/generate", generate.dump());
   ASSERT_EQ(status, 200) << body;
   const json reply = json::parse(body);
-  if (reply["done_reason"] == "stop") EXPECT_TRUE(json::parse(reply["response"].get<std::string>(), nullptr, false).is_object()) << body;
+  if (reply["done_reason"] == "stop") {
+    EXPECT_TRUE(json::parse(reply["response"].get<std::string>(), nullptr, false).is_object()) << body;
+  }
 }
 
 // The openai npm client's response_format json_schema (strict), as the AI

@@ -138,10 +138,14 @@ TEST_F(HttpToolsE2eTest, RequiredAndNamedCallsAreAlwaysValidCalls) {
       ASSERT_FALSE(whole.calls.empty());
       for (const auto& [name, arguments] : whole.calls) {
         EXPECT_EQ(CheckCall(name, arguments), "") << name << "(" << arguments << ")";
-        if (c.tool_choice.is_object()) EXPECT_EQ(name, "search");
+        if (c.tool_choice.is_object()) {
+          EXPECT_EQ(name, "search");
+        }
       }
       parallel += whole.calls.size() > 1;
-      if (seed <= 4) EXPECT_EQ(Chat(request, /*stream=*/true), whole) << "streamed and whole agree";
+      if (seed <= 4) {
+        EXPECT_EQ(Chat(request, /*stream=*/true), whole) << "streamed and whole agree";
+      }
     }
     std::printf("%s: %d of %d replies made more than one call\n", c.model.c_str(), parallel, c.seeds);
   }
@@ -358,7 +362,9 @@ TEST_F(HttpToolsE2eTest, AThinkingModelsThoughtIsReportedApart) {
                             {"max_tokens", 200},
                             {"seed", seed}};
     const Reply reply = Chat(json_mode, /*stream=*/false);
-    if (reply.finish == "stop") EXPECT_TRUE(json::parse(reply.content, nullptr, false).is_object()) << reply.content;
+    if (reply.finish == "stop") {
+      EXPECT_TRUE(json::parse(reply.content, nullptr, false).is_object()) << reply.content;
+    }
   }
   // Ollama: the thought in message.thinking.
   const json ollama = {{"model", "thinker"},

@@ -103,7 +103,9 @@ TEST_F(OctodTest, ANamedSessionOutlivesEachOctoGenRun) {
     const nlohmann::json done = DoneEvent(r.out);
     ASSERT_FALSE(done.is_null()) << r.out;
     const int now = done["stats"].value("cached_tokens", 0);
-    if (cached >= 0) EXPECT_GT(now, cached) << "each run continues the last: " << r.out;
+    if (cached >= 0) {
+      EXPECT_GT(now, cached) << "each run continues the last: " << r.out;
+    }
     cached = now;
   }
   const RunResult list = octod_.Ctl("sessions");

@@ -16,8 +16,8 @@ namespace octo::testing {
 
 struct TestServerOptions {
   bool tcp = false;                  // also listen on 127.0.0.1:<free port>
-  std::optional<std::string> token;        // what TCP callers must present ("token:1")
-  std::optional<std::string> admin_token;  // ... or this ("admin")
+  std::optional<std::string> token{};        // what TCP callers must present ("token:1")
+  std::optional<std::string> admin_token{};  // ... or this ("admin")
 };
 
 class TestServer {

@@ -122,7 +122,9 @@ TEST_F(PrefetchCudaTest, ADenseLaunchAsksForEachRowsFirstBytesBeforeItsStart) {
                       .ok());
       without = d_out.Download(stream());
     }
-    if (const auto asked = Prefetched()) EXPECT_TRUE(asked->empty());
+    if (const auto asked = Prefetched()) {
+      EXPECT_TRUE(asked->empty());
+    }
     EXPECT_EQ(with, without) << "the bits do not depend on the prefetch";
   }
 }
@@ -175,7 +177,9 @@ TEST_F(PrefetchCudaTest, AnExpertLaunchAsksForNothing) {
   const MatMulExpertsParams p{.n_experts = kExperts, .k = 2, .n_tokens = 2};
   ASSERT_TRUE(cuda::MatMulExperts(w, d_ids.get(), d_x.get(), d_out.get(), p, Exec(cuda::MatMulExpertsScratchBytes(w, p)))
                   .ok());
-  if (const auto asked = Prefetched()) EXPECT_TRUE(asked->empty());
+  if (const auto asked = Prefetched()) {
+    EXPECT_TRUE(asked->empty());
+  }
 }
 
 // A decode step at position 300 (two splits: a stats and a value pass) over
@@ -232,7 +236,9 @@ TEST_F(PrefetchCudaTest, ADecodeStepsAttentionAsksForItsPositionsKeysAndValues) 
                       .ok());
       without = d_out.Download(stream());
     }
-    if (const auto asked = Prefetched()) EXPECT_TRUE(asked->empty());
+    if (const auto asked = Prefetched()) {
+      EXPECT_TRUE(asked->empty());
+    }
     EXPECT_EQ(with, without) << "the bits do not depend on the prefetch";
   }
 }
