@@ -5,6 +5,9 @@
 # executor into ./build-sim (OCTO_CUDA_SIM=ON, kernels/cuda/sim/README.md),
 # where they run without a GPU. Extra arguments go to the first cmake, e.g.
 # -DOCTO_WITH_CUDA=OFF.
+# OCTO_BUILD_TARGETS="octod octo-gen ..." (deploy/quickstart.sh) builds only
+# those targets of ./build, and neither the executor build nor the npm
+# clients: what only the tests use is left to deploy/test.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs="${OCTO_JOBS:-$(nproc)}"
@@ -20,6 +23,11 @@ skip_sanitized="-DOCTO_SKIP_SANITIZED_TESTS=${OCTO_SKIP_SANITIZED_TESTS:-OFF}"
 line_tables="-DOCTO_LINE_TABLES_ONLY=${OCTO_LINE_TABLES_ONLY:-OFF}"
 benches="-DOCTO_BUILD_BENCHES=${OCTO_BUILD_BENCHES:-ON}"
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "$skip_sanitized" "$line_tables" "$benches" "$@"
+if [ -n "${OCTO_BUILD_TARGETS:-}" ]; then
+  read -r -a targets <<<"$OCTO_BUILD_TARGETS"
+  cmake --build build -j "$jobs" --target "${targets[@]}"
+  exit 0
+fi
 cmake --build build -j "$jobs"
 if [ -f /usr/local/cuda/include/cuda_runtime_api.h ]; then
   cmake -S . -B build-sim -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DOCTO_CUDA_SIM=ON "$skip_sanitized" "$line_tables" \
@@ -37,9 +45,13 @@ else
 fi
 # The openai and ollama npm clients the HTTP API tests drive
 # (tests/daemon/http); the tests skip without them, so a machine without npm
-# or the registry still builds.
+# or the registry still builds. Installed once: again only when the lock
+# file is newer than what npm ci last wrote.
 client_dir=tests/daemon/http/openai_client
-if command -v npm >/dev/null 2>&1; then
+if [ -f "$client_dir/node_modules/.package-lock.json" ] &&
+  [ "$client_dir/node_modules/.package-lock.json" -nt "$client_dir/package-lock.json" ]; then
+  echo "build: the npm clients in $client_dir are current"
+elif command -v npm >/dev/null 2>&1; then
   npm ci --prefix "$client_dir" --no-audit --no-fund --loglevel=error ||
     echo "build: npm ci in $client_dir failed; the npm-client tests will skip" >&2
 else
