@@ -2,7 +2,8 @@
 // the bits of the two: the CUDA backend uses them where the forward pass
 // calls the two in a row (daemon/engine/cuda/cuda_backend.h says when).
 //
-// A producer that rounds for its consumer: RmsNorm, AddRmsNorm, SiluMul,
+// A producer that rounds for its consumer: RmsNorm, AddRmsNorm (and
+// CombineAddRmsNorm), SiluMul,
 // Attention and MatMulGlu also write their output's 8-bit activations
 // (act_q8.h, under q8.rule, at q8.q and q8.d), which the decode MatMul that
 // reads the output would otherwise compute in a launch of its own;
@@ -43,6 +44,19 @@ absl::Status AddRmsNorm(float* x, const float* delta, const float* weight, float
                         float eps, StreamHandle stream, const ActQ8Out& q8);
 absl::Status SiluMul(const float* gate, const float* up, float* out, int64_t n, StreamHandle stream,
                      const ActQ8Out& q8);
+
+// ops.h's MoeCombine(combine) then AddRmsNorm(x, combine.out, weight,
+// combine.out, combine.n_rows, combine.dim, eps) -- the MoE layer's weighted
+// expert sum going into the residual stream, and the next norm -- in one
+// launch: x and combine.out get the two ops' bits (the combined rows are
+// not stored: the norm's output takes their place). With q8, out is also
+// rounded into it, as AddRmsNorm's overload above does. x must overlap
+// neither out nor the combine's inputs, nor out those inputs.
+absl::Status CombineAddRmsNorm(const MoeCombineParams& combine, float* x, const float* weight, float eps,
+                               StreamHandle stream, const ActQ8Out* q8 = nullptr);
+// CombineAddRmsNorm's preconditions but q8's (INVALID_ARGUMENT naming the
+// first unmet).
+absl::Status CheckCombineAddRmsNorm(const MoeCombineParams& combine, const float* x, const float* weight, float eps);
 
 // ops.h's Attention, then with gate (n_tokens, n_heads * head_dim; null:
 // none) SigmoidMul(gate, out) -- qwen3-next's gated attention output -- in

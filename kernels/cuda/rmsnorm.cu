@@ -7,6 +7,7 @@
 #include "kernels/cuda/act_q8.cuh"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/fused.h"
+#include "kernels/cuda/moe_combine.cuh"
 #include "kernels/cuda/rms_scale.cuh"
 #include "kernels/op_checks.h"
 #include "kernels/ops.h"
@@ -22,7 +23,9 @@ namespace {
 // With Mode::kAdd, x is the residual stream and delta is added to it first
 // (x[i] = x[i] + delta[i], stored, as AddKernel computes it) by the thread
 // that owns element i: the same bits as the two launches, whether or not
-// out is delta.
+// out is delta. With Mode::kCombine too, delta[i] is not read but computed:
+// the MoE combine's value of element i (moe_combine.cuh), the bits of
+// MoeCombine's launch before the norm's.
 // With Mode::kRounded, the block's warps then write the row a rounding chunk
 // each (act_q8.cuh), each element's value the same expression, and round it
 // into q8 (fused.h).
@@ -37,9 +40,9 @@ namespace {
 // Launch: gridDim.x == n_rows, blockDim.x a multiple of 32, at most 1024;
 // shared bytes dim * 4 held and rounded, else 0.
 constexpr int kHeldElements = 8;
-template <bool kAdd_, bool kRounded_, ActQ8Rule R_ = ActQ8Rule::kPer32>
+template <bool kAdd_, bool kRounded_, ActQ8Rule R_ = ActQ8Rule::kPer32, bool kCombine_ = false>
 struct NormMode {
-  static constexpr bool kAdd = kAdd_, kRounded = kRounded_, kHeld = false;
+  static constexpr bool kAdd = kAdd_ || kCombine_, kRounded = kRounded_, kHeld = false, kCombine = kCombine_;
   using Rule = std::integral_constant<ActQ8Rule, R_>;
 };
 template <typename Mode>
@@ -52,7 +55,9 @@ __global__ void __launch_bounds__(kMaxBlockSize)
                   const float* delta,   // (n_rows, dim) with kAdd, else null
                   const float* weight,  // (dim)
                   float* out,           // (n_rows, dim)
-                  int dim, float eps, ActQ8Out q8, bool prefetch) {
+                  int dim, float eps, ActQ8Out q8, bool prefetch,
+                  MoeCombineParams combine) {  // with kCombine: the rows that are delta
+
   // The weights are not what the kernel before writes: block 0 asks L2 for
   // them while that kernel still runs, so each block's weight loads, issued
   // with its x loads, wait on L2 (where that kernel's x is) and not HBM.
@@ -62,6 +67,13 @@ __global__ void __launch_bounds__(kMaxBlockSize)
   const size_t row_offset = static_cast<size_t>(blockIdx.x) * dim;
   float* x_row = x + row_offset;
   float* out_row = out + row_offset;
+  auto delta_at = [&](int i) {
+    if constexpr (Mode::kCombine) {
+      return CombinedValue(combine, blockIdx.x, i);
+    } else {
+      return delta[row_offset + i];
+    }
+  };
   // The row's rounding chunks, a warp each, their elements value(i).
   auto round_row = [&](auto value) {
     constexpr ActQ8Rule R = Mode::Rule::value;
@@ -78,7 +90,7 @@ __global__ void __launch_bounds__(kMaxBlockSize)
       if (i < dim) {
         xs[k] = x_row[i];
         ws[k] = weight[i];
-        if constexpr (Mode::kAdd) ds[k] = delta[row_offset + i];
+        if constexpr (Mode::kAdd) ds[k] = delta_at(i);
       }
     }
     double ss = 0.0;
@@ -106,8 +118,7 @@ __global__ void __launch_bounds__(kMaxBlockSize)
     }
   } else {
     if constexpr (Mode::kAdd) {
-      const float* delta_row = delta + row_offset;
-      for (int i = threadIdx.x; i < dim; i += blockDim.x) x_row[i] = x_row[i] + delta_row[i];
+      for (int i = threadIdx.x; i < dim; i += blockDim.x) x_row[i] = x_row[i] + delta_at(i);
     }
     const float scale = RmsScale(x_row, dim, eps);
     auto value = [=](int64_t i) { return x_row[i] * scale * weight[i]; };
@@ -122,15 +133,16 @@ __global__ void __launch_bounds__(kMaxBlockSize)
 // Launches RmsNormKernel<Mode>, held when the row fits (HeldRow).
 template <typename Mode>
 void LaunchRmsNorm(float* x, const float* delta, const float* weight, float* out, int n_rows, int dim, float eps,
-                   StreamHandle stream, const ActQ8Out& q8) {
+                   StreamHandle stream, const ActQ8Out& q8, const MoeCombineParams& combine = {}) {
   const int threads = RowThreads(dim);
   const bool prefetch = WeightPrefetchBytes() > 0;
   if (dim <= threads * kHeldElements) {
     const size_t shared = Mode::kRounded ? static_cast<size_t>(dim) * sizeof(float) : 0;
     OCTO_LAUNCH(RmsNormKernel<HeldRow<Mode>>, n_rows, threads, shared, stream, x, delta, weight, out, dim, eps, q8,
-                prefetch);
+                prefetch, combine);
   } else {
-    OCTO_LAUNCH(RmsNormKernel<Mode>, n_rows, threads, 0, stream, x, delta, weight, out, dim, eps, q8, prefetch);
+    OCTO_LAUNCH(RmsNormKernel<Mode>, n_rows, threads, 0, stream, x, delta, weight, out, dim, eps, q8, prefetch,
+                combine);
   }
 }
 
@@ -195,6 +207,39 @@ absl::Status AddRmsNorm(float* x, const float* delta, const float* weight, float
   return WithActQ8Rule(q8.rule, [&](auto rule) {
     using Mode = NormMode<true, true, decltype(rule)::value>;
     LaunchRmsNorm<Mode>(x, delta, weight, out, n_rows, dim, eps, stream, q8);
+    return absl::OkStatus();
+  });
+}
+
+absl::Status CheckCombineAddRmsNorm(const MoeCombineParams& c, const float* x, const float* weight, float eps) {
+  if (absl::Status args = CheckMoeCombineArgs(c); !args.ok()) return args;
+  if (absl::Status args = CheckRmsNormArgs(x, weight, c.out, c.n_rows, c.dim, eps); !args.ok()) return args;
+  const int64_t bytes = int64_t{c.n_rows} * c.dim * 4;
+  const int64_t expert_bytes = bytes * c.k, weight_bytes = int64_t{c.n_rows} * c.k * 4;
+  if (Overlaps(x, bytes, c.out, bytes) || Overlaps(x, bytes, c.expert_out, expert_bytes) ||
+      Overlaps(x, bytes, c.weights, weight_bytes) || (c.shared != nullptr && Overlaps(x, bytes, c.shared, bytes))) {
+    return absl::InvalidArgumentError("CombineAddRmsNorm: x overlaps out or the combine's inputs");
+  }
+  if (Overlaps(c.out, bytes, c.expert_out, expert_bytes) || Overlaps(c.out, bytes, c.weights, weight_bytes) ||
+      (c.shared != nullptr && Overlaps(c.out, bytes, c.shared, bytes))) {
+    return absl::InvalidArgumentError("CombineAddRmsNorm: out overlaps the combine's inputs");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CombineAddRmsNorm(const MoeCombineParams& combine, float* x, const float* weight, float eps,
+                               StreamHandle stream, const ActQ8Out* q8) {
+  if (absl::Status args = CheckCombineAddRmsNorm(combine, x, weight, eps); !args.ok()) return args;
+  if (q8 == nullptr) {
+    using Mode = NormMode<true, false, ActQ8Rule::kPer32, true>;
+    LaunchRmsNorm<Mode>(x, nullptr, weight, combine.out, combine.n_rows, combine.dim, eps, stream, ActQ8Out{},
+                        combine);
+    return absl::OkStatus();
+  }
+  if (absl::Status rounding = CheckRounding("CombineAddRmsNorm", combine.dim, *q8); !rounding.ok()) return rounding;
+  return WithActQ8Rule(q8->rule, [&](auto rule) {
+    using Mode = NormMode<true, true, decltype(rule)::value, true>;
+    LaunchRmsNorm<Mode>(x, nullptr, weight, combine.out, combine.n_rows, combine.dim, eps, stream, *q8, combine);
     return absl::OkStatus();
   });
 }

@@ -30,6 +30,10 @@
 //   - the down projection (a MatMul) of a held MatMulGlu's output: the
 //     gated launch rounds it (and itself takes x rounded by a held norm);
 //     likewise the down experts of a held MatMulExpertsGlu's output;
+//   - an AddRmsNorm adding a held MoeCombine's whole output into the
+//     residual stream, its out that output too (the next layer's attention
+//     norm after a MoE FFN): the norm computes the combined rows itself
+//     (cuda::CombineAddRmsNorm) and is then held as any AddRmsNorm is;
 //   - a KvAppend of all of the held RopeQK's rotated k rows: RoPE and the
 //     append in one launch; and two in-place per-head RmsNorms of RopeQK's
 //     q and k before it (qwen3's q and k norms) are held with it and go in
@@ -234,6 +238,7 @@ class CudaBackend : public Backend {
     std::vector<HeadNormCall> norms;  // the held in-place head-wide RmsNorms (one or two)
     std::optional<HeldAttention> attention = std::nullopt;
     std::optional<HeldMatMul> matmul = std::nullopt;
+    std::optional<MoeCombineParams> combine = std::nullopt;  // a held MoeCombine's
     // A producer writing out in spans of this many values, a block each
     // (Attention's heads): it rounds by the rules cuda::RoundsInSpans
     // allows. 0: by any rule whose chunks its rows hold.
@@ -251,6 +256,12 @@ class CudaBackend : public Backend {
   // residual overlaps neither its x nor its output: its launch adding into
   // residual, queued; else nullopt (nothing launched).
   std::optional<absl::Status> AddHeldMatMulInto(float* residual, const float* delta, int64_t n);
+  // When the held op is a MoeCombine whose output is delta and out (the
+  // whole of it, n_rows of dim) and x overlaps neither it nor its inputs:
+  // AddRmsNorm of it in the combine's launch (cuda::CombineAddRmsNorm),
+  // held as a producer as AddRmsNorm is; else nullopt (nothing launched).
+  std::optional<absl::Status> AddHeldCombineNorm(float* x, const float* delta, const float* weight, float* out,
+                                                 int n_rows, int dim, float eps);
   // Prefixes an op's error with its name (the forward pass adds the layer).
   static absl::Status Op(const char* name, absl::Status s);
   // Launches the held op plain (and returns the error of one launched by

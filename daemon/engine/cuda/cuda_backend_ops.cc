@@ -85,6 +85,8 @@ absl::Status CudaBackend::AddRmsNorm(float* x, const float* delta, const float* 
       return RmsNorm(x, weight, out, n_rows, dim, eps);
     }
   }
+  // delta is a held MoE combine's output: the norm's launch combines it.
+  if (std::optional<absl::Status> fused = AddHeldCombineNorm(x, delta, weight, out, n_rows, dim, eps)) return *fused;
   OCTO_RETURN_IF_ERROR(LaunchHeld());
   auto launch = [=, this](const cuda::ActQ8Out* q8) {
     return Op("AddRmsNorm", q8 == nullptr
@@ -440,7 +442,29 @@ absl::Status CudaBackend::TopKExperts(const float* router_logits, int n_tokens, 
 absl::Status CudaBackend::MoeCombine(const MoeCombineParams& p) {
   OCTO_RETURN_IF_ERROR(LaunchHeld());
   SignOp(*graphs_, "MoeCombine", p);
-  return graphs_->Queue([=, this] { return Op("MoeCombine", cuda::MoeCombine(p, stream_.get())); });
+  // Held: the norm after it may compute it in its own launch.
+  return Hold(Held{.launch = [=, this](const cuda::ActQ8Out*) { return Op("MoeCombine", cuda::MoeCombine(p, stream_.get())); },
+                   .out = nullptr,  // not a producer that rounds (HeldRoundsFor)
+                   .elements = 0,
+                   .rope = std::nullopt,
+                   .norms = {},
+                   .combine = p});
+}
+
+std::optional<absl::Status> CudaBackend::AddHeldCombineNorm(float* x, const float* delta, const float* weight,
+                                                            float* out, int n_rows, int dim, float eps) {
+  if (!held_.combine || !held_error_.ok()) return std::nullopt;
+  const MoeCombineParams& c = *held_.combine;
+  if (c.out != delta || out != delta || c.n_rows != n_rows || c.dim != dim ||
+      !cuda::CheckCombineAddRmsNorm(c, x, weight, eps).ok()) {
+    return std::nullopt;  // apart, the two launches
+  }
+  const MoeCombineParams combine = std::exchange(held_, Held{}).combine.value();
+  auto launch = [=, this](const cuda::ActQ8Out* q8) {
+    return Op("AddRmsNorm", cuda::CombineAddRmsNorm(combine, x, weight, eps, stream_.get(), q8));
+  };
+  if (n_rows > kMaxDecodeTokens) return graphs_->Queue([launch] { return launch(nullptr); });
+  return Hold(Held{.launch = launch, .out = out, .elements = int64_t{n_rows} * dim, .rope = std::nullopt, .norms = {}});
 }
 
 absl::Status CudaBackend::TopLogits(const float* logits, int n_rows, int vocab, TopLogitsRow* out) {

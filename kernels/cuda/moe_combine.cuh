@@ -1,0 +1,27 @@
+// MoeCombine's value of one output element (ops.h): the weighted sum of a
+// row's k expert outputs in choice order, plus the shared expert's output
+// times its gate. One expression for MoeCombineKernel and for the norm that
+// adds the combined rows into the residual stream in its own launch
+// (rmsnorm.cu, fused.h's CombineAddRmsNorm), so the two give the same bits.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include "kernels/cuda/common.cuh"
+#include "kernels/ops.h"
+
+namespace octo::cuda {
+
+// Element i of row r of p's combined rows (p.out is not read).
+__device__ __forceinline__ float CombinedValue(const MoeCombineParams& p, int64_t r, int64_t i) {
+  float acc = 0.0f;
+  for (int j = 0; j < p.k; ++j) acc = acc + p.expert_out[(r * p.k + j) * p.dim + i] * p.weights[r * p.k + j];
+  if (p.shared != nullptr) {
+    const float gate = p.shared_gate_logits != nullptr ? 1.0f / (1.0f + expf(-p.shared_gate_logits[r])) : 1.0f;
+    acc = acc + p.shared[r * p.dim + i] * gate;
+  }
+  return acc;
+}
+
+}  // namespace octo::cuda
