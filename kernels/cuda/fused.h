@@ -3,7 +3,7 @@
 // calls the two in a row (daemon/engine/cuda/cuda_backend.h says when).
 //
 // A producer that rounds for its consumer: RmsNorm, AddRmsNorm (and
-// CombineAddRmsNorm), SiluMul,
+// CombineAddRmsNorm), SiluMul (and RmsNormSiluMul),
 // Attention and MatMulGlu also write their output's 8-bit activations
 // (act_q8.h, under q8.rule, at q8.q and q8.d), which the decode MatMul that
 // reads the output would otherwise compute in a launch of its own;
@@ -57,6 +57,16 @@ absl::Status CombineAddRmsNorm(const MoeCombineParams& combine, float* x, const 
 // CombineAddRmsNorm's preconditions but q8's (INVALID_ARGUMENT naming the
 // first unmet).
 absl::Status CheckCombineAddRmsNorm(const MoeCombineParams& combine, const float* x, const float* weight, float eps);
+
+// ops.h's RmsNorm(x, weight, x, n_rows, dim, eps) -- in place -- then
+// SiluMul(gate, x, x, n_rows * dim): the gated DeltaNet output's norm, in
+// one launch, the two ops' bits. With q8, x is also rounded into it for the
+// MatMul that reads it, as SiluMul's overload above does: rows of dim
+// values hold whole rounding chunks or tile one (RoundsInSpans), and when
+// they share chunks q8->arrivals holds n_rows * dim / chunk zeroed
+// counters, left zeroed. gate must not overlap x.
+absl::Status RmsNormSiluMul(float* x, const float* weight, const float* gate, int n_rows, int dim, float eps,
+                            StreamHandle stream, const ActQ8Out* q8 = nullptr);
 
 // ops.h's Attention, then with gate (n_tokens, n_heads * head_dim; null:
 // none) SigmoidMul(gate, out) -- qwen3-next's gated attention output -- in

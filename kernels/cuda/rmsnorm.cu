@@ -4,9 +4,11 @@
 #include <type_traits>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_format.h"
 #include "kernels/cuda/act_q8.cuh"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/fused.h"
+#include "kernels/cuda/gates.cuh"
 #include "kernels/cuda/moe_combine.cuh"
 #include "kernels/cuda/rms_scale.cuh"
 #include "kernels/op_checks.h"
@@ -26,6 +28,11 @@ namespace {
 // out is delta. With Mode::kCombine too, delta[i] is not read but computed:
 // the MoE combine's value of element i (moe_combine.cuh), the bits of
 // MoeCombine's launch before the norm's.
+// With Mode::kGate, each output element is then SiluTimes(gate[i], the
+// norm's value) -- SiluMul's of the norm's output, its bits -- and with
+// q8.q set the block rounds its row as a span of the flat (n_rows * dim)
+// output (RoundColumns: rows of whole chunks, or rows tiling one, counted
+// in q8.arrivals).
 // With Mode::kRounded, the block's warps then write the row a rounding chunk
 // each (act_q8.cuh), each element's value the same expression, and round it
 // into q8 (fused.h).
@@ -40,9 +47,11 @@ namespace {
 // Launch: gridDim.x == n_rows, blockDim.x a multiple of 32, at most 1024;
 // shared bytes dim * 4 held and rounded, else 0.
 constexpr int kHeldElements = 8;
-template <bool kAdd_, bool kRounded_, ActQ8Rule R_ = ActQ8Rule::kPer32, bool kCombine_ = false>
+template <bool kAdd_, bool kRounded_, ActQ8Rule R_ = ActQ8Rule::kPer32, bool kCombine_ = false, bool kGate_ = false>
 struct NormMode {
   static constexpr bool kAdd = kAdd_ || kCombine_, kRounded = kRounded_, kHeld = false, kCombine = kCombine_;
+  static constexpr bool kGate = kGate_;
+  static_assert(!(kGate && (kAdd || kRounded)), "a gated norm is in place and rounds its rows as spans");
   using Rule = std::integral_constant<ActQ8Rule, R_>;
 };
 template <typename Mode>
@@ -56,7 +65,8 @@ __global__ void __launch_bounds__(kMaxBlockSize)
                   const float* weight,  // (dim)
                   float* out,           // (n_rows, dim)
                   int dim, float eps, ActQ8Out q8, bool prefetch,
-                  MoeCombineParams combine) {  // with kCombine: the rows that are delta
+                  MoeCombineParams combine,  // with kCombine: the rows that are delta
+                  const float* gate) {       // (n_rows, dim) with kGate, else null
 
   // The weights are not what the kernel before writes: block 0 asks L2 for
   // them while that kernel still runs, so each block's weight loads, issued
@@ -67,6 +77,14 @@ __global__ void __launch_bounds__(kMaxBlockSize)
   const size_t row_offset = static_cast<size_t>(blockIdx.x) * dim;
   float* x_row = x + row_offset;
   float* out_row = out + row_offset;
+  // The stored value of element i, the norm's `normed`.
+  auto gated = [&](int i, float normed) {
+    if constexpr (Mode::kGate) {
+      return SiluTimes(gate[row_offset + i], normed);
+    } else {
+      return normed;
+    }
+  };
   auto delta_at = [&](int i) {
     if constexpr (Mode::kCombine) {
       return CombinedValue(combine, blockIdx.x, i);
@@ -110,7 +128,7 @@ __global__ void __launch_bounds__(kMaxBlockSize)
 #pragma unroll
     for (int k = 0; k < kHeldElements; ++k) {
       const int i = threadIdx.x + k * blockDim.x;
-      if (i < dim) staged[i] = xs[k] * scale * ws[k];
+      if (i < dim) staged[i] = gated(i, xs[k] * scale * ws[k]);
     }
     if constexpr (Mode::kRounded) {
       __syncthreads();  // the row is staged
@@ -125,24 +143,28 @@ __global__ void __launch_bounds__(kMaxBlockSize)
     if constexpr (Mode::kRounded) {
       round_row(value);
     } else {
-      for (int i = threadIdx.x; i < dim; i += blockDim.x) out_row[i] = value(i);
+      for (int i = threadIdx.x; i < dim; i += blockDim.x) out_row[i] = gated(i, value(i));
     }
+  }
+  if constexpr (Mode::kGate) {
+    if (q8.q != nullptr) RoundColumns(out, static_cast<int64_t>(gridDim.x) * dim, 1, row_offset, dim, q8);
   }
 }
 
 // Launches RmsNormKernel<Mode>, held when the row fits (HeldRow).
 template <typename Mode>
 void LaunchRmsNorm(float* x, const float* delta, const float* weight, float* out, int n_rows, int dim, float eps,
-                   StreamHandle stream, const ActQ8Out& q8, const MoeCombineParams& combine = {}) {
+                   StreamHandle stream, const ActQ8Out& q8, const MoeCombineParams& combine = {},
+                   const float* gate = nullptr) {
   const int threads = RowThreads(dim);
   const bool prefetch = WeightPrefetchBytes() > 0;
   if (dim <= threads * kHeldElements) {
     const size_t shared = Mode::kRounded ? static_cast<size_t>(dim) * sizeof(float) : 0;
     OCTO_LAUNCH(RmsNormKernel<HeldRow<Mode>>, n_rows, threads, shared, stream, x, delta, weight, out, dim, eps, q8,
-                prefetch, combine);
+                prefetch, combine, gate);
   } else {
     OCTO_LAUNCH(RmsNormKernel<Mode>, n_rows, threads, 0, stream, x, delta, weight, out, dim, eps, q8, prefetch,
-                combine);
+                combine, gate);
   }
 }
 
@@ -242,6 +264,32 @@ absl::Status CombineAddRmsNorm(const MoeCombineParams& combine, float* x, const 
     LaunchRmsNorm<Mode>(x, nullptr, weight, combine.out, combine.n_rows, combine.dim, eps, stream, *q8, combine);
     return absl::OkStatus();
   });
+}
+
+absl::Status RmsNormSiluMul(float* x, const float* weight, const float* gate, int n_rows, int dim, float eps,
+                            StreamHandle stream, const ActQ8Out* q8) {
+  if (absl::Status args = CheckRmsNormArgs(x, weight, x, n_rows, dim, eps); !args.ok()) return args;
+  const int64_t n = int64_t{n_rows} * dim;
+  if (absl::Status args = CheckSiluMulArgs(gate, x, x, n); !args.ok()) return args;
+  if (Overlaps(gate, n * 4, x, n * 4)) return absl::InvalidArgumentError("RmsNormSiluMul: gate overlaps x");
+  ActQ8Out rounded{};
+  if (q8 != nullptr) {
+    if (absl::Status rounding = CheckRounding("RmsNormSiluMul", n, *q8); !rounding.ok()) return rounding;
+    if (!RoundsInSpans(q8->rule, dim)) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("RmsNormSiluMul: rows of %d values neither hold whole %d-element rounding chunks nor tile them",
+                          dim, ActQ8ChunkOf(q8->rule)));
+    }
+    if (SpansShareChunks(q8->rule, dim) && q8->arrivals == nullptr) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "RmsNormSiluMul: rows of %d values share %d-element rounding chunks: q8.arrivals is null", dim,
+          ActQ8ChunkOf(q8->rule)));
+    }
+    rounded = *q8;
+  }
+  using Mode = NormMode<false, false, ActQ8Rule::kPer32, false, true>;
+  LaunchRmsNorm<Mode>(x, nullptr, weight, x, n_rows, dim, eps, stream, rounded, {}, gate);
+  return absl::OkStatus();
 }
 
 }  // namespace octo::cuda

@@ -34,6 +34,9 @@
 //     residual stream, its out that output too (the next layer's attention
 //     norm after a MoE FFN): the norm computes the combined rows itself
 //     (cuda::CombineAddRmsNorm) and is then held as any AddRmsNorm is;
+//   - a SiluMul gating a held in-place head-wide RmsNorm's whole output in
+//     place (the gated DeltaNet output's norm): one launch
+//     (cuda::RmsNormSiluMul), held as a producer rounding its rows as spans;
 //   - a KvAppend of all of the held RopeQK's rotated k rows: RoPE and the
 //     append in one launch; and two in-place per-head RmsNorms of RopeQK's
 //     q and k before it (qwen3's q and k norms) are held with it and go in
@@ -256,6 +259,11 @@ class CudaBackend : public Backend {
   // residual overlaps neither its x nor its output: its launch adding into
   // residual, queued; else nullopt (nothing launched).
   std::optional<absl::Status> AddHeldMatMulInto(float* residual, const float* delta, int64_t n);
+  // When the held op is one in-place head-wide RmsNorm of exactly up (n
+  // floats), the SiluMul's out too, and gate does not overlap it: the two
+  // in one held launch (cuda::RmsNormSiluMul), a producer rounding in spans
+  // of its rows; else nullopt (nothing launched).
+  std::optional<absl::Status> HeldNormSiluMul(const float* gate, const float* up, float* out, int64_t n);
   // When the held op is a MoeCombine whose output is delta and out (the
   // whole of it, n_rows of dim) and x overlaps neither it nor its inputs:
   // AddRmsNorm of it in the combine's launch (cuda::CombineAddRmsNorm),

@@ -394,6 +394,7 @@ absl::AnyInvocable<absl::Status(const cuda::ActQ8Out*)> CudaBackend::AttentionLa
 }
 
 absl::Status CudaBackend::SiluMul(const float* gate, const float* up, float* out, int64_t n) {
+  if (std::optional<absl::Status> fused = HeldNormSiluMul(gate, up, out, n)) return *fused;
   OCTO_RETURN_IF_ERROR(LaunchHeld());
   OCTO_RETURN_IF_ERROR(Op("SiluMul", CheckSiluMulArgs(gate, up, out, n)));
   SignOp(*graphs_, "SiluMul", gate, up, out, n);
@@ -405,6 +406,30 @@ absl::Status CudaBackend::SiluMul(const float* gate, const float* up, float* out
                    .elements = n,
                    .rope = std::nullopt,
                    .norms = {}});
+}
+
+std::optional<absl::Status> CudaBackend::HeldNormSiluMul(const float* gate, const float* up, float* out, int64_t n) {
+  if (held_.norms.size() != 1 || held_.rope || !held_error_.ok()) return std::nullopt;
+  const HeadNormCall norm = held_.norms[0];
+  if (norm.x != up || out != up || int64_t{norm.n_rows} * norm.dim != n || gate == nullptr ||
+      Overlaps(gate, n * 4, out, n * 4)) {
+    return std::nullopt;
+  }
+  SignOp(*graphs_, "RmsNorm + SiluMul", gate, up, out, n);
+  // Taken before Arrivals, whose growth would launch it (FlushStretch).
+  held_ = Held{};
+  OCTO_ASSIGN_OR_RETURN(uint32_t* const arrivals, Arrivals(static_cast<size_t>(n / cuda::kQ8Chunk)));
+  return Hold(Held{.launch = [=, this](const cuda::ActQ8Out* q8) {
+                     const std::optional<cuda::ActQ8Out> counted = Counted(q8, arrivals);
+                     return Op("RmsNorm + SiluMul", cuda::RmsNormSiluMul(norm.x, norm.weight, gate, norm.n_rows,
+                                                                          norm.dim, norm.eps, stream_.get(),
+                                                                          counted ? &*counted : nullptr));
+                   },
+                   .out = out,
+                   .elements = n,
+                   .rope = std::nullopt,
+                   .norms = {},
+                   .span = norm.dim});
 }
 
 absl::Status CudaBackend::Gelu(const float* x, float* out, int64_t n) {

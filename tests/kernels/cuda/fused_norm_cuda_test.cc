@@ -1,13 +1,17 @@
-// cuda::CombineAddRmsNorm (fused.h): the MoE layer's weighted expert sum
-// added into the residual stream by the next norm's launch leaves what
-// MoeCombine then AddRmsNorm leave -- the residual, the norm's output and
-// its 8-bit activations, bit for bit -- in one launch fewer; with and
-// without a shared expert and its gate, a token and a few, a row the norm
-// holds in registers and one it reads from memory, plain and rounded by
-// both rules.
+// The norms that do a neighbour op's work in their launch (fused.h), bit
+// for bit what the two launches leave, in one launch fewer:
+//   - CombineAddRmsNorm: the MoE layer's weighted expert sum added into the
+//     residual stream by the next norm -- the residual, the norm's output
+//     and its 8-bit activations; with and without a shared expert and its
+//     gate, a token and a few, a row the norm holds in registers and one it
+//     reads from memory, plain and rounded by both rules;
+//   - RmsNormSiluMul: the gated DeltaNet output's head norm and its SiLU
+//     gate -- the output and its 8-bit activations, rows of whole rounding
+//     chunks and rows that share one (counted arrivals, left zeroed).
 #include <cstdint>
 #include <cstring>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -31,7 +35,7 @@ constexpr float kEps = 1e-5f;
 
 enum class Shared { kNone, kUngated, kGated };
 
-class FusedCombineCudaTest : public testing::CudaOpTest {
+class FusedNormCudaTest : public testing::CudaOpTest {
  protected:
   struct Result {
     std::vector<float> residual, out;
@@ -86,9 +90,46 @@ class FusedCombineCudaTest : public testing::CudaOpTest {
     }
     return r;
   }
+
+  // RmsNorm of n_rows rows of dim in place then SiluMul by a gate, in one
+  // launch (fused) or two, rounded by `rule` when given.
+  Result RunGated(int n_rows, int dim, std::optional<cuda::ActQ8Rule> rule, bool fused) {
+    const int64_t n = int64_t{n_rows} * dim;
+    auto d_x = Upload(RandomActivations(n, 41));
+    auto d_gate = Upload(RandomActivations(n, 42));
+    auto d_norm = Upload(RandomActivations(dim, 43));
+    auto d_arrivals = Upload(std::vector<uint32_t>(static_cast<size_t>(n / cuda::kQ8Chunk), 0));
+    const cuda::Exec exec = Exec(cuda::ActQ8Bytes(1, n));
+    std::optional<cuda::ActQ8Out> q8;
+    if (rule) {
+      q8 = cuda::ActQ8At(exec.scratch, *rule, 1, n);
+      q8->arrivals = d_arrivals.get();
+    }
+    const cuda::ApiCounts before = cuda::CurrentApiCounts();
+    if (fused) {
+      const absl::Status s = cuda::RmsNormSiluMul(d_x.get(), d_norm.get(), d_gate.get(), n_rows, dim, kEps, stream(),
+                                                  q8 ? &*q8 : nullptr);
+      EXPECT_TRUE(s.ok()) << s;
+    } else {
+      absl::Status s = cuda::RmsNorm(d_x.get(), d_norm.get(), d_x.get(), n_rows, dim, kEps, stream());
+      EXPECT_TRUE(s.ok()) << s;
+      s = q8 ? cuda::SiluMul(d_gate.get(), d_x.get(), d_x.get(), n, stream(), *q8)
+             : cuda::SiluMul(d_gate.get(), d_x.get(), d_x.get(), n, stream());
+      EXPECT_TRUE(s.ok()) << s;
+    }
+    Result r;
+    r.launches = (cuda::CurrentApiCounts() - before).launches;
+    r.out = d_x.Download(stream());
+    if (q8) {
+      r.act.resize(cuda::ActQ8Bytes(1, n));
+      EXPECT_EQ(cudaMemcpy(r.act.data(), exec.scratch, r.act.size(), cudaMemcpyDeviceToHost), cudaSuccess);
+    }
+    for (const uint32_t count : d_arrivals.Download(stream())) EXPECT_EQ(count, 0u) << "the counters are left zeroed";
+    return r;
+  }
 };
 
-TEST_F(FusedCombineCudaTest, TheNormCombiningTheExpertsGivesTheTwoLaunchesBits) {
+TEST_F(FusedNormCudaTest, TheNormCombiningTheExpertsGivesTheTwoLaunchesBits) {
   const std::optional<cuda::ActQ8Rule> rules[] = {std::nullopt, cuda::ActQ8Rule::kPer32, cuda::ActQ8Rule::kPer256};
   // A row the norm holds in registers, and one it reads from memory
   // (rmsnorm.cu: more than 1024 threads' 8 elements).
@@ -109,7 +150,7 @@ TEST_F(FusedCombineCudaTest, TheNormCombiningTheExpertsGivesTheTwoLaunchesBits) 
   }
 }
 
-TEST_F(FusedCombineCudaTest, RefusesOverlapsAndWhatEitherOpRefuses) {
+TEST_F(FusedNormCudaTest, TheCombiningNormRefusesOverlapsAndWhatEitherOpRefuses) {
   constexpr int kDim = 256;
   auto d_experts = Upload(RandomActivations(kDim * kChoices, 1));
   auto d_weights = Upload(RandomActivations(kChoices, 2));
@@ -143,6 +184,46 @@ TEST_F(FusedCombineCudaTest, RefusesOverlapsAndWhatEitherOpRefuses) {
   odd.dim = 128;
   testing::ExpectInvalidArgument(cuda::CombineAddRmsNorm(odd, d_residual.get(), d_norm.get(), kEps, stream(), &per256),
                                  "CombineAddRmsNorm", "rounding chunks");
+}
+
+TEST_F(FusedNormCudaTest, TheGatedHeadNormGivesTheNormAndSiluMulBits) {
+  // (dim, rows): heads of 128 (Qwen3-Next's): whole 32-element chunks, half
+  // a 256-element one; heads of 64: a quarter of one; heads of 256.
+  const std::pair<int, int> shapes[] = {{128, 2}, {128, 6}, {64, 8}, {64, 28}, {256, 3}};
+  const std::optional<cuda::ActQ8Rule> rules[] = {std::nullopt, cuda::ActQ8Rule::kPer32, cuda::ActQ8Rule::kPer256};
+  for (const auto& [dim, n_rows] : shapes) {
+    for (const std::optional<cuda::ActQ8Rule> rule : rules) {
+      SCOPED_TRACE(absl::StrFormat("dim %d rows %d rounded %d", dim, n_rows, rule ? static_cast<int>(*rule) : -1));
+      const Result apart = RunGated(n_rows, dim, rule, false), fused = RunGated(n_rows, dim, rule, true);
+      EXPECT_EQ(fused.launches + 1, apart.launches) << "one launch for the two";
+      EXPECT_EQ(0, std::memcmp(fused.out.data(), apart.out.data(), fused.out.size() * 4));
+      EXPECT_EQ(fused.act, apart.act) << "the rounding SiluMul's launch would write";
+    }
+  }
+}
+
+TEST_F(FusedNormCudaTest, TheGatedHeadNormRefusesWhatItCannotRound) {
+  constexpr int kDim = 96, kRows = 8;
+  auto d_x = Upload(RandomActivations(kDim * kRows, 1));
+  auto d_norm = Upload(RandomActivations(kDim, 2));
+  auto d_gate = Upload(RandomActivations(kDim * kRows, 3));
+  const cuda::Exec exec = Exec(cuda::ActQ8Bytes(1, kDim * kRows));
+  const cuda::ActQ8Out per32 = cuda::ActQ8At(exec.scratch, cuda::ActQ8Rule::kPer32, 1, kDim * kRows);
+  const cuda::ActQ8Out per256 = cuda::ActQ8At(exec.scratch, cuda::ActQ8Rule::kPer256, 1, kDim * kRows);
+  EXPECT_TRUE(cuda::RmsNormSiluMul(d_x.get(), d_norm.get(), d_gate.get(), kRows, kDim, kEps, stream(), &per32).ok());
+  // 96 values: no whole 256-element chunk, nor a tile of one.
+  testing::ExpectInvalidArgument(
+      cuda::RmsNormSiluMul(d_x.get(), d_norm.get(), d_gate.get(), kRows, kDim, kEps, stream(), &per256),
+      "RmsNormSiluMul", "neither hold");
+  // Rows of 32 share 256-element chunks: counters needed.
+  testing::ExpectInvalidArgument(
+      cuda::RmsNormSiluMul(d_x.get(), d_norm.get(), d_gate.get(), 24, 32, kEps, stream(), &per256), "RmsNormSiluMul",
+      "arrivals is null");
+  testing::ExpectInvalidArgument(
+      cuda::RmsNormSiluMul(d_x.get(), d_norm.get(), d_x.get() + kDim, kRows, kDim, kEps, stream()), "RmsNormSiluMul",
+      "gate overlaps x");
+  testing::ExpectInvalidArgument(cuda::RmsNormSiluMul(d_x.get(), d_norm.get(), nullptr, kRows, kDim, kEps, stream()),
+                                 "SiluMul", "gate is null");
 }
 
 }  // namespace
