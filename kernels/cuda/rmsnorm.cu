@@ -67,7 +67,6 @@ __global__ void __launch_bounds__(kMaxBlockSize)
                   int dim, float eps, ActQ8Out q8, bool prefetch,
                   MoeCombineParams combine,  // with kCombine: the rows that are delta
                   const float* gate) {       // (n_rows, dim) with kGate, else null
-
   // The weights are not what the kernel before writes: block 0 asks L2 for
   // them while that kernel still runs, so each block's weight loads, issued
   // with its x loads, wait on L2 (where that kernel's x is) and not HBM.
@@ -77,7 +76,8 @@ __global__ void __launch_bounds__(kMaxBlockSize)
   const size_t row_offset = static_cast<size_t>(blockIdx.x) * dim;
   float* x_row = x + row_offset;
   float* out_row = out + row_offset;
-  // The stored value of element i, the norm's `normed`.
+  // What element i stores given the norm's value: that value, or with kGate
+  // SiluMul's of it.
   auto gated = [&](int i, float normed) {
     if constexpr (Mode::kGate) {
       return SiluTimes(gate[row_offset + i], normed);
@@ -276,9 +276,9 @@ absl::Status RmsNormSiluMul(float* x, const float* weight, const float* gate, in
   if (q8 != nullptr) {
     if (absl::Status rounding = CheckRounding("RmsNormSiluMul", n, *q8); !rounding.ok()) return rounding;
     if (!RoundsInSpans(q8->rule, dim)) {
-      return absl::InvalidArgumentError(
-          absl::StrFormat("RmsNormSiluMul: rows of %d values neither hold whole %d-element rounding chunks nor tile them",
-                          dim, ActQ8ChunkOf(q8->rule)));
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "RmsNormSiluMul: rows of %d values neither hold whole %d-element rounding chunks nor tile them", dim,
+          ActQ8ChunkOf(q8->rule)));
     }
     if (SpansShareChunks(q8->rule, dim) && q8->arrivals == nullptr) {
       return absl::InvalidArgumentError(absl::StrFormat(

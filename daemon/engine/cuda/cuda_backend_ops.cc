@@ -468,7 +468,9 @@ absl::Status CudaBackend::MoeCombine(const MoeCombineParams& p) {
   OCTO_RETURN_IF_ERROR(LaunchHeld());
   SignOp(*graphs_, "MoeCombine", p);
   // Held: the norm after it may compute it in its own launch.
-  return Hold(Held{.launch = [=, this](const cuda::ActQ8Out*) { return Op("MoeCombine", cuda::MoeCombine(p, stream_.get())); },
+  return Hold(Held{.launch = [=, this](const cuda::ActQ8Out*) {
+                     return Op("MoeCombine", cuda::MoeCombine(p, stream_.get()));
+                   },
                    .out = nullptr,  // not a producer that rounds (HeldRoundsFor)
                    .elements = 0,
                    .rope = std::nullopt,
