@@ -284,7 +284,8 @@ class CudaBackend : public Backend {
            (held_.span == 0 || cuda::RoundsInSpans(rule, held_.span)) && scratch <= held_.free_scratch;
   }
   // `count` zeroed chunk counters (cuda::ActQ8Out::arrivals), grown as
-  // scratch_ is.
+  // scratch_ is -- and so, when they grow, launching the held op plain
+  // first: a caller fusing the held op takes it out of held_ before.
   absl::StatusOr<uint32_t*> Arrivals(size_t count);
   // MatMulGroup (with biases: MatMulGroupBias) over the held op's output:
   // the fused launch pair when it applies, else nullopt (nothing launched).
