@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Builds what the tests need, then runs every test: the main build's (./build; its CUDA tests run on a GPU
-# and skip without one), then the CUDA tests through the host executor
-# (./build-sim, label "cuda"; none may skip there). deploy/install-deps.sh and
-# deploy/build.sh come first, so that this runs on a fresh clone as well as
-# after deploy/quickstart.sh (which builds the programs alone); on a current
-# build they have nothing to do.
+# Builds what the tests need, then runs every test: the main build's
+# (./build; its CUDA tests run on a GPU and skip without one), then the CUDA
+# tests through the host executor (./build-sim, label "cuda"; none may skip
+# there). deploy/install-deps.sh and deploy/build.sh come first, so that this
+# runs on a fresh clone as well as after deploy/quickstart.sh (which builds
+# the programs alone); on a current build they have nothing to do.
 # Arguments go to both ctest runs: .ci/run passes `-LE sanitized` to leave out
 # the tests it ran under ASan already.
 set -euo pipefail
