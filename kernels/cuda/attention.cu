@@ -501,16 +501,7 @@ absl::Status Attention(const float* q, const void* k_cache, const void* v_cache,
   const ActQ8Out& q8 = *rounded;
   const int64_t width = int64_t{p.n_heads} * p.head_dim;
   if (absl::Status rounding = CheckRounding("Attention", width, q8); !rounding.ok()) return rounding;
-  if (!RoundsInSpans(q8.rule, p.head_dim)) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "Attention: heads of %d values neither hold whole %d-element rounding chunks nor tile them", p.head_dim,
-        ActQ8ChunkOf(q8.rule)));
-  }
-  if (SpansShareChunks(q8.rule, p.head_dim) && q8.arrivals == nullptr) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "Attention: heads of %d values share %d-element rounding chunks: q8.arrivals is null", p.head_dim,
-        ActQ8ChunkOf(q8.rule)));
-  }
+  if (absl::Status spans = CheckSpanRounding("Attention", "heads", p.head_dim, q8); !spans.ok()) return spans;
   return RunAttention(q, k_cache, v_cache, out, p, exec, &q8, gate);
 }
 

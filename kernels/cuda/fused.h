@@ -19,6 +19,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "kernels/cuda/act_q8.h"
 #include "kernels/ops.h"
 
@@ -31,6 +32,24 @@ inline absl::Status CheckRounding(const char* op, int64_t width, const ActQ8Out&
   if (width % ActQ8ChunkOf(q8.rule) != 0) {
     return absl::InvalidArgumentError(absl::StrCat(op, ": rows of ", width, " are not whole ", ActQ8ChunkOf(q8.rule),
                                                    "-element rounding chunks"));
+  }
+  return absl::OkStatus();
+}
+
+// A producer rounding its output in spans of `span` values, a block each
+// (Attention's heads, RmsNormSiluMul's rows): the spans hold whole rounding
+// chunks or tile one (RoundsInSpans), and q8.arrivals is set when they share
+// chunks (INVALID_ARGUMENT naming op and `spans`, what a span is).
+inline absl::Status CheckSpanRounding(const char* op, const char* spans, int64_t span, const ActQ8Out& q8) {
+  if (!RoundsInSpans(q8.rule, span)) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s: %s of %d values neither hold whole %d-element rounding chunks nor tile them", op, spans,
+                        span, ActQ8ChunkOf(q8.rule)));
+  }
+  if (SpansShareChunks(q8.rule, span) && q8.arrivals == nullptr) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s: %s of %d values share %d-element rounding chunks: q8.arrivals is null", op, spans, span,
+        ActQ8ChunkOf(q8.rule)));
   }
   return absl::OkStatus();
 }

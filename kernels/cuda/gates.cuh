@@ -2,7 +2,8 @@
 // device's expf: silu(g) * u (kernels/cpu/silu_mul.cc) and sigmoid
 // (kernels/cpu/delta_net.cc). One definition for every kernel that applies
 // them -- SiluMul's and the gated decode launch (MatMulGlu); SigmoidMul's
-// and attention's gated output -- so fused launches give the same bits.
+// and attention's gated output, the MoE shared expert's gate -- so fused
+// launches give the same bits.
 #pragma once
 
 #include "kernels/cuda/common.cuh"

@@ -5,10 +5,10 @@
 // (rmsnorm.cu, fused.h's CombineAddRmsNorm), so the two give the same bits.
 #pragma once
 
-#include <cmath>
 #include <cstdint>
 
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/gates.cuh"
 #include "kernels/ops.h"
 
 namespace octo::cuda {
@@ -18,7 +18,7 @@ __device__ __forceinline__ float CombinedValue(const MoeCombineParams& p, int64_
   float acc = 0.0f;
   for (int j = 0; j < p.k; ++j) acc = acc + p.expert_out[(r * p.k + j) * p.dim + i] * p.weights[r * p.k + j];
   if (p.shared != nullptr) {
-    const float gate = p.shared_gate_logits != nullptr ? 1.0f / (1.0f + expf(-p.shared_gate_logits[r])) : 1.0f;
+    const float gate = p.shared_gate_logits != nullptr ? Sigmoid(p.shared_gate_logits[r]) : 1.0f;
     acc = acc + p.shared[r * p.dim + i] * gate;
   }
   return acc;

@@ -4,7 +4,6 @@
 #include <type_traits>
 
 #include "absl/status/status.h"
-#include "absl/strings/str_format.h"
 #include "kernels/cuda/act_q8.cuh"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/fused.h"
@@ -275,16 +274,7 @@ absl::Status RmsNormSiluMul(float* x, const float* weight, const float* gate, in
   ActQ8Out rounded{};
   if (q8 != nullptr) {
     if (absl::Status rounding = CheckRounding("RmsNormSiluMul", n, *q8); !rounding.ok()) return rounding;
-    if (!RoundsInSpans(q8->rule, dim)) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "RmsNormSiluMul: rows of %d values neither hold whole %d-element rounding chunks nor tile them", dim,
-          ActQ8ChunkOf(q8->rule)));
-    }
-    if (SpansShareChunks(q8->rule, dim) && q8->arrivals == nullptr) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "RmsNormSiluMul: rows of %d values share %d-element rounding chunks: q8.arrivals is null", dim,
-          ActQ8ChunkOf(q8->rule)));
-    }
+    if (absl::Status spans = CheckSpanRounding("RmsNormSiluMul", "rows", dim, *q8); !spans.ok()) return spans;
     rounded = *q8;
   }
   using Mode = NormMode<false, false, ActQ8Rule::kPer32, false, true>;
