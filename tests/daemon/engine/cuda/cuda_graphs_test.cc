@@ -97,10 +97,13 @@ TEST(CudaGraphs, ReplaysGiveTheEagerBitsAcrossAKvGrowthAndABatchChange) {
   EXPECT_EQ(eager.device.graph_captures + eager.device.graph_replays, 0u);
   // Captures: batch 1 at 256 and 512 positions, batch 2, and batch 1 again
   // after it (the graph is kept: replayed, not captured): passes 2, 254 and
-  // 266 on the executor. An H100 captured those and pass 269 too: there batch
-  // 1 after batch 2 signs differently (a pointer its signature holds moved;
-  // not yet traced), so it is captured once more. Either way the steady
-  // decode steps replay.
+  // 266 on the executor. An H100 captured those and pass 269 too. The
+  // cause: batch 2's first pass grows the logits array from one row to two
+  // (RunState's arrays free, then allocate); the executor's heap hands the
+  // freed address back, the GPU's allocator another one, and there batch 1
+  // after batch 2 signs with the new pointer, is seen once (268) and
+  // captured (269). An array grows once, so either way the steady decode
+  // steps replay.
   EXPECT_GE(graphed.device.graph_captures, 3u);
   EXPECT_LE(graphed.device.graph_captures, 4u);
   EXPECT_GT(graphed.device.graph_replays, 250u);
