@@ -11,7 +11,8 @@
 // rounding is act_q8.cuh's RoundChunk, the decode path's own, so the
 // MatMul's output is the unfused one's bit for bit. And a decode MatMul
 // whose output the residual stream takes next adds it in its own store
-// (MatMulAdd), Add's bits.
+// (MatMulAdd), Add's bits; a MoE router's MatMul picks its experts in its
+// last block and rounds its x for them (MatMulTopKExperts).
 #pragma once
 
 #include <optional>
@@ -127,6 +128,26 @@ absl::Status MatMulGroupBias(std::span<const WeightMatrix> ws, std::span<const f
 absl::Status MatMulAdd(const WeightMatrix& w, const float* x, float* out, float* residual, int n_tokens,
                        const Exec& exec, const ActQ8Out* rounded = nullptr);
 
+// Where a router launch (MatMulTopKExperts) puts each token's experts:
+// TopKExperts's outputs (ops.h) and the counter its last block takes.
+struct TopKExpertsOut {
+  int k = 0;
+  bool normalize = false;
+  int32_t* expert_ids = nullptr;  // (n_tokens, k)
+  float* weights = nullptr;       // (n_tokens, k)
+  uint32_t* arrival = nullptr;    // one counter, zero on entry, left zero
+};
+
+// ops.h's MatMul of a mixture-of-experts router on the decode path (float
+// weights, rows the experts; n_tokens <= kMaxDecodeTokens, one launch) then
+// TopKExperts of its output (the router logits), in one launch: the last of
+// its blocks to finish picks every token's experts, the two ops' bits. With
+// round_x, x is also rounded into it for the experts' MatMul that reads it
+// next (cols whole chunks of its rule), the quantize launch's bits. logits
+// must not overlap x, ids or weights.
+absl::Status MatMulTopKExperts(const WeightMatrix& router, const float* x, float* logits, int n_tokens,
+                               const TopKExpertsOut& top_k, const Exec& exec, const ActQ8Out* round_x = nullptr);
+
 // ops.h's MatMulGroup of gate and up then SiluMul of their outputs, in one
 // decode launch: out (n_tokens, gate.rows) = silu(x · gate^T) * (x · up^T),
 // the bits of the two ops (gate and up of one quantized type and shape,
@@ -157,9 +178,12 @@ absl::Status MatMulExpertsGroup(std::span<const WeightMatrix> ws, const int32_t*
 // rule; round_out->arrivals, one zeroed counter per chunk of every choice's
 // row, left zeroed, when a decode block holds fewer rows than a chunk:
 // matmul::DecodeRowsPerBlock). Scratch: MatMulExpertsScratchBytes(gate).
+// rounded: x's 8-bit activations a launch before wrote (under
+// ExpertsRounding(gate): MatMulTopKExperts's round_x), or null: x rounded
+// here.
 absl::Status MatMulExpertsGlu(const WeightMatrix& gate, const WeightMatrix& up, const int32_t* expert_ids,
                               const float* x, float* out, const MatMulExpertsParams& p, const Exec& exec,
-                              const ActQ8Out* round_out = nullptr);
+                              const ActQ8Out* round_out = nullptr, const ActQ8Out* rounded = nullptr);
 // The rule by which MatMulExperts on w rounds x (what a producer may round
 // for it); nullopt for float weights, which read x.
 std::optional<ActQ8Rule> ExpertsRounding(const WeightMatrix& w);

@@ -288,4 +288,33 @@ absl::Status MatMulGroup(std::span<const WeightMatrix> ws, const float* x, std::
   return Group(ws, x, outs, n_tokens, exec, &rounded);
 }
 
+absl::Status MatMulTopKExperts(const WeightMatrix& router, const float* x, float* logits, int n_tokens,
+                               const TopKExpertsOut& top_k, const Exec& exec, const ActQ8Out* round_x) {
+  if (n_tokens > kMaxDecodeTokens) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("MatMulTopKExperts: %d tokens (at most %d, one decode launch)", n_tokens, kMaxDecodeTokens));
+  }
+  absl::StatusOr<int64_t> row_bytes = CheckMatMul(router, x, logits, n_tokens, exec);
+  if (!row_bytes.ok()) return row_bytes.status();
+  if (!matmul::IsFloatWeight(router.type)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "MatMulTopKExperts: a router of %s weights (F32, F16 or BF16 only)", GgmlTypeName(router.type)));
+  }
+  const int n_experts = static_cast<int>(router.rows);  // CheckMatMul: within 2^31
+  if (absl::Status s = CheckTopKExpertsArgs(logits, n_tokens, n_experts, top_k.k, top_k.expert_ids, top_k.weights);
+      !s.ok()) {
+    return s;
+  }
+  if (top_k.arrival == nullptr) return absl::InvalidArgumentError("MatMulTopKExperts: top_k.arrival is null");
+  const int64_t logit_bytes = int64_t{n_tokens} * n_experts * 4, pick_bytes = int64_t{n_tokens} * top_k.k * 4;
+  if (Overlaps(logits, logit_bytes, top_k.expert_ids, pick_bytes) ||
+      Overlaps(logits, logit_bytes, top_k.weights, pick_bytes)) {
+    return absl::InvalidArgumentError("MatMulTopKExperts: the logits overlap the expert ids or weights");
+  }
+  if (round_x != nullptr) {
+    if (absl::Status s = CheckRounding("MatMulTopKExperts", router.cols, *round_x); !s.ok()) return s;
+  }
+  return matmul::DecodeTopK(router, *row_bytes, x, logits, n_tokens, top_k, round_x, exec.stream);
+}
+
 }  // namespace octo::cuda

@@ -14,6 +14,7 @@
 #include "kernels/cuda/matmul_paths.h"
 #include "kernels/cuda/q8_dot.cuh"
 #include "kernels/cuda/gates.cuh"
+#include "kernels/cuda/top_k_row.cuh"
 #include "kernels/cuda/weight_stage.cuh"
 
 namespace octo::cuda::matmul {
@@ -73,6 +74,11 @@ struct DecodeArgs {
   // Dense: the bytes at the start of each row the block asks L2 for before
   // its start (WeightPrefetchBytes, device.h), or 0.
   int prefetch_row_bytes;
+  // RouterKernel: out's rows are router logits, each token's top-k experts
+  // of them picked by the launch's last block; round_x.q non-null: x also
+  // rounded into round_x.
+  TopKExpertsOut top_k;
+  ActQ8Out round_x;
 };
 
 // The lanes of one row: a row's units (32-element chunks, or elements for
@@ -402,6 +408,54 @@ __global__ void DecodeKernel(const __grid_constant__ DecodeArgs a) {
   }
 }
 
+// MatMulTopKExperts's launch (fused.h): DecodeKernel's dense rows of a
+// router matrix (lanes_per_row at most a warp's) into out, and with
+// round_x, x rounded into it a chunk a warp (the quantize launch's
+// RoundChunk, over the launch's warps). Then each block counts itself in
+// top_k.arrival once its rows are stored and fenced, and the last to count
+// picks every token's experts of out (top_k_row.cuh: TopKExperts's bits,
+// whatever the block size), reading the rows other blocks stored through
+// volatile loads, and zeroes the counter for the next launch.
+template <typename Dots>
+__global__ void RouterKernel(const __grid_constant__ DecodeArgs a) {
+  GridStartAfter([&] { PrefetchBlockRows(a); });
+  const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
+  const int lanes = a.lanes_per_row;
+  const int64_t first_row = (static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + warp) * (kWarpSize / lanes);
+  if (first_row < a.rows) {  // the whole warp: no early return, every block counts
+    const int64_t row = first_row + lane / lanes;
+    float acc[Dots::kTokens] = {};
+    if (row < a.rows) Dots::Add(a, a.w + row * a.row_bytes, 0, a.n_tokens, lane % lanes, lanes, acc);
+    StoreRows<Dots::kTokens>(acc, a.out, a.rows, first_row, a.rows, a.n_tokens, lanes);
+  }
+  if (a.round_x.q != nullptr) {
+    const int64_t n_chunks = a.n_tokens * a.cols / ActQ8ChunkOf(a.round_x.rule);
+    const int64_t warps = static_cast<int64_t>(gridDim.x) * kWarpsPerBlock;
+    auto value = [&](int64_t e) { return a.x[e]; };
+    for (int64_t c = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + warp; c < n_chunks; c += warps) {
+      if (a.round_x.rule == ActQ8Rule::kPer256) {
+        RoundChunk<ActQ8Rule::kPer256>(c, lane, value, nullptr, a.round_x.q, a.round_x.d);
+      } else {
+        RoundChunk<ActQ8Rule::kPer32>(c, lane, value, nullptr, a.round_x.q, a.round_x.d);
+      }
+    }
+  }
+  __threadfence();  // this block's rows are visible to the device before it counts
+  __shared__ bool last;
+  __syncthreads();  // every warp's rows are stored and fenced
+  if (threadIdx.x == 0) last = atomicAdd(a.top_k.arrival, 1u) == gridDim.x - 1;
+  __syncthreads();  // last is written
+  if (!last) return;
+  __threadfence();
+  const int k = a.top_k.k;
+  for (int t = 0; t < a.n_tokens; ++t) {
+    const volatile float* logits = a.out + t * a.rows;
+    top_k::TopKOfRow(logits, static_cast<int>(a.rows), k, a.top_k.normalize, a.top_k.expert_ids + t * k,
+                     a.top_k.weights + t * k);
+  }
+  if (threadIdx.x == 0) *a.top_k.arrival = 0;
+}
+
 // MatMulGlu's launch: DecodeKernel's rows, dense, of the gate and the up
 // matrix at once -- each row's lanes take the gate row's units then the up
 // row's, each summed as DecodeKernel sums it -- and the row's lane stores
@@ -651,6 +705,33 @@ absl::Status DecodeGlu(const WeightMatrix& gate, const WeightMatrix& up, int64_t
   return Launch(gate.type, a, 1, stream);
 }
 
+absl::Status DecodeTopK(const WeightMatrix& w, int64_t row_bytes, const float* x, float* out, int n_tokens,
+                        const TopKExpertsOut& top_k, const ActQ8Out* round_x, StreamHandle stream) {
+  DecodeArgs a = DenseArgs(w, row_bytes, ActQ8View{}, out, n_tokens);
+  a.x = x;
+  a.top_k = top_k;
+  if (round_x != nullptr) a.round_x = *round_x;
+  a.lanes_per_row = LanesPerRow(w.cols, kWarpSize);
+  a.prefetch_row_bytes = WeightPrefetchBytes();
+  const dim3 grid(static_cast<unsigned>((w.rows + RowsPerBlock(a.lanes_per_row) - 1) / RowsPerBlock(a.lanes_per_row)));
+  auto launch = [&](auto decoder) {
+    // One token's kernel or kMaxDecodeTokens's, as Launch picks them.
+    if (n_tokens == 1) {
+      OCTO_LAUNCH(RouterKernel<FloatDots<decltype(decoder), 1>>, grid, kWarpsPerBlock * kWarpSize, 0, stream, a);
+    } else {
+      OCTO_LAUNCH(RouterKernel<FloatDots<decltype(decoder), kMaxDecodeTokens>>, grid, kWarpsPerBlock * kWarpSize, 0,
+                  stream, a);
+    }
+    return absl::OkStatus();
+  };
+  switch (w.type) {
+    case GgmlType::kF32: return launch(block_decode::Decoder<GgmlType::kF32>{});
+    case GgmlType::kF16: return launch(block_decode::Decoder<GgmlType::kF16>{});
+    case GgmlType::kBF16: return launch(block_decode::Decoder<GgmlType::kBF16>{});
+    default: return absl::InternalError("MatMulTopKExperts: a router of quantized weights");
+  }
+}
+
 absl::Status Decode(const WeightMatrix& w, int64_t row_bytes, const float* x, float* out, int n_tokens,
                     const Exec& exec) {
   ActQ8View act;
@@ -722,10 +803,11 @@ absl::Status DecodeExperts(std::span<const WeightMatrix> ws, int64_t rows, int64
 
 absl::Status DecodeExpertsGlu(const WeightMatrix& gate, const WeightMatrix& up, int64_t rows, int64_t row_bytes,
                               int64_t expert_bytes, const int32_t* expert_ids, const float* x, float* out,
-                              const MatMulExpertsParams& p, const Exec& exec, const ActQ8Out* round_out) {
+                              const MatMulExpertsParams& p, const Exec& exec, const ActQ8Out* round_out,
+                              const ActQ8View* rounded) {
   float* const outs[] = {out};
   absl::StatusOr<DecodeArgs> a =
-      ExpertArgs({&gate, 1}, rows, row_bytes, expert_bytes, expert_ids, x, outs, p, exec, nullptr);
+      ExpertArgs({&gate, 1}, rows, row_bytes, expert_bytes, expert_ids, x, outs, p, exec, rounded);
   if (!a.ok()) return a.status();
   a->w_up = static_cast<const uint8_t*>(up.data);
   if (round_out != nullptr) a->round_out = *round_out;

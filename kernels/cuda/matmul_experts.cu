@@ -86,7 +86,7 @@ absl::Status MatMulExpertsGroup(std::span<const WeightMatrix> ws, const int32_t*
 
 absl::Status MatMulExpertsGlu(const WeightMatrix& gate, const WeightMatrix& up, const int32_t* expert_ids,
                               const float* x, float* out, const MatMulExpertsParams& p, const Exec& exec,
-                              const ActQ8Out* round_out) {
+                              const ActQ8Out* round_out, const ActQ8Out* rounded) {
   absl::StatusOr<ExpertLayout> layout = CheckExperts(gate, expert_ids, x, out, p, exec);
   if (!layout.ok()) return layout.status();
   absl::StatusOr<ExpertLayout> up_layout = CheckExperts(up, expert_ids, x, out, p, exec);
@@ -102,8 +102,13 @@ absl::Status MatMulExpertsGlu(const WeightMatrix& gate, const WeightMatrix& up, 
   if (round_out != nullptr) {
     if (absl::Status s = matmul::CheckGluRounding("MatMulExpertsGlu", gate, rows, *round_out); !s.ok()) return s;
   }
+  if (rounded != nullptr && (ExpertsRounding(gate) != rounded->rule || rounded->q == nullptr || rounded->d == nullptr)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "MatMulExpertsGlu: %s weights do not read activations rounded by the rule given", GgmlTypeName(gate.type)));
+  }
+  const matmul::ActQ8View view{rounded != nullptr ? rounded->q : nullptr, rounded != nullptr ? rounded->d : nullptr};
   return matmul::DecodeExpertsGlu(gate, up, rows, layout->row_bytes, layout->expert_bytes, expert_ids, x, out, p,
-                                  exec, round_out);
+                                  exec, round_out, rounded != nullptr ? &view : nullptr);
 }
 
 }  // namespace octo::cuda

@@ -9,6 +9,7 @@
 
 #include "absl/status/status.h"
 #include "kernels/cuda/act_q8.h"
+#include "kernels/cuda/fused.h"
 #include "kernels/ops.h"
 
 namespace octo::cuda::matmul {
@@ -98,9 +99,17 @@ absl::Status CheckGluRounding(const char* op, const WeightMatrix& gate, int64_t 
 // (one type and layout, x rounded here) then SiluMul, in one launch; out
 // (n_choices, rows); with round_out (CheckGluRounding), out rounded into it
 // a choice's row at a time, each row with its own chunk counters.
+// rounded: x's activations as a launch before wrote them, else rounded here.
 absl::Status DecodeExpertsGlu(const WeightMatrix& gate, const WeightMatrix& up, int64_t rows, int64_t row_bytes,
                               int64_t expert_bytes, const int32_t* expert_ids, const float* x, float* out,
-                              const MatMulExpertsParams& p, const Exec& exec, const ActQ8Out* round_out);
+                              const MatMulExpertsParams& p, const Exec& exec, const ActQ8Out* round_out,
+                              const ActQ8View* rounded);
+
+// fused.h's MatMulTopKExperts on a float router w (arguments checked):
+// Decode's rows of w, then the launch's last block picks each token's
+// top_k experts of out; round_x: x also rounded into it.
+absl::Status DecodeTopK(const WeightMatrix& w, int64_t row_bytes, const float* x, float* out, int n_tokens,
+                        const TopKExpertsOut& top_k, const ActQ8Out* round_x, StreamHandle stream);
 
 // --- Prefill (matmul_prefill.cu) ---------------------------------------------
 // A quantized w is dequantized to fp16 a tile of rows at a time, each tile
