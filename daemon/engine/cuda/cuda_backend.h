@@ -45,7 +45,11 @@
 // an AddRmsNorm or Add that adds its whole output into the residual stream
 // (the next norm's add after wo and down, the last layer's Add): the decode
 // launch adds each value it stores into the residual (cuda::MatMulAdd), and
-// the norm launches plain (an RmsNorm, itself held as above).
+// the norm launches plain (an RmsNorm, itself held as above). And for a
+// TopKExperts of its whole output (a MoE router's logits, float weights):
+// the two go in one launch (cuda::MatMulTopKExperts), held in turn as a
+// producer of the router's x -- the experts' MatMulExpertsGlu after it, or
+// any decode MatMul of that x, has the router launch round x for it.
 // Any other call launches the held op as it is first, so the stream runs
 // the same work in the same order. stream() does the same: code that queues work on the compute
 // stream itself (DeviceLayers' events and copies) sees every op called
@@ -225,13 +229,17 @@ class CudaBackend : public Backend {
   };
   // A held decode MatMul (see above): `add_into(residual)` launches it, also
   // adding its output (elements floats at out) into residual when that is
-  // non-null; the held launch is add_into(nullptr).
+  // non-null; the held launch is add_into(nullptr). A float matrix's also
+  // has `route(top_k, round_x)`: the launch as a router's
+  // (cuda::MatMulTopKExperts), out its logits.
+  using Route = absl::AnyInvocable<absl::Status(const cuda::TopKExpertsOut& top_k, const cuda::ActQ8Out* round_x)>;
   struct HeldMatMul {
     std::shared_ptr<absl::AnyInvocable<absl::Status(float* residual)>> add_into;
     const float* x;
     int64_t x_elements;
     const float* out;
     int64_t elements;
+    std::shared_ptr<Route> route = nullptr;
   };
   struct Held {
     absl::AnyInvocable<absl::Status(const cuda::ActQ8Out*)> launch;
@@ -252,9 +260,9 @@ class CudaBackend : public Backend {
   };
   absl::Status Hold(Held held);
   // Holds a decode MatMul of x (x_elements floats) into out (elements);
-  // `add_into` as HeldMatMul's.
+  // `add_into` and `route` as HeldMatMul's.
   absl::Status HoldMatMul(absl::AnyInvocable<absl::Status(float* residual)> add_into, const float* x,
-                          int64_t x_elements, const float* out, int64_t elements);
+                          int64_t x_elements, const float* out, int64_t elements, Route route = nullptr);
   // When the held op is a MatMul whose whole output is delta (n floats) and
   // residual overlaps neither its x nor its output: its launch adding into
   // residual, queued; else nullopt (nothing launched).
@@ -277,15 +285,18 @@ class CudaBackend : public Backend {
   absl::Status LaunchHeld();
   // Whether the held op is a producer (a norm, the SiLU product, attention
   // or the gated MatMulGlu, whose launch can round its output) that wrote exactly
-  // `elements` values at x and can round them by `rule` for a consumer
-  // using `scratch` bytes of the scratch.
+  // `elements` values at x -- or the router's launch, which read them -- and
+  // can round them by `rule` for a consumer using `scratch` bytes of the
+  // scratch.
   bool HeldRoundsFor(const float* x, int64_t elements, cuda::ActQ8Rule rule, size_t scratch) const {
     return held_.launch && held_error_.ok() && !held_.rope && held_.out == x && held_.elements == elements &&
            (held_.span == 0 || cuda::RoundsInSpans(rule, held_.span)) && scratch <= held_.free_scratch;
   }
   // `count` zeroed chunk counters (cuda::ActQ8Out::arrivals), grown as
   // scratch_ is -- and so, when they grow, launching the held op plain
-  // first: a caller fusing the held op takes it out of held_ before.
+  // first: a caller fusing the held op takes it out of held_ before, or,
+  // when the held launch holds counters or scratch a growth would free (the
+  // router's launch), grows them first and fuses what is still held.
   absl::StatusOr<uint32_t*> Arrivals(size_t count);
   // MatMulGroup (with biases: MatMulGroupBias) over the held op's output:
   // the fused launch pair when it applies, else nullopt (nothing launched).

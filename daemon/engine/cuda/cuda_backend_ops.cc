@@ -140,13 +140,20 @@ absl::Status CudaBackend::MatMul(const WeightMatrix& w, const float* x, float* o
   OCTO_ASSIGN_OR_RETURN(const cuda::Exec exec, ExecWithScratch(scratch));
   SignOp(*graphs_, "MatMul", w, x, out, n_tokens, exec);
   if (n_tokens <= kMaxDecodeTokens) {
-    // One decode launch: held, for the residual add after it.
+    // One decode launch: held, for the residual add after it, or (float
+    // weights: a MoE router) the top-k experts of its output.
+    Route route = nullptr;
+    if (w.type == GgmlType::kF32 || w.type == GgmlType::kF16 || w.type == GgmlType::kBF16) {
+      route = [=](const cuda::TopKExpertsOut& top_k, const cuda::ActQ8Out* round_x) {
+        return Op("MatMul + TopKExperts", cuda::MatMulTopKExperts(w, x, out, n_tokens, top_k, exec, round_x));
+      };
+    }
     return HoldMatMul(
         [=](float* residual) {
           return Op("MatMul", residual == nullptr ? cuda::MatMul(w, x, out, n_tokens, exec)
                                                   : cuda::MatMulAdd(w, x, out, residual, n_tokens, exec));
         },
-        x, int64_t{n_tokens} * w.cols, out, int64_t{n_tokens} * w.rows);
+        x, int64_t{n_tokens} * w.cols, out, int64_t{n_tokens} * w.rows, std::move(route));
   }
   for (const Run& r : runs) SignOp(*graphs_, "run", r.row, r.n, r.decode);
   return graphs_->Queue([=, runs = std::move(runs)]() -> absl::Status {
@@ -276,20 +283,34 @@ absl::Status CudaBackend::MatMulExpertsGlu(const WeightMatrix& gate, const Weigh
       gate.expert_stride != up.expert_stride || p.n_experts <= 0 || p.k <= 0 || p.n_tokens <= 0) {
     return Backend::MatMulExpertsGlu(gate, up, expert_ids, x, out, up_out, p);  // its checks name what is wrong
   }
-  OCTO_RETURN_IF_ERROR(LaunchHeld());
   const int64_t width = gate.rows / p.n_experts, n_choices = int64_t{p.n_tokens} * p.k;
   // The scratch: out's 8-bit activations at the front (where the down
-  // experts' launch reads them), x's after them.
+  // experts' launch reads them), x's after them -- rounded by the held op
+  // (the router's launch) when it can, else by this launch's own quantize.
   const size_t front = cuda::ActQ8Bytes(n_choices, width);
+  const size_t scratch = front + cuda::MatMulExpertsScratchBytes(gate, p);
+  const cuda::ActQ8Rule rule = *cuda::ExpertsRounding(gate);
+  // A growth of the counters or the scratch launches the held op first
+  // (plain, its pointers still valid): then this launch rounds x itself.
   OCTO_ASSIGN_OR_RETURN(uint32_t* const arrivals, Arrivals(static_cast<size_t>(n_choices * width / cuda::kQ8Chunk)));
-  OCTO_ASSIGN_OR_RETURN(cuda::Exec exec, ExecWithScratch(front + cuda::MatMulExpertsScratchBytes(gate, p)));
+  OCTO_ASSIGN_OR_RETURN(cuda::Exec exec, ExecWithScratch(scratch));
+  absl::AnyInvocable<absl::Status(const cuda::ActQ8Out*)> rounds_x = nullptr;
+  if (HeldRoundsFor(x, int64_t{p.n_tokens} * gate.cols, rule, scratch)) {
+    rounds_x = std::exchange(held_, Held{}).launch;
+  } else {
+    OCTO_RETURN_IF_ERROR(LaunchHeld());
+  }
   exec.scratch = static_cast<uint8_t*>(exec.scratch) + front;
   exec.scratch_bytes -= front;
-  SignOp(*graphs_, "MatMulExpertsGlu", gate, up, expert_ids, x, out, p, exec, arrivals);
-  return Hold(Held{.launch = [=](const cuda::ActQ8Out* q8) -> absl::Status {
+  const cuda::ActQ8Out x_q8 = cuda::ActQ8At(exec.scratch, rule, p.n_tokens, gate.cols);
+  SignOp(*graphs_, rounds_x ? "MatMulExpertsGlu (rounded)" : "MatMulExpertsGlu", gate, up, expert_ids, x, out, p, exec,
+         arrivals);
+  return Hold(Held{.launch = [=, rounds_x = std::move(rounds_x)](const cuda::ActQ8Out* q8) mutable -> absl::Status {
+                     if (rounds_x) OCTO_RETURN_IF_ERROR(rounds_x(&x_q8));
                      const std::optional<cuda::ActQ8Out> counted = Counted(q8, arrivals);
-                     return Op("MatMulExpertsGlu", cuda::MatMulExpertsGlu(gate, up, expert_ids, x, out, p, exec,
-                                                                          counted ? &*counted : nullptr));
+                     return Op("MatMulExpertsGlu",
+                               cuda::MatMulExpertsGlu(gate, up, expert_ids, x, out, p, exec,
+                                                      counted ? &*counted : nullptr, rounds_x ? &x_q8 : nullptr));
                    },
                    .out = out,
                    .elements = n_choices * width,
@@ -456,6 +477,29 @@ absl::Status CudaBackend::AddBias(float* x, const float* bias, int n_rows, int w
 
 absl::Status CudaBackend::TopKExperts(const float* router_logits, int n_tokens, int n_experts, int k, bool normalize,
                                       int32_t* expert_ids, float* weights) {
+  // The held router MatMul's whole output: one launch, held as a producer of
+  // the router's x (cuda_backend.h).
+  auto held_router = [&] {
+    return held_.matmul && held_.matmul->route && held_error_.ok() && held_.matmul->out == router_logits &&
+           held_.matmul->elements == int64_t{n_tokens} * n_experts;
+  };
+  // The counter first: its growth launches the held MatMul plain.
+  uint32_t* arrival = nullptr;
+  if (held_router()) {
+    OCTO_ASSIGN_OR_RETURN(arrival, Arrivals(1));
+  }
+  if (held_router()) {
+    const HeldMatMul router = *std::exchange(held_, Held{}).matmul;
+    SignOp(*graphs_, "TopKExperts (router)", router_logits, n_tokens, n_experts, k, normalize, expert_ids, weights,
+           arrival);
+    const cuda::TopKExpertsOut top_k{k, normalize, expert_ids, weights, arrival};
+    return Hold(Held{.launch = [route = router.route, top_k](const cuda::ActQ8Out* q8) { return (*route)(top_k, q8); },
+                     .out = router.x,  // the values it rounds for a consumer: its input
+                     .elements = router.x_elements,
+                     .rope = std::nullopt,
+                     .norms = {},
+                     .span = 0});
+  }
   OCTO_RETURN_IF_ERROR(LaunchHeld());
   SignOp(*graphs_, "TopKExperts", router_logits, n_tokens, n_experts, k, normalize, expert_ids, weights);
   return graphs_->Queue([=, this] {
