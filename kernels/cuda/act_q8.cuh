@@ -122,6 +122,17 @@ __device__ __forceinline__ void RoundColumns(const float* x, int64_t width, int 
   }
 }
 
+// RoundChunk by q8's rule, chosen when the kernel runs: chunk `chunk` of a
+// flat x (value(e) its element e) into q8's quants and scales.
+template <typename Value>
+__device__ __forceinline__ void RoundChunk(const ActQ8Out& q8, int64_t chunk, int lane, Value value) {
+  if (q8.rule == ActQ8Rule::kPer256) {
+    RoundChunk<ActQ8Rule::kPer256>(chunk, lane, value, nullptr, q8.q, q8.d);
+  } else {
+    RoundChunk<ActQ8Rule::kPer32>(chunk, lane, value, nullptr, q8.q, q8.d);
+  }
+}
+
 // RoundColumns by q8's rule, chosen when the kernel runs.
 __device__ __forceinline__ void RoundColumns(const float* x, int64_t width, int n_rows, int64_t begin, int64_t span,
                                              const ActQ8Out& q8) {

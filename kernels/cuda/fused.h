@@ -147,6 +147,8 @@ struct TopKExpertsOut {
 // must not overlap x, ids or weights.
 absl::Status MatMulTopKExperts(const WeightMatrix& router, const float* x, float* logits, int n_tokens,
                                const TopKExpertsOut& top_k, const Exec& exec, const ActQ8Out* round_x = nullptr);
+// Whether MatMulTopKExperts takes a router of this type (the float ones).
+bool RoutesInOneLaunch(GgmlType type);
 
 // ops.h's MatMulGroup of gate and up then SiluMul of their outputs, in one
 // decode launch: out (n_tokens, gate.rows) = silu(x · gate^T) * (x · up^T),

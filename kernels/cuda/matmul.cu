@@ -288,6 +288,8 @@ absl::Status MatMulGroup(std::span<const WeightMatrix> ws, const float* x, std::
   return Group(ws, x, outs, n_tokens, exec, &rounded);
 }
 
+bool RoutesInOneLaunch(GgmlType type) { return matmul::IsFloatWeight(type); }
+
 absl::Status MatMulTopKExperts(const WeightMatrix& router, const float* x, float* logits, int n_tokens,
                                const TopKExpertsOut& top_k, const Exec& exec, const ActQ8Out* round_x) {
   if (n_tokens > kMaxDecodeTokens) {
@@ -296,7 +298,7 @@ absl::Status MatMulTopKExperts(const WeightMatrix& router, const float* x, float
   }
   absl::StatusOr<int64_t> row_bytes = CheckMatMul(router, x, logits, n_tokens, exec);
   if (!row_bytes.ok()) return row_bytes.status();
-  if (!matmul::IsFloatWeight(router.type)) {
+  if (!RoutesInOneLaunch(router.type)) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "MatMulTopKExperts: a router of %s weights (F32, F16 or BF16 only)", GgmlTypeName(router.type)));
   }

@@ -433,11 +433,7 @@ __global__ void RouterKernel(const __grid_constant__ DecodeArgs a) {
     const int64_t warps = static_cast<int64_t>(gridDim.x) * kWarpsPerBlock;
     auto value = [&](int64_t e) { return a.x[e]; };
     for (int64_t c = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + warp; c < n_chunks; c += warps) {
-      if (a.round_x.rule == ActQ8Rule::kPer256) {
-        RoundChunk<ActQ8Rule::kPer256>(c, lane, value, nullptr, a.round_x.q, a.round_x.d);
-      } else {
-        RoundChunk<ActQ8Rule::kPer32>(c, lane, value, nullptr, a.round_x.q, a.round_x.d);
-      }
+      RoundChunk(a.round_x, c, lane, value);
     }
   }
   __threadfence();  // this block's rows are visible to the device before it counts

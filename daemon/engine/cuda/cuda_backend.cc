@@ -180,16 +180,16 @@ absl::Status CudaBackend::LaunchHeld() {
 }
 
 absl::Status CudaBackend::HoldMatMul(absl::AnyInvocable<absl::Status(float* residual)> add_into, const float* x,
-                                     int64_t x_elements, const float* out, int64_t elements, Route route) {
+                                     int64_t x_elements, const float* out, int64_t elements,
+                                     std::optional<RouterArgs> router) {
   auto shared = std::make_shared<absl::AnyInvocable<absl::Status(float*)>>(std::move(add_into));
-  std::shared_ptr<Route> shared_route = route ? std::make_shared<Route>(std::move(route)) : nullptr;
   return Hold(Held{.launch = [shared](const cuda::ActQ8Out*) { return (*shared)(nullptr); },
                    .out = nullptr,  // not a producer that rounds (HeldRoundsFor)
                    .elements = 0,
                    .rope = std::nullopt,
                    .norms = {},
                    .attention = std::nullopt,
-                   .matmul = HeldMatMul{shared, x, x_elements, out, elements, std::move(shared_route)}});
+                   .matmul = HeldMatMul{shared, x, x_elements, out, elements, router}});
 }
 
 std::optional<absl::Status> CudaBackend::AddHeldMatMulInto(float* residual, const float* delta, int64_t n) {

@@ -229,17 +229,22 @@ class CudaBackend : public Backend {
   };
   // A held decode MatMul (see above): `add_into(residual)` launches it, also
   // adding its output (elements floats at out) into residual when that is
-  // non-null; the held launch is add_into(nullptr). A float matrix's also
-  // has `route(top_k, round_x)`: the launch as a router's
-  // (cuda::MatMulTopKExperts), out its logits.
-  using Route = absl::AnyInvocable<absl::Status(const cuda::TopKExpertsOut& top_k, const cuda::ActQ8Out* round_x)>;
+  // non-null; the held launch is add_into(nullptr). A plain MatMul of a
+  // router's type (cuda::RoutesInOneLaunch) also keeps its arguments, for
+  // its launch as a router's (cuda::MatMulTopKExperts, out its logits).
+  struct RouterArgs {
+    WeightMatrix w;
+    float* logits;
+    int n_tokens;
+    cuda::Exec exec;
+  };
   struct HeldMatMul {
     std::shared_ptr<absl::AnyInvocable<absl::Status(float* residual)>> add_into;
     const float* x;
     int64_t x_elements;
     const float* out;
     int64_t elements;
-    std::shared_ptr<Route> route = nullptr;
+    std::optional<RouterArgs> router = std::nullopt;
   };
   struct Held {
     absl::AnyInvocable<absl::Status(const cuda::ActQ8Out*)> launch;
@@ -260,9 +265,10 @@ class CudaBackend : public Backend {
   };
   absl::Status Hold(Held held);
   // Holds a decode MatMul of x (x_elements floats) into out (elements);
-  // `add_into` and `route` as HeldMatMul's.
+  // `add_into` and `router` as HeldMatMul's.
   absl::Status HoldMatMul(absl::AnyInvocable<absl::Status(float* residual)> add_into, const float* x,
-                          int64_t x_elements, const float* out, int64_t elements, Route route = nullptr);
+                          int64_t x_elements, const float* out, int64_t elements,
+                          std::optional<RouterArgs> router = std::nullopt);
   // When the held op is a MatMul whose whole output is delta (n floats) and
   // residual overlaps neither its x nor its output: its launch adding into
   // residual, queued; else nullopt (nothing launched).

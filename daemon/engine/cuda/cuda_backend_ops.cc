@@ -140,20 +140,16 @@ absl::Status CudaBackend::MatMul(const WeightMatrix& w, const float* x, float* o
   OCTO_ASSIGN_OR_RETURN(const cuda::Exec exec, ExecWithScratch(scratch));
   SignOp(*graphs_, "MatMul", w, x, out, n_tokens, exec);
   if (n_tokens <= kMaxDecodeTokens) {
-    // One decode launch: held, for the residual add after it, or (float
-    // weights: a MoE router) the top-k experts of its output.
-    Route route = nullptr;
-    if (w.type == GgmlType::kF32 || w.type == GgmlType::kF16 || w.type == GgmlType::kBF16) {
-      route = [=](const cuda::TopKExpertsOut& top_k, const cuda::ActQ8Out* round_x) {
-        return Op("MatMul + TopKExperts", cuda::MatMulTopKExperts(w, x, out, n_tokens, top_k, exec, round_x));
-      };
-    }
+    // One decode launch: held, for the residual add after it, or (a MoE
+    // router's) the top-k experts of its output.
+    std::optional<RouterArgs> router;
+    if (cuda::RoutesInOneLaunch(w.type)) router = RouterArgs{w, out, n_tokens, exec};
     return HoldMatMul(
         [=](float* residual) {
           return Op("MatMul", residual == nullptr ? cuda::MatMul(w, x, out, n_tokens, exec)
                                                   : cuda::MatMulAdd(w, x, out, residual, n_tokens, exec));
         },
-        x, int64_t{n_tokens} * w.cols, out, int64_t{n_tokens} * w.rows, std::move(route));
+        x, int64_t{n_tokens} * w.cols, out, int64_t{n_tokens} * w.rows, router);
   }
   for (const Run& r : runs) SignOp(*graphs_, "run", r.row, r.n, r.decode);
   return graphs_->Queue([=, runs = std::move(runs)]() -> absl::Status {
@@ -480,7 +476,7 @@ absl::Status CudaBackend::TopKExperts(const float* router_logits, int n_tokens, 
   // The held router MatMul's whole output: one launch, held as a producer of
   // the router's x (cuda_backend.h).
   auto held_router = [&] {
-    return held_.matmul && held_.matmul->route && held_error_.ok() && held_.matmul->out == router_logits &&
+    return held_.matmul && held_.matmul->router && held_error_.ok() && held_.matmul->out == router_logits &&
            held_.matmul->elements == int64_t{n_tokens} * n_experts;
   };
   // The counter first: its growth launches the held MatMul plain.
@@ -489,13 +485,16 @@ absl::Status CudaBackend::TopKExperts(const float* router_logits, int n_tokens, 
     OCTO_ASSIGN_OR_RETURN(arrival, Arrivals(1));
   }
   if (held_router()) {
-    const HeldMatMul router = *std::exchange(held_, Held{}).matmul;
+    const HeldMatMul m = *std::exchange(held_, Held{}).matmul;
     SignOp(*graphs_, "TopKExperts (router)", router_logits, n_tokens, n_experts, k, normalize, expert_ids, weights,
            arrival);
     const cuda::TopKExpertsOut top_k{k, normalize, expert_ids, weights, arrival};
-    return Hold(Held{.launch = [route = router.route, top_k](const cuda::ActQ8Out* q8) { return (*route)(top_k, q8); },
-                     .out = router.x,  // the values it rounds for a consumer: its input
-                     .elements = router.x_elements,
+    return Hold(Held{.launch = [r = *m.router, x = m.x, top_k](const cuda::ActQ8Out* q8) {
+                       return Op("MatMul + TopKExperts",
+                                 cuda::MatMulTopKExperts(r.w, x, r.logits, r.n_tokens, top_k, r.exec, q8));
+                     },
+                     .out = m.x,  // the values it rounds for a consumer: its input
+                     .elements = m.x_elements,
                      .rope = std::nullopt,
                      .norms = {},
                      .span = 0});
