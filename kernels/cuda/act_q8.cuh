@@ -123,13 +123,15 @@ __device__ __forceinline__ void RoundColumns(const float* x, int64_t width, int 
 }
 
 // RoundChunk by q8's rule, chosen when the kernel runs: chunk `chunk` of a
-// flat x (value(e) its element e) into q8's quants and scales.
+// flat x (value(e) its element e) into q8's quants and scales, and into
+// out[e] when out is non-null.
 template <typename Value>
-__device__ __forceinline__ void RoundChunk(const ActQ8Out& q8, int64_t chunk, int lane, Value value) {
+__device__ __forceinline__ void RoundChunk(const ActQ8Out& q8, int64_t chunk, int lane, Value value,
+                                           float* out = nullptr) {
   if (q8.rule == ActQ8Rule::kPer256) {
-    RoundChunk<ActQ8Rule::kPer256>(chunk, lane, value, nullptr, q8.q, q8.d);
+    RoundChunk<ActQ8Rule::kPer256>(chunk, lane, value, out, q8.q, q8.d);
   } else {
-    RoundChunk<ActQ8Rule::kPer32>(chunk, lane, value, nullptr, q8.q, q8.d);
+    RoundChunk<ActQ8Rule::kPer32>(chunk, lane, value, out, q8.q, q8.d);
   }
 }
 

@@ -11,8 +11,9 @@
 // rounding is act_q8.cuh's RoundChunk, the decode path's own, so the
 // MatMul's output is the unfused one's bit for bit. And a decode MatMul
 // whose output the residual stream takes next adds it in its own store
-// (MatMulAdd), Add's bits; a MoE router's MatMul picks its experts in its
-// last block and rounds its x for them (MatMulTopKExperts).
+// (MatMulAdd), Add's bits, and may norm the stream after in its last block
+// (MatMulAddRmsNorm); a MoE router's MatMul picks its experts in its last
+// block and rounds its x for them (MatMulTopKExperts).
 #pragma once
 
 #include <optional>
@@ -127,6 +128,33 @@ absl::Status MatMulGroupBias(std::span<const WeightMatrix> ws, std::span<const f
 // MatMulGroup takes them), or null: x rounded here (MatMulScratchBytes).
 absl::Status MatMulAdd(const WeightMatrix& w, const float* x, float* out, float* residual, int n_tokens,
                        const Exec& exec, const ActQ8Out* rounded = nullptr);
+
+// The norm after a projection's residual add (MatMulAddRmsNorm): AddRmsNorm's
+// weight, out and eps, and the counter the launch's last block takes.
+struct NormAfterAdd {
+  const float* weight = nullptr;  // (rows of the projection)
+  float* out = nullptr;           // (n_tokens, rows)
+  float eps = 0;
+  uint32_t* arrival = nullptr;  // one counter, zero on entry, left zero
+};
+// The most tokens the backend norms in a projection's last block: that block
+// norms its tokens one after another, where RmsNorm's launch gives each its
+// own block; past a few, the launch saved costs more than it gains.
+inline constexpr int kMaxNormAfterAddTokens = 4;
+
+// MatMulAdd, then AddRmsNorm's norm of the residual it added into:
+// RmsNorm(residual, norm.weight, norm.out, n_tokens, w.rows, norm.eps) --
+// wo's or down's launch doing the next norm of the stream -- in one launch:
+// the last of its blocks to finish norms every token's residual row as
+// RmsNorm's own launch does (its block size played), the two ops' bits.
+// With round_out, norm.out is also rounded into it for the MatMul that reads
+// it (w.rows whole chunks of its rule), the rounded RmsNorm's bits. The last
+// block writes after every block has read x and `rounded`: norm.out and
+// round_out may overlap those (not residual, which it reads). MatMulAdd's
+// preconditions, n_tokens <= kMaxDecodeTokens.
+absl::Status MatMulAddRmsNorm(const WeightMatrix& w, const float* x, float* out, float* residual, int n_tokens,
+                              const NormAfterAdd& norm, const Exec& exec, const ActQ8Out* rounded = nullptr,
+                              const ActQ8Out* round_out = nullptr);
 
 // Where a router launch (MatMulTopKExperts) puts each token's experts:
 // TopKExperts's outputs (ops.h) and the counter its last block takes.

@@ -8,6 +8,7 @@
 #include <span>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "kernels/cuda/act_q8.h"
 #include "kernels/cuda/fused.h"
@@ -210,21 +211,40 @@ absl::Status MatMulGroupBias(std::span<const WeightMatrix> ws, std::span<const f
   return Group(ws, x, outs, n_tokens, exec, rounded, biases);
 }
 
-absl::Status MatMulAdd(const WeightMatrix& w, const float* x, float* out, float* residual, int n_tokens,
-                       const Exec& exec, const ActQ8Out* rounded) {
+namespace {
+
+// MatMulAdd and MatMulAddRmsNorm (`op`), norm and round_norm null for the
+// first: the arguments checked, x's activations rounded (or `rounded`), the
+// decode launch.
+absl::Status DecodeAdd(const char* op, const WeightMatrix& w, const float* x, float* out, float* residual,
+                       int n_tokens, const Exec& exec, const ActQ8Out* rounded, const NormAfterAdd* norm,
+                       const ActQ8Out* round_norm) {
   if (n_tokens > kMaxDecodeTokens) {
     return absl::InvalidArgumentError(
-        absl::StrFormat("MatMulAdd: %d tokens (at most %d, one decode launch)", n_tokens, kMaxDecodeTokens));
+        absl::StrFormat("%s: %d tokens (at most %d, one decode launch)", op, n_tokens, kMaxDecodeTokens));
   }
   absl::StatusOr<int64_t> row_bytes = CheckMatMul(w, x, out, n_tokens, exec);
   if (!row_bytes.ok()) return row_bytes.status();
-  if (residual == nullptr) return absl::InvalidArgumentError("MatMulAdd: residual is null");
+  if (residual == nullptr) return absl::InvalidArgumentError(absl::StrCat(op, ": residual is null"));
   const int64_t out_bytes = int64_t{n_tokens} * w.rows * 4;
   if (Overlaps(residual, out_bytes, x, int64_t{n_tokens} * w.cols * 4) || Overlaps(residual, out_bytes, out, out_bytes)) {
-    return absl::InvalidArgumentError("MatMulAdd: residual overlaps x or out");
+    return absl::InvalidArgumentError(absl::StrCat(op, ": residual overlaps x or out"));
   }
   if (rounded != nullptr) {
     if (absl::Status s = CheckRounded({&w, 1}, n_tokens, *rounded); !s.ok()) return s;
+  }
+  if (norm != nullptr) {
+    const int dim = static_cast<int>(w.rows);  // CheckMatMul: within 2^31
+    if (absl::Status s = CheckRmsNormArgs(residual, norm->weight, norm->out, n_tokens, dim, norm->eps); !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(op, ": the norm's ", s.message()));
+    }
+    if (Overlaps(residual, out_bytes, norm->out, out_bytes)) {
+      return absl::InvalidArgumentError(absl::StrCat(op, ": the norm's out overlaps residual"));
+    }
+    if (norm->arrival == nullptr) return absl::InvalidArgumentError(absl::StrCat(op, ": norm.arrival is null"));
+    if (round_norm != nullptr) {
+      if (absl::Status s = CheckRounding(op, dim, *round_norm); !s.ok()) return s;
+    }
   }
   matmul::ActQ8View act;
   if (!matmul::IsFloatWeight(w.type)) {
@@ -234,7 +254,21 @@ absl::Status MatMulAdd(const WeightMatrix& w, const float* x, float* out, float*
       return s;
     }
   }
-  return matmul::DecodeQuantized(w, *row_bytes, x, act, out, n_tokens, exec.stream, nullptr, residual);
+  return matmul::DecodeQuantized(w, *row_bytes, x, act, out, n_tokens, exec.stream, nullptr, residual, norm,
+                                 round_norm);
+}
+
+}  // namespace
+
+absl::Status MatMulAdd(const WeightMatrix& w, const float* x, float* out, float* residual, int n_tokens,
+                       const Exec& exec, const ActQ8Out* rounded) {
+  return DecodeAdd("MatMulAdd", w, x, out, residual, n_tokens, exec, rounded, nullptr, nullptr);
+}
+
+absl::Status MatMulAddRmsNorm(const WeightMatrix& w, const float* x, float* out, float* residual, int n_tokens,
+                              const NormAfterAdd& norm, const Exec& exec, const ActQ8Out* rounded,
+                              const ActQ8Out* round_out) {
+  return DecodeAdd("MatMulAddRmsNorm", w, x, out, residual, n_tokens, exec, rounded, &norm, round_out);
 }
 
 namespace matmul {

@@ -13,6 +13,7 @@
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/matmul_paths.h"
 #include "kernels/cuda/q8_dot.cuh"
+#include "kernels/cuda/rms_scale.cuh"
 #include "kernels/cuda/gates.cuh"
 #include "kernels/cuda/top_k_row.cuh"
 #include "kernels/cuda/weight_stage.cuh"
@@ -79,6 +80,11 @@ struct DecodeArgs {
   // rounded into round_x.
   TopKExpertsOut top_k;
   ActQ8Out round_x;
+  // DecodeKernel, dense with residual: norm.arrival non-null, the launch's
+  // last block then norms the residual rows into norm.out (NormAfterAdd),
+  // rounding them into round_norm when round_norm.q is non-null.
+  NormAfterAdd norm;
+  ActQ8Out round_norm;
 };
 
 // The lanes of one row: a row's units (32-element chunks, or elements for
@@ -346,11 +352,62 @@ __device__ __forceinline__ void StoreRows(float* acc, float* out, int64_t out_st
   }
 }
 
+// MatMulAddRmsNorm's norm, after DecodeKernel's dense rows are stored and
+// added into a.residual (n_tokens, rows): each block counts itself in
+// norm.arrival once its rows are fenced, and the last to count norms every
+// token's residual row as RmsNormKernel does -- the scale as its block of
+// RowThreads(rows) threads sums (PlayedRmsScaleOf), each value x * scale *
+// weight -- into norm.out, rounding it chunk by chunk into round_norm when
+// that is set (RoundChunk, as the rounded norm's warps do), and zeroes the
+// counter. Rows other blocks added into are read through volatile loads.
+// Called by every thread of every block.
+__device__ __forceinline__ void NormResidual(const DecodeArgs& a) {
+  __shared__ bool last;
+  __threadfence();  // this block's rows are visible to the device before it counts
+  __syncthreads();  // every warp's rows are stored and fenced
+  if (threadIdx.x == 0) last = atomicAdd(a.norm.arrival, 1u) == gridDim.x - 1;
+  __syncthreads();  // last is written
+  if (!last) return;
+  __threadfence();
+  const int dim = static_cast<int>(a.rows);
+  const int threads = RowThreads(dim);
+  const int warp = static_cast<int>(threadIdx.x / kWarpSize), lane = static_cast<int>(threadIdx.x % kWarpSize);
+  const float* weight = a.norm.weight;
+  // Token by token (no division of a flat index: 64-bit division costs
+  // registers every decode kernel of this kind would hold).
+  for (int t = 0; t < a.n_tokens; ++t) {
+    const int64_t first = static_cast<int64_t>(t) * dim;
+    const volatile float* row = a.residual + first;
+    const float scale = PlayedRmsScaleOf(
+        threads,
+        [&](int played) {
+          double ss = 0.0;
+          for (int i = played; i < dim; i += threads) ss += SquareOf(row[i]);
+          return ss;
+        },
+        dim, a.norm.eps);
+    float* out = a.norm.out + first;
+    auto value = [&](int64_t i) { return row[i] * scale * weight[i]; };
+    if (a.round_norm.q != nullptr) {
+      ActQ8Out q8 = a.round_norm;  // seen from the row's first element
+      q8.q += first;
+      q8.d += first / kQ8Chunk;
+      const int chunks = dim / ActQ8ChunkOf(q8.rule);
+      for (int c = warp; c < chunks; c += blockDim.x / kWarpSize) RoundChunk(q8, c, lane, value, out);
+    } else {
+      for (int i = threadIdx.x; i < dim; i += blockDim.x) out[i] = value(i);
+    }
+  }
+  if (threadIdx.x == 0) *a.norm.arrival = 0;
+}
+
 // Each warp takes 32 / lanes_per_row consecutive rows, or lanes_per_row / 32
 // warps one row; grid.x * warps per block covers them. Dense:
 // every token of the call. Experts: grid.y strides over the choices, one
-// token each.
-template <typename Dots>
+// token each. kNorm (dense, with a.residual and a.norm): then NormResidual,
+// in kernels of their own (its tail in every decode kernel cost 8 to 24
+// registers, a block or two a SM).
+template <typename Dots, bool kNorm = false>
 __global__ void DecodeKernel(const __grid_constant__ DecodeArgs a) {
   GridStartAfter([&] { PrefetchBlockRows(a); });
   const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
@@ -386,14 +443,20 @@ __global__ void DecodeKernel(const __grid_constant__ DecodeArgs a) {
   __syncthreads();  // bias and residual are written
   const int64_t first_row = warps > 1 ? block * (kWarpsPerBlock / warps) + warp / warps
                                     : (block * kWarpsPerBlock + warp) * (kWarpSize / lanes);
-  if (warps == 1 && first_row >= rows) return;  // the whole warp (rows of several warps sync in StoreRows)
+  // A warp past the rows leaves (rows of several warps sync in StoreRows),
+  // but for the norm after, which counts whole blocks.
+  const bool idle = warps == 1 && first_row >= rows;
+  if (!kNorm && idle) return;
   const int64_t row = warps > 1 ? first_row : first_row + lane / lanes;
   const bool has_row = row < rows;
   const int sub = warps > 1 ? warp % warps * kWarpSize + lane : lane % lanes;
   float acc[Dots::kTokens] = {};
   if (a.expert_ids == nullptr) {
-    if (has_row) Dots::Add(a, w + row * row_bytes, 0, a.n_tokens, sub, lanes, acc);
-    StoreRows<Dots::kTokens>(acc, out, rows, first_row, rows, a.n_tokens, lanes, bias, residual);
+    if (!idle) {
+      if (has_row) Dots::Add(a, w + row * row_bytes, 0, a.n_tokens, sub, lanes, acc);
+      StoreRows<Dots::kTokens>(acc, out, rows, first_row, rows, a.n_tokens, lanes, bias, residual);
+    }
+    if constexpr (kNorm) NormResidual(a);
     return;
   }
   for (int i = blockIdx.y; i < a.n_choices; i += gridDim.y) {
@@ -588,12 +651,20 @@ absl::Status Launch(GgmlType type, DecodeArgs a, unsigned grid_y, StreamHandle s
   auto with_tokens = [&](auto f) {
     return a.n_tokens == 1 ? f(std::integral_constant<int, 1>{}) : f(std::integral_constant<int, kMaxDecodeTokens>{});
   };
+  // DecodeKernel, or with a norm after (a.norm set) its kNorm twin.
+  auto decode = [&](auto dots, dim3 blocks) {
+    using Dots = decltype(dots);
+    if (a.norm.arrival != nullptr) {
+      OCTO_LAUNCH((DecodeKernel<Dots, true>), blocks, kWarpsPerBlock * kWarpSize, 0, stream, a);
+    } else {
+      OCTO_LAUNCH(DecodeKernel<Dots>, blocks, kWarpsPerBlock * kWarpSize, 0, stream, a);
+    }
+    return absl::OkStatus();
+  };
   return with_tokens([&](auto tokens) {
     constexpr int kTokens = decltype(tokens)::value;
     auto float_launch = [&](auto decoder) {
-      using Dots = FloatDots<decltype(decoder), kTokens>;
-      OCTO_LAUNCH(DecodeKernel<Dots>, grid(a.cols, kWarpSize), kWarpsPerBlock * kWarpSize, 0, stream, a);
-      return absl::OkStatus();
+      return decode(FloatDots<decltype(decoder), kTokens>{}, grid(a.cols, kWarpSize));
     };
     // The float types alone (block_decode::WithDecoder would build a float
     // kernel for every quantized type too, never launched).
@@ -618,10 +689,9 @@ absl::Status Launch(GgmlType type, DecodeArgs a, unsigned grid_y, StreamHandle s
         } else {
           OCTO_LAUNCH(GluKernel<Dots>, blocks, kWarpsPerBlock * kWarpSize, 0, stream, a);
         }
-      } else {
-        OCTO_LAUNCH(DecodeKernel<Dots>, blocks, kWarpsPerBlock * kWarpSize, 0, stream, a);
+        return absl::OkStatus();
       }
-      return absl::OkStatus();
+      return decode(Dots{}, blocks);
     });
   });
 }
@@ -653,11 +723,14 @@ absl::Status QuantizeActivations(GgmlType type, const float* x, int n_tokens, in
 }
 
 absl::Status DecodeQuantized(const WeightMatrix& w, int64_t row_bytes, const float* x, const ActQ8View& act,
-                             float* out, int n_tokens, StreamHandle stream, const float* bias, float* residual) {
+                             float* out, int n_tokens, StreamHandle stream, const float* bias, float* residual,
+                             const NormAfterAdd* norm, const ActQ8Out* round_norm) {
   DecodeArgs a = DenseArgs(w, row_bytes, act, out, n_tokens);
   a.x = x;
   a.bias = bias;
   a.residual = residual;
+  if (norm != nullptr) a.norm = *norm;
+  if (round_norm != nullptr) a.round_norm = *round_norm;
   return Launch(w.type, a, 1, stream);
 }
 

@@ -52,10 +52,13 @@ absl::Status QuantizeActivations(GgmlType type, const float* x, int n_tokens, in
                                  ActQ8View* act);
 // bias: (w.rows) added to each token's row as AddBias adds it, or null.
 // residual: (n_tokens, w.rows) that out is added into as Add(residual, out,
-// residual) adds it, or null.
+// residual) adds it, or null. norm (with residual; arguments checked): then
+// the launch's last block norms the residual rows (fused.h's
+// MatMulAddRmsNorm), rounding them into round_norm when it is non-null.
 absl::Status DecodeQuantized(const WeightMatrix& w, int64_t row_bytes, const float* x, const ActQ8View& act,
                              float* out, int n_tokens, StreamHandle stream, const float* bias = nullptr,
-                             float* residual = nullptr);
+                             float* residual = nullptr, const NormAfterAdd* norm = nullptr,
+                             const ActQ8Out* round_norm = nullptr);
 // DecodeQuantized for matrices of one type and cols over the same x and act,
 // in one launch; each matrix's rows get the bits DecodeQuantized gives them
 // (biases: one per matrix, each null or its rows' bias; empty: none).
