@@ -179,17 +179,16 @@ absl::Status CudaBackend::LaunchHeld() {
   return error.ok() ? s : error;
 }
 
-absl::Status CudaBackend::HoldMatMul(absl::AnyInvocable<absl::Status(float* residual)> add_into, const float* x,
-                                     int64_t x_elements, const float* out, int64_t elements,
-                                     std::optional<RouterArgs> router) {
-  auto shared = std::make_shared<absl::AnyInvocable<absl::Status(float*)>>(std::move(add_into));
-  return Hold(Held{.launch = [shared](const cuda::ActQ8Out*) { return (*shared)(nullptr); },
+absl::Status CudaBackend::HoldMatMul(MatMulLaunch add_into, const float* x, int64_t x_elements, const float* out,
+                                     int64_t elements, int n_tokens, std::optional<RouterArgs> router) {
+  auto shared = std::make_shared<MatMulLaunch>(std::move(add_into));
+  return Hold(Held{.launch = [shared](const cuda::ActQ8Out*) { return (*shared)(nullptr, nullptr, nullptr); },
                    .out = nullptr,  // not a producer that rounds (HeldRoundsFor)
                    .elements = 0,
                    .rope = std::nullopt,
                    .norms = {},
                    .attention = std::nullopt,
-                   .matmul = HeldMatMul{shared, x, x_elements, out, elements, router}});
+                   .matmul = HeldMatMul{shared, x, x_elements, out, elements, n_tokens, router}});
 }
 
 std::optional<absl::Status> CudaBackend::AddHeldMatMulInto(float* residual, const float* delta, int64_t n) {
@@ -199,9 +198,36 @@ std::optional<absl::Status> CudaBackend::AddHeldMatMulInto(float* residual, cons
       Overlaps(residual, n * 4, m.out, n * 4)) {
     return std::nullopt;
   }
-  std::shared_ptr<absl::AnyInvocable<absl::Status(float*)>> add_into = std::exchange(held_, Held{}).matmul->add_into;
+  std::shared_ptr<MatMulLaunch> add_into = std::exchange(held_, Held{}).matmul->add_into;
   signature::SignOp(*graphs_, "MatMul + Add", residual);
-  return graphs_->Queue([add_into, residual] { return (*add_into)(residual); });
+  return graphs_->Queue([add_into, residual] { return (*add_into)(residual, nullptr, nullptr); });
+}
+
+std::optional<absl::Status> CudaBackend::AddHeldMatMulNorm(float* x, const float* delta, const float* weight,
+                                                           float* out, int n_rows, int dim, float eps) {
+  const int64_t n = int64_t{n_rows} * dim;
+  auto fits = [&] {
+    if (!held_.matmul || !held_error_.ok() || n_rows > cuda::kMaxNormAfterAddTokens) return false;
+    const HeldMatMul& m = *held_.matmul;
+    return m.out == delta && m.n_tokens == n_rows && m.elements == n && !Overlaps(x, n * 4, m.x, m.x_elements * 4) &&
+           !Overlaps(x, n * 4, m.out, n * 4) && !Overlaps(x, n * 4, out, n * 4);
+  };
+  if (!fits()) return std::nullopt;
+  // The counter first: its growth launches the held MatMul plain (and the
+  // norm then launches apart).
+  absl::StatusOr<uint32_t*> arrival = Arrivals(1);
+  if (!arrival.ok()) return arrival.status();
+  if (!fits()) return std::nullopt;
+  std::shared_ptr<MatMulLaunch> add_into = std::exchange(held_, Held{}).matmul->add_into;
+  const cuda::NormAfterAdd norm{weight, out, eps, *arrival};
+  signature::SignOp(*graphs_, "MatMul + AddRmsNorm", *arrival);
+  return Hold(Held{.launch = [add_into, x, norm](const cuda::ActQ8Out* q8) { return (*add_into)(x, &norm, q8); },
+                   .out = out,
+                   .elements = n,
+                   .rope = std::nullopt,
+                   .norms = {},
+                   .span = 0,
+                   .free_scratch = scratch_.size()});
 }
 
 std::optional<absl::Status> CudaBackend::FusedMatMul(std::span<const WeightMatrix> ws, const float* x,
@@ -221,12 +247,17 @@ std::optional<absl::Status> CudaBackend::FusedMatMul(std::span<const WeightMatri
     const WeightMatrix w = ws[0];
     float* const out = outs[0];
     return HoldMatMul(
-        [launch = std::move(launch), w, x, out, n_tokens, exec = *exec, q8](float* residual) mutable -> absl::Status {
+        [launch = std::move(launch), w, x, out, n_tokens, exec = *exec, q8](
+            float* residual, const cuda::NormAfterAdd* norm, const cuda::ActQ8Out* round_norm) mutable -> absl::Status {
           if (absl::Status s = launch(&q8); !s.ok()) return s;
+          if (norm != nullptr) {
+            return Op("MatMul + AddRmsNorm",
+                      cuda::MatMulAddRmsNorm(w, x, out, residual, n_tokens, *norm, exec, &q8, round_norm));
+          }
           return Op("MatMul", residual == nullptr ? cuda::MatMulGroup({&w, 1}, x, {&out, 1}, n_tokens, exec, q8)
                                                   : cuda::MatMulAdd(w, x, out, residual, n_tokens, exec, &q8));
         },
-        x, int64_t{n_tokens} * w.cols, out, int64_t{n_tokens} * w.rows);
+        x, int64_t{n_tokens} * w.cols, out, int64_t{n_tokens} * w.rows, n_tokens);
   }
   return graphs_->Queue([launch = std::move(launch), ws = std::vector<WeightMatrix>(ws.begin(), ws.end()),
                          outs = std::vector<float*>(outs.begin(), outs.end()),

@@ -45,6 +45,8 @@
 // an AddRmsNorm or Add that adds its whole output into the residual stream
 // (the next norm's add after wo and down, the last layer's Add): the decode
 // launch adds each value it stores into the residual (cuda::MatMulAdd), and
+// for a few tokens (cuda::kMaxNormAfterAddTokens) its last block does the
+// norm (cuda::MatMulAddRmsNorm), held as a producer as the norm is; for more
 // the norm launches plain (an RmsNorm, itself held as above). And for a
 // TopKExperts of its whole output (a MoE router's logits, float weights):
 // the two go in one launch (cuda::MatMulTopKExperts), held in turn as a
@@ -227,9 +229,12 @@ class CudaBackend : public Backend {
     int n_rows, dim;
     float eps;
   };
-  // A held decode MatMul (see above): `add_into(residual)` launches it, also
-  // adding its output (elements floats at out) into residual when that is
-  // non-null; the held launch is add_into(nullptr). A plain MatMul of a
+  // A held decode MatMul (see above): `add_into(residual, norm, round_norm)`
+  // launches it, also adding its output (elements floats at out) into
+  // residual when that is non-null, and with norm then norming residual in
+  // its last block (cuda::MatMulAddRmsNorm), rounding into round_norm when
+  // that is non-null; the held launch is add_into(nullptr, nullptr,
+  // nullptr). A plain MatMul of a
   // router's type (cuda::RoutesInOneLaunch) also keeps its arguments, for
   // its launch as a router's (cuda::MatMulTopKExperts, out its logits).
   struct RouterArgs {
@@ -238,12 +243,15 @@ class CudaBackend : public Backend {
     int n_tokens;
     cuda::Exec exec;
   };
+  using MatMulLaunch = absl::AnyInvocable<absl::Status(float* residual, const cuda::NormAfterAdd* norm,
+                                                        const cuda::ActQ8Out* round_norm)>;
   struct HeldMatMul {
-    std::shared_ptr<absl::AnyInvocable<absl::Status(float* residual)>> add_into;
+    std::shared_ptr<MatMulLaunch> add_into;
     const float* x;
     int64_t x_elements;
     const float* out;
     int64_t elements;
+    int n_tokens;
     std::optional<RouterArgs> router = std::nullopt;
   };
   struct Held {
@@ -260,19 +268,28 @@ class CudaBackend : public Backend {
     // allows. 0: by any rule whose chunks its rows hold.
     int64_t span = 0;
     // The front of the scratch a consumer's launch may use (its rounded
-    // activations among them): the held launch uses what lies past it.
+    // activations among them): the held launch uses what lies past it --
+    // or, a MatMul norming in its last block, all of it, but writes the
+    // consumer's activations after every block has read its own (so the
+    // consumer may use no more than there is: no growth frees it).
     size_t free_scratch = SIZE_MAX;
   };
   absl::Status Hold(Held held);
-  // Holds a decode MatMul of x (x_elements floats) into out (elements);
-  // `add_into` and `router` as HeldMatMul's.
-  absl::Status HoldMatMul(absl::AnyInvocable<absl::Status(float* residual)> add_into, const float* x,
-                          int64_t x_elements, const float* out, int64_t elements,
-                          std::optional<RouterArgs> router = std::nullopt);
+  // Holds a decode MatMul of n_tokens rows of x (x_elements floats) into
+  // out (elements); `add_into` and `router` as HeldMatMul's.
+  absl::Status HoldMatMul(MatMulLaunch add_into, const float* x, int64_t x_elements, const float* out,
+                          int64_t elements, int n_tokens, std::optional<RouterArgs> router = std::nullopt);
   // When the held op is a MatMul whose whole output is delta (n floats) and
   // residual overlaps neither its x nor its output: its launch adding into
   // residual, queued; else nullopt (nothing launched).
   std::optional<absl::Status> AddHeldMatMulInto(float* residual, const float* delta, int64_t n);
+  // When the held op is a MatMul of at most cuda::kMaxNormAfterAddTokens
+  // tokens whose whole output is delta (n_rows of dim), x overlapping
+  // neither its x nor its output, nor out x: AddRmsNorm in its launch
+  // (cuda::MatMulAddRmsNorm), held as a producer of out, as AddRmsNorm is;
+  // else nullopt (nothing launched).
+  std::optional<absl::Status> AddHeldMatMulNorm(float* x, const float* delta, const float* weight, float* out,
+                                                int n_rows, int dim, float eps);
   // When the held op is one in-place head-wide RmsNorm of exactly up (n
   // floats), the SiluMul's out too, and gate does not overlap it: the two
   // in one held launch (cuda::RmsNormSiluMul), a producer rounding in spans
@@ -300,9 +317,10 @@ class CudaBackend : public Backend {
   }
   // `count` zeroed chunk counters (cuda::ActQ8Out::arrivals), grown as
   // scratch_ is -- and so, when they grow, launching the held op plain
-  // first: a caller fusing the held op takes it out of held_ before, or,
-  // when the held launch holds counters or scratch a growth would free (the
-  // router's launch), grows them first and fuses what is still held.
+  // first: a caller fusing the held op grows them first and fuses what is
+  // still held (the held launch may hold counters or scratch a growth would
+  // free: the router's, a MatMul norming in its last block), or takes a held
+  // op that holds neither out of held_ before.
   absl::StatusOr<uint32_t*> Arrivals(size_t count);
   // MatMulGroup (with biases: MatMulGroupBias) over the held op's output:
   // the fused launch pair when it applies, else nullopt (nothing launched).

@@ -79,7 +79,11 @@ absl::Status CudaBackend::AddRmsNorm(float* x, const float* delta, const float* 
   SignOp(*graphs_, "AddRmsNorm", x, delta, weight, out, n_rows, dim, eps);
   const int64_t n = int64_t{n_rows} * dim;
   if (!Overlaps(x, n * 4, out, n * 4)) {  // AddRmsNorm's own rule (AddHeldMatMulInto checks x against delta)
-    // delta is a held MatMul's output: it adds it into x; the norm of x after.
+    // delta is a held MatMul's output: it adds it into x, and for a few
+    // tokens norms x in its last block; else the norm of x after.
+    if (std::optional<absl::Status> normed = AddHeldMatMulNorm(x, delta, weight, out, n_rows, dim, eps)) {
+      return *normed;
+    }
     if (std::optional<absl::Status> added = AddHeldMatMulInto(x, delta, n)) {
       OCTO_RETURN_IF_ERROR(*added);
       return RmsNorm(x, weight, out, n_rows, dim, eps);
@@ -145,11 +149,15 @@ absl::Status CudaBackend::MatMul(const WeightMatrix& w, const float* x, float* o
     std::optional<RouterArgs> router;
     if (cuda::RoutesInOneLaunch(w.type)) router = RouterArgs{w, out, n_tokens, exec};
     return HoldMatMul(
-        [=](float* residual) {
+        [=](float* residual, const cuda::NormAfterAdd* norm, const cuda::ActQ8Out* round_norm) {
+          if (norm != nullptr) {
+            return Op("MatMul + AddRmsNorm",
+                      cuda::MatMulAddRmsNorm(w, x, out, residual, n_tokens, *norm, exec, nullptr, round_norm));
+          }
           return Op("MatMul", residual == nullptr ? cuda::MatMul(w, x, out, n_tokens, exec)
                                                   : cuda::MatMulAdd(w, x, out, residual, n_tokens, exec));
         },
-        x, int64_t{n_tokens} * w.cols, out, int64_t{n_tokens} * w.rows, router);
+        x, int64_t{n_tokens} * w.cols, out, int64_t{n_tokens} * w.rows, n_tokens, router);
   }
   for (const Run& r : runs) SignOp(*graphs_, "run", r.row, r.n, r.decode);
   return graphs_->Queue([=, runs = std::move(runs)]() -> absl::Status {
@@ -205,14 +213,16 @@ absl::Status CudaBackend::MatMulGlu(const WeightMatrix& gate, const WeightMatrix
   // projection's decode launch reads them), x's after them.
   const size_t front = cuda::ActQ8Bytes(n_tokens, gate.rows);
   const size_t x_bytes = cuda::MatMulScratchBytes(gate, n_tokens);
+  // The counters and scratch first: a growth launches the held op plain
+  // (its pointers still valid), and this launch then rounds x itself.
+  OCTO_ASSIGN_OR_RETURN(uint32_t* const arrivals, Arrivals(static_cast<size_t>(gate.rows / cuda::kQ8Chunk)));
+  OCTO_ASSIGN_OR_RETURN(cuda::Exec exec, ExecWithScratch(front + x_bytes));
   HeldLaunch produce_x;  // the held producer of x, rounding it for gate and up
   if (HeldRoundsFor(x, int64_t{n_tokens} * gate.cols, *rule, front + x_bytes)) {
     produce_x = std::exchange(held_, Held{}).launch;
   } else {
     OCTO_RETURN_IF_ERROR(LaunchHeld());
   }
-  OCTO_ASSIGN_OR_RETURN(uint32_t* const arrivals, Arrivals(static_cast<size_t>(gate.rows / cuda::kQ8Chunk)));
-  OCTO_ASSIGN_OR_RETURN(cuda::Exec exec, ExecWithScratch(front + x_bytes));
   exec.scratch = static_cast<uint8_t*>(exec.scratch) + front;
   exec.scratch_bytes -= front;
   const cuda::ActQ8Out x_q8 = cuda::ActQ8At(exec.scratch, *rule, n_tokens, gate.cols);
