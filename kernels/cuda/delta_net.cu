@@ -2,10 +2,13 @@
 // Semantics and preconditions: kernels/ops.h; the CPU twin is
 // kernels/cpu/delta_net.cc, whose sums these keep in the same order.
 #include <cstdint>
+#include <utility>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_format.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/elementwise.cuh"
+#include "kernels/cuda/fused.h"
 #include "kernels/cuda/gates.cuh"
 #include "kernels/op_checks.h"
 #include "kernels/ops.h"
@@ -32,8 +35,33 @@ __device__ __forceinline__ float* AdoptState(const float* state_in, float* state
   return s;
 }
 
-// One thread per channel (grid-stride): the channel's window of inputs in
-// registers, the tokens in order.
+// Channel c of DeltaNetConv over p.n_tokens tokens in order, the channel's
+// window of inputs in registers: its outputs into out and its last inputs
+// into state_out, each when non-null (a block that shares the channel with
+// another leaves them to it); returns the last token's output.
+__device__ __forceinline__ float ConvChannel(const float* x, const float* taps, const float* state_in,
+                                             float* state_out, float* out, const DeltaNetConvParams& p,
+                                             int64_t c) {
+  const int64_t channels = p.channels;
+  const int history = p.kernel - 1;
+  float window[kMaxKernel];
+  float last = 0.0f;
+  for (int j = 0; j < history; ++j) window[j] = state_in[j * channels + c];
+  for (int t = 0; t < p.n_tokens; ++t) {
+    window[history] = x[t * channels + c];
+    float sum = 0.0f;
+    for (int j = 0; j < p.kernel; ++j) sum += taps[c * p.kernel + j] * window[j];
+    last = Silu(sum);
+    if (out != nullptr) out[t * channels + c] = last;
+    for (int j = 0; j < history; ++j) window[j] = window[j + 1];
+  }
+  if (state_out != nullptr) {
+    for (int j = 0; j < history; ++j) state_out[j * channels + c] = window[j];
+  }
+  return last;
+}
+
+// One thread per channel (grid-stride).
 __global__ void DeltaNetConvKernel(const float* x,         // (n_tokens, channels)
                                    const float* taps,      // (channels, kernel)
                                    const float* state_in,  // (kernel - 1, channels)
@@ -41,26 +69,65 @@ __global__ void DeltaNetConvKernel(const float* x,         // (n_tokens, channel
                                    float* out,             // (n_tokens, channels)
                                    DeltaNetConvParams p) {
   GridStart();
-  const int64_t channels = p.channels;
-  const int history = p.kernel - 1;
-  for (int64_t c = GridStrideBegin(); c < channels; c += GridStrideStep()) {
-    float window[kMaxKernel];
-    for (int j = 0; j < history; ++j) window[j] = state_in[j * channels + c];
-    for (int t = 0; t < p.n_tokens; ++t) {
-      window[history] = x[t * channels + c];
-      float sum = 0.0f;
-      for (int j = 0; j < p.kernel; ++j) sum += taps[c * p.kernel + j] * window[j];
-      out[t * channels + c] = Silu(sum);
-      for (int j = 0; j < history; ++j) window[j] = window[j + 1];
-    }
-    for (int j = 0; j < history; ++j) state_out[j * channels + c] = window[j];
+  for (int64_t c = GridStrideBegin(); c < p.channels; c += GridStrideStep()) {
+    ConvChannel(x, taps, state_in, state_out, out, p, c);
   }
+}
+
+// Where head h's key head and its b and a sit (ops.h's GatedDeltaRule).
+struct HeadIndex {
+  int kh;
+  int64_t b_at, a_at;
+};
+__device__ __forceinline__ HeadIndex HeadIndexOf(const GatedDeltaRuleParams& p, int h) {
+  const int r = p.v_heads / p.k_heads;
+  const int64_t b_at = p.grouped_ba ? (h / r) * 2 * r + h % r : h;
+  return HeadIndex{p.grouped_heads ? h / r : h % p.k_heads, b_at, p.grouped_ba ? b_at + r : h};
+}
+
+// One token of the step form for value head h, thread j (value dim j) of
+// its block: q and k (the head's, head_dim each) in shared memory, loaded
+// by the block before the call; v thread j's value; s the head's state,
+// updated in place; b_raw and a_raw the token's b and a of the head.
+// Thread 0 takes the L2 sums in index order, as the CPU does. Returns out's
+// value j. Every thread of the block calls it (a barrier inside), and the
+// block syncs before a next call (which rewrites the scales).
+__device__ __forceinline__ float DeltaRuleStep(const GatedDeltaRuleParams& p, const float* q, const float* k,
+                                               float* s, float v, float b_raw, float a_raw, float dt_bias,
+                                               float decay) {
+  __shared__ float scales[2];
+  const int d = p.head_dim, j = threadIdx.x;
+  const float out_scale = 1.0f / sqrtf(static_cast<float>(d));
+  if (j == 0) {
+    float qs = 0.0f, ks = 0.0f;
+    for (int i = 0; i < d; ++i) qs += q[i] * q[i];
+    for (int i = 0; i < d; ++i) ks += k[i] * k[i];
+    scales[0] = 1.0f / fmaxf(sqrtf(qs), p.eps);
+    scales[1] = 1.0f / fmaxf(sqrtf(ks), p.eps);
+  }
+  __syncthreads();  // the scales are written
+  const float q_scale = scales[0], k_scale = scales[1];
+  const float beta = Sigmoid(b_raw);
+  const float keep = expf(Softplus(a_raw + dt_bias) * decay);
+  float mem = 0.0f;
+  for (int i = 0; i < d; ++i) {
+    const float decayed = s[i * d + j] * keep;
+    s[i * d + j] = decayed;
+    mem += decayed * (k[i] * k_scale);
+  }
+  const float delta = (v - mem) * beta;
+  float acc = 0.0f;
+  for (int i = 0; i < d; ++i) {
+    const float updated = s[i * d + j] + (k[i] * k_scale) * delta;
+    s[i * d + j] = updated;
+    acc += updated * (q[i] * q_scale);
+  }
+  return acc * out_scale;
 }
 
 // One block per value head, thread j owning column j (value dim j) of the
 // head's state, which stays in global memory (rows of a column are
-// head_dim apart, so a warp's accesses to one row are contiguous). Thread 0
-// takes the L2 sums in index order, as the CPU does.
+// head_dim apart, so a warp's accesses to one row are contiguous).
 // Launch: grid (v_heads), block (head_dim).
 __global__ void GatedDeltaRuleKernel(const float* qkv, const float* b, const float* a, const float* dt_bias,
                                      const float* decay, const float* state_in, float* state_out, float* out,
@@ -68,45 +135,45 @@ __global__ void GatedDeltaRuleKernel(const float* qkv, const float* b, const flo
   GridStart();
   __shared__ float q[kMaxHeadDim];
   __shared__ float k[kMaxHeadDim];
-  __shared__ float scales[2];
-  const int d = p.head_dim, h = blockIdx.x, j = threadIdx.x, r = p.v_heads / p.k_heads;
-  const int kh = p.grouped_heads ? h / r : h % p.k_heads;
-  const int64_t b_at = p.grouped_ba ? (h / r) * 2 * r + h % r : h;
-  const int64_t a_at = p.grouped_ba ? b_at + r : h;
-  const float out_scale = 1.0f / sqrtf(static_cast<float>(d));
+  const int d = p.head_dim, h = blockIdx.x, j = threadIdx.x;
+  const HeadIndex at = HeadIndexOf(p, h);
   float* s = AdoptState(state_in, state_out, h, d, j);
   for (int t = 0; t < p.n_tokens; ++t) {
     const float* row = qkv + t * p.qkv_stride;
-    q[j] = row[kh * d + j];
-    k[j] = row[(p.k_heads + kh) * d + j];
+    q[j] = row[at.kh * d + j];
+    k[j] = row[(p.k_heads + at.kh) * d + j];
     __syncthreads();  // q and k are loaded
-    if (j == 0) {
-      float qs = 0.0f, ks = 0.0f;
-      for (int i = 0; i < d; ++i) qs += q[i] * q[i];
-      for (int i = 0; i < d; ++i) ks += k[i] * k[i];
-      scales[0] = 1.0f / fmaxf(sqrtf(qs), p.eps);
-      scales[1] = 1.0f / fmaxf(sqrtf(ks), p.eps);
-    }
-    __syncthreads();  // the scales are written
-    const float q_scale = scales[0], k_scale = scales[1];
-    const float beta = Sigmoid(b[t * p.ba_stride + b_at]);
-    const float keep = expf(Softplus(a[t * p.ba_stride + a_at] + dt_bias[h]) * decay[h]);
-    float mem = 0.0f;
-    for (int i = 0; i < d; ++i) {
-      const float decayed = s[i * d + j] * keep;
-      s[i * d + j] = decayed;
-      mem += decayed * (k[i] * k_scale);
-    }
-    const float delta = (row[(2 * p.k_heads + h) * d + j] - mem) * beta;
-    float acc = 0.0f;
-    for (int i = 0; i < d; ++i) {
-      const float updated = s[i * d + j] + (k[i] * k_scale) * delta;
-      s[i * d + j] = updated;
-      acc += updated * (q[i] * q_scale);
-    }
-    out[(static_cast<int64_t>(t) * p.v_heads + h) * d + j] = acc * out_scale;
+    out[(static_cast<int64_t>(t) * p.v_heads + h) * d + j] =
+        DeltaRuleStep(p, q, k, s, row[(2 * p.k_heads + h) * d + j], b[t * p.ba_stride + at.b_at],
+                      a[t * p.ba_stride + at.a_at], dt_bias[h], decay[h]);
     __syncthreads();  // q and k are read before the next token's
   }
+}
+
+// DeltaNetConvRule's launch (fused.h): GatedDeltaRuleKernel's blocks, each
+// first convolving the channels its head reads -- thread j its query, key
+// and value channels (ConvChannel) -- for the call's one token. A query or
+// key channel is read by every value head of its key head: the first of
+// them writes its conv output and state, the others only use the value.
+// Launch: grid (v_heads), block (head_dim).
+__global__ void ConvDeltaRuleKernel(const float* x, const float* taps, const float* conv_in, float* conv_state,
+                                    float* conv_out, DeltaNetConvParams cp, const float* b, const float* a,
+                                    const float* dt_bias, const float* decay, const float* state_in,
+                                    float* state_out, float* out, GatedDeltaRuleParams p) {
+  GridStart();
+  __shared__ float q[kMaxHeadDim];
+  __shared__ float k[kMaxHeadDim];
+  const int d = p.head_dim, h = blockIdx.x, j = threadIdx.x;
+  const HeadIndex at = HeadIndexOf(p, h);
+  const bool writes_qk = p.grouped_heads ? h % (p.v_heads / p.k_heads) == 0 : h < p.k_heads;
+  float* qk_state = writes_qk ? conv_state : nullptr;
+  float* qk_out = writes_qk ? conv_out : nullptr;
+  q[j] = ConvChannel(x, taps, conv_in, qk_state, qk_out, cp, static_cast<int64_t>(at.kh) * d + j);
+  k[j] = ConvChannel(x, taps, conv_in, qk_state, qk_out, cp, static_cast<int64_t>(p.k_heads + at.kh) * d + j);
+  const float v = ConvChannel(x, taps, conv_in, conv_state, conv_out, cp, static_cast<int64_t>(2 * p.k_heads + h) * d + j);
+  float* s = AdoptState(state_in, state_out, h, d, j);
+  __syncthreads();  // q and k are written
+  out[static_cast<int64_t>(h) * d + j] = DeltaRuleStep(p, q, k, s, v, b[at.b_at], a[at.a_at], dt_bias[h], decay[h]);
 }
 
 // The chunked form over p.n_tokens / p.chunk whole chunks, one block per
@@ -265,6 +332,58 @@ absl::Status GatedDeltaRule(const float* qkv, const float* b, const float* a, co
     }
     from = state_out;
   }
+  return absl::OkStatus();
+}
+
+absl::Status CheckDeltaNetConvRule(const DeltaNetConvCall& conv, const float* b, const float* a, const float* dt_bias,
+                                   const float* decay, const float* state_in, float* state_out, float* out,
+                                   const GatedDeltaRuleParams& p) {
+  const DeltaNetConvParams& cp = conv.p;
+  if (absl::Status s = CheckDeltaNetConvArgs(conv.x, conv.taps, conv.state_in, conv.state_out, conv.out, cp); !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = CheckGatedDeltaRuleArgs(conv.out, b, a, dt_bias, decay, state_in, state_out, out, p); !s.ok()) {
+    return s;
+  }
+  if (cp.n_tokens != 1 || p.n_tokens != 1) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "DeltaNetConvRule: %d and %d tokens (one, a decode step's)", cp.n_tokens, p.n_tokens));
+  }
+  if (p.qkv_stride != cp.channels || cp.channels != int64_t{2 * p.k_heads + p.v_heads} * p.head_dim) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "DeltaNetConvRule: %d conv channels are not the rule's %d heads of %d (stride %d)", cp.channels,
+        2 * p.k_heads + p.v_heads, p.head_dim, p.qkv_stride));
+  }
+  // Unlike the two launches, a block's conv reads may follow another
+  // block's writes: the conv's reads and the rule's writes stay apart, and
+  // the conv states too (a block reads a shared channel's state another
+  // block writes).
+  const int64_t io = cp.channels * 4, state = int64_t{cp.kernel - 1} * cp.channels * 4;
+  const int64_t rule_state = int64_t{p.v_heads} * p.head_dim * p.head_dim * 4;
+  const int64_t rule_out = int64_t{p.v_heads} * p.head_dim * 4;
+  for (const auto& [read, bytes] : {std::pair<const float*, int64_t>{conv.x, io}, {conv.state_in, state}}) {
+    if (Overlaps(read, bytes, out, rule_out) || Overlaps(read, bytes, state_out, rule_state) ||
+        Overlaps(read, bytes, conv.out, io)) {
+      return absl::InvalidArgumentError("DeltaNetConvRule: the conv's x or state_in overlaps what the launch writes");
+    }
+  }
+  if (Overlaps(conv.state_in, state, conv.state_out, state)) {
+    return absl::InvalidArgumentError("DeltaNetConvRule: the conv's state_in overlaps its state_out");
+  }
+  if (Overlaps(conv.state_out, state, state_in, rule_state) || Overlaps(conv.state_out, state, out, rule_out) ||
+      Overlaps(conv.state_out, state, state_out, rule_state)) {
+    return absl::InvalidArgumentError("DeltaNetConvRule: the conv's state_out overlaps the rule's state or out");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status DeltaNetConvRule(const DeltaNetConvCall& conv, const float* b, const float* a, const float* dt_bias,
+                              const float* decay, const float* state_in, float* state_out, float* out,
+                              const GatedDeltaRuleParams& p, StreamHandle stream) {
+  absl::Status args = CheckDeltaNetConvRule(conv, b, a, dt_bias, decay, state_in, state_out, out, p);
+  if (!args.ok()) return args;
+  OCTO_LAUNCH(ConvDeltaRuleKernel, p.v_heads, p.head_dim, 0, stream, conv.x, conv.taps, conv.state_in,
+              conv.state_out, conv.out, conv.p, b, a, dt_bias, decay, state_in, state_out, out, p);
   return absl::OkStatus();
 }
 

@@ -235,6 +235,31 @@ absl::Status RopeQKAppend(float* q, float* k, const int32_t* positions, int n_to
                           int k_heads, const float* v, void* k_cache, void* v_cache, int first_pos, KvCacheTypes types,
                           StreamHandle stream, const int32_t* first_pos_at = nullptr, HeadNorms norms = {});
 
+// A DeltaNetConv call's arguments (ops.h).
+struct DeltaNetConvCall {
+  const float* x = nullptr;
+  const float* taps = nullptr;
+  const float* state_in = nullptr;
+  float* state_out = nullptr;
+  float* out = nullptr;
+  DeltaNetConvParams p;
+};
+
+// ops.h's DeltaNetConv(conv) then GatedDeltaRule(conv.out, b, a, dt_bias,
+// decay, state_in, state_out, out, p) -- a decode step's DeltaNet mixer, one
+// token of one sequence -- in one launch: the rule's blocks convolve the
+// channels they read, the two ops' bits (conv.out and both states too).
+// Besides each op's preconditions: one token, the conv's channels the
+// rule's qkv rows (qkv_stride), the conv's states apart from each other and
+// from what the rule writes, and its x apart from every output
+// (CheckDeltaNetConvRule, INVALID_ARGUMENT naming the first unmet).
+absl::Status DeltaNetConvRule(const DeltaNetConvCall& conv, const float* b, const float* a, const float* dt_bias,
+                              const float* decay, const float* state_in, float* state_out, float* out,
+                              const GatedDeltaRuleParams& p, StreamHandle stream);
+absl::Status CheckDeltaNetConvRule(const DeltaNetConvCall& conv, const float* b, const float* a, const float* dt_bias,
+                                   const float* decay, const float* state_in, float* state_out, float* out,
+                                   const GatedDeltaRuleParams& p);
+
 // The rule by which MatMulGroup on ws rounds x in one decode launch of
 // n_tokens, when that is one rule for all (at least one quantized matrix, no
 // float one): what a producer may round for it. nullopt otherwise.
