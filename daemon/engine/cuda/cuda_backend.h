@@ -52,6 +52,9 @@
 // the two go in one launch (cuda::MatMulTopKExperts), held in turn as a
 // producer of the router's x -- the experts' MatMulExpertsGlu after it, or
 // any decode MatMul of that x, has the router launch round x for it.
+// A one-token DeltaNetConv (a decode step's) is held for the GatedDeltaRule
+// reading its output: the rule's blocks convolve the channels they read
+// (cuda::DeltaNetConvRule), one launch.
 // Any other call launches the held op as it is first, so the stream runs
 // the same work in the same order. stream() does the same: code that queues work on the compute
 // stream itself (DeviceLayers' events and copies) sees every op called
@@ -263,6 +266,7 @@ class CudaBackend : public Backend {
     std::optional<HeldAttention> attention = std::nullopt;
     std::optional<HeldMatMul> matmul = std::nullopt;
     std::optional<MoeCombineParams> combine = std::nullopt;  // a held MoeCombine's
+    std::optional<cuda::DeltaNetConvCall> conv = std::nullopt;  // a held one-token DeltaNetConv's
     // A producer writing out in spans of this many values, a block each
     // (Attention's heads): it rounds by the rules cuda::RoundsInSpans
     // allows. 0: by any rule whose chunks its rows hold.

@@ -558,16 +558,34 @@ absl::Status CudaBackend::DeltaNetConv(const float* x, const float* taps, const 
                                        float* out, const DeltaNetConvParams& p) {
   OCTO_RETURN_IF_ERROR(LaunchHeld());
   SignOp(*graphs_, "DeltaNetConv", x, taps, state_in, state_out, out, p);
-  return graphs_->Queue([=, this] {
+  auto launch = [=, this](const cuda::ActQ8Out*) {
     return Op("DeltaNetConv", cuda::DeltaNetConv(x, taps, state_in, state_out, out, p, stream_.get()));
-  });
+  };
+  if (p.n_tokens != 1) return graphs_->Queue([launch] { return launch(nullptr); });
+  // A decode step's: held, for the delta rule after it to convolve in its
+  // own launch.
+  return Hold(Held{.launch = launch,
+                   .out = nullptr,  // not a producer that rounds (HeldRoundsFor)
+                   .elements = 0,
+                   .rope = std::nullopt,
+                   .norms = {},
+                   .conv = cuda::DeltaNetConvCall{x, taps, state_in, state_out, out, p}});
 }
 
 absl::Status CudaBackend::GatedDeltaRule(const float* qkv, const float* b, const float* a, const float* dt_bias,
                                          const float* decay, const float* state_in, float* state_out, float* out,
                                          const GatedDeltaRuleParams& p) {
-  OCTO_RETURN_IF_ERROR(LaunchHeld());
   SignOp(*graphs_, "GatedDeltaRule", qkv, b, a, dt_bias, decay, state_in, state_out, out, p);
+  // The held conv of exactly qkv, one token: one launch.
+  if (held_.conv && held_error_.ok() && held_.conv->out == qkv &&
+      cuda::CheckDeltaNetConvRule(*held_.conv, b, a, dt_bias, decay, state_in, state_out, out, p).ok()) {
+    const cuda::DeltaNetConvCall conv = *std::exchange(held_, Held{}).conv;
+    return graphs_->Queue([=, this] {
+      return Op("DeltaNetConv + GatedDeltaRule",
+                cuda::DeltaNetConvRule(conv, b, a, dt_bias, decay, state_in, state_out, out, p, stream_.get()));
+    });
+  }
+  OCTO_RETURN_IF_ERROR(LaunchHeld());
   return graphs_->Queue([=, this] {
     return Op("GatedDeltaRule",
               cuda::GatedDeltaRule(qkv, b, a, dt_bias, decay, state_in, state_out, out, p, stream_.get()));

@@ -96,9 +96,10 @@ TEST_P(CudaDecodeCalls, EachLayerAddsTheSameCallsAndAStepAllocatesNothing) {
   }
   // The hybrid: DeltaNet and gated attention layers, each with that MoE
   // FFN (the router's launch as above) and its FFN norm in the output
-  // projection's launch: 13 a layer on average.
+  // projection's launch, a DeltaNet layer's conv in its delta rule's launch
+  // (fused.h's DeltaNetConvRule): 12.5 a layer on average.
   if (family == "tiny-qwen3next") {
-    EXPECT_LE(per_layer, 13.0);
+    EXPECT_LE(per_layer, 12.5);
   }
 }
 
