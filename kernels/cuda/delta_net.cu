@@ -192,10 +192,10 @@ __global__ void GatedDeltaChunkKernel(const float* qkv, const float* b, const fl
   __shared__ float aqk[kMaxDeltaRuleChunk][kMaxDeltaRuleChunk];
   __shared__ float g[kMaxDeltaRuleChunk], e[kMaxDeltaRuleChunk], w[kMaxDeltaRuleChunk], beta[kMaxDeltaRuleChunk];
   __shared__ float scale;
-  const int d = p.head_dim, h = blockIdx.x, j = threadIdx.x, r = p.v_heads / p.k_heads, L = p.chunk;
-  const int kh = p.grouped_heads ? h / r : h % p.k_heads;
-  const int64_t b_at = p.grouped_ba ? (h / r) * 2 * r + h % r : h;
-  const int64_t a_at = p.grouped_ba ? b_at + r : h;
+  const int d = p.head_dim, h = blockIdx.x, j = threadIdx.x, L = p.chunk;
+  const HeadIndex head = HeadIndexOf(p, h);
+  const int kh = head.kh;
+  const int64_t b_at = head.b_at, a_at = head.a_at;
   const float out_scale = 1.0f / sqrtf(static_cast<float>(d));
   float* s = AdoptState(state_in, state_out, h, d, j);
   float sk[kMaxDeltaRuleChunk], sq[kMaxDeltaRuleChunk], delta[kMaxDeltaRuleChunk];
