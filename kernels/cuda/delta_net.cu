@@ -74,15 +74,18 @@ __global__ void DeltaNetConvKernel(const float* x,         // (n_tokens, channel
   }
 }
 
-// Where head h's key head and its b and a sit (ops.h's GatedDeltaRule).
+// Where head h's key head and its b and a sit (ops.h's GatedDeltaRule), and
+// whether h is the first value head of its key head.
 struct HeadIndex {
   int kh;
   int64_t b_at, a_at;
+  bool first_of_kh;
 };
 __device__ __forceinline__ HeadIndex HeadIndexOf(const GatedDeltaRuleParams& p, int h) {
   const int r = p.v_heads / p.k_heads;
   const int64_t b_at = p.grouped_ba ? (h / r) * 2 * r + h % r : h;
-  return HeadIndex{p.grouped_heads ? h / r : h % p.k_heads, b_at, p.grouped_ba ? b_at + r : h};
+  return HeadIndex{p.grouped_heads ? h / r : h % p.k_heads, b_at, p.grouped_ba ? b_at + r : h,
+                   p.grouped_heads ? h % r == 0 : h < p.k_heads};
 }
 
 // One token of the step form for value head h, thread j (value dim j) of
@@ -165,9 +168,8 @@ __global__ void ConvDeltaRuleKernel(const float* x, const float* taps, const flo
   __shared__ float k[kMaxHeadDim];
   const int d = p.head_dim, h = blockIdx.x, j = threadIdx.x;
   const HeadIndex at = HeadIndexOf(p, h);
-  const bool writes_qk = p.grouped_heads ? h % (p.v_heads / p.k_heads) == 0 : h < p.k_heads;
-  float* qk_state = writes_qk ? conv_state : nullptr;
-  float* qk_out = writes_qk ? conv_out : nullptr;
+  float* qk_state = at.first_of_kh ? conv_state : nullptr;
+  float* qk_out = at.first_of_kh ? conv_out : nullptr;
   q[j] = ConvChannel(x, taps, conv_in, qk_state, qk_out, cp, static_cast<int64_t>(at.kh) * d + j);
   k[j] = ConvChannel(x, taps, conv_in, qk_state, qk_out, cp, static_cast<int64_t>(p.k_heads + at.kh) * d + j);
   const float v = ConvChannel(x, taps, conv_in, conv_state, conv_out, cp, static_cast<int64_t>(2 * p.k_heads + h) * d + j);

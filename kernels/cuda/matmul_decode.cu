@@ -352,6 +352,21 @@ __device__ __forceinline__ void StoreRows(float* acc, float* out, int64_t out_st
   }
 }
 
+// Whether this block is the launch's last to count itself in `arrival`
+// (one counter for the launch, zero on entry; the caller zeroes it after):
+// each block counts once what its threads wrote is fenced, and the last,
+// fenced again, sees every block's writes. Every thread of the block calls
+// it (barriers inside) and gets the answer.
+__device__ __forceinline__ bool LastBlockToArrive(uint32_t* arrival) {
+  __shared__ bool last;
+  __threadfence();  // this thread's writes are visible to the device before the block counts
+  __syncthreads();  // every thread's writes are fenced
+  if (threadIdx.x == 0) last = atomicAdd(arrival, 1u) == gridDim.x - 1;
+  __syncthreads();  // last is written
+  if (last) __threadfence();
+  return last;
+}
+
 // MatMulAddRmsNorm's norm, after DecodeKernel's dense rows are stored and
 // added into a.residual (n_tokens, rows): each block counts itself in
 // norm.arrival once its rows are fenced, and the last to count norms every
@@ -362,13 +377,7 @@ __device__ __forceinline__ void StoreRows(float* acc, float* out, int64_t out_st
 // counter. Rows other blocks added into are read through volatile loads.
 // Called by every thread of every block.
 __device__ __forceinline__ void NormResidual(const DecodeArgs& a) {
-  __shared__ bool last;
-  __threadfence();  // this block's rows are visible to the device before it counts
-  __syncthreads();  // every warp's rows are stored and fenced
-  if (threadIdx.x == 0) last = atomicAdd(a.norm.arrival, 1u) == gridDim.x - 1;
-  __syncthreads();  // last is written
-  if (!last) return;
-  __threadfence();
+  if (!LastBlockToArrive(a.norm.arrival)) return;
   const int dim = static_cast<int>(a.rows);
   const int threads = RowThreads(dim);
   const int warp = static_cast<int>(threadIdx.x / kWarpSize), lane = static_cast<int>(threadIdx.x % kWarpSize);
@@ -499,13 +508,7 @@ __global__ void RouterKernel(const __grid_constant__ DecodeArgs a) {
       RoundChunk(a.round_x, c, lane, value);
     }
   }
-  __threadfence();  // this block's rows are visible to the device before it counts
-  __shared__ bool last;
-  __syncthreads();  // every warp's rows are stored and fenced
-  if (threadIdx.x == 0) last = atomicAdd(a.top_k.arrival, 1u) == gridDim.x - 1;
-  __syncthreads();  // last is written
-  if (!last) return;
-  __threadfence();
+  if (!LastBlockToArrive(a.top_k.arrival)) return;
   const int k = a.top_k.k;
   for (int t = 0; t < a.n_tokens; ++t) {
     const volatile float* logits = a.out + t * a.rows;

@@ -191,13 +191,15 @@ absl::Status CudaBackend::HoldMatMul(MatMulLaunch add_into, const float* x, int6
                    .matmul = HeldMatMul{shared, x, x_elements, out, elements, n_tokens, router}});
 }
 
-std::optional<absl::Status> CudaBackend::AddHeldMatMulInto(float* residual, const float* delta, int64_t n) {
-  if (!held_.matmul || !held_error_.ok()) return std::nullopt;
+bool CudaBackend::HeldMatMulAddsInto(const float* residual, const float* delta, int64_t n) const {
+  if (!held_.matmul || !held_error_.ok()) return false;
   const HeldMatMul& m = *held_.matmul;
-  if (m.out != delta || m.elements != n || Overlaps(residual, n * 4, m.x, m.x_elements * 4) ||
-      Overlaps(residual, n * 4, m.out, n * 4)) {
-    return std::nullopt;
-  }
+  return m.out == delta && m.elements == n && !Overlaps(residual, n * 4, m.x, m.x_elements * 4) &&
+         !Overlaps(residual, n * 4, m.out, n * 4);
+}
+
+std::optional<absl::Status> CudaBackend::AddHeldMatMulInto(float* residual, const float* delta, int64_t n) {
+  if (!HeldMatMulAddsInto(residual, delta, n)) return std::nullopt;
   std::shared_ptr<MatMulLaunch> add_into = std::exchange(held_, Held{}).matmul->add_into;
   signature::SignOp(*graphs_, "MatMul + Add", residual);
   return graphs_->Queue([add_into, residual] { return (*add_into)(residual, nullptr, nullptr); });
@@ -207,10 +209,8 @@ std::optional<absl::Status> CudaBackend::AddHeldMatMulNorm(float* x, const float
                                                            float* out, int n_rows, int dim, float eps) {
   const int64_t n = int64_t{n_rows} * dim;
   auto fits = [&] {
-    if (!held_.matmul || !held_error_.ok() || n_rows > cuda::kMaxNormAfterAddTokens) return false;
-    const HeldMatMul& m = *held_.matmul;
-    return m.out == delta && m.n_tokens == n_rows && m.elements == n && !Overlaps(x, n * 4, m.x, m.x_elements * 4) &&
-           !Overlaps(x, n * 4, m.out, n * 4) && !Overlaps(x, n * 4, out, n * 4);
+    return n_rows <= cuda::kMaxNormAfterAddTokens && HeldMatMulAddsInto(x, delta, n) &&
+           held_.matmul->n_tokens == n_rows;
   };
   if (!fits()) return std::nullopt;
   // The counter first: its growth launches the held MatMul plain (and the

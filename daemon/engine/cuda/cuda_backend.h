@@ -283,15 +283,17 @@ class CudaBackend : public Backend {
   // out (elements); `add_into` and `router` as HeldMatMul's.
   absl::Status HoldMatMul(MatMulLaunch add_into, const float* x, int64_t x_elements, const float* out,
                           int64_t elements, int n_tokens, std::optional<RouterArgs> router = std::nullopt);
-  // When the held op is a MatMul whose whole output is delta (n floats) and
-  // residual overlaps neither its x nor its output: its launch adding into
-  // residual, queued; else nullopt (nothing launched).
+  // Whether the held op is a MatMul whose whole output is delta (n floats)
+  // and residual overlaps neither its x nor its output.
+  bool HeldMatMulAddsInto(const float* residual, const float* delta, int64_t n) const;
+  // When HeldMatMulAddsInto: its launch adding into residual, queued; else
+  // nullopt (nothing launched).
   std::optional<absl::Status> AddHeldMatMulInto(float* residual, const float* delta, int64_t n);
-  // When the held op is a MatMul of at most cuda::kMaxNormAfterAddTokens
-  // tokens whose whole output is delta (n_rows of dim), x overlapping
-  // neither its x nor its output, nor out x: AddRmsNorm in its launch
-  // (cuda::MatMulAddRmsNorm), held as a producer of out, as AddRmsNorm is;
-  // else nullopt (nothing launched).
+  // When HeldMatMulAddsInto(x, delta) for a MatMul of n_rows tokens, at most
+  // cuda::kMaxNormAfterAddTokens (x must not overlap out: AddRmsNorm's own
+  // rule, the caller's): AddRmsNorm in its launch (cuda::MatMulAddRmsNorm),
+  // held as a producer of out, as AddRmsNorm is; else nullopt (nothing
+  // launched).
   std::optional<absl::Status> AddHeldMatMulNorm(float* x, const float* delta, const float* weight, float* out,
                                                 int n_rows, int dim, float eps);
   // When the held op is one in-place head-wide RmsNorm of exactly up (n
