@@ -13,7 +13,9 @@
 // whose output the residual stream takes next adds it in its own store
 // (MatMulAdd), Add's bits, and may norm the stream after in its last block
 // (MatMulAddRmsNorm); a MoE router's MatMul picks its experts in its last
-// block and rounds its x for them (MatMulTopKExperts).
+// block and rounds its x for them (MatMulTopKExperts). The q, k and v
+// projections' launch turns each head and appends it to its cache in the
+// last block of the head's rows (MatMulGroupRopeAppend).
 #pragma once
 
 #include <optional>
@@ -234,6 +236,42 @@ struct HeadNorms {
 absl::Status RopeQKAppend(float* q, float* k, const int32_t* positions, int n_tokens, const RopeParams& p,
                           int k_heads, const float* v, void* k_cache, void* v_cache, int first_pos, KvCacheTypes types,
                           StreamHandle stream, const int32_t* first_pos_at = nullptr, HeadNorms norms = {});
+
+// What a q, k and v decode launch does to the heads it outputs
+// (MatMulGroupRopeAppend): RopeQKAppend's arguments but q, k and v (the
+// group's outputs), and the launch's counters: QkvHeadCounters of them,
+// zero on entry, left zero.
+struct HeadsAfterQkv {
+  const int32_t* positions = nullptr;  // (n_tokens)
+  RopeParams p;                        // q's heads (p.n_heads of p.head_dim)
+  int k_heads = 0;
+  HeadNorms norms;  // q null: none
+  void* k_cache = nullptr;
+  void* v_cache = nullptr;
+  int first_pos = 0;
+  const int32_t* first_pos_at = nullptr;
+  KvCacheTypes types;
+  uint32_t* arrivals = nullptr;
+};
+inline int64_t QkvHeadCounters(const RopeParams& p, int k_heads) { return int64_t{p.n_heads} + 2 * int64_t{k_heads}; }
+
+// MatMulGroupBias({wq, wk, wv}, biases, x, {q, k, v}, n_tokens) then
+// RopeQKAppend(q, k, heads.positions, n_tokens, heads.p, heads.k_heads, v,
+// ...) -- with heads.norms, the head norms before it -- in the group's
+// decode launch (one a weight type among the three): the last of the blocks
+// holding a head's rows to finish norms and turns it (q's and k's) and
+// appends it to its cache (k's and v's), for every token. q, k, v and the
+// caches get the bits and bytes of the ops apart. rounded: as
+// MatMulGroupBias's. Besides each op's preconditions (MatMulGroupBias's
+// checked when it launches): n_tokens <= kMaxDecodeTokens, the matrices'
+// rows q's, k's and v's widths, head_dim <= kMaxCudaHeadDim, a head whole
+// cache units (CheckMatMulGroupRopeAppend, INVALID_ARGUMENT naming the first
+// unmet).
+absl::Status MatMulGroupRopeAppend(std::span<const WeightMatrix> ws, std::span<const float* const> biases,
+                                   const float* x, std::span<float* const> outs, int n_tokens, const Exec& exec,
+                                   const HeadsAfterQkv& heads, const ActQ8Out* rounded = nullptr);
+absl::Status CheckMatMulGroupRopeAppend(std::span<const WeightMatrix> ws, std::span<float* const> outs, int n_tokens,
+                                        const HeadsAfterQkv& heads);
 
 // A DeltaNetConv call's arguments (ops.h).
 struct DeltaNetConvCall {

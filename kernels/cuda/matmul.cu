@@ -13,6 +13,7 @@
 #include "kernels/cuda/act_q8.h"
 #include "kernels/cuda/fused.h"
 #include "kernels/cuda/matmul_paths.h"
+#include "kernels/cuda/rope_pair.cuh"
 #include "kernels/op_checks.h"
 #include "kernels/ops.h"
 
@@ -93,7 +94,8 @@ namespace {
 // MatMulGroup, x's 8-bit activations under one rule given (fused.h) or not,
 // and biases (MatMulGroupBias; empty: none).
 absl::Status Group(std::span<const WeightMatrix> ws, const float* x, std::span<float* const> outs, int n_tokens,
-                   const Exec& exec, const ActQ8Out* rounded, std::span<const float* const> biases = {}) {
+                   const Exec& exec, const ActQ8Out* rounded, std::span<const float* const> biases = {},
+                   const matmul::HeadTails* tails = nullptr) {
   if (ws.empty() || ws.size() > kMaxMatMulGroup || ws.size() != outs.size()) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "MatMulGroup: %d matrices and %d outputs (1 to %d, as many of each)", ws.size(), outs.size(), kMaxMatMulGroup));
@@ -151,9 +153,11 @@ absl::Status Group(std::span<const WeightMatrix> ws, const float* x, std::span<f
         int64_t same_bytes[kMaxMatMulGroup];
         float* same_out[kMaxMatMulGroup];
         const float* same_bias[kMaxMatMulGroup];
+        matmul::HeadTails same_tails = tails != nullptr ? *tails : matmul::HeadTails{};
         size_t n_same = 0;
         for (size_t j = i; j < ws.size(); ++j) {
           if (done[j] || ws[j].type != ws[i].type) continue;
+          if (tails != nullptr) same_tails.role[n_same] = tails->role[j];
           same[n_same] = ws[j];
           same_bytes[n_same] = row_bytes[j];
           same_bias[n_same] = bias_of(j);
@@ -163,7 +167,7 @@ absl::Status Group(std::span<const WeightMatrix> ws, const float* x, std::span<f
         absl::Status s = matmul::DecodeQuantizedGroup(
             std::span<const WeightMatrix>(same, n_same), std::span<const int64_t>(same_bytes, n_same), xt,
             float_weight ? matmul::ActQ8View{} : act, std::span<float* const>(same_out, n_same), n, exec.stream,
-            std::span<const float* const>(same_bias, n_same));
+            std::span<const float* const>(same_bias, n_same), tails != nullptr ? &same_tails : nullptr);
         if (!s.ok()) return s;
       }
     }
@@ -209,6 +213,88 @@ absl::Status MatMulGroupBias(std::span<const WeightMatrix> ws, std::span<const f
     if (absl::Status s = CheckRounded(ws, n_tokens, *rounded); !s.ok()) return s;
   }
   return Group(ws, x, outs, n_tokens, exec, rounded, biases);
+}
+
+absl::Status CheckMatMulGroupRopeAppend(std::span<const WeightMatrix> ws, std::span<float* const> outs, int n_tokens,
+                                        const HeadsAfterQkv& heads) {
+  constexpr const char* kOp = "MatMulGroupRopeAppend";
+  if (ws.size() != 3 || outs.size() != 3) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s: %d matrices and %d outputs (q, k and v: 3 of each)", kOp, ws.size(), outs.size()));
+  }
+  if (n_tokens <= 0 || n_tokens > kMaxDecodeTokens) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s: %d tokens (1 to %d, one decode launch)", kOp, n_tokens, kMaxDecodeTokens));
+  }
+  const RopeParams& p = heads.p;
+  RopeParams k_params = p;
+  k_params.n_heads = heads.k_heads;
+  for (const auto& [x, params] : {std::pair{outs[0], p}, std::pair{outs[1], k_params}}) {
+    if (absl::Status s = CheckRopeArgs(x, heads.positions, n_tokens, params); !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(kOp, ": ", s.message()));
+    }
+  }
+  if (p.head_dim > kMaxCudaHeadDim) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s: head_dim %d (at most %d)", kOp, p.head_dim, kMaxCudaHeadDim));
+  }
+  const int64_t q_width = int64_t{p.n_heads} * p.head_dim, kv_width = int64_t{heads.k_heads} * p.head_dim;
+  if (ws[0].rows != q_width || ws[1].rows != kv_width || ws[2].rows != kv_width) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s: matrices of %d, %d and %d rows for q, k and v of %d and %d values a token", kOp, ws[0].rows, ws[1].rows,
+        ws[2].rows, q_width, kv_width));
+  }
+  const int64_t bytes[] = {n_tokens * q_width * 4, n_tokens * kv_width * 4, n_tokens * kv_width * 4};
+  for (int i = 0; i < 3; ++i) {
+    for (int j = i + 1; j < 3; ++j) {
+      if (Overlaps(outs[i], bytes[i], outs[j], bytes[j])) {
+        return absl::InvalidArgumentError(absl::StrFormat("%s: outputs %d and %d overlap", kOp, i, j));
+      }
+    }
+  }
+  if (absl::Status s = CheckKvAppendArgs(outs[1], outs[2], n_tokens, static_cast<int>(kv_width), heads.k_cache,
+                                         heads.v_cache, heads.first_pos_at != nullptr ? 0 : heads.first_pos,
+                                         heads.types);
+      !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(kOp, ": ", s.message()));
+  }
+  for (const GgmlType type : {heads.types.k, heads.types.v}) {
+    if (type != GgmlType::kF16 && p.head_dim % cpu::kQK != 0) {
+      return absl::InvalidArgumentError(absl::StrFormat("%s: a head of %d values is not whole %s cache blocks", kOp,
+                                                        p.head_dim, GgmlTypeName(type)));
+    }
+  }
+  if ((heads.norms.q == nullptr) != (heads.norms.k == nullptr)) {
+    return absl::InvalidArgumentError(absl::StrCat(kOp, ": head norms need both weights"));
+  }
+  if (heads.arrivals == nullptr) return absl::InvalidArgumentError(absl::StrCat(kOp, ": arrivals is null"));
+  return absl::OkStatus();
+}
+
+absl::Status MatMulGroupRopeAppend(std::span<const WeightMatrix> ws, std::span<const float* const> biases,
+                                   const float* x, std::span<float* const> outs, int n_tokens, const Exec& exec,
+                                   const HeadsAfterQkv& heads, const ActQ8Out* rounded) {
+  if (absl::Status s = CheckMatMulGroupRopeAppend(ws, outs, n_tokens, heads); !s.ok()) return s;
+  if (rounded != nullptr) {
+    if (absl::Status s = CheckRounded(ws, n_tokens, *rounded); !s.ok()) return s;
+  }
+  const int kv_dim = heads.k_heads * heads.p.head_dim;
+  const int first_pos = heads.first_pos_at != nullptr ? 0 : heads.first_pos;
+  matmul::HeadTails tails;
+  tails.arrivals = heads.arrivals;
+  tails.role[0] = matmul::HeadRole::kQuery;
+  tails.role[1] = matmul::HeadRole::kKey;
+  tails.role[2] = matmul::HeadRole::kValue;
+  tails.positions = heads.positions;
+  tails.p = heads.p;
+  tails.theta_scale = RopeThetaScale(heads.p);
+  tails.k_heads = heads.k_heads;
+  tails.norms = heads.norms;
+  tails.keys = TargetOf(heads.k_cache, heads.types.k, kv_dim, first_pos, heads.first_pos_at);
+  tails.values = TargetOf(heads.v_cache, heads.types.v, kv_dim, first_pos, heads.first_pos_at);
+  tails.key_head_bytes = static_cast<int64_t>(RowBytes(heads.types.k, heads.p.head_dim));
+  tails.value_head_bytes = static_cast<int64_t>(RowBytes(heads.types.v, heads.p.head_dim));
+  return Group(ws, x, outs, n_tokens, exec, rounded, biases, &tails);
 }
 
 namespace {

@@ -14,6 +14,7 @@
 #include "kernels/cuda/matmul_paths.h"
 #include "kernels/cuda/q8_dot.cuh"
 #include "kernels/cuda/rms_scale.cuh"
+#include "kernels/cuda/rope_pair.cuh"
 #include "kernels/cuda/gates.cuh"
 #include "kernels/cuda/top_k_row.cuh"
 #include "kernels/cuda/weight_stage.cuh"
@@ -85,6 +86,9 @@ struct DecodeArgs {
   // rounding them into round_norm when round_norm.q is non-null.
   NormAfterAdd norm;
   ActQ8Out round_norm;
+  // DecodeKernel, a group with heads.arrivals non-null: then each head's
+  // last block turns and appends it (TurnAndAppendHeads).
+  HeadTails heads;
 };
 
 // The lanes of one row: a row's units (32-element chunks, or elements for
@@ -352,16 +356,17 @@ __device__ __forceinline__ void StoreRows(float* acc, float* out, int64_t out_st
   }
 }
 
-// Whether this block is the launch's last to count itself in `arrival`
-// (one counter for the launch, zero on entry; the caller zeroes it after):
-// each block counts once what its threads wrote is fenced, and the last,
-// fenced again, sees every block's writes. Every thread of the block calls
-// it (barriers inside) and gets the answer.
-__device__ __forceinline__ bool LastBlockToArrive(uint32_t* arrival) {
+// Whether this block is the last of the `blocks` counting themselves in
+// `arrival` (zero on entry; the caller zeroes it after): the whole grid for
+// a launch's one counter, a head's blocks for a head's. Each block counts
+// once what its threads wrote is fenced, and the last, fenced again, sees
+// every counted block's writes. Every thread of the block calls it
+// (barriers inside) and gets the answer.
+__device__ __forceinline__ bool LastBlockToArrive(uint32_t* arrival, unsigned blocks) {
   __shared__ bool last;
   __threadfence();  // this thread's writes are visible to the device before the block counts
   __syncthreads();  // every thread's writes are fenced
-  if (threadIdx.x == 0) last = atomicAdd(arrival, 1u) == gridDim.x - 1;
+  if (threadIdx.x == 0) last = atomicAdd(arrival, 1u) == blocks - 1;
   __syncthreads();  // last is written
   if (last) __threadfence();
   return last;
@@ -377,7 +382,7 @@ __device__ __forceinline__ bool LastBlockToArrive(uint32_t* arrival) {
 // counter. Rows other blocks added into are read through volatile loads.
 // Called by every thread of every block.
 __device__ __forceinline__ void NormResidual(const DecodeArgs& a) {
-  if (!LastBlockToArrive(a.norm.arrival)) return;
+  if (!LastBlockToArrive(a.norm.arrival, gridDim.x)) return;
   const int dim = static_cast<int>(a.rows);
   const int threads = RowThreads(dim);
   const int warp = static_cast<int>(threadIdx.x / kWarpSize), lane = static_cast<int>(threadIdx.x % kWarpSize);
@@ -410,13 +415,86 @@ __device__ __forceinline__ void NormResidual(const DecodeArgs& a) {
   if (threadIdx.x == 0) *a.norm.arrival = 0;
 }
 
+// One head of one token after its rows are stored (TurnAndAppendHeads):
+// read into shared memory through volatile loads (other blocks stored most
+// of it); q's and k's normed with RopeAppendKernel<true>'s expressions (its
+// RowThreads(head_dim) block's sum played) when there are norms, turned
+// pair by pair (RotatePair) and stored back; k's and v's encoded into the
+// cache row's units of the head (KvAppend's EncodeUnit). Called by the
+// whole block.
+__device__ __forceinline__ void TurnAndAppendHead(const HeadTails& tails, HeadRole role, float* head, int h, int t) {
+  __shared__ float values[kMaxCudaHeadDim];
+  const int head_dim = tails.p.head_dim;
+  const volatile float* stored = head;
+  for (int i = threadIdx.x; i < head_dim; i += blockDim.x) values[i] = stored[i];
+  __syncthreads();  // the head is in shared memory
+  if (role != HeadRole::kValue) {
+    if (tails.norms.q != nullptr) {
+      const float scale = PlayedRmsScaleOf(
+          RowThreads(head_dim), [&](int played) { return played < head_dim ? SquareOf(values[played]) : 0.0; },
+          head_dim, tails.norms.eps);
+      const float* weight = role == HeadRole::kQuery ? tails.norms.q : tails.norms.k;
+      for (int i = threadIdx.x; i < head_dim; i += blockDim.x) values[i] = values[i] * scale * weight[i];
+      __syncthreads();  // normed
+    }
+    const float pos = static_cast<float>(tails.positions[t]);
+    for (int i = threadIdx.x; i < tails.p.rope_dim / 2; i += blockDim.x) {
+      RotatePair(values, i, pos, tails.p, tails.theta_scale);
+    }
+    __syncthreads();  // turned
+    for (int i = threadIdx.x; i < head_dim; i += blockDim.x) head[i] = values[i];
+  }
+  if (role != HeadRole::kQuery) {
+    const AppendTarget& cache = role == HeadRole::kKey ? tails.keys : tails.values;
+    uint8_t* row = cache.Row(t) + h * (role == HeadRole::kKey ? tails.key_head_bytes : tails.value_head_bytes);
+    const int units = static_cast<int>(kv_blocks::UnitsOf(cache.type, head_dim));
+    for (int u = threadIdx.x; u < units; u += blockDim.x) kv_blocks::EncodeUnit(cache.type, values, row, u);
+  }
+  __syncthreads();  // values is free for the next head
+}
+
+// MatMulGroupRopeAppend's tail, after DecodeKernel's rows of a group with
+// a.heads.arrivals are stored: for each head its block's rows meet (a part's
+// rows are the heads of its role), the block counts itself in the head's
+// counter, and the last of the head's blocks to count turns and appends the
+// head of every token (TurnAndAppendHead) and zeroes the counter. 32-bit
+// arithmetic (rows within 2^31: CheckMatMul). Called by every thread.
+__device__ __noinline__ void TurnAndAppendHeads(const DecodeArgs& a) {
+  const HeadTails& tails = a.heads;
+  int p = 0;
+  while (p + 1 < a.n_parts && blockIdx.x >= a.parts[p + 1].first_block) ++p;
+  const DecodeArgs::Part& part = a.parts[p];
+  const HeadRole role = tails.role[p];
+  const int head_dim = tails.p.head_dim;
+  const int rows = static_cast<int>(part.rows);
+  const int per_block = static_cast<int>(RowsPerBlock(a.lanes_per_row));
+  const int first_row = (static_cast<int>(blockIdx.x) - static_cast<int>(part.first_block)) * per_block;
+  const int end_row = first_row + per_block < rows ? first_row + per_block : rows;
+  uint32_t* counters = tails.arrivals + (role == HeadRole::kQuery ? 0
+                                         : role == HeadRole::kKey ? tails.p.n_heads
+                                                                  : tails.p.n_heads + tails.k_heads);
+  for (int h = first_row / head_dim; h * head_dim < end_row; ++h) {
+    const int head_end = (h + 1) * head_dim < rows ? (h + 1) * head_dim : rows;
+    const unsigned blocks = static_cast<unsigned>((head_end - 1) / per_block - h * head_dim / per_block + 1);
+    if (!LastBlockToArrive(counters + h, blocks)) continue;
+    for (int t = 0; t < a.n_tokens; ++t) {
+      TurnAndAppendHead(tails, role, part.out + static_cast<int64_t>(t) * rows + static_cast<int64_t>(h) * head_dim,
+                        h, t);
+    }
+    if (threadIdx.x == 0) counters[h] = 0;
+  }
+}
+
 // Each warp takes 32 / lanes_per_row consecutive rows, or lanes_per_row / 32
 // warps one row; grid.x * warps per block covers them. Dense:
 // every token of the call. Experts: grid.y strides over the choices, one
-// token each. kNorm (dense, with a.residual and a.norm): then NormResidual,
-// in kernels of their own (its tail in every decode kernel cost 8 to 24
-// registers, a block or two a SM).
-template <typename Dots, bool kNorm = false>
+// token each. kTail, the launch's tail after the rows: NormResidual
+// (kNormTail: dense, with a.residual and a.norm) or TurnAndAppendHeads
+// (kHeadsTail: a group with a.heads.arrivals), in kernels of their own (a
+// tail in every decode kernel cost 8 to 24 registers, a block or two a SM;
+// the two tails in one twin, 14 more for the norm's launches).
+constexpr int kNoTail = 0, kNormTail = 1, kHeadsTail = 2;
+template <typename Dots, int kTail = kNoTail>
 __global__ void DecodeKernel(const __grid_constant__ DecodeArgs a) {
   GridStartAfter([&] { PrefetchBlockRows(a); });
   const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
@@ -455,7 +533,7 @@ __global__ void DecodeKernel(const __grid_constant__ DecodeArgs a) {
   // A warp past the rows leaves (rows of several warps sync in StoreRows),
   // but for the norm after, which counts whole blocks.
   const bool idle = warps == 1 && first_row >= rows;
-  if (!kNorm && idle) return;
+  if (kTail == kNoTail && idle) return;
   const int64_t row = warps > 1 ? first_row : first_row + lane / lanes;
   const bool has_row = row < rows;
   const int sub = warps > 1 ? warp % warps * kWarpSize + lane : lane % lanes;
@@ -465,7 +543,8 @@ __global__ void DecodeKernel(const __grid_constant__ DecodeArgs a) {
       if (has_row) Dots::Add(a, w + row * row_bytes, 0, a.n_tokens, sub, lanes, acc);
       StoreRows<Dots::kTokens>(acc, out, rows, first_row, rows, a.n_tokens, lanes, bias, residual);
     }
-    if constexpr (kNorm) NormResidual(a);
+    if constexpr (kTail == kNormTail) NormResidual(a);
+    if constexpr (kTail == kHeadsTail) TurnAndAppendHeads(a);
     return;
   }
   for (int i = blockIdx.y; i < a.n_choices; i += gridDim.y) {
@@ -508,7 +587,7 @@ __global__ void RouterKernel(const __grid_constant__ DecodeArgs a) {
       RoundChunk(a.round_x, c, lane, value);
     }
   }
-  if (!LastBlockToArrive(a.top_k.arrival)) return;
+  if (!LastBlockToArrive(a.top_k.arrival, gridDim.x)) return;
   const int k = a.top_k.k;
   for (int t = 0; t < a.n_tokens; ++t) {
     const volatile float* logits = a.out + t * a.rows;
@@ -654,11 +733,13 @@ absl::Status Launch(GgmlType type, DecodeArgs a, unsigned grid_y, StreamHandle s
   auto with_tokens = [&](auto f) {
     return a.n_tokens == 1 ? f(std::integral_constant<int, 1>{}) : f(std::integral_constant<int, kMaxDecodeTokens>{});
   };
-  // DecodeKernel, or with a norm after (a.norm set) its kNorm twin.
+  // DecodeKernel, or with a tail (a norm after, heads to turn) its twin.
   auto decode = [&](auto dots, dim3 blocks) {
     using Dots = decltype(dots);
     if (a.norm.arrival != nullptr) {
-      OCTO_LAUNCH((DecodeKernel<Dots, true>), blocks, kWarpsPerBlock * kWarpSize, 0, stream, a);
+      OCTO_LAUNCH((DecodeKernel<Dots, kNormTail>), blocks, kWarpsPerBlock * kWarpSize, 0, stream, a);
+    } else if (a.heads.arrivals != nullptr) {
+      OCTO_LAUNCH((DecodeKernel<Dots, kHeadsTail>), blocks, kWarpsPerBlock * kWarpSize, 0, stream, a);
     } else {
       OCTO_LAUNCH(DecodeKernel<Dots>, blocks, kWarpsPerBlock * kWarpSize, 0, stream, a);
     }
@@ -739,9 +820,10 @@ absl::Status DecodeQuantized(const WeightMatrix& w, int64_t row_bytes, const flo
 
 absl::Status DecodeQuantizedGroup(std::span<const WeightMatrix> ws, std::span<const int64_t> row_bytes,
                                   const float* x, const ActQ8View& act, std::span<float* const> outs, int n_tokens,
-                                  StreamHandle stream, std::span<const float* const> biases) {
+                                  StreamHandle stream, std::span<const float* const> biases,
+                                  const HeadTails* tails) {
   auto bias_of = [&](size_t p) { return biases.empty() ? nullptr : biases[p]; };
-  if (ws.size() == 1) return DecodeQuantized(ws[0], row_bytes[0], x, act, outs[0], n_tokens, stream, bias_of(0));
+  if (ws.size() == 1 && tails == nullptr) return DecodeQuantized(ws[0], row_bytes[0], x, act, outs[0], n_tokens, stream, bias_of(0));
   DecodeArgs a{};
   a.cols = ws[0].cols;
   a.x = x;
@@ -753,6 +835,7 @@ absl::Status DecodeQuantizedGroup(std::span<const WeightMatrix> ws, std::span<co
     a.parts[p] =
         DecodeArgs::Part{static_cast<const uint8_t*>(ws[p].data), ws[p].rows, row_bytes[p], outs[p], 0, bias_of(p)};
   }
+  if (tails != nullptr) a.heads = *tails;
   return Launch(ws[0].type, a, 1, stream);
 }
 

@@ -10,6 +10,7 @@
 #include "absl/status/status.h"
 #include "kernels/cuda/act_q8.h"
 #include "kernels/cuda/fused.h"
+#include "kernels/cuda/kv_append.cuh"
 #include "kernels/ops.h"
 
 namespace octo::cuda::matmul {
@@ -62,9 +63,24 @@ absl::Status DecodeQuantized(const WeightMatrix& w, int64_t row_bytes, const flo
 // DecodeQuantized for matrices of one type and cols over the same x and act,
 // in one launch; each matrix's rows get the bits DecodeQuantized gives them
 // (biases: one per matrix, each null or its rows' bias; empty: none).
+// With tails (MatMulGroupRopeAppend's, fused.h): each matrix's rows are
+// the heads of tails->role[i], which the launch's tail turns and appends.
+enum class HeadRole : int8_t { kQuery, kKey, kValue };
+struct HeadTails {
+  uint32_t* arrivals = nullptr;  // a counter a head: q's, then k's, then v's
+  HeadRole role[kMaxMatMulGroup] = {};
+  const int32_t* positions = nullptr;
+  RopeParams p;
+  float theta_scale = 0;
+  int k_heads = 0;
+  HeadNorms norms;
+  AppendTarget keys{}, values{};
+  int64_t key_head_bytes = 0, value_head_bytes = 0;  // a head's bytes in a cache row
+};
 absl::Status DecodeQuantizedGroup(std::span<const WeightMatrix> ws, std::span<const int64_t> row_bytes,
                                   const float* x, const ActQ8View& act, std::span<float* const> outs, int n_tokens,
-                                  StreamHandle stream, std::span<const float* const> biases = {});
+                                  StreamHandle stream, std::span<const float* const> biases = {},
+                                  const HeadTails* tails = nullptr);
 
 // MatMulGlu's launch (fused.h): out (n_tokens, gate.rows) = silu(x · gate^T)
 // * (x · up^T) over x's activations `act` (gate and up of one type and

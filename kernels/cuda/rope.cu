@@ -9,6 +9,7 @@
 #include "kernels/cuda/fused.h"
 #include "kernels/cuda/kv_append.cuh"
 #include "kernels/cuda/rms_scale.cuh"
+#include "kernels/cuda/rope_pair.cuh"
 #include "kernels/op_checks.h"
 #include "kernels/ops.h"
 
@@ -22,27 +23,6 @@ constexpr int kRopeThreads = 256;
 constexpr int kMaxRopeBlocksPerToken = 65535;  // gridDim.y's limit
 
 // --- Kernels -----------------------------------------------------------------
-
-// Rotates pair i of one head (at `head`) of a token at position pos: its
-// angle as the CPU computes it (pos, times theta_scale once per pair before
-// it, in float; divided by the pair's frequency factor), its cos and sin.
-// Pair i is (x[2i], x[2i+1]) in normal mode, (x[i], x[i + n_pairs]) in neox.
-__device__ __forceinline__ void RotatePair(float* head, int i, float pos, const RopeParams& p, float theta_scale) {
-  const int n_pairs = p.rope_dim / 2;
-  // theta_i = pos * theta_scale^i, multiplied up pair by pair in float as
-  // the CPU (and ggml) does: i roundings, the same bits.
-  float theta = pos;
-  for (int m = 0; m < i; ++m) theta *= theta_scale;
-  const float angle = p.freq_factors != nullptr ? theta / p.freq_factors[i] : theta;
-  const float cos_theta = cosf(angle);
-  const float sin_theta = sinf(angle);
-  float* first = head + i * (p.neox ? 1 : 2);
-  float* second = first + (p.neox ? n_pairs : 1);
-  const float x0 = *first;
-  const float x1 = *second;
-  *first = x0 * cos_theta - x1 * sin_theta;
-  *second = x0 * sin_theta + x1 * cos_theta;
-}
 
 // One thread per (token, head, pair): blockIdx.x is the token, the (head,
 // pair)s of a token are spread over blockIdx.y and the threads, each turned
@@ -163,10 +143,6 @@ __global__ void RopeAppendKernel(float* q, float* k, const float* v, const int32
 
 namespace {
 
-// The CPU's expression (std::pow on floats is powf), on the host: the
-// device's powf may differ in the last bit.
-float ThetaScale(const RopeParams& p) { return std::pow(p.freq_base, -2.0f / static_cast<float>(p.rope_dim)); }
-
 // Threads and blocks per token for `pairs` (head, pair)s of a token: whole
 // warps, at most kRopeThreads; blocks within gridDim.y's limit.
 struct RopeShape {
@@ -186,7 +162,7 @@ RopeShape ShapeFor(int64_t pairs) {
 absl::Status LaunchRope(float* x, float* k, int k_heads, const int32_t* positions, int n_tokens, const RopeParams& p,
                         StreamHandle stream) {
   const RopeShape shape = ShapeFor(static_cast<int64_t>(p.n_heads + k_heads) * (p.rope_dim / 2));
-  OCTO_LAUNCH(RopeKernel, dim3(n_tokens, shape.blocks), shape.threads, 0, stream, x, positions, p, ThetaScale(p), k,
+  OCTO_LAUNCH(RopeKernel, dim3(n_tokens, shape.blocks), shape.threads, 0, stream, x, positions, p, RopeThetaScale(p), k,
               k_heads);
   return absl::OkStatus();
 }
@@ -236,12 +212,12 @@ absl::Status RopeQKAppend(float* q, float* k, const int32_t* positions, int n_to
     // RmsNorm's block for a head; a block per head of q, up to gridDim.y's limit.
     const unsigned q_blocks = static_cast<unsigned>(p.n_heads < kMaxRopeBlocksPerToken ? p.n_heads : kMaxRopeBlocksPerToken - 1);
     OCTO_LAUNCH(RopeAppendKernel<true>, dim3(n_tokens, q_blocks + 1), RowThreads(p.head_dim), 0, stream, q, k, v,
-                positions, p, ThetaScale(p), k_heads, keys, values, norms);
+                positions, p, RopeThetaScale(p), k_heads, keys, values, norms);
     return absl::OkStatus();
   }
   const RopeShape shape = ShapeFor(static_cast<int64_t>(p.n_heads) * (p.rope_dim / 2));
   OCTO_LAUNCH(RopeAppendKernel<false>, dim3(n_tokens, shape.blocks + 1), shape.threads, 0, stream, q, k, v, positions,
-              p, ThetaScale(p), k_heads, keys, values, norms);
+              p, RopeThetaScale(p), k_heads, keys, values, norms);
   return absl::OkStatus();
 }
 

@@ -259,13 +259,34 @@ std::optional<absl::Status> CudaBackend::FusedMatMul(std::span<const WeightMatri
         },
         x, int64_t{n_tokens} * w.cols, out, int64_t{n_tokens} * w.rows, n_tokens);
   }
-  return graphs_->Queue([launch = std::move(launch), ws = std::vector<WeightMatrix>(ws.begin(), ws.end()),
-                         outs = std::vector<float*>(outs.begin(), outs.end()),
-                         biases = std::vector<const float*>(biases.begin(), biases.end()), x, n_tokens,
-                         exec = *exec, q8]() mutable -> absl::Status {
-    if (absl::Status s = launch(&q8); !s.ok()) return s;
-    return Op(ws.size() == 1 ? "MatMul" : "MatMulGroup", cuda::MatMulGroupBias(ws, biases, x, outs, n_tokens, exec, &q8));
-  });
+  return QueueOrHoldGroup(
+      [launch = std::move(launch), ws = std::vector<WeightMatrix>(ws.begin(), ws.end()),
+       outs = std::vector<float*>(outs.begin(), outs.end()),
+       biases = std::vector<const float*>(biases.begin(), biases.end()), x, n_tokens, exec = *exec,
+       q8](const cuda::HeadsAfterQkv* heads) mutable -> absl::Status {
+        if (absl::Status s = launch(&q8); !s.ok()) return s;
+        if (heads != nullptr) {
+          return Op("MatMulGroup + RopeQK + KvAppend",
+                    cuda::MatMulGroupRopeAppend(ws, biases, x, outs, n_tokens, exec, *heads, &q8));
+        }
+        return Op(ws.size() == 1 ? "MatMul" : "MatMulGroup",
+                  cuda::MatMulGroupBias(ws, biases, x, outs, n_tokens, exec, &q8));
+      },
+      ws, outs, n_tokens);
+}
+
+absl::Status CudaBackend::QueueOrHoldGroup(QkvLaunch launch, std::span<const WeightMatrix> ws,
+                                           std::span<float* const> outs, int n_tokens) {
+  if (ws.size() != 3 || outs.size() != 3 || n_tokens > kMaxDecodeTokens) {
+    return graphs_->Queue([launch = std::move(launch)]() mutable { return launch(nullptr); });
+  }
+  auto shared = std::make_shared<QkvLaunch>(std::move(launch));
+  return Hold(Held{.launch = [shared](const cuda::ActQ8Out*) { return (*shared)(nullptr); },
+                   .out = nullptr,  // not a producer that rounds (HeldRoundsFor)
+                   .elements = 0,
+                   .rope = std::nullopt,
+                   .norms = {},
+                   .qkv = HeldQkv{shared, {ws[0], ws[1], ws[2]}, {outs[0], outs[1], outs[2]}, n_tokens}});
 }
 
 absl::StatusOr<bool> CudaBackend::Grow(cuda::DeviceBuffer& buffer, size_t bytes) {

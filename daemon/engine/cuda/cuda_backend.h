@@ -40,7 +40,11 @@
 //   - a KvAppend of all of the held RopeQK's rotated k rows: RoPE and the
 //     append in one launch; and two in-place per-head RmsNorms of RopeQK's
 //     q and k before it (qwen3's q and k norms) are held with it and go in
-//     that launch too.
+//     that launch too;
+//   - and before those, the q, k and v MatMulGroup of a few tokens (one
+//     decode launch) whose outputs they are: the group's launch does them,
+//     the last block of each head's rows turning and appending the head
+//     (cuda::MatMulGroupRopeAppend), when the append is its k's and v's.
 // A MatMul on the decode path (one launch of a few tokens) is held too, for
 // an AddRmsNorm or Add that adds its whole output into the residual stream
 // (the next norm's add after wo and down, the last layer's Add): the decode
@@ -257,6 +261,19 @@ class CudaBackend : public Backend {
     int n_tokens;
     std::optional<RouterArgs> router = std::nullopt;
   };
+  // A held q, k and v MatMulGroup (a decode launch's): `launch(heads)`
+  // launches it (after its held producer of x, if it took one), with heads
+  // non-null turning and appending the heads in its tails
+  // (cuda::MatMulGroupRopeAppend); the head norms and the RopeQK after it
+  // are held with it (Held::norms, Held::rope) until the KvAppend of its k
+  // and v.
+  using QkvLaunch = absl::AnyInvocable<absl::Status(const cuda::HeadsAfterQkv* heads)>;
+  struct HeldQkv {
+    std::shared_ptr<QkvLaunch> launch;
+    WeightMatrix ws[3];
+    float* outs[3];
+    int n_tokens;
+  };
   struct Held {
     absl::AnyInvocable<absl::Status(const cuda::ActQ8Out*)> launch;
     const float* out = nullptr;
@@ -267,6 +284,7 @@ class CudaBackend : public Backend {
     std::optional<HeldMatMul> matmul = std::nullopt;
     std::optional<MoeCombineParams> combine = std::nullopt;  // a held MoeCombine's
     std::optional<cuda::DeltaNetConvCall> conv = std::nullopt;  // a held one-token DeltaNetConv's
+    std::optional<HeldQkv> qkv = std::nullopt;  // before the norms and rope held with it
     // A producer writing out in spans of this many values, a block each
     // (Attention's heads): it rounds by the rules cuda::RoundsInSpans
     // allows. 0: by any rule whose chunks its rows hold.
@@ -333,6 +351,16 @@ class CudaBackend : public Backend {
   std::optional<absl::Status> FusedMatMul(std::span<const WeightMatrix> ws, const float* x,
                                           std::span<float* const> outs, int n_tokens,
                                           std::span<const float* const> biases = {});
+  // `launch` queued -- or, q, k and v of one decode launch, held (HeldQkv).
+  absl::Status QueueOrHoldGroup(QkvLaunch launch, std::span<const WeightMatrix> ws, std::span<float* const> outs,
+                                int n_tokens);
+  // When the held op is a HeldQkv with its RopeQK whose k and v these are:
+  // it launched with the rope and this append, in the group's launch when
+  // cuda::CheckMatMulGroupRopeAppend allows, else with RopeQKAppend after;
+  // else nullopt (nothing launched).
+  std::optional<absl::Status> AppendHeldQkv(const float* k, const float* v, int n_tokens, int kv_dim, void* k_cache,
+                                            void* v_cache, int first_pos, KvCacheTypes types,
+                                            const int32_t* first_pos_at);
   // MatMulGroup and MatMulGroupBias on the decode path (biases empty: none).
   absl::Status DecodeGroup(std::span<const WeightMatrix> ws, std::span<const float* const> biases, const float* x,
                            std::span<float* const> outs, int n_tokens);

@@ -55,7 +55,19 @@ absl::Status CudaBackend::RmsNorm(const float* x, const float* weight, float* ou
   };
   const bool head_wide = out == x && dim <= kMaxCudaHeadDim;
   const HeadNormCall call{out, weight, n_rows, dim, eps};
-  if (head_wide && held_.norms.size() == 1 && !held_.rope && held_.norms[0].dim == dim && held_.norms[0].eps == eps) {
+  if (head_wide && held_.qkv && held_error_.ok() && !held_.rope && held_.norms.size() < 2) {
+    // q's norm, then k's, of the held q, k and v: held with it, for RoPE.
+    const HeldQkv& qkv = *held_.qkv;
+    const size_t part = held_.norms.size();  // 0: q's, 1: k's
+    const bool alike = part == 0 || (held_.norms[0].dim == dim && held_.norms[0].eps == eps);
+    if (x == qkv.outs[part] && int64_t{n_rows} * dim == qkv.n_tokens * qkv.ws[part].rows && alike) {
+      held_.norms.push_back(call);
+      held_.launch = InOrder(std::move(held_.launch), launch);
+      return absl::OkStatus();
+    }
+  }
+  if (head_wide && held_.norms.size() == 1 && !held_.rope && !held_.qkv && held_.norms[0].dim == dim &&
+      held_.norms[0].eps == eps) {
     // A second head norm (k's after q's): the two wait for RopeQK together.
     Held first = std::exchange(held_, Held{});
     return Hold(Held{.launch = InOrder(std::move(first.launch), launch),
@@ -195,11 +207,17 @@ absl::Status CudaBackend::DecodeGroup(std::span<const WeightMatrix> ws, std::spa
   OCTO_RETURN_IF_ERROR(LaunchHeld());
   OCTO_ASSIGN_OR_RETURN(const cuda::Exec exec, ExecWithScratch(cuda::MatMulGroupScratchBytes(ws, n_tokens)));
   SignOp(*graphs_, "MatMulGroup", ws, x, outs, n_tokens, exec, biases);
-  return graphs_->Queue([ws = std::vector<WeightMatrix>(ws.begin(), ws.end()),
-                         outs = std::vector<float*>(outs.begin(), outs.end()),
-                         biases = std::vector<const float*>(biases.begin(), biases.end()), x, n_tokens, exec] {
-    return Op("MatMulGroup", cuda::MatMulGroupBias(ws, biases, x, outs, n_tokens, exec));
-  });
+  return QueueOrHoldGroup(
+      [ws = std::vector<WeightMatrix>(ws.begin(), ws.end()), outs = std::vector<float*>(outs.begin(), outs.end()),
+       biases = std::vector<const float*>(biases.begin(), biases.end()), x, n_tokens,
+       exec](const cuda::HeadsAfterQkv* heads) {
+        if (heads != nullptr) {
+          return Op("MatMulGroup + RopeQK + KvAppend",
+                    cuda::MatMulGroupRopeAppend(ws, biases, x, outs, n_tokens, exec, *heads));
+        }
+        return Op("MatMulGroup", cuda::MatMulGroupBias(ws, biases, x, outs, n_tokens, exec));
+      },
+      ws, outs, n_tokens);
 }
 
 absl::Status CudaBackend::MatMulGlu(const WeightMatrix& gate, const WeightMatrix& up, const float* x, float* out,
@@ -343,8 +361,20 @@ absl::Status CudaBackend::RopeQK(float* q, float* k, const int32_t* positions, i
     return Op("RopeQK", cuda::RopeQK(q, k, positions, n_tokens, q_params, k_heads, stream_.get()));
   };
   HeldRope held{q, k, positions, n_tokens, q_params, k_heads, {}};
+  // The held q, k and v (and their head norms, if any): held with them, for
+  // the KvAppend after.
+  if (held_.qkv && held_error_.ok() && !held_.rope && held_.qkv->outs[0] == q && held_.qkv->outs[1] == k &&
+      held_.qkv->n_tokens == n_tokens &&
+      (held_.norms.empty() || (held_.norms.size() == 2 && held_.norms[0].dim == q_params.head_dim))) {
+    if (held_.norms.size() == 2) {
+      held.norms = cuda::HeadNorms{held_.norms[0].weight, held_.norms[1].weight, held_.norms[0].eps};
+    }
+    held_.rope = held;
+    held_.launch = InOrder(std::move(held_.launch), rope);
+    return absl::OkStatus();
+  }
   // The held norms of exactly this q and k, head by head: folded in.
-  if (held_.norms.size() == 2 && !held_.rope) {
+  if (held_.norms.size() == 2 && !held_.rope && !held_.qkv) {
     const HeadNormCall& qn = held_.norms[0];
     const HeadNormCall& kn = held_.norms[1];
     if (qn.x == q && qn.n_rows == n_tokens * q_params.n_heads && qn.dim == q_params.head_dim && kn.x == k &&
@@ -365,7 +395,11 @@ absl::Status CudaBackend::RopeQK(float* q, float* k, const int32_t* positions, i
 absl::Status CudaBackend::KvAppend(const float* k, const float* v, int n_tokens, int kv_dim, void* k_cache,
                                    void* v_cache, int first_pos, KvCacheTypes types, const int32_t* first_pos_at) {
   SignOp(*graphs_, "KvAppend", k, v, n_tokens, kv_dim, k_cache, v_cache, first_pos, types, first_pos_at);
-  if (held_.rope && held_error_.ok() && held_.rope->k == k && held_.rope->n_tokens == n_tokens &&
+  if (std::optional<absl::Status> appended =
+          AppendHeldQkv(k, v, n_tokens, kv_dim, k_cache, v_cache, first_pos, types, first_pos_at)) {
+    return *appended;
+  }
+  if (held_.rope && !held_.qkv && held_error_.ok() && held_.rope->k == k && held_.rope->n_tokens == n_tokens &&
       int64_t{held_.rope->k_heads} * held_.rope->p.head_dim == kv_dim) {
     const HeldRope r = *std::exchange(held_, Held{}).rope;
     return graphs_->Queue([=, this] {
@@ -378,6 +412,40 @@ absl::Status CudaBackend::KvAppend(const float* k, const float* v, int n_tokens,
   return graphs_->Queue([=, this] {
     return Op("KvAppend",
               cuda::KvAppend(k, v, n_tokens, kv_dim, k_cache, v_cache, first_pos, types, stream_.get(), first_pos_at));
+  });
+}
+
+std::optional<absl::Status> CudaBackend::AppendHeldQkv(const float* k, const float* v, int n_tokens, int kv_dim,
+                                                       void* k_cache, void* v_cache, int first_pos, KvCacheTypes types,
+                                                       const int32_t* first_pos_at) {
+  auto held_for_this = [&] {
+    return held_.qkv && held_.rope && held_error_.ok() && held_.qkv->outs[1] == k && held_.qkv->outs[2] == v &&
+           held_.qkv->n_tokens == n_tokens && held_.qkv->ws[1].rows == kv_dim;
+  };
+  if (!held_for_this()) return std::nullopt;
+  // The counters first: a growth launches the held ops plain (then the
+  // append below is KvAppend's own).
+  const HeldRope& r = *held_.rope;
+  absl::StatusOr<uint32_t*> arrivals = Arrivals(static_cast<size_t>(cuda::QkvHeadCounters(r.p, r.k_heads)));
+  if (!arrivals.ok()) return arrivals.status();
+  if (!held_for_this()) return std::nullopt;
+  const Held held = std::exchange(held_, Held{});
+  const HeldRope rope = *held.rope;
+  const cuda::HeadsAfterQkv heads{.positions = rope.positions, .p = rope.p, .k_heads = rope.k_heads,
+                                  .norms = rope.norms, .k_cache = k_cache, .v_cache = v_cache,
+                                  .first_pos = first_pos, .first_pos_at = first_pos_at, .types = types,
+                                  .arrivals = *arrivals};
+  std::shared_ptr<QkvLaunch> group = held.qkv->launch;
+  if (cuda::CheckMatMulGroupRopeAppend(held.qkv->ws, held.qkv->outs, n_tokens, heads).ok()) {
+    SignOp(*graphs_, "MatMulGroup + RopeQK + KvAppend", *arrivals);
+    return graphs_->Queue([group, heads] { return (*group)(&heads); });
+  }
+  // Apart: the group, then the rope (its norms folded in) and the append.
+  return graphs_->Queue([=, this]() -> absl::Status {
+    OCTO_RETURN_IF_ERROR((*group)(nullptr));
+    return Op("RopeQK + KvAppend", cuda::RopeQKAppend(rope.q, rope.k, rope.positions, rope.n_tokens, rope.p,
+                                                      rope.k_heads, v, k_cache, v_cache, first_pos, types,
+                                                      stream_.get(), first_pos_at, rope.norms));
   });
 }
 
@@ -436,7 +504,7 @@ absl::Status CudaBackend::SiluMul(const float* gate, const float* up, float* out
 }
 
 std::optional<absl::Status> CudaBackend::HeldNormSiluMul(const float* gate, const float* up, float* out, int64_t n) {
-  if (held_.norms.size() != 1 || held_.rope || !held_error_.ok()) return std::nullopt;
+  if (held_.norms.size() != 1 || held_.rope || held_.qkv || !held_error_.ok()) return std::nullopt;
   const HeadNormCall norm = held_.norms[0];
   if (norm.x != up || out != up || int64_t{norm.n_rows} * norm.dim != n || gate == nullptr ||
       Overlaps(gate, n * 4, out, n * 4)) {

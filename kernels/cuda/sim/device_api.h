@@ -9,7 +9,8 @@
 //
 // Supplied here:
 //  - qualifiers: __global__ __device__ __host__ __forceinline__ (empty or
-//    plain C++, from CUDA's own host headers), __shared__, __launch_bounds__;
+//    plain C++, from CUDA's own host headers), __shared__, __launch_bounds__,
+//    __noinline__;
 //  - built-ins: threadIdx blockIdx blockDim gridDim warpSize;
 //  - shared memory: `__shared__ T x[N];` is per block (host-thread-local
 //    storage, refilled with poison at every block start when the kernel lives
@@ -49,6 +50,9 @@
 #define __shared__ thread_local
 #if !defined(__launch_bounds__)
 #define __launch_bounds__(...)
+#endif
+#if !defined(__noinline__)
+#define __noinline__ __attribute__((noinline))
 #endif
 
 // --- Built-in variables ------------------------------------------------------
