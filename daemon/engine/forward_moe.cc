@@ -19,10 +19,13 @@ namespace {
 bool NormalizesExpertWeights(const ModelConfig& c) { return c.architecture != "qwen2moe"; }
 
 // Router: which k experts each of the n rows of `in` goes to (s.expert_ids),
-// and with what weight (s.expert_weights).
-absl::Status Route(const ModelConfig& c, const LayerWeights& w, const float* in, int n, RunState& s,
-                   Backend& backend) {
+// and with what weight (s.expert_weights). With shared_gate, also the gated
+// shared expert's gate logits (s.shared_gate), between the two: the CUDA
+// backend computes that row in the router's launch.
+absl::Status Route(const ModelConfig& c, const LayerWeights& w, const float* in, int n, RunState& s, Backend& backend,
+                   bool shared_gate = false) {
   OCTO_RETURN_IF_ERROR(backend.MatMul(w.router, in, s.router_logits.data(), n));
+  if (shared_gate) OCTO_RETURN_IF_ERROR(backend.MatMul(w.shexp_gate_inp, in, s.shared_gate.data(), n));
   return backend.TopKExperts(s.router_logits.data(), n, static_cast<int>(c.n_experts),
                              static_cast<int>(c.n_experts_used), NormalizesExpertWeights(c), s.expert_ids.data(),
                              s.expert_weights.data());
@@ -62,8 +65,11 @@ absl::Status MoeFfn(const ModelConfig& c, const LayerWeights& w, uint32_t layer,
   const int k = static_cast<int>(c.n_experts_used);
   const int width = static_cast<int>(w.gate_exps.rows / n_experts);  // expert_hidden_dim
 
+  // qwen2moe's shared expert, on the same input, gated by sigmoid(gate_inp · x).
+  const bool shared = w.shexp_gate.data != nullptr;
+  const bool gated = shared && w.shexp_gate_inp.data != nullptr;
   // Router: which k experts each row goes to, and with what weight.
-  OCTO_RETURN_IF_ERROR(Route(c, w, s.xb.data(), n, s, backend));
+  OCTO_RETURN_IF_ERROR(Route(c, w, s.xb.data(), n, s, backend, gated));
   // A two-phase layer: read the experts the batch routed to (the union).
   if (layers.TwoPhase(layer)) {
     OCTO_ASSIGN_OR_RETURN(const std::vector<uint32_t> experts, ChosenExperts(c, n, s, backend));
@@ -80,12 +86,9 @@ absl::Status MoeFfn(const ModelConfig& c, const LayerWeights& w, uint32_t layer,
   OCTO_RETURN_IF_ERROR(
       backend.MatMulExperts(w.down_exps, s.expert_ids.data(), s.hb.data(), s.expert_out.data(), per_choice));
 
-  // qwen2moe's shared expert, on the same input, gated by sigmoid(gate_inp · x).
-  const bool shared = w.shexp_gate.data != nullptr;
-  const bool gated = shared && w.shexp_gate_inp.data != nullptr;
+  // The shared expert (its gate's logits came with the router's).
   if (shared) {
     OCTO_RETURN_IF_ERROR(SwiGlu(w.shexp_gate, w.shexp_up, w.shexp_down, s.xb.data(), s.shared_out.data(), n, s, backend));
-    if (gated) OCTO_RETURN_IF_ERROR(backend.MatMul(w.shexp_gate_inp, s.xb.data(), s.shared_gate.data(), n));
   }
 
   // Weighted sum over the k choices, in choice order, plus the shared expert.

@@ -175,8 +175,16 @@ struct TopKExpertsOut {
 // round_x, x is also rounded into it for the experts' MatMul that reads it
 // next (cols whole chunks of its rule), the quantize launch's bits. logits
 // must not overlap x, ids or weights.
+// With gate, the shared expert's gate row (qwen2moe's and qwen3-next's
+// ffn_gate_inp_shexp: one row of the router's type and cols) goes in the
+// launch too: MatMul(gate.w, x, gate.out, n_tokens)'s bits, a logit a token.
+struct SharedGateRow {
+  WeightMatrix w;
+  float* out = nullptr;  // (n_tokens)
+};
 absl::Status MatMulTopKExperts(const WeightMatrix& router, const float* x, float* logits, int n_tokens,
-                               const TopKExpertsOut& top_k, const Exec& exec, const ActQ8Out* round_x = nullptr);
+                               const TopKExpertsOut& top_k, const Exec& exec, const ActQ8Out* round_x = nullptr,
+                               const SharedGateRow* gate = nullptr);
 // Whether MatMulTopKExperts takes a router of this type (the float ones).
 bool RoutesInOneLaunch(GgmlType type);
 
@@ -252,12 +260,20 @@ struct HeadsAfterQkv {
   const int32_t* first_pos_at = nullptr;
   KvCacheTypes types;
   uint32_t* arrivals = nullptr;
+  // A gated query (qwen3-next's): q's matrix gives each head's queries then
+  // its gate (SplitGatedQuery's qg), split here into q_split, turned, and
+  // gate (n_tokens, p.n_heads * head_dim each). Null: q's rows are the
+  // queries, turned in place.
+  float* q_split = nullptr;
+  float* gate = nullptr;
 };
 inline int64_t QkvHeadCounters(const RopeParams& p, int k_heads) { return int64_t{p.n_heads} + 2 * int64_t{k_heads}; }
 
 // MatMulGroupBias({wq, wk, wv}, biases, x, {q, k, v}, n_tokens) then
 // RopeQKAppend(q, k, heads.positions, n_tokens, heads.p, heads.k_heads, v,
-// ...) -- with heads.norms, the head norms before it -- in the group's
+// ...) -- with heads.norms, the head norms before it; with heads.q_split,
+// SplitGatedQuery(q, heads.q_split, heads.gate, ...) first and the rope of
+// q_split -- in the group's
 // decode launch (one a weight type among the three): the last of the blocks
 // holding a head's rows to finish norms and turns it (q's and k's) and
 // appends it to its cache (k's and v's), for every token. q, k, v and the

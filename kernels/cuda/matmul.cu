@@ -229,7 +229,12 @@ absl::Status CheckMatMulGroupRopeAppend(std::span<const WeightMatrix> ws, std::s
   const RopeParams& p = heads.p;
   RopeParams k_params = p;
   k_params.n_heads = heads.k_heads;
-  for (const auto& [x, params] : {std::pair{outs[0], p}, std::pair{outs[1], k_params}}) {
+  if ((heads.q_split == nullptr) != (heads.gate == nullptr)) {
+    return absl::InvalidArgumentError(absl::StrCat(kOp, ": a gated query needs both q_split and gate"));
+  }
+  const bool gated = heads.q_split != nullptr;
+  float* const q = gated ? heads.q_split : outs[0];
+  for (const auto& [x, params] : {std::pair{q, p}, std::pair{outs[1], k_params}}) {
     if (absl::Status s = CheckRopeArgs(x, heads.positions, n_tokens, params); !s.ok()) {
       return absl::InvalidArgumentError(absl::StrCat(kOp, ": ", s.message()));
     }
@@ -239,15 +244,19 @@ absl::Status CheckMatMulGroupRopeAppend(std::span<const WeightMatrix> ws, std::s
         absl::StrFormat("%s: head_dim %d (at most %d)", kOp, p.head_dim, kMaxCudaHeadDim));
   }
   const int64_t q_width = int64_t{p.n_heads} * p.head_dim, kv_width = int64_t{heads.k_heads} * p.head_dim;
-  if (ws[0].rows != q_width || ws[1].rows != kv_width || ws[2].rows != kv_width) {
+  const int64_t q_rows = gated ? 2 * q_width : q_width;
+  if (ws[0].rows != q_rows || ws[1].rows != kv_width || ws[2].rows != kv_width) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "%s: matrices of %d, %d and %d rows for q, k and v of %d and %d values a token", kOp, ws[0].rows, ws[1].rows,
-        ws[2].rows, q_width, kv_width));
+        "%s: matrices of %d, %d and %d rows for q%s, k and v of %d and %d values a token", kOp, ws[0].rows,
+        ws[1].rows, ws[2].rows, gated ? " (with its gate)" : "", q_rows, kv_width));
   }
-  const int64_t bytes[] = {n_tokens * q_width * 4, n_tokens * kv_width * 4, n_tokens * kv_width * 4};
-  for (int i = 0; i < 3; ++i) {
-    for (int j = i + 1; j < 3; ++j) {
-      if (Overlaps(outs[i], bytes[i], outs[j], bytes[j])) {
+  // What the launch writes: the three outputs, and a gated query's two.
+  const float* const written[] = {outs[0], outs[1], outs[2], heads.q_split, heads.gate};
+  const int64_t bytes[] = {n_tokens * q_rows * 4, n_tokens * kv_width * 4, n_tokens * kv_width * 4,
+                           n_tokens * q_width * 4, n_tokens * q_width * 4};
+  for (int i = 0; i < (gated ? 5 : 3); ++i) {
+    for (int j = i + 1; j < (gated ? 5 : 3); ++j) {
+      if (Overlaps(written[i], bytes[i], written[j], bytes[j])) {
         return absl::InvalidArgumentError(absl::StrFormat("%s: outputs %d and %d overlap", kOp, i, j));
       }
     }
@@ -294,6 +303,8 @@ absl::Status MatMulGroupRopeAppend(std::span<const WeightMatrix> ws, std::span<c
   tails.values = TargetOf(heads.v_cache, heads.types.v, kv_dim, first_pos, heads.first_pos_at);
   tails.key_head_bytes = static_cast<int64_t>(RowBytes(heads.types.k, heads.p.head_dim));
   tails.value_head_bytes = static_cast<int64_t>(RowBytes(heads.types.v, heads.p.head_dim));
+  tails.split_q = heads.q_split;
+  tails.split_gate = heads.gate;
   return Group(ws, x, outs, n_tokens, exec, rounded, biases, &tails);
 }
 
@@ -411,7 +422,8 @@ absl::Status MatMulGroup(std::span<const WeightMatrix> ws, const float* x, std::
 bool RoutesInOneLaunch(GgmlType type) { return matmul::IsFloatWeight(type); }
 
 absl::Status MatMulTopKExperts(const WeightMatrix& router, const float* x, float* logits, int n_tokens,
-                               const TopKExpertsOut& top_k, const Exec& exec, const ActQ8Out* round_x) {
+                               const TopKExpertsOut& top_k, const Exec& exec, const ActQ8Out* round_x,
+                               const SharedGateRow* gate) {
   if (n_tokens > kMaxDecodeTokens) {
     return absl::InvalidArgumentError(
         absl::StrFormat("MatMulTopKExperts: %d tokens (at most %d, one decode launch)", n_tokens, kMaxDecodeTokens));
@@ -436,7 +448,26 @@ absl::Status MatMulTopKExperts(const WeightMatrix& router, const float* x, float
   if (round_x != nullptr) {
     if (absl::Status s = CheckRounding("MatMulTopKExperts", router.cols, *round_x); !s.ok()) return s;
   }
-  return matmul::DecodeTopK(router, *row_bytes, x, logits, n_tokens, top_k, round_x, exec.stream);
+  if (gate != nullptr) {
+    if (gate->w.rows != 1 || gate->w.type != router.type || gate->w.cols != router.cols) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "MatMulTopKExperts: the shared gate is %d rows of %d %s columns (one row of the router's %d %s ones)",
+          gate->w.rows, gate->w.cols, GgmlTypeName(gate->w.type), router.cols, GgmlTypeName(router.type)));
+    }
+    // The gate row takes a warp of its own: a row a warp, 32 columns or more.
+    if (constexpr int64_t kWarpCols = 32; router.cols < kWarpCols) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("MatMulTopKExperts: a shared gate row with %d columns (at least %d)", router.cols, kWarpCols));
+    }
+    absl::StatusOr<int64_t> gate_bytes = CheckMatMul(gate->w, x, gate->out, n_tokens, exec);
+    if (!gate_bytes.ok()) return gate_bytes.status();
+    const int64_t out_bytes = int64_t{n_tokens} * 4;
+    if (Overlaps(gate->out, out_bytes, logits, logit_bytes) || Overlaps(gate->out, out_bytes, top_k.expert_ids, pick_bytes) ||
+        Overlaps(gate->out, out_bytes, top_k.weights, pick_bytes)) {
+      return absl::InvalidArgumentError("MatMulTopKExperts: the shared gate's out overlaps the router's outputs");
+    }
+  }
+  return matmul::DecodeTopK(router, *row_bytes, x, logits, n_tokens, top_k, round_x, gate, exec.stream);
 }
 
 }  // namespace octo::cuda

@@ -81,6 +81,10 @@ struct DecodeArgs {
   // rounded into round_x.
   TopKExpertsOut top_k;
   ActQ8Out round_x;
+  // RouterKernel: with gate_w non-null, row `rows` is gate_w's one row
+  // (the router's type and cols) into gate_out (n_tokens).
+  const uint8_t* gate_w;
+  float* gate_out;
   // DecodeKernel, dense with residual: norm.arrival non-null, the launch's
   // last block then norms the residual rows into norm.out (NormAfterAdd),
   // rounding them into round_norm when round_norm.q is non-null.
@@ -419,14 +423,20 @@ __device__ __forceinline__ void NormResidual(const DecodeArgs& a) {
 // read into shared memory through volatile loads (other blocks stored most
 // of it); q's and k's normed with RopeAppendKernel<true>'s expressions (its
 // RowThreads(head_dim) block's sum played) when there are norms, turned
-// pair by pair (RotatePair) and stored back; k's and v's encoded into the
-// cache row's units of the head (KvAppend's EncodeUnit). Called by the
-// whole block.
+// pair by pair (RotatePair) and stored back -- a gated query's into
+// split_q, its gate copied to split_gate (SplitGatedQuery's) -- k's and v's
+// encoded into the cache row's units of the head (KvAppend's EncodeUnit).
+// Called by the whole block.
 __device__ __forceinline__ void TurnAndAppendHead(const HeadTails& tails, HeadRole role, float* head, int h, int t) {
   __shared__ float values[kMaxCudaHeadDim];
   const int head_dim = tails.p.head_dim;
   const volatile float* stored = head;
   for (int i = threadIdx.x; i < head_dim; i += blockDim.x) values[i] = stored[i];
+  if (role == HeadRole::kQuery && tails.split_q != nullptr) {
+    const int64_t at = (static_cast<int64_t>(t) * tails.p.n_heads + h) * head_dim;
+    for (int i = threadIdx.x; i < head_dim; i += blockDim.x) tails.split_gate[at + i] = stored[head_dim + i];
+    head = tails.split_q + at;
+  }
   __syncthreads();  // the head is in shared memory
   if (role != HeadRole::kValue) {
     if (tails.norms.q != nullptr) {
@@ -465,7 +475,8 @@ __device__ __noinline__ void TurnAndAppendHeads(const DecodeArgs& a) {
   while (p + 1 < a.n_parts && blockIdx.x >= a.parts[p + 1].first_block) ++p;
   const DecodeArgs::Part& part = a.parts[p];
   const HeadRole role = tails.role[p];
-  const int head_dim = tails.p.head_dim;
+  // A head's rows: a gated query's, its queries and its gate.
+  const int span = role == HeadRole::kQuery && tails.split_q != nullptr ? 2 * tails.p.head_dim : tails.p.head_dim;
   const int rows = static_cast<int>(part.rows);
   const int per_block = static_cast<int>(RowsPerBlock(a.lanes_per_row));
   const int first_row = (static_cast<int>(blockIdx.x) - static_cast<int>(part.first_block)) * per_block;
@@ -473,12 +484,12 @@ __device__ __noinline__ void TurnAndAppendHeads(const DecodeArgs& a) {
   uint32_t* counters = tails.arrivals + (role == HeadRole::kQuery ? 0
                                          : role == HeadRole::kKey ? tails.p.n_heads
                                                                   : tails.p.n_heads + tails.k_heads);
-  for (int h = first_row / head_dim; h * head_dim < end_row; ++h) {
-    const int head_end = (h + 1) * head_dim < rows ? (h + 1) * head_dim : rows;
-    const unsigned blocks = static_cast<unsigned>((head_end - 1) / per_block - h * head_dim / per_block + 1);
+  for (int h = first_row / span; h * span < end_row; ++h) {
+    const int head_end = (h + 1) * span < rows ? (h + 1) * span : rows;
+    const unsigned blocks = static_cast<unsigned>((head_end - 1) / per_block - h * span / per_block + 1);
     if (!LastBlockToArrive(counters + h, blocks)) continue;
     for (int t = 0; t < a.n_tokens; ++t) {
-      TurnAndAppendHead(tails, role, part.out + static_cast<int64_t>(t) * rows + static_cast<int64_t>(h) * head_dim,
+      TurnAndAppendHead(tails, role, part.out + static_cast<int64_t>(t) * rows + static_cast<int64_t>(h) * span,
                         h, t);
     }
     if (threadIdx.x == 0) counters[h] = 0;
@@ -566,7 +577,9 @@ __global__ void DecodeKernel(const __grid_constant__ DecodeArgs a) {
 // top_k.arrival once its rows are stored and fenced, and the last to count
 // picks every token's experts of out (top_k_row.cuh: TopKExperts's bits,
 // whatever the block size), reading the rows other blocks stored through
-// volatile loads, and zeroes the counter for the next launch.
+// volatile loads, and zeroes the counter for the next launch. With
+// a.gate_w, the warp after the router's rows (lanes_per_row a warp's: a
+// row each) sums the gate row as DecodeKernel sums a one-row matrix.
 template <typename Dots>
 __global__ void RouterKernel(const __grid_constant__ DecodeArgs a) {
   GridStartAfter([&] { PrefetchBlockRows(a); });
@@ -578,6 +591,10 @@ __global__ void RouterKernel(const __grid_constant__ DecodeArgs a) {
     float acc[Dots::kTokens] = {};
     if (row < a.rows) Dots::Add(a, a.w + row * a.row_bytes, 0, a.n_tokens, lane % lanes, lanes, acc);
     StoreRows<Dots::kTokens>(acc, a.out, a.rows, first_row, a.rows, a.n_tokens, lanes);
+  } else if (first_row == a.rows && a.gate_w != nullptr) {
+    float acc[Dots::kTokens] = {};
+    Dots::Add(a, a.gate_w, 0, a.n_tokens, lane, lanes, acc);
+    StoreRows<Dots::kTokens>(acc, a.gate_out, 1, 0, 1, a.n_tokens, lanes);
   }
   if (a.round_x.q != nullptr) {
     const int64_t n_chunks = a.n_tokens * a.cols / ActQ8ChunkOf(a.round_x.rule);
@@ -861,14 +878,21 @@ absl::Status DecodeGlu(const WeightMatrix& gate, const WeightMatrix& up, int64_t
 }
 
 absl::Status DecodeTopK(const WeightMatrix& w, int64_t row_bytes, const float* x, float* out, int n_tokens,
-                        const TopKExpertsOut& top_k, const ActQ8Out* round_x, StreamHandle stream) {
+                        const TopKExpertsOut& top_k, const ActQ8Out* round_x, const SharedGateRow* gate,
+                        StreamHandle stream) {
   DecodeArgs a = DenseArgs(w, row_bytes, ActQ8View{}, out, n_tokens);
   a.x = x;
   a.top_k = top_k;
   if (round_x != nullptr) a.round_x = *round_x;
   a.lanes_per_row = LanesPerRow(w.cols, kWarpSize);
   a.prefetch_row_bytes = WeightPrefetchBytes();
-  const dim3 grid(static_cast<unsigned>((w.rows + RowsPerBlock(a.lanes_per_row) - 1) / RowsPerBlock(a.lanes_per_row)));
+  int64_t rows = w.rows;
+  if (gate != nullptr) {
+    a.gate_w = static_cast<const uint8_t*>(gate->w.data);
+    a.gate_out = gate->out;
+    ++rows;
+  }
+  const dim3 grid(static_cast<unsigned>((rows + RowsPerBlock(a.lanes_per_row) - 1) / RowsPerBlock(a.lanes_per_row)));
   auto launch = [&](auto decoder) {
     // One token's kernel or kMaxDecodeTokens's, as Launch picks them.
     if (n_tokens == 1) {

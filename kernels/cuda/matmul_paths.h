@@ -76,6 +76,8 @@ struct HeadTails {
   HeadNorms norms;
   AppendTarget keys{}, values{};
   int64_t key_head_bytes = 0, value_head_bytes = 0;  // a head's bytes in a cache row
+  float* split_q = nullptr;  // HeadsAfterQkv's q_split and gate
+  float* split_gate = nullptr;
 };
 absl::Status DecodeQuantizedGroup(std::span<const WeightMatrix> ws, std::span<const int64_t> row_bytes,
                                   const float* x, const ActQ8View& act, std::span<float* const> outs, int n_tokens,
@@ -126,9 +128,11 @@ absl::Status DecodeExpertsGlu(const WeightMatrix& gate, const WeightMatrix& up, 
 
 // fused.h's MatMulTopKExperts on a float router w (arguments checked):
 // Decode's rows of w, then the launch's last block picks each token's
-// top_k experts of out; round_x: x also rounded into it.
+// top_k experts of out; round_x: x also rounded into it; gate: its row
+// too, one warp's (w.cols at least a warp's lanes).
 absl::Status DecodeTopK(const WeightMatrix& w, int64_t row_bytes, const float* x, float* out, int n_tokens,
-                        const TopKExpertsOut& top_k, const ActQ8Out* round_x, StreamHandle stream);
+                        const TopKExpertsOut& top_k, const ActQ8Out* round_x, const SharedGateRow* gate,
+                        StreamHandle stream);
 
 // --- Prefill (matmul_prefill.cu) ---------------------------------------------
 // A quantized w is dequantized to fp16 a tile of rows at a time, each tile

@@ -194,6 +194,7 @@ absl::Status CudaBackend::HoldMatMul(MatMulLaunch add_into, const float* x, int6
 bool CudaBackend::HeldMatMulAddsInto(const float* residual, const float* delta, int64_t n) const {
   if (!held_.matmul || !held_error_.ok()) return false;
   const HeldMatMul& m = *held_.matmul;
+  if (m.router && m.router->gate) return false;  // its launch is the gate's too
   return m.out == delta && m.elements == n && !Overlaps(residual, n * 4, m.x, m.x_elements * 4) &&
          !Overlaps(residual, n * 4, m.out, n * 4);
 }

@@ -55,7 +55,9 @@
 // TopKExperts of its whole output (a MoE router's logits, float weights):
 // the two go in one launch (cuda::MatMulTopKExperts), held in turn as a
 // producer of the router's x -- the experts' MatMulExpertsGlu after it, or
-// any decode MatMul of that x, has the router launch round x for it.
+// any decode MatMul of that x, has the router launch round x for it; a
+// one-row MatMul of the router's x between the two (a shared expert's gate)
+// goes in that launch too (cuda::SharedGateRow).
 // A one-token DeltaNetConv (a decode step's) is held for the GatedDeltaRule
 // reading its output: the rule's blocks convolve the channels they read
 // (cuda::DeltaNetConvRule), one launch.
@@ -249,6 +251,9 @@ class CudaBackend : public Backend {
     float* logits;
     int n_tokens;
     cuda::Exec exec;
+    // A one-row MatMul of the same x after it (a shared expert's gate,
+    // cuda::SharedGateRow), held with it for the router's launch.
+    std::optional<cuda::SharedGateRow> gate = std::nullopt;
   };
   using MatMulLaunch = absl::AnyInvocable<absl::Status(float* residual, const cuda::NormAfterAdd* norm,
                                                         const cuda::ActQ8Out* round_norm)>;
@@ -266,13 +271,26 @@ class CudaBackend : public Backend {
   // non-null turning and appending the heads in its tails
   // (cuda::MatMulGroupRopeAppend); the head norms and the RopeQK after it
   // are held with it (Held::norms, Held::rope) until the KvAppend of its k
-  // and v.
+  // and v, and before them a SplitGatedQuery of its q (a gated query's).
   using QkvLaunch = absl::AnyInvocable<absl::Status(const cuda::HeadsAfterQkv* heads)>;
   struct HeldQkv {
     std::shared_ptr<QkvLaunch> launch;
     WeightMatrix ws[3];
     float* outs[3];
     int n_tokens;
+    // A SplitGatedQuery of outs[0] held with it: the queries and gate it
+    // writes (n_heads of head_dim), q then the queries the norms and RopeQK
+    // take.
+    struct Split {
+      float* q;
+      float* gate;
+      int n_heads, head_dim;
+    };
+    std::optional<Split> split = std::nullopt;
+    float* q() const { return split ? split->q : outs[0]; }
+    int64_t q_elements() const {
+      return split ? int64_t{n_tokens} * split->n_heads * split->head_dim : n_tokens * ws[0].rows;
+    }
   };
   struct Held {
     absl::AnyInvocable<absl::Status(const cuda::ActQ8Out*)> launch;
@@ -346,6 +364,11 @@ class CudaBackend : public Backend {
   // free: the router's, a MatMul norming in its last block), or takes a held
   // op that holds neither out of held_ before.
   absl::StatusOr<uint32_t*> Arrivals(size_t count);
+  // When the held op is a router's MatMul (RouterArgs) of the same x and
+  // tokens, and w one row of its type and cols: the MatMul held with it, a
+  // shared expert's gate going in the router's launch; else nullopt
+  // (nothing launched).
+  std::optional<absl::Status> JoinRouterGate(const WeightMatrix& w, const float* x, float* out, int n_tokens);
   // MatMulGroup (with biases: MatMulGroupBias) over the held op's output:
   // the fused launch pair when it applies, else nullopt (nothing launched).
   std::optional<absl::Status> FusedMatMul(std::span<const WeightMatrix> ws, const float* x,

@@ -58,9 +58,11 @@ absl::Status CudaBackend::RmsNorm(const float* x, const float* weight, float* ou
   if (head_wide && held_.qkv && held_error_.ok() && !held_.rope && held_.norms.size() < 2) {
     // q's norm, then k's, of the held q, k and v: held with it, for RoPE.
     const HeldQkv& qkv = *held_.qkv;
-    const size_t part = held_.norms.size();  // 0: q's, 1: k's
-    const bool alike = part == 0 || (held_.norms[0].dim == dim && held_.norms[0].eps == eps);
-    if (x == qkv.outs[part] && int64_t{n_rows} * dim == qkv.n_tokens * qkv.ws[part].rows && alike) {
+    const bool q_norm = held_.norms.empty();  // else k's
+    const bool alike = q_norm || (held_.norms[0].dim == dim && held_.norms[0].eps == eps);
+    const float* normed = q_norm ? qkv.q() : qkv.outs[1];
+    const int64_t elements = q_norm ? qkv.q_elements() : qkv.n_tokens * qkv.ws[1].rows;
+    if (x == normed && int64_t{n_rows} * dim == elements && alike) {
       held_.norms.push_back(call);
       held_.launch = InOrder(std::move(held_.launch), launch);
       return absl::OkStatus();
@@ -122,6 +124,7 @@ absl::Status CudaBackend::LayerNorm(const float* x, const float* weight, const f
 }
 
 absl::Status CudaBackend::MatMul(const WeightMatrix& w, const float* x, float* out, int n_tokens) {
+  if (std::optional<absl::Status> joined = JoinRouterGate(w, x, out, n_tokens)) return *joined;
   if (std::optional<absl::Status> fused = FusedMatMul({&w, 1}, x, {&out, 1}, n_tokens)) return *fused;
   OCTO_RETURN_IF_ERROR(LaunchHeld());
   // The launches: runs of `n` rows from `row`, each cuda::MatMul in one call
@@ -182,6 +185,23 @@ absl::Status CudaBackend::MatMul(const WeightMatrix& w, const float* x, float* o
     }
     return absl::OkStatus();
   });
+}
+
+std::optional<absl::Status> CudaBackend::JoinRouterGate(const WeightMatrix& w, const float* x, float* out,
+                                                        int n_tokens) {
+  if (!held_.matmul || !held_.matmul->router || held_.matmul->router->gate || !held_error_.ok()) return std::nullopt;
+  RouterArgs& r = *held_.matmul->router;
+  if (held_.matmul->x != x || r.n_tokens != n_tokens || w.rows != 1 || w.type != r.w.type || w.cols != r.w.cols ||
+      out == nullptr || Overlaps(out, int64_t{n_tokens} * 4, r.logits, int64_t{n_tokens} * r.w.rows * 4)) {
+    return std::nullopt;
+  }
+  SignOp(*graphs_, "MatMul (shared gate)", w, x, out, n_tokens);
+  r.gate = cuda::SharedGateRow{w, out};
+  const cuda::Exec exec = r.exec;  // a float row: no scratch
+  held_.launch = InOrder(std::move(held_.launch), [=](const cuda::ActQ8Out*) {
+    return Op("MatMul", cuda::MatMul(w, x, out, n_tokens, exec));
+  });
+  return absl::OkStatus();
 }
 
 absl::Status CudaBackend::MatMulGroup(std::span<const WeightMatrix> ws, const float* x, std::span<float* const> outs,
@@ -363,7 +383,7 @@ absl::Status CudaBackend::RopeQK(float* q, float* k, const int32_t* positions, i
   HeldRope held{q, k, positions, n_tokens, q_params, k_heads, {}};
   // The held q, k and v (and their head norms, if any): held with them, for
   // the KvAppend after.
-  if (held_.qkv && held_error_.ok() && !held_.rope && held_.qkv->outs[0] == q && held_.qkv->outs[1] == k &&
+  if (held_.qkv && held_error_.ok() && !held_.rope && held_.qkv->q() == q && held_.qkv->outs[1] == k &&
       held_.qkv->n_tokens == n_tokens &&
       (held_.norms.empty() || (held_.norms.size() == 2 && held_.norms[0].dim == q_params.head_dim))) {
     if (held_.norms.size() == 2) {
@@ -431,18 +451,26 @@ std::optional<absl::Status> CudaBackend::AppendHeldQkv(const float* k, const flo
   if (!held_for_this()) return std::nullopt;
   const Held held = std::exchange(held_, Held{});
   const HeldRope rope = *held.rope;
+  const std::optional<HeldQkv::Split> split = held.qkv->split;
   const cuda::HeadsAfterQkv heads{.positions = rope.positions, .p = rope.p, .k_heads = rope.k_heads,
                                   .norms = rope.norms, .k_cache = k_cache, .v_cache = v_cache,
                                   .first_pos = first_pos, .first_pos_at = first_pos_at, .types = types,
-                                  .arrivals = *arrivals};
+                                  .arrivals = *arrivals, .q_split = split ? split->q : nullptr,
+                                  .gate = split ? split->gate : nullptr};
   std::shared_ptr<QkvLaunch> group = held.qkv->launch;
+  const float* qg = held.qkv->outs[0];
   if (cuda::CheckMatMulGroupRopeAppend(held.qkv->ws, held.qkv->outs, n_tokens, heads).ok()) {
     SignOp(*graphs_, "MatMulGroup + RopeQK + KvAppend", *arrivals);
     return graphs_->Queue([group, heads] { return (*group)(&heads); });
   }
-  // Apart: the group, then the rope (its norms folded in) and the append.
+  // Apart: the group, the split, then the rope (its norms folded in) and
+  // the append.
   return graphs_->Queue([=, this]() -> absl::Status {
     OCTO_RETURN_IF_ERROR((*group)(nullptr));
+    if (split) {
+      OCTO_RETURN_IF_ERROR(Op("SplitGatedQuery", cuda::SplitGatedQuery(qg, split->q, split->gate, n_tokens,
+                                                                      split->n_heads, split->head_dim, stream_.get())));
+    }
     return Op("RopeQK + KvAppend", cuda::RopeQKAppend(rope.q, rope.k, rope.positions, rope.n_tokens, rope.p,
                                                       rope.k_heads, v, k_cache, v_cache, first_pos, types,
                                                       stream_.get(), first_pos_at, rope.norms));
@@ -568,8 +596,8 @@ absl::Status CudaBackend::TopKExperts(const float* router_logits, int n_tokens, 
            arrival);
     const cuda::TopKExpertsOut top_k{k, normalize, expert_ids, weights, arrival};
     return Hold(Held{.launch = [r = *m.router, x = m.x, top_k](const cuda::ActQ8Out* q8) {
-                       return Op("MatMul + TopKExperts",
-                                 cuda::MatMulTopKExperts(r.w, x, r.logits, r.n_tokens, top_k, r.exec, q8));
+                       return Op("MatMul + TopKExperts", cuda::MatMulTopKExperts(r.w, x, r.logits, r.n_tokens, top_k,
+                                                                                 r.exec, q8, r.gate ? &*r.gate : nullptr));
                      },
                      .out = m.x,  // the values it rounds for a consumer: its input
                      .elements = m.x_elements,
@@ -662,11 +690,20 @@ absl::Status CudaBackend::GatedDeltaRule(const float* qkv, const float* b, const
 
 absl::Status CudaBackend::SplitGatedQuery(const float* qg, float* q, float* gate, int n_tokens, int n_heads,
                                           int head_dim) {
-  OCTO_RETURN_IF_ERROR(LaunchHeld());
   SignOp(*graphs_, "SplitGatedQuery", qg, q, gate, n_tokens, n_heads, head_dim);
-  return graphs_->Queue([=, this] {
+  auto launch = [=, this](const cuda::ActQ8Out*) {
     return Op("SplitGatedQuery", cuda::SplitGatedQuery(qg, q, gate, n_tokens, n_heads, head_dim, stream_.get()));
-  });
+  };
+  // The held q, k and v's whole q: held with them, for the heads' tails.
+  if (held_.qkv && held_error_.ok() && !held_.rope && held_.norms.empty() && !held_.qkv->split &&
+      held_.qkv->outs[0] == qg && held_.qkv->n_tokens == n_tokens &&
+      held_.qkv->ws[0].rows == 2 * int64_t{n_heads} * head_dim) {
+    held_.qkv->split = HeldQkv::Split{q, gate, n_heads, head_dim};
+    held_.launch = InOrder(std::move(held_.launch), launch);
+    return absl::OkStatus();
+  }
+  OCTO_RETURN_IF_ERROR(LaunchHeld());
+  return graphs_->Queue([launch]() mutable { return launch(nullptr); });
 }
 
 absl::Status CudaBackend::SigmoidMul(const float* gate, float* x, int64_t n) {

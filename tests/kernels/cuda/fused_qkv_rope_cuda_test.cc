@@ -6,7 +6,9 @@
 // launches, each with its heads' tails), with and without biases and
 // qwen3's head norms, normal and neox rotation, a partial one, a block
 // holding several heads (head_dim 8) and heads of several blocks, 1 to 16
-// tokens, every cache type, the position read on the device. The counters
+// tokens, every cache type, the position read on the device, and
+// qwen3-next's gated query split in the tails (SplitGatedQuery's launch
+// goes too). The counters
 // are left zero: a second launch gives the same bits.
 #include <cstdint>
 #include <cstring>
@@ -39,19 +41,20 @@ struct Case {
   int n_tokens;
   KvCacheTypes types;
   bool position_on_device = false;
+  bool gated = false;  // q's matrix gives each head's queries then its gate (qwen3-next)
 };
 
 std::string Name(const Case& c) {
-  return absl::StrFormat("%s/%s heads %d/%d of %d rope %d neox %d biases %d norms %d tokens %d cache %s/%s dev-pos %d",
-                         GgmlTypeName(c.qk_type), GgmlTypeName(c.v_type), c.heads, c.kv_heads, c.head_dim, c.rope_dim,
-                         c.neox, c.biases, c.norms, c.n_tokens, GgmlTypeName(c.types.k), GgmlTypeName(c.types.v),
-                         c.position_on_device);
+  return absl::StrFormat(
+      "%s/%s heads %d/%d of %d rope %d neox %d biases %d norms %d tokens %d cache %s/%s dev-pos %d gated %d",
+      GgmlTypeName(c.qk_type), GgmlTypeName(c.v_type), c.heads, c.kv_heads, c.head_dim, c.rope_dim, c.neox, c.biases,
+      c.norms, c.n_tokens, GgmlTypeName(c.types.k), GgmlTypeName(c.types.v), c.position_on_device, c.gated);
 }
 
 class FusedQkvRopeCudaTest : public testing::CudaOpTest {
  protected:
   struct Result {
-    std::vector<float> q, k, v;
+    std::vector<float> q, k, v, qg, gate;
     std::vector<uint8_t> keys, values;
     uint64_t launches = 0;
     std::vector<uint32_t> counters;
@@ -62,11 +65,12 @@ class FusedQkvRopeCudaTest : public testing::CudaOpTest {
   // the same counters (fused), or as MatMulGroupBias then RopeQKAppend.
   Result Run(const Case& c, bool fused, int launches = 1) {
     const int q_width = c.heads * c.head_dim, kv_width = c.kv_heads * c.head_dim;
-    auto d_wq = Upload(RandomWeights(c.qk_type, q_width, kCols, 61));
+    const int q_rows = c.gated ? 2 * q_width : q_width;
+    auto d_wq = Upload(RandomWeights(c.qk_type, q_rows, kCols, 61));
     auto d_wk = Upload(RandomWeights(c.qk_type, kv_width, kCols, 62));
     auto d_wv = Upload(RandomWeights(c.v_type, kv_width, kCols, 63));
     auto d_x = Upload(RandomActivations(c.n_tokens * kCols, 64));
-    auto d_bq = Upload(RandomActivations(q_width, 65));
+    auto d_bq = Upload(RandomActivations(q_rows, 65));
     auto d_bk = Upload(RandomActivations(kv_width, 66));
     auto d_bv = Upload(RandomActivations(kv_width, 67));
     auto d_qw = Upload(RandomActivations(c.head_dim, 68));
@@ -75,6 +79,8 @@ class FusedQkvRopeCudaTest : public testing::CudaOpTest {
     for (int t = 0; t < c.n_tokens; ++t) positions[t] = kFirst + t;
     auto d_pos = Upload(positions);
     auto d_q = Output<float>(static_cast<size_t>(c.n_tokens) * q_width);
+    auto d_qg = Output<float>(static_cast<size_t>(c.n_tokens) * q_rows);  // the gated query's group output
+    auto d_gate = Output<float>(static_cast<size_t>(c.n_tokens) * q_width);
     auto d_k = Output<float>(static_cast<size_t>(c.n_tokens) * kv_width);
     auto d_v = Output<float>(static_cast<size_t>(c.n_tokens) * kv_width);
     const size_t k_bytes = RowBytes(c.types.k, kv_width) * (kFirst + c.n_tokens);
@@ -85,10 +91,10 @@ class FusedQkvRopeCudaTest : public testing::CudaOpTest {
                        .neox = c.neox};
     const cuda::HeadNorms norms = c.norms ? cuda::HeadNorms{d_qw.get(), d_kw.get(), 1e-6f} : cuda::HeadNorms{};
     auto d_counters = Upload(std::vector<uint32_t>(cuda::QkvHeadCounters(p, c.kv_heads), 0));
-    const WeightMatrix ws[] = {{c.qk_type, d_wq.get(), q_width, kCols},
+    const WeightMatrix ws[] = {{c.qk_type, d_wq.get(), q_rows, kCols},
                                {c.qk_type, d_wk.get(), kv_width, kCols},
                                {c.v_type, d_wv.get(), kv_width, kCols}};
-    float* const outs[] = {d_q.get(), d_k.get(), d_v.get()};
+    float* const outs[] = {c.gated ? d_qg.get() : d_q.get(), d_k.get(), d_v.get()};
     const float* const with_biases[] = {d_bq.get(), d_bk.get(), d_bv.get()};
     const std::span<const float* const> biases =
         c.biases ? std::span<const float* const>(with_biases) : std::span<const float* const>();
@@ -102,12 +108,18 @@ class FusedQkvRopeCudaTest : public testing::CudaOpTest {
       if (fused) {
         const cuda::HeadsAfterQkv heads{.positions = d_pos.get(), .p = p, .k_heads = c.kv_heads, .norms = norms,
                                         .k_cache = keys.get(), .v_cache = values.get(), .first_pos = first_pos,
-                                        .first_pos_at = first_pos_at, .types = c.types, .arrivals = d_counters.get()};
+                                        .first_pos_at = first_pos_at, .types = c.types, .arrivals = d_counters.get(),
+                                        .q_split = c.gated ? d_q.get() : nullptr,
+                                        .gate = c.gated ? d_gate.get() : nullptr};
         const absl::Status s = cuda::MatMulGroupRopeAppend(ws, biases, d_x.get(), outs, c.n_tokens, exec, heads);
         EXPECT_TRUE(s.ok()) << s;
       } else {
         absl::Status s = cuda::MatMulGroupBias(ws, biases, d_x.get(), outs, c.n_tokens, exec);
         EXPECT_TRUE(s.ok()) << s;
+        if (c.gated) {
+          s = cuda::SplitGatedQuery(d_qg.get(), d_q.get(), d_gate.get(), c.n_tokens, c.heads, c.head_dim, stream());
+          EXPECT_TRUE(s.ok()) << s;
+        }
         s = cuda::RopeQKAppend(d_q.get(), d_k.get(), d_pos.get(), c.n_tokens, p, c.kv_heads, d_v.get(), keys.get(),
                                values.get(), first_pos, c.types, stream(), first_pos_at, norms);
         EXPECT_TRUE(s.ok()) << s;
@@ -118,6 +130,8 @@ class FusedQkvRopeCudaTest : public testing::CudaOpTest {
     r.q = d_q.Download(stream());
     r.k = d_k.Download(stream());
     r.v = d_v.Download(stream());
+    r.qg = d_qg.Download(stream());
+    r.gate = d_gate.Download(stream());
     r.keys = keys.Download(stream());
     r.values = values.Download(stream());
     r.counters = d_counters.Download(stream());
@@ -129,6 +143,8 @@ class FusedQkvRopeCudaTest : public testing::CudaOpTest {
     EXPECT_EQ(0, std::memcmp(fused.q.data(), apart.q.data(), fused.q.size() * 4)) << "q, turned";
     EXPECT_EQ(0, std::memcmp(fused.k.data(), apart.k.data(), fused.k.size() * 4)) << "k, turned";
     EXPECT_EQ(0, std::memcmp(fused.v.data(), apart.v.data(), fused.v.size() * 4)) << "v";
+    EXPECT_EQ(0, std::memcmp(fused.qg.data(), apart.qg.data(), fused.qg.size() * 4)) << "a gated query's group output";
+    EXPECT_EQ(0, std::memcmp(fused.gate.data(), apart.gate.data(), fused.gate.size() * 4)) << "its gate";
     EXPECT_EQ(fused.keys, apart.keys) << "the key cache";
     EXPECT_EQ(fused.values, apart.values) << "the value cache";
     EXPECT_EQ(fused.counters, std::vector<uint32_t>(fused.counters.size(), 0u)) << "the counters are left zero";
@@ -138,7 +154,7 @@ class FusedQkvRopeCudaTest : public testing::CudaOpTest {
     SCOPED_TRACE(Name(c));
     const Result apart = Run(c, false);
     const Result fused = Run(c, true);
-    EXPECT_EQ(fused.launches + 1, apart.launches) << "RoPE's and the append's launch goes";
+    EXPECT_EQ(fused.launches + (c.gated ? 2 : 1), apart.launches) << "RoPE's and the append's launch goes (and the split's)";
     ExpectSameBits(fused, apart);
   }
 };
@@ -167,6 +183,12 @@ TEST_F(FusedQkvRopeCudaTest, HeadsTurnedAndAppendedInTheProjectionsLaunchGiveThe
          KvCacheTypes{GgmlType::kQ4_1, GgmlType::kQ8_0}});
   // The position read on the device (a decode step replayed by a graph).
   Check({GgmlType::kQ4_K, GgmlType::kQ4_K, 4, 2, 64, 64, false, false, true, 1, quantized, true});
+  // qwen3-next's gated query, split in the tails: a head of two blocks'
+  // rows and of one (head_dim 8 of Q8_0: 16 rows a block), with its norms.
+  for (const int n_tokens : {1, 3}) {
+    Check({GgmlType::kQ4_K, GgmlType::kQ4_K, 4, 2, 64, 64, true, false, true, n_tokens, f16, true, true});
+    Check({GgmlType::kQ8_0, GgmlType::kQ6_K, 8, 2, 8, 8, true, false, true, n_tokens, f16, false, true});
+  }
 }
 
 TEST_F(FusedQkvRopeCudaTest, ASecondLaunchFindsTheCountersZeroAndGivesTheSameBits) {
@@ -218,6 +240,9 @@ TEST_F(FusedQkvRopeCudaTest, RefusesWhatOneLaunchCannotDoAndLaunchesNothing) {
   cuda::HeadsAfterQkv no_counters = good;
   no_counters.arrivals = nullptr;
   testing::ExpectInvalidArgument(run(qkv, outs, kTokens, no_counters), kOp, "arrivals is null");
+  cuda::HeadsAfterQkv half_gated = good;
+  half_gated.q_split = d_q.get();
+  testing::ExpectInvalidArgument(run(qkv, outs, kTokens, half_gated), kOp, "both q_split and gate");
   cuda::HeadsAfterQkv no_positions = good;
   no_positions.positions = nullptr;
   testing::ExpectInvalidArgument(run(qkv, outs, kTokens, no_positions), kOp, "null");

@@ -4,8 +4,9 @@
 // of MatMul, TopKExperts and the quantize launch apart, bit for bit -- for
 // any number of experts (the last block plays TopKExperts' block of
 // SoftmaxThreads(n_experts) threads, fewer or more than its own), a token
-// and many, ties and NaN rows -- and the gate and up experts read that
-// rounding in place of their own.
+// and many, ties and NaN rows, a shared expert's gate row in the launch or
+// not -- and the gate and up experts read that rounding in place of their
+// own.
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -50,13 +51,14 @@ struct Case {
   std::optional<cuda::ActQ8Rule> rounding;
   bool tied = false;  // every other router row a copy of the one before: equal logits
   bool nan = false;   // token 0's x holds a NaN: its logits are NaN
+  bool gate = false;  // a shared expert's gate row in the launch too
 };
 
 std::string Name(const Case& c) {
-  return absl::StrFormat("%s experts %d k %d tokens %d%s%s%s%s", GgmlTypeName(c.type), c.n_experts, c.k, c.n_tokens,
-                         c.normalize ? " normalized" : "",
+  return absl::StrFormat("%s experts %d k %d tokens %d%s%s%s%s%s", GgmlTypeName(c.type), c.n_experts, c.k,
+                         c.n_tokens, c.normalize ? " normalized" : "",
                          c.rounding ? (*c.rounding == cuda::ActQ8Rule::kPer256 ? " per-256" : " per-32") : "",
-                         c.tied ? " tied" : "", c.nan ? " nan" : "");
+                         c.tied ? " tied" : "", c.nan ? " nan" : "", c.gate ? " shared gate" : "");
 }
 
 TEST_F(FusedRouterCudaTest, OneLaunchGivesTheMatMulTopKAndRoundingBits) {
@@ -68,15 +70,17 @@ TEST_F(FusedRouterCudaTest, OneLaunchGivesTheMatMulTopKAndRoundingBits) {
   // played thread).
   const std::vector<Case> cases = {
       {GgmlType::kF32, 8, 2, 1, true, R::kPer256},
+      {GgmlType::kF32, 8, 2, 3, true, R::kPer256, false, false, true},  // the gate's warp in the router's block
       {GgmlType::kF32, 60, 4, 3, true, R::kPer32},
       {GgmlType::kF32, 128, 8, 1, true, R::kPer256},
       {GgmlType::kF32, 128, 8, 16, false, std::nullopt},
-      {GgmlType::kF16, 160, 6, 16, false, R::kPer32},
-      {GgmlType::kBF16, 512, 10, 1, true, R::kPer256},
+      {GgmlType::kF16, 160, 6, 16, false, R::kPer32, false, false, true},
+      {GgmlType::kBF16, 512, 10, 1, true, R::kPer256, false, false, true},  // the gate's warp a block of its own
+      {GgmlType::kF32, 128, 8, 1, true, R::kPer256, false, false, true},
       {GgmlType::kF32, 512, 10, 16, false, R::kPer256},
       {GgmlType::kF32, 512, 10, 3, true, R::kPer256, true},
       {GgmlType::kF32, 1100, 3, 16, false, std::nullopt},
-      {GgmlType::kF32, 64, 4, 3, true, R::kPer32, false, true},
+      {GgmlType::kF32, 64, 4, 3, true, R::kPer32, false, true, true},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(Name(c));
@@ -93,6 +97,9 @@ TEST_F(FusedRouterCudaTest, OneLaunchGivesTheMatMulTopKAndRoundingBits) {
     auto d_w = Upload(w);
     auto d_x = Upload(x);
     const WeightMatrix router{c.type, d_w.get(), c.n_experts, kCols};
+    auto d_gate_w = Upload(RandomWeights(c.type, 1, kCols, 13));
+    const WeightMatrix gate_w{c.type, d_gate_w.get(), 1, kCols};
+    auto gate_out = Output<float>(c.n_tokens);
     const size_t n_logits = static_cast<size_t>(c.n_tokens) * c.n_experts, n_picks = static_cast<size_t>(c.n_tokens) * c.k;
     const size_t act_bytes = cuda::ActQ8Bytes(c.n_tokens, kCols);
     const cuda::Exec exec = Exec(2 * act_bytes);
@@ -104,6 +111,7 @@ TEST_F(FusedRouterCudaTest, OneLaunchGivesTheMatMulTopKAndRoundingBits) {
     auto weights = Output<float>(n_picks);
     uint64_t before = Launches();
     ASSERT_TRUE(cuda::MatMul(router, d_x.get(), logits.get(), c.n_tokens, exec).ok());
+    if (c.gate) ASSERT_TRUE(cuda::MatMul(gate_w, d_x.get(), gate_out.get(), c.n_tokens, exec).ok());
     ASSERT_TRUE(
         cuda::TopKExperts(logits.get(), c.n_tokens, c.n_experts, c.k, c.normalize, ids.get(), weights.get(), stream())
             .ok());
@@ -126,7 +134,7 @@ TEST_F(FusedRouterCudaTest, OneLaunchGivesTheMatMulTopKAndRoundingBits) {
       ASSERT_EQ(static_cast<void*>(view.q), exec.scratch);
       act_apart = activations(exec.scratch);
     }
-    EXPECT_EQ(Launches() - before, c.rounding ? 3u : 2u);
+    EXPECT_EQ(Launches() - before, 2u + (c.rounding ? 1u : 0u) + (c.gate ? 1u : 0u));
 
     // Fused, twice: the counter is left zero for the next launch.
     auto arrival = Upload(std::vector<uint32_t>{0});
@@ -135,19 +143,22 @@ TEST_F(FusedRouterCudaTest, OneLaunchGivesTheMatMulTopKAndRoundingBits) {
       auto f_logits = Output<float>(n_logits);
       auto f_ids = Output<int32_t>(n_picks);
       auto f_weights = Output<float>(n_picks);
+      auto f_gate_out = Output<float>(c.n_tokens);
+      const cuda::SharedGateRow gate{gate_w, f_gate_out.get()};
       const cuda::TopKExpertsOut top_k{c.k, c.normalize, f_ids.get(), f_weights.get(), arrival.get()};
       // Rounded into the scratch's second half (the first holds nothing now).
       const cuda::ActQ8Out q8 = cuda::ActQ8At(static_cast<uint8_t*>(exec.scratch) + act_bytes,
                                               c.rounding.value_or(R::kPer32), c.n_tokens, kCols);
       before = Launches();
       absl::Status s = cuda::MatMulTopKExperts(router, d_x.get(), f_logits.get(), c.n_tokens, top_k, exec,
-                                               c.rounding ? &q8 : nullptr);
+                                               c.rounding ? &q8 : nullptr, c.gate ? &gate : nullptr);
       ASSERT_TRUE(s.ok()) << s;
       EXPECT_EQ(Launches() - before, 1u);
       EXPECT_TRUE(SameBytes(f_logits.Download(stream()), logits.Download(stream()))) << "MatMul's logits";
       EXPECT_EQ(f_ids.Download(stream()), ids.Download(stream())) << "TopKExperts' ids";
       EXPECT_TRUE(SameBytes(f_weights.Download(stream()), weights.Download(stream()))) << "TopKExperts' weights";
       EXPECT_EQ(arrival.Download(stream()), std::vector<uint32_t>{0}) << "the counter left zero";
+      if (c.gate) EXPECT_TRUE(SameBytes(f_gate_out.Download(stream()), gate_out.Download(stream()))) << "the gate's";
       if (c.rounding) {
         const auto act = activations(static_cast<uint8_t*>(exec.scratch) + act_bytes);
         EXPECT_EQ(act.first, act_apart.first) << "the quantize launch's quants";
@@ -248,6 +259,23 @@ TEST_F(FusedRouterCudaTest, RefusesWhatOneRouterLaunchCannotDo) {
   const cuda::ActQ8Out q8 = cuda::ActQ8At(exec.scratch, cuda::ActQ8Rule::kPer256, 1, 96);
   ExpectInvalidArgument(cuda::MatMulTopKExperts(narrow, d_x.get(), logits.get(), 1, top_k, exec, &q8),
                         "MatMulTopKExperts", "256-element rounding chunks");
+  // A shared gate of another type, of two rows, too narrow for a warp of
+  // its own, or writing over the logits.
+  auto gate_out = Output<float>(17);
+  const cuda::SharedGateRow f16_gate{{GgmlType::kF16, d_f32.get(), 1, kCols}, gate_out.get()};
+  ExpectInvalidArgument(cuda::MatMulTopKExperts(router, d_x.get(), logits.get(), 1, top_k, exec, nullptr, &f16_gate),
+                        "MatMulTopKExperts", "one row of the router's 256 F32 ones");
+  const cuda::SharedGateRow two_rows{{GgmlType::kF32, d_f32.get(), 2, kCols}, gate_out.get()};
+  ExpectInvalidArgument(cuda::MatMulTopKExperts(router, d_x.get(), logits.get(), 1, top_k, exec, nullptr, &two_rows),
+                        "MatMulTopKExperts", "shared gate is 2 rows");
+  const WeightMatrix thin{GgmlType::kF32, d_f32.get(), kExperts, 16};
+  const cuda::SharedGateRow thin_gate{{GgmlType::kF32, d_f32.get(), 1, 16}, gate_out.get()};
+  ExpectInvalidArgument(cuda::MatMulTopKExperts(thin, d_x.get(), logits.get(), 1, top_k, exec, nullptr, &thin_gate),
+                        "MatMulTopKExperts", "16 columns (at least 32)");
+  const cuda::SharedGateRow onto_logits{{GgmlType::kF32, d_f32.get(), 1, kCols}, logits.get() + 3};
+  ExpectInvalidArgument(
+      cuda::MatMulTopKExperts(router, d_x.get(), logits.get(), 1, top_k, exec, nullptr, &onto_logits),
+      "MatMulTopKExperts", "the shared gate's out overlaps");
   EXPECT_EQ(Launches(), before) << "nothing launched";
   EXPECT_EQ(arrival.Download(stream()), std::vector<uint32_t>{0});
 }

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <tuple>
 #include <vector>
 
 #include <cuda_runtime_api.h>
@@ -222,6 +223,93 @@ TEST_F(CudaBackendHeld, TheResidualAddGoesIntoTheProjectionsLaunchWithTheSameBit
   ASSERT_TRUE(cuda_->Add(d_x.as<float>(), d.as<float>(), d_x.as<float>(), kDim / 2).ok());
   const std::vector<float> product = Get(d), half_added = Get(d_x);
   for (int i = 0; i < kDim; ++i) ASSERT_EQ(half_added[i], i < kDim / 2 ? x[i] + product[i] : x[i]) << i;
+}
+
+// An attention layer's start: the norm, q, k and v (Q4_K) -- a gated query
+// split (qwen3-next), head norms (qwen3) or neither -- RoPE and the append
+// of one sequence's new rows. Held and fused (the norm's launch, then the
+// q, k and v launch turning and appending the heads in its tails) or
+// launched apart (stream() between): the same q, k, v and cache bytes. An
+// append of part of the rows (a batch's first sequence) is not the held
+// group's, nor is a head of 16 values one launch can append to a Q8_0 cache
+// (half a block): launched apart, the same bytes.
+TEST_F(CudaBackendHeld, TheQkvLaunchTurnsAndAppendsItsHeadsWithTheSameBits) {
+  constexpr int kHeads = 4, kKvHeads = 2, kTokens = 2, kCapacity = 8;
+  const std::vector<float> x = RandomActivations(kTokens * kDim, 51), weight = RandomActivations(kDim, 52),
+                           head_weight = RandomActivations(64, 53);
+  BackendBuffer d_weight = Put(weight), d_head_weight = Put(head_weight), d_pos = Put(std::vector<int32_t>{3, 4});
+  for (const int head_dim : {64, 16}) {
+    const int q_width = kHeads * head_dim, kv_width = kKvHeads * head_dim;
+    const KvCacheTypes types = head_dim == 64 ? KvCacheTypes{} : KvCacheTypes{GgmlType::kQ8_0, GgmlType::kQ8_0};
+    const size_t key_bytes = RowBytes(types.k, kv_width) * kCapacity, value_bytes = RowBytes(types.v, kv_width) * kCapacity;
+    for (const bool gated : {false, true}) {
+      for (const bool norms : {false, true}) {
+        for (const bool part : {false, true}) {
+          SCOPED_TRACE(::testing::Message() << "head_dim " << head_dim << " gated " << gated << " norms " << norms
+                                            << " part " << part);
+          const int q_rows = gated ? 2 * q_width : q_width;
+          BackendBuffer wq = Put(RandomWeights(GgmlType::kQ4_K, q_rows, kDim, 54)),
+                        wk = Put(RandomWeights(GgmlType::kQ4_K, kv_width, kDim, 55)),
+                        wv = Put(RandomWeights(GgmlType::kQ4_K, kv_width, kDim, 56));
+          const WeightMatrix qkv[] = {{GgmlType::kQ4_K, wq.data(), q_rows, kDim},
+                                      {GgmlType::kQ4_K, wk.data(), kv_width, kDim},
+                                      {GgmlType::kQ4_K, wv.data(), kv_width, kDim}};
+          const RopeParams rope{.n_heads = kHeads, .head_dim = head_dim, .rope_dim = head_dim, .neox = true};
+          struct Run {
+            std::vector<float> q, k, v, gate;
+            std::vector<uint8_t> keys, values;
+            uint64_t launches;
+          };
+          auto bytes = [&](const BackendBuffer& b) {
+            std::vector<uint8_t> host(b.size());
+            EXPECT_TRUE(cuda_->Download(host.data(), b.data(), b.size()).ok());
+            return host;
+          };
+          auto run = [&](bool apart) {
+            BackendBuffer d_x = Put(x), xb = Put(std::vector<float>(kTokens * kDim)),
+                          qg = Put(std::vector<float>(kTokens * q_rows)), q = Put(std::vector<float>(kTokens * q_width)),
+                          gate = Put(std::vector<float>(kTokens * q_width)),
+                          k = Put(std::vector<float>(kTokens * kv_width)), v = Put(std::vector<float>(kTokens * kv_width)),
+                          keys = Put(std::vector<uint8_t>(key_bytes, 0x12)),
+                          values = Put(std::vector<uint8_t>(value_bytes, 0x34));
+            auto step = [&](absl::Status s) {
+              EXPECT_TRUE(s.ok()) << s;
+              if (apart) cuda_->stream();
+            };
+            const cuda::ApiCounts before = cuda::CurrentApiCounts();
+            step(cuda_->RmsNorm(d_x.as<float>(), d_weight.as<float>(), xb.as<float>(), kTokens, kDim, 1e-5f));
+            float* const outs[] = {gated ? qg.as<float>() : q.as<float>(), k.as<float>(), v.as<float>()};
+            step(cuda_->MatMulGroup(qkv, xb.as<float>(), outs, kTokens));
+            if (gated) {
+              step(cuda_->SplitGatedQuery(qg.as<float>(), q.as<float>(), gate.as<float>(), kTokens, kHeads, head_dim));
+            }
+            if (norms) {
+              step(cuda_->RmsNorm(q.as<float>(), d_head_weight.as<float>(), q.as<float>(), kTokens * kHeads, head_dim,
+                                  1e-6f));
+              step(cuda_->RmsNorm(k.as<float>(), d_head_weight.as<float>(), k.as<float>(), kTokens * kKvHeads, head_dim,
+                                  1e-6f));
+            }
+            step(cuda_->RopeQK(q.as<float>(), k.as<float>(), d_pos.as<int32_t>(), kTokens, rope, kKvHeads));
+            step(cuda_->KvAppend(k.as<float>(), v.as<float>(), part ? 1 : kTokens, kv_width, keys.data(), values.data(),
+                                 3, types));
+            const uint64_t launches = (cuda::CurrentApiCounts() - before).launches;
+            return Run{Get(q), Get(k), Get(v), Get(gate), bytes(keys), bytes(values), launches};
+          };
+          run(false);  // the backend's counters grow once (a growth launches what is held apart)
+          const Run apart = run(true), fused = run(false);
+          if (!part && head_dim == 64) EXPECT_EQ(fused.launches, 2u) << "the norm, then q, k and v with their tails";
+          EXPECT_LT(fused.launches, apart.launches);
+          for (const auto& [got, want, what] : {std::tuple{&fused.q, &apart.q, "q"}, {&fused.k, &apart.k, "k"},
+                                                {&fused.v, &apart.v, "v"}, {&fused.gate, &apart.gate, "gate"}}) {
+            ASSERT_EQ(got->size(), want->size()) << what;
+            EXPECT_EQ(0, std::memcmp(got->data(), want->data(), got->size() * 4)) << what;
+          }
+          EXPECT_EQ(fused.keys, apart.keys);
+          EXPECT_EQ(fused.values, apart.values);
+        }
+      }
+    }
+  }
 }
 
 }  // namespace
