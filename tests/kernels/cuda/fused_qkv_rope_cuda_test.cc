@@ -217,8 +217,10 @@ TEST_F(FusedQkvRopeCudaTest, RefusesWhatOneLaunchCannotDoAndLaunchesNothing) {
   const cuda::HeadsAfterQkv good{.positions = d_pos.get(),
                                  .p = RopeParams{.n_heads = kHeads, .head_dim = kHeadDim, .rope_dim = kHeadDim},
                                  .k_heads = kKvHeads,
+                                 .norms = {},
                                  .k_cache = keys.get(),
                                  .v_cache = values.get(),
+                                 .types = {},
                                  .arrivals = d_counters.get()};
   auto run = [&](std::vector<WeightMatrix> ws, std::vector<float*> outs, int n_tokens, const cuda::HeadsAfterQkv& h) {
     return cuda::MatMulGroupRopeAppend(ws, {}, d_x.get(), outs, n_tokens, exec, h);

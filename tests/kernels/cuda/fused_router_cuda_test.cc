@@ -111,7 +111,9 @@ TEST_F(FusedRouterCudaTest, OneLaunchGivesTheMatMulTopKAndRoundingBits) {
     auto weights = Output<float>(n_picks);
     uint64_t before = Launches();
     ASSERT_TRUE(cuda::MatMul(router, d_x.get(), logits.get(), c.n_tokens, exec).ok());
-    if (c.gate) ASSERT_TRUE(cuda::MatMul(gate_w, d_x.get(), gate_out.get(), c.n_tokens, exec).ok());
+    if (c.gate) {
+      ASSERT_TRUE(cuda::MatMul(gate_w, d_x.get(), gate_out.get(), c.n_tokens, exec).ok());
+    }
     ASSERT_TRUE(
         cuda::TopKExperts(logits.get(), c.n_tokens, c.n_experts, c.k, c.normalize, ids.get(), weights.get(), stream())
             .ok());
@@ -158,7 +160,9 @@ TEST_F(FusedRouterCudaTest, OneLaunchGivesTheMatMulTopKAndRoundingBits) {
       EXPECT_EQ(f_ids.Download(stream()), ids.Download(stream())) << "TopKExperts' ids";
       EXPECT_TRUE(SameBytes(f_weights.Download(stream()), weights.Download(stream()))) << "TopKExperts' weights";
       EXPECT_EQ(arrival.Download(stream()), std::vector<uint32_t>{0}) << "the counter left zero";
-      if (c.gate) EXPECT_TRUE(SameBytes(f_gate_out.Download(stream()), gate_out.Download(stream()))) << "the gate's";
+      if (c.gate) {
+        EXPECT_TRUE(SameBytes(f_gate_out.Download(stream()), gate_out.Download(stream()))) << "the gate's";
+      }
       if (c.rounding) {
         const auto act = activations(static_cast<uint8_t*>(exec.scratch) + act_bytes);
         EXPECT_EQ(act.first, act_apart.first) << "the quantize launch's quants";
