@@ -455,9 +455,9 @@ absl::Status MatMulTopKExperts(const WeightMatrix& router, const float* x, float
           gate->w.rows, gate->w.cols, GgmlTypeName(gate->w.type), router.cols, GgmlTypeName(router.type)));
     }
     // The gate row takes a warp of its own: a row a warp, 32 columns or more.
-    if (constexpr int64_t kWarpCols = 32; router.cols < kWarpCols) {
+    if (router.cols < kWarpSize) {
       return absl::InvalidArgumentError(
-          absl::StrFormat("MatMulTopKExperts: a shared gate row with %d columns (at least %d)", router.cols, kWarpCols));
+          absl::StrFormat("MatMulTopKExperts: a shared gate row with %d columns (at least %d)", router.cols, kWarpSize));
     }
     absl::StatusOr<int64_t> gate_bytes = CheckMatMul(gate->w, x, gate->out, n_tokens, exec);
     if (!gate_bytes.ok()) return gate_bytes.status();

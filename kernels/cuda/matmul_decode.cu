@@ -111,6 +111,13 @@ __host__ __device__ __forceinline__ int64_t RowsPerBlock(int lanes) {
   return lanes > kWarpSize ? kWarpsPerBlock * kWarpSize / lanes : kWarpsPerBlock * (kWarpSize / lanes);
 }
 
+// The part of a group launch (a.n_parts > 0) that block `block` is in.
+__device__ __forceinline__ int PartOfBlock(const DecodeArgs& a, int64_t block) {
+  int p = 0;
+  while (p + 1 < a.n_parts && block >= a.parts[p + 1].first_block) ++p;
+  return p;
+}
+
 // --- Kernels -----------------------------------------------------------------
 
 // The decode kernels' GridStartAfter prefetch: thread t of a block asks L2
@@ -127,8 +134,7 @@ __device__ __forceinline__ void PrefetchBlockRows(const DecodeArgs& a) {
   const uint8_t* w = a.w;
   int64_t rows = a.rows, row_bytes = a.row_bytes;
   if (a.n_parts > 0) {
-    int p = 0;
-    while (p + 1 < a.n_parts && block >= a.parts[p + 1].first_block) ++p;
+    const int p = PartOfBlock(a, block);
     block -= a.parts[p].first_block;
     w = a.parts[p].w;
     rows = a.parts[p].rows;
@@ -471,8 +477,7 @@ __device__ __forceinline__ void TurnAndAppendHead(const HeadTails& tails, HeadRo
 // arithmetic (rows within 2^31: CheckMatMul). Called by every thread.
 __device__ __noinline__ void TurnAndAppendHeads(const DecodeArgs& a) {
   const HeadTails& tails = a.heads;
-  int p = 0;
-  while (p + 1 < a.n_parts && blockIdx.x >= a.parts[p + 1].first_block) ++p;
+  const int p = PartOfBlock(a, blockIdx.x);
   const DecodeArgs::Part& part = a.parts[p];
   const HeadRole role = tails.role[p];
   // A head's rows: a gated query's, its queries and its gate.
@@ -522,9 +527,7 @@ __global__ void DecodeKernel(const __grid_constant__ DecodeArgs a) {
   __shared__ const float* bias;
   __shared__ float* residual;
   if (a.n_parts > 0) {
-    int p = 0;
-    while (p + 1 < a.n_parts && block >= a.parts[p + 1].first_block) ++p;
-    const DecodeArgs::Part& part = a.parts[p];
+    const DecodeArgs::Part& part = a.parts[PartOfBlock(a, block)];
     block -= part.first_block;
     w = part.w;
     rows = part.rows;
