@@ -9,6 +9,7 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <filesystem>
 #include <string>
 #include <utility>
 #include <vector>
@@ -54,6 +55,17 @@ inline const std::string& CurlPath() {
 inline const std::string& NodePath() {
   static const std::string path = FindCommand("node");
   return path;
+}
+
+// Why the npm client `package` (openai, ollama) cannot run here -- node or
+// the package missing (a user's clone before `npm ci`) -- or "" when it can:
+// its tests skip with that reason.
+inline std::string NpmClientMissing(const std::string& package) {
+  if (NodePath().empty()) return "node is not installed";
+  if (!std::filesystem::exists(std::string(kOpenAiClientDir) + "/node_modules/" + package)) {
+    return "the " + package + " npm client is not installed: run `npm ci` in " + kOpenAiClientDir + " (.ci/run does)";
+  }
+  return "";
 }
 
 // Overwrites the value of the string key `key` in the GGUF at `path` with

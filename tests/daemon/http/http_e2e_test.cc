@@ -36,10 +36,7 @@ size_t Occurrences(const std::string& text, const std::string& needle) {
 }
 
 TEST_F(HttpE2eTest, TheOpenAiNpmClientGetsOctoGensTokens) {
-  if (NodePath().empty()) GTEST_SKIP() << "node is not installed";
-  if (!std::filesystem::exists(std::string(kOpenAiClientDir) + "/node_modules/openai")) {
-    GTEST_SKIP() << "run `npm ci` in " << kOpenAiClientDir << " (.ci/run does)";
-  }
+  if (const std::string missing = NpmClientMissing("openai"); !missing.empty()) GTEST_SKIP() << missing;
   StartWithHttp();
   const Generated completion = GenTokens({kPrompt});
   const Generated chat = GenTokens({"--chat", "--chat-template", "chatml", kPrompt});
@@ -104,10 +101,7 @@ TEST_F(HttpE2eTest, OllamaRoutesWithCurlGetOctoGensTokens) {
 // streamed raw generation and its chat get octo-gen's tokens, its embed the
 // vectors octo-gen --embed prints, and its list and show see the model.
 TEST_F(HttpE2eTest, TheOllamaNpmClientGetsOctoGensTokensAndVectors) {
-  if (NodePath().empty()) GTEST_SKIP() << "node is not installed";
-  if (!std::filesystem::exists(std::string(kOpenAiClientDir) + "/node_modules/ollama")) {
-    GTEST_SKIP() << "run `npm ci` in " << kOpenAiClientDir << " (.ci/run does)";
-  }
+  if (const std::string missing = NpmClientMissing("ollama"); !missing.empty()) GTEST_SKIP() << missing;
   StartWithHttp();
   auto ollama = [&](const std::string& mode, const std::string& prompt) {
     const RunResult r = RunCommand({NodePath(), std::string(kOpenAiClientDir) + "/ollama_check.mjs", base_, mode,

@@ -103,9 +103,7 @@ TEST_F(HttpEmbedE2eTest, EveryApiGivesTheSameVectors) {
   EXPECT_EQ(PostJson("/api/embeddings", {{"model", "tiny"}, {"prompt", ""}})["embedding"], json::array());
 
   // The openai npm client, which asks for base64 unless told otherwise.
-  if (NodePath().empty() || !std::filesystem::exists(std::string(kOpenAiClientDir) + "/node_modules/openai")) {
-    GTEST_SKIP() << "the openai npm client is not installed (`npm ci` in " << kOpenAiClientDir << ")";
-  }
+  if (const std::string missing = NpmClientMissing("openai"); !missing.empty()) GTEST_SKIP() << missing;
   for (const std::string mode : {"embeddings", "embeddings-float"}) {
     const RunResult r = RunCommand({NodePath(), std::string(kOpenAiClientDir) + "/openai_check.mjs", base_ + "/v1",
                                     "unused-key", mode, "tiny", kInputs[0] + "|" + kInputs[1], "0"});

@@ -75,7 +75,7 @@ TEST_F(HttpGrammarE2eTest, JsonModeRepliesParseAndStreamAsTheyAreWhole) {
 // The openai npm client's response_format json_schema (strict), as the AI
 // SDK's generateObject sends it: the reply parses and satisfies the schema.
 TEST_F(HttpGrammarE2eTest, TheOpenAiNpmClientsJsonSchemaReplyValidates) {
-  if (NodePath().empty()) GTEST_SKIP() << "node is not installed";
+  if (const std::string missing = NpmClientMissing("openai"); !missing.empty()) GTEST_SKIP() << missing;
   StartWithHttp();
   const RunResult r = RunCommand({NodePath(), std::string(kOpenAiClientDir) + "/openai_check.mjs", base_ + "/v1",
                                   "unused", "json-schema", "tiny", "Describe a person.", "200"});
@@ -101,7 +101,7 @@ TEST_F(HttpGrammarE2eTest, TheOpenAiNpmClientsJsonSchemaReplyValidates) {
 // The ollama npm client's chat with a schema as `format` (LangChain's
 // withStructuredOutput on Ollama): the reply parses and validates.
 TEST_F(HttpGrammarE2eTest, TheOllamaNpmClientsSchemaFormatReplyValidates) {
-  if (NodePath().empty()) GTEST_SKIP() << "node is not installed";
+  if (const std::string missing = NpmClientMissing("ollama"); !missing.empty()) GTEST_SKIP() << missing;
   StartWithHttp();
   const RunResult r = RunCommand({NodePath(), std::string(kOpenAiClientDir) + "/ollama_check.mjs", base_, "structured",
                                   "tiny", "Name a city.", "200"});

@@ -245,7 +245,7 @@ TEST_F(HttpToolsE2eTest, EightConcurrentConstrainedRequestsEachHoldToTheirOwn) {
 // sent back in a tool message, an answer; and the call streamed as
 // tool_call deltas with finish_reason "tool_calls".
 TEST_F(HttpToolsE2eTest, TheOpenAiNpmClientMakesAToolRoundTrip) {
-  if (NodePath().empty()) GTEST_SKIP() << "node is not installed";
+  if (const std::string missing = NpmClientMissing("openai"); !missing.empty()) GTEST_SKIP() << missing;
   StartWithHttp();
   const RunResult r = RunCommand({NodePath(), std::string(kOpenAiClientDir) + "/openai_check.mjs", base_ + "/v1",
                                   "unused", "tools", "tiny", "Weather in Paris?", "300"});
