@@ -152,6 +152,28 @@ class Backend {
   // then leaves up_out unwritten.
   virtual absl::Status MatMulExpertsGlu(const WeightMatrix& gate, const WeightMatrix& up, const int32_t* expert_ids,
                                         const float* x, float* out, float* up_out, const MatMulExpertsParams& p);
+  // A MoE layer's shared expert (qwen2moe, qwen3-next): dense gate, up and
+  // down beside the routed experts, over the same x; hidden and hidden_up
+  // (n_tokens, gate.rows) its GLU's rows, out (n_tokens, down.rows) its
+  // output.
+  struct SharedExpert {
+    WeightMatrix gate, up, down;
+    float* hidden = nullptr;
+    float* hidden_up = nullptr;
+    float* out = nullptr;
+  };
+  // MatMulExpertsGlu, then the shared expert's MatMulGlu(shared.gate,
+  // shared.up, x, shared.hidden, shared.hidden_up, p.n_tokens). CUDA may
+  // run the two in one decode launch, bit for bit the same, leaving up_out
+  // and shared.hidden_up unwritten.
+  virtual absl::Status MatMulExpertsGluShared(const WeightMatrix& gate, const WeightMatrix& up,
+                                              const int32_t* expert_ids, const float* x, float* out, float* up_out,
+                                              const MatMulExpertsParams& p, const SharedExpert& shared);
+  // MatMulExperts (the down experts, x_per_choice), then the shared
+  // expert's MatMul(shared.down, shared.hidden, shared.out, p.n_tokens).
+  // Likewise.
+  virtual absl::Status MatMulExpertsShared(const WeightMatrix& w, const int32_t* expert_ids, const float* x, float* out,
+                                           const MatMulExpertsParams& p, const SharedExpert& shared);
   virtual absl::Status Rope(float* x, const int32_t* positions, int n_tokens, const RopeParams& p) = 0;
   // RoPE on q (q_params) and k (its heads k_heads, the rest as q's): here
   // two Rope calls; CUDA rotates both in one launch, bit for bit the same.

@@ -58,6 +58,19 @@ absl::Status Backend::MatMulExpertsGlu(const WeightMatrix& gate, const WeightMat
   return SiluMul(out, up_out, out, static_cast<int64_t>(p.n_tokens) * p.k * (gate.rows / p.n_experts));
 }
 
+absl::Status Backend::MatMulExpertsGluShared(const WeightMatrix& gate, const WeightMatrix& up,
+                                             const int32_t* expert_ids, const float* x, float* out, float* up_out,
+                                             const MatMulExpertsParams& p, const SharedExpert& shared) {
+  OCTO_RETURN_IF_ERROR(MatMulExpertsGlu(gate, up, expert_ids, x, out, up_out, p));
+  return MatMulGlu(shared.gate, shared.up, x, shared.hidden, shared.hidden_up, p.n_tokens);
+}
+
+absl::Status Backend::MatMulExpertsShared(const WeightMatrix& w, const int32_t* expert_ids, const float* x, float* out,
+                                          const MatMulExpertsParams& p, const SharedExpert& shared) {
+  OCTO_RETURN_IF_ERROR(MatMulExperts(w, expert_ids, x, out, p));
+  return MatMul(shared.down, shared.hidden, shared.out, p.n_tokens);
+}
+
 absl::Status Backend::AddRmsNorm(float* x, const float* delta, const float* weight, float* out, int n_rows, int dim,
                                  float eps) {
   OCTO_RETURN_IF_ERROR(Add(x, delta, x, static_cast<int64_t>(n_rows) * dim));

@@ -76,19 +76,33 @@ absl::Status MoeFfn(const ModelConfig& c, const LayerWeights& w, uint32_t layer,
     OCTO_RETURN_IF_ERROR(layers.FetchExperts(layer, experts, /*routed=*/true));
   }
 
-  // Each chosen expert: gate, up (n, k, width); silu(gate) * up; down (n, k, dim).
+  // Each chosen expert: gate, up (n, k, width); silu(gate) * up; down (n, k,
+  // dim). The shared expert (its gate's logits came with the router's) after
+  // each step, over its own rows (the CUDA backend runs each step of both in
+  // one launch, and combines in the down's).
   OCTO_RETURN_IF_ERROR(s.hb.Grow(backend, static_cast<size_t>(n) * k * width));
   OCTO_RETURN_IF_ERROR(s.hb2.Grow(backend, static_cast<size_t>(n) * k * width));
   const MatMulExpertsParams shared_x{.n_experts = n_experts, .k = k, .n_tokens = n, .x_per_choice = false};
-  OCTO_RETURN_IF_ERROR(backend.MatMulExpertsGlu(w.gate_exps, w.up_exps, s.expert_ids.data(), s.xb.data(), s.hb.data(),
-                                                s.hb2.data(), shared_x));
   const MatMulExpertsParams per_choice{.n_experts = n_experts, .k = k, .n_tokens = n, .x_per_choice = true};
-  OCTO_RETURN_IF_ERROR(
-      backend.MatMulExperts(w.down_exps, s.expert_ids.data(), s.hb.data(), s.expert_out.data(), per_choice));
-
-  // The shared expert (its gate's logits came with the router's).
   if (shared) {
-    OCTO_RETURN_IF_ERROR(SwiGlu(w.shexp_gate, w.shexp_up, w.shexp_down, s.xb.data(), s.shared_out.data(), n, s, backend));
+    const size_t shared_width = static_cast<size_t>(w.shexp_gate.rows);
+    OCTO_RETURN_IF_ERROR(s.shared_hb.Grow(backend, n * shared_width));
+    OCTO_RETURN_IF_ERROR(s.shared_hb2.Grow(backend, n * shared_width));
+    const Backend::SharedExpert se{.gate = w.shexp_gate,
+                                   .up = w.shexp_up,
+                                   .down = w.shexp_down,
+                                   .hidden = s.shared_hb.data(),
+                                   .hidden_up = s.shared_hb2.data(),
+                                   .out = s.shared_out.data()};
+    OCTO_RETURN_IF_ERROR(backend.MatMulExpertsGluShared(w.gate_exps, w.up_exps, s.expert_ids.data(), s.xb.data(),
+                                                        s.hb.data(), s.hb2.data(), shared_x, se));
+    OCTO_RETURN_IF_ERROR(backend.MatMulExpertsShared(w.down_exps, s.expert_ids.data(), s.hb.data(),
+                                                     s.expert_out.data(), per_choice, se));
+  } else {
+    OCTO_RETURN_IF_ERROR(backend.MatMulExpertsGlu(w.gate_exps, w.up_exps, s.expert_ids.data(), s.xb.data(),
+                                                  s.hb.data(), s.hb2.data(), shared_x));
+    OCTO_RETURN_IF_ERROR(
+        backend.MatMulExperts(w.down_exps, s.expert_ids.data(), s.hb.data(), s.expert_out.data(), per_choice));
   }
 
   // Weighted sum over the k choices, in choice order, plus the shared expert.

@@ -53,6 +53,8 @@ struct RunState {
   BackendArray<float> expert_out;      // (n, n_experts_used, dim) each chosen expert's output
   BackendArray<float> shared_out;      // (n, dim) the shared expert's output (qwen2moe)
   BackendArray<float> shared_gate;     // (n) its gate logit
+  BackendArray<float> shared_hb;       // (n, shared width) its gate, then silu(gate) * up (grown by the pass)
+  BackendArray<float> shared_hb2;      // (n, shared width) its up
 
   // Hybrid models (forward_deltanet.cc).
   BackendArray<float> qg;       // (n, 2 * q_dim) a gated attention layer's queries and gates

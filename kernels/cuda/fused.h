@@ -12,7 +12,8 @@
 // MatMul's output is the unfused one's bit for bit. And a decode MatMul
 // whose output the residual stream takes next adds it in its own store
 // (MatMulAdd), Add's bits, and may norm the stream after in its last block
-// (MatMulAddRmsNorm); a MoE router's MatMul picks its experts in its last
+// (MatMulAddRmsNorm); the down experts' launch may likewise combine its
+// rows into the stream and norm it (MatMulExpertsCombineNorm); a MoE router's MatMul picks its experts in its last
 // block and rounds its x for them (MatMulTopKExperts). The q, k and v
 // projections' launch turns each head and appends it to its cache in the
 // last block of the head's rows (MatMulGroupRopeAppend).
@@ -209,6 +210,26 @@ absl::Status MatMulGlu(const WeightMatrix& gate, const WeightMatrix& up, const f
 absl::Status MatMulExpertsGroup(std::span<const WeightMatrix> ws, const int32_t* expert_ids, const float* x,
                                 std::span<float* const> outs, const MatMulExpertsParams& p, const Exec& exec,
                                 const ActQ8Out* rounded = nullptr);
+// A MoE layer's shared expert (qwen2moe's, qwen3-next's) in the routed
+// experts' launches: dense matrices of the routed stacks' type, every token
+// through them. SharedExpertGlu: gate and up (rows of their own, the routed
+// stacks' cols) over the routed experts' x, into out (n_tokens, rows),
+// MatMulGlu's bits; with round_out, out also rounded into it as MatMulGlu's
+// round_out (its own counters). SharedExpertDown: w over its x (n_tokens,
+// w.cols), read as `rounded` (the GLU's round_out), into out (n_tokens,
+// w.rows: the routed experts' rows), MatMul's bits.
+struct SharedExpertGlu {
+  WeightMatrix gate, up;
+  float* out = nullptr;
+  const ActQ8Out* round_out = nullptr;
+};
+struct SharedExpertDown {
+  WeightMatrix w;
+  const float* x = nullptr;
+  ActQ8Out rounded;
+  float* out = nullptr;
+};
+
 // MatMulExpertsGroup of the gate and the up experts (quantized stacks of
 // one type, shape and expert stride) then SiluMul of their outputs, in one
 // decode launch after one rounding of x: out (n_tokens * k, rows per
@@ -221,12 +242,44 @@ absl::Status MatMulExpertsGroup(std::span<const WeightMatrix> ws, const int32_t*
 // rounded: x's 8-bit activations a launch before wrote (under
 // ExpertsRounding(gate): MatMulTopKExperts's round_x), or null: x rounded
 // here.
+// With shared, a shared expert's gate and up (SharedExpertGlu) go in the
+// same launch, over the same x.
 absl::Status MatMulExpertsGlu(const WeightMatrix& gate, const WeightMatrix& up, const int32_t* expert_ids,
                               const float* x, float* out, const MatMulExpertsParams& p, const Exec& exec,
-                              const ActQ8Out* round_out = nullptr, const ActQ8Out* rounded = nullptr);
+                              const ActQ8Out* round_out = nullptr, const ActQ8Out* rounded = nullptr,
+                              const SharedExpertGlu* shared = nullptr);
 // The rule by which MatMulExperts on w rounds x (what a producer may round
 // for it); nullopt for float weights, which read x.
 std::optional<ActQ8Rule> ExpertsRounding(const WeightMatrix& w);
+
+// What a down experts' launch does after its rows (MatMulExpertsCombineNorm):
+// MoeCombine(combine) -- its expert_out the launch's out -- then
+// AddRmsNorm(x, combine.out, weight, combine.out, combine.n_rows,
+// combine.dim, eps), CombineAddRmsNorm's work, in the launch's last block.
+struct CombineAfterExperts {
+  MoeCombineParams combine;
+  float* x = nullptr;  // the residual stream (combine.n_rows, combine.dim)
+  const float* weight = nullptr;
+  float eps = 0;
+  uint32_t* arrival = nullptr;  // one counter, zero on entry, left zero
+};
+// MatMulExpertsGroup of one stack over `rounded` (the down experts, after
+// the SiLU product that rounded their x) then tail's combine and norm, in
+// one launch: out, tail.x and tail.combine.out get the bits of the three
+// ops apart. The last of the launch's blocks to finish combines each
+// token's rows and norms them, its tokens one after another, as
+// CombineAddRmsNorm's launch does a token a block: so tokens at most
+// kMaxNormAfterAddTokens. With round_norm, combine.out is also rounded into
+// it for the MatMul that reads it (dim whole chunks of its rule). The last
+// block writes after every block has read `rounded`: round_norm may
+// overlap it. CombineAddRmsNorm's and MatMulExpertsGroup's preconditions;
+// combine.expert_out is out, combine.n_rows and k are p's, combine.dim
+// w's rows per expert. With shared, the shared expert's down goes in the
+// launch too, its out combine.shared.
+absl::Status MatMulExpertsCombineNorm(const WeightMatrix& w, const int32_t* expert_ids, const float* x, float* out,
+                                      const MatMulExpertsParams& p, const CombineAfterExperts& tail,
+                                      const Exec& exec, const ActQ8Out& rounded,
+                                      const ActQ8Out* round_norm = nullptr, const SharedExpertDown* shared = nullptr);
 
 // Per-head RMS norms before RoPE (qwen3's q_norm and k_norm, head_dim
 // wide each): RmsNorm(q, q, n_tokens * n_heads rows) and the same of k. q

@@ -12,6 +12,7 @@
 #include "kernels/cuda/act_q8.cuh"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/matmul_paths.h"
+#include "kernels/cuda/moe_combine.cuh"
 #include "kernels/cuda/q8_dot.cuh"
 #include "kernels/cuda/rms_scale.cuh"
 #include "kernels/cuda/rope_pair.cuh"
@@ -90,6 +91,12 @@ struct DecodeArgs {
   // rounding them into round_norm when round_norm.q is non-null.
   NormAfterAdd norm;
   ActQ8Out round_norm;
+  // DownExpertsKernel (experts with combine.expert_out non-null): the
+  // launch's last block then combines the rows into the residual and norms
+  // it (CombineNormResidual: norm.weight, eps and arrival; residual;
+  // norm.out combine.out), rounding into round_norm when round_norm.q is
+  // non-null.
+  MoeCombineParams combine;
   // DecodeKernel, a group with heads.arrivals non-null: then each head's
   // last block turns and appends it (TurnAndAppendHeads).
   HeadTails heads;
@@ -390,37 +397,59 @@ __device__ __forceinline__ bool LastBlockToArrive(uint32_t* arrival, unsigned bl
 // weight -- into norm.out, rounding it chunk by chunk into round_norm when
 // that is set (RoundChunk, as the rounded norm's warps do), and zeroes the
 // counter. Rows other blocks added into are read through volatile loads.
-// Called by every thread of every block.
-__device__ __forceinline__ void NormResidual(const DecodeArgs& a) {
-  if (!LastBlockToArrive(a.norm.arrival, gridDim.x)) return;
-  const int dim = static_cast<int>(a.rows);
+// Called by every thread of every block. NormResidualRow: token t's row.
+__device__ __forceinline__ void NormResidualRow(const DecodeArgs& a, int t, int dim) {
   const int threads = RowThreads(dim);
   const int warp = static_cast<int>(threadIdx.x / kWarpSize), lane = static_cast<int>(threadIdx.x % kWarpSize);
   const float* weight = a.norm.weight;
+  const int64_t first = static_cast<int64_t>(t) * dim;
+  const volatile float* row = a.residual + first;
+  const float scale = PlayedRmsScaleOf(
+      threads,
+      [&](int played) {
+        double ss = 0.0;
+        for (int i = played; i < dim; i += threads) ss += SquareOf(row[i]);
+        return ss;
+      },
+      dim, a.norm.eps);
+  float* out = a.norm.out + first;
+  auto value = [&](int64_t i) { return row[i] * scale * weight[i]; };
+  if (a.round_norm.q != nullptr) {
+    ActQ8Out q8 = a.round_norm;  // seen from the row's first element
+    q8.q += first;
+    q8.d += first / kQ8Chunk;
+    const int chunks = dim / ActQ8ChunkOf(q8.rule);
+    for (int c = warp; c < chunks; c += blockDim.x / kWarpSize) RoundChunk(q8, c, lane, value, out);
+  } else {
+    for (int i = threadIdx.x; i < dim; i += blockDim.x) out[i] = value(i);
+  }
+}
+__device__ __forceinline__ void NormResidual(const DecodeArgs& a) {
+  if (!LastBlockToArrive(a.norm.arrival, gridDim.x)) return;
   // Token by token (no division of a flat index: 64-bit division costs
   // registers every decode kernel of this kind would hold).
-  for (int t = 0; t < a.n_tokens; ++t) {
-    const int64_t first = static_cast<int64_t>(t) * dim;
-    const volatile float* row = a.residual + first;
-    const float scale = PlayedRmsScaleOf(
-        threads,
-        [&](int played) {
-          double ss = 0.0;
-          for (int i = played; i < dim; i += threads) ss += SquareOf(row[i]);
-          return ss;
-        },
-        dim, a.norm.eps);
-    float* out = a.norm.out + first;
-    auto value = [&](int64_t i) { return row[i] * scale * weight[i]; };
-    if (a.round_norm.q != nullptr) {
-      ActQ8Out q8 = a.round_norm;  // seen from the row's first element
-      q8.q += first;
-      q8.d += first / kQ8Chunk;
-      const int chunks = dim / ActQ8ChunkOf(q8.rule);
-      for (int c = warp; c < chunks; c += blockDim.x / kWarpSize) RoundChunk(q8, c, lane, value, out);
-    } else {
-      for (int i = threadIdx.x; i < dim; i += blockDim.x) out[i] = value(i);
-    }
+  for (int t = 0; t < a.n_tokens; ++t) NormResidualRow(a, t, static_cast<int>(a.rows));
+  if (threadIdx.x == 0) *a.norm.arrival = 0;
+}
+
+// MatMulExpertsCombineNorm's tail, after DownExpertsKernel's rows (the
+// experts', the shared expert's) are stored: each block counts itself in
+// norm.arrival once its rows are fenced, and the last to count, token by
+// token, adds the token's combined rows into its residual row (x +
+// CombinedValueOf, as CombineAddRmsNorm's launch adds them; the rows other
+// blocks stored read through volatile loads) and
+// norms that row as NormResidual does, into norm.out; then zeroes the
+// counter. Called by every thread of every block.
+__device__ __noinline__ void CombineNormResidual(const DecodeArgs& a) {
+  if (!LastBlockToArrive(a.norm.arrival, gridDim.x * gridDim.y * gridDim.z)) return;
+  const MoeCombineParams& c = a.combine;
+  const volatile float* expert_out = c.expert_out;
+  const volatile float* shared = c.shared;
+  for (int t = 0; t < c.n_rows; ++t) {
+    float* x = a.residual + static_cast<int64_t>(t) * c.dim;
+    for (int i = threadIdx.x; i < c.dim; i += blockDim.x) x[i] = x[i] + CombinedValueOf(c, expert_out, shared, t, i);
+    __syncthreads();  // the row is whole
+    NormResidualRow(a, t, c.dim);
   }
   if (threadIdx.x == 0) *a.norm.arrival = 0;
 }
@@ -508,11 +537,12 @@ __device__ __noinline__ void TurnAndAppendHeads(const DecodeArgs& a) {
 // (kNormTail: dense, with a.residual and a.norm) or TurnAndAppendHeads
 // (kHeadsTail: a group with a.heads.arrivals), in kernels of their own (a
 // tail in every decode kernel cost 8 to 24 registers, a block or two a SM;
-// the two tails in one twin, 14 more for the norm's launches).
-constexpr int kNoTail = 0, kNormTail = 1, kHeadsTail = 2;
-template <typename Dots, int kTail = kNoTail>
-__global__ void DecodeKernel(const __grid_constant__ DecodeArgs a) {
-  GridStartAfter([&] { PrefetchBlockRows(a); });
+// the two tails in one twin, 14 more for the norm's launches). kCombineTail:
+// DownExpertsKernel's expert rows (no dense path; expert_ids null, a shared
+// expert's slice: every choice reads the one matrix a.w), its tail its own.
+constexpr int kNoTail = 0, kNormTail = 1, kHeadsTail = 2, kCombineTail = 3;
+template <typename Dots, int kTail>
+__device__ __forceinline__ void DecodeRows(const DecodeArgs& a) {
   const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
   const int lanes = a.lanes_per_row;
   const int warps = lanes > kWarpSize ? lanes / kWarpSize : 1;  // per row, the whole launch alike
@@ -545,14 +575,14 @@ __global__ void DecodeKernel(const __grid_constant__ DecodeArgs a) {
   const int64_t first_row = warps > 1 ? block * (kWarpsPerBlock / warps) + warp / warps
                                     : (block * kWarpsPerBlock + warp) * (kWarpSize / lanes);
   // A warp past the rows leaves (rows of several warps sync in StoreRows),
-  // but for the norm after, which counts whole blocks.
+  // but for a tail after, which counts whole blocks.
   const bool idle = warps == 1 && first_row >= rows;
   if (kTail == kNoTail && idle) return;
   const int64_t row = warps > 1 ? first_row : first_row + lane / lanes;
   const bool has_row = row < rows;
   const int sub = warps > 1 ? warp % warps * kWarpSize + lane : lane % lanes;
   float acc[Dots::kTokens] = {};
-  if (a.expert_ids == nullptr) {
+  if (kTail != kCombineTail && a.expert_ids == nullptr) {
     if (!idle) {
       if (has_row) Dots::Add(a, w + row * row_bytes, 0, a.n_tokens, sub, lanes, acc);
       StoreRows<Dots::kTokens>(acc, out, rows, first_row, rows, a.n_tokens, lanes, bias, residual);
@@ -561,8 +591,8 @@ __global__ void DecodeKernel(const __grid_constant__ DecodeArgs a) {
     if constexpr (kTail == kHeadsTail) TurnAndAppendHeads(a);
     return;
   }
-  for (int i = blockIdx.y; i < a.n_choices; i += gridDim.y) {
-    const int32_t e = a.expert_ids[i];
+  for (int i = blockIdx.y; i < a.n_choices && !idle; i += gridDim.y) {
+    const int32_t e = kTail == kCombineTail && a.expert_ids == nullptr ? 0 : a.expert_ids[i];
     const bool known = e >= 0 && e < a.n_experts;
     acc[0] = known ? 0.0f : __int_as_float(0x7fc00000);  // NaN rows for an id out of range
     if (has_row) {
@@ -571,6 +601,23 @@ __global__ void DecodeKernel(const __grid_constant__ DecodeArgs a) {
     }
     StoreRows<Dots::kTokens>(acc, out + static_cast<int64_t>(i) * rows, rows, first_row, rows, 1, lanes);
   }
+}
+template <typename Dots, int kTail = kNoTail>
+__global__ void DecodeKernel(const __grid_constant__ DecodeArgs a) {
+  GridStartAfter([&] { PrefetchBlockRows(a); });
+  DecodeRows<Dots, kTail>(a);
+}
+
+// MatMulExpertsCombineNorm's launch: DecodeKernel's expert rows of a (grid
+// z 0) and, with grid.z 2, the shared expert's down rows of `shared` (z 1:
+// expert_ids null, a token a choice), then the combine and norm
+// (CombineNormResidual, a's). A block past its slice's rows stores none
+// but counts. One token a choice: built for one token only.
+template <typename Dots>
+__global__ void DownExpertsKernel(const __grid_constant__ DecodeArgs a, const __grid_constant__ DecodeArgs shared) {
+  GridStart();
+  DecodeRows<Dots, kCombineTail>(blockIdx.z == 0 ? a : shared);
+  CombineNormResidual(a);
 }
 
 // MatMulTopKExperts's launch (fused.h): DecodeKernel's dense rows of a
@@ -644,7 +691,7 @@ __device__ __forceinline__ void GluRows(const DecodeArgs& a, int choice) {
   int64_t expert = 0;
   float start = 0.0f;
   if constexpr (kExperts) {
-    const int32_t e = a.expert_ids[choice];
+    const int32_t e = a.expert_ids != nullptr ? a.expert_ids[choice] : 0;  // null: a shared expert's slice
     const bool known = e >= 0 && e < a.n_experts;
     if (!known) start = __int_as_float(0x7fc00000);
     expert = static_cast<int64_t>(known ? e : 0) * a.expert_bytes;
@@ -706,10 +753,15 @@ __global__ void __launch_bounds__(kWarpsPerBlock * kWarpSize, 8)
 }
 // The experts' (one token each): grid.y strides over the choices. Unbounded,
 // as DecodeKernel, whose expert loop spills when held to 64 registers.
+// With grid.z 2, blocks of z 1 take `shared`: a shared expert's gate and up
+// rows (expert_ids null, a token a choice); a block past its slice's rows
+// leaves.
 template <typename Dots>
-__global__ void GluExpertsKernel(const __grid_constant__ DecodeArgs a) {
+__global__ void GluExpertsKernel(const __grid_constant__ DecodeArgs a, const __grid_constant__ DecodeArgs shared) {
   GridStart();
-  for (int i = blockIdx.y; i < a.n_choices; i += gridDim.y) GluRows<Dots, true>(a, i);
+  const DecodeArgs& s = blockIdx.z == 0 ? a : shared;
+  if (static_cast<int64_t>(blockIdx.x) * RowsPerBlock(s.lanes_per_row) >= s.rows) return;  // the whole block
+  for (int i = blockIdx.y; i < s.n_choices; i += gridDim.y) GluRows<Dots, true>(s, i);
 }
 
 // --- Launchers ---------------------------------------------------------------
@@ -731,18 +783,30 @@ absl::Status Quantize(GgmlType type, const float* x, int64_t n_x, int64_t cols, 
 
 // Launches the decode kernel for w's type over `a` (grid.y choices), with
 // lanes_per_row from the row's units (elements, chunks or chunk pairs); a
-// group's parts get consecutive ranges of grid.x.
-absl::Status Launch(GgmlType type, DecodeArgs a, unsigned grid_y, StreamHandle stream) {
-  auto grid = [&](int64_t units, int max_lanes) {
-    a.lanes_per_row = LanesPerRow(units, max_lanes);
-    const int64_t rows_per_block = RowsPerBlock(a.lanes_per_row);
+// group's parts get consecutive ranges of grid.x. With `shared` (an expert
+// launch's shared expert slice: the GLU's, the combining down's), grid.z 2
+// and grid.x the larger slice's.
+absl::Status Launch(GgmlType type, DecodeArgs a, unsigned grid_y, StreamHandle stream,
+                    const DecodeArgs* shared = nullptr) {
+  DecodeArgs b = shared != nullptr ? *shared : DecodeArgs{};
+  auto blocks_of = [&](DecodeArgs& args, int64_t units, int max_lanes) {
+    args.lanes_per_row = LanesPerRow(units, max_lanes);
+    const int64_t rows_per_block = RowsPerBlock(args.lanes_per_row);
     auto blocks = [&](int64_t rows) { return (rows + rows_per_block - 1) / rows_per_block; };
-    int64_t total = a.n_parts > 0 ? 0 : blocks(a.rows);
-    for (int p = 0; p < a.n_parts; ++p) {
-      a.parts[p].first_block = total;
-      total += blocks(a.parts[p].rows);
+    int64_t total = args.n_parts > 0 ? 0 : blocks(args.rows);
+    for (int p = 0; p < args.n_parts; ++p) {
+      args.parts[p].first_block = total;
+      total += blocks(args.parts[p].rows);
     }
-    return dim3(static_cast<unsigned>(total), grid_y);
+    return total;
+  };
+  // units, shared_units: a row's of a, of the shared slice (the two differ
+  // in columns, not in type).
+  auto grid = [&](int64_t units, int64_t shared_units, int max_lanes) {
+    const int64_t x = blocks_of(a, units, max_lanes);
+    if (shared == nullptr) return dim3(static_cast<unsigned>(x), grid_y);
+    const int64_t x_shared = blocks_of(b, shared_units, max_lanes);
+    return dim3(static_cast<unsigned>(x > x_shared ? x : x_shared), grid_y, 2);
   };
   a.prefetch_row_bytes = a.expert_ids == nullptr ? WeightPrefetchBytes() : 0;
   const absl::Status unknown = absl::InternalError("MatMul: no decode kernel for this type");
@@ -768,7 +832,7 @@ absl::Status Launch(GgmlType type, DecodeArgs a, unsigned grid_y, StreamHandle s
   return with_tokens([&](auto tokens) {
     constexpr int kTokens = decltype(tokens)::value;
     auto float_launch = [&](auto decoder) {
-      return decode(FloatDots<decltype(decoder), kTokens>{}, grid(a.cols, kWarpSize));
+      return decode(FloatDots<decltype(decoder), kTokens>{}, grid(a.cols, b.cols, kWarpSize));
     };
     // The float types alone (block_decode::WithDecoder would build a float
     // kernel for every quantized type too, never launched).
@@ -782,11 +846,20 @@ absl::Status Launch(GgmlType type, DecodeArgs a, unsigned grid_y, StreamHandle s
       using W = decltype(weights);
       using Dots =
           std::conditional_t<q8::ChunksPerUnit<W>() == 1, StagedQ8Dots<W, kTokens>, Q8Dots<W, kTokens>>;
-      const dim3 blocks = grid(a.cols / kQ8Chunk / Dots::kPerUnit, max_row_lanes);
+      const dim3 blocks =
+          grid(a.cols / kQ8Chunk / Dots::kPerUnit, b.cols / kQ8Chunk / Dots::kPerUnit, max_row_lanes);
+      if constexpr (kTokens == 1) {
+        if (a.combine.expert_out != nullptr) {
+          OCTO_LAUNCH(DownExpertsKernel<Dots>, blocks, kWarpsPerBlock * kWarpSize, 0, stream, a,
+                      shared != nullptr ? b : a);
+          return absl::OkStatus();
+        }
+      }
       if (a.w_up != nullptr) {
         if constexpr (kTokens == 1) {
           if (a.expert_ids != nullptr) {
-            OCTO_LAUNCH(GluExpertsKernel<Dots>, blocks, kWarpsPerBlock * kWarpSize, 0, stream, a);
+            OCTO_LAUNCH(GluExpertsKernel<Dots>, blocks, kWarpsPerBlock * kWarpSize, 0, stream, a,
+                        shared != nullptr ? b : a);
             return absl::OkStatus();
           }
           OCTO_LAUNCH(GluKernelOneToken<Dots>, blocks, kWarpsPerBlock * kWarpSize, 0, stream, a);
@@ -973,26 +1046,61 @@ unsigned ChoiceBlocks(int n_choices) {
   return static_cast<unsigned>(n_choices < kMaxGridY ? n_choices : kMaxGridY);
 }
 
+// The shared expert's slice of an expert launch of p's tokens (SharedSlice):
+// a token a choice through its one matrix, x rounded at xq and xd.
+DecodeArgs SharedArgs(const SharedSlice& slice, const MatMulExpertsParams& p, const int8_t* xq, const float* xd) {
+  DecodeArgs s{};
+  s.w = static_cast<const uint8_t*>(slice.w->data);
+  s.w_up = slice.up != nullptr ? static_cast<const uint8_t*>(slice.up->data) : nullptr;
+  s.rows = slice.w->rows;
+  s.row_bytes = slice.row_bytes;
+  s.cols = slice.w->cols;
+  s.out = slice.out;
+  s.n_tokens = 1;
+  s.n_experts = 1;
+  s.k = 1;
+  s.n_choices = p.n_tokens;
+  s.xq = xq;
+  s.xd = xd;
+  if (slice.round_out != nullptr) s.round_out = *slice.round_out;
+  return s;
+}
+
 }  // namespace
 
 absl::Status DecodeExperts(std::span<const WeightMatrix> ws, int64_t rows, int64_t row_bytes, int64_t expert_bytes,
                            const int32_t* expert_ids, const float* x, std::span<float* const> outs,
-                           const MatMulExpertsParams& p, const Exec& exec, const ActQ8View* rounded) {
+                           const MatMulExpertsParams& p, const Exec& exec, const ActQ8View* rounded,
+                           const CombineAfterExperts* tail, const ActQ8Out* round_norm, const SharedSlice* shared) {
   absl::StatusOr<DecodeArgs> a = ExpertArgs(ws, rows, row_bytes, expert_bytes, expert_ids, x, outs, p, exec, rounded);
   if (!a.ok()) return a.status();
+  if (tail != nullptr) {
+    a->combine = tail->combine;
+    a->residual = tail->x;
+    a->norm = NormAfterAdd{tail->weight, tail->combine.out, tail->eps, tail->arrival};
+    if (round_norm != nullptr) a->round_norm = *round_norm;
+  }
+  if (shared != nullptr) {
+    const DecodeArgs s = SharedArgs(*shared, p, shared->x.q, shared->x.d);
+    return Launch(ws[0].type, *a, ChoiceBlocks(a->n_choices), exec.stream, &s);
+  }
   return Launch(ws[0].type, *a, ChoiceBlocks(a->n_choices), exec.stream);
 }
 
 absl::Status DecodeExpertsGlu(const WeightMatrix& gate, const WeightMatrix& up, int64_t rows, int64_t row_bytes,
                               int64_t expert_bytes, const int32_t* expert_ids, const float* x, float* out,
                               const MatMulExpertsParams& p, const Exec& exec, const ActQ8Out* round_out,
-                              const ActQ8View* rounded) {
+                              const ActQ8View* rounded, const SharedSlice* shared) {
   float* const outs[] = {out};
   absl::StatusOr<DecodeArgs> a =
       ExpertArgs({&gate, 1}, rows, row_bytes, expert_bytes, expert_ids, x, outs, p, exec, rounded);
   if (!a.ok()) return a.status();
   a->w_up = static_cast<const uint8_t*>(up.data);
   if (round_out != nullptr) a->round_out = *round_out;
+  if (shared != nullptr) {
+    const DecodeArgs s = SharedArgs(*shared, p, a->xq, a->xd);
+    return Launch(gate.type, *a, ChoiceBlocks(a->n_choices), exec.stream, &s);
+  }
   return Launch(gate.type, *a, ChoiceBlocks(a->n_choices), exec.stream);
 }
 

@@ -104,14 +104,32 @@ int64_t DecodeRowsPerBlock(GgmlType type, int64_t cols);
 // launch.
 bool SetDecodeMaxRowLanes(int lanes);
 
+// A shared expert's slice of an expert launch (fused.h's SharedExpertGlu,
+// SharedExpertDown; arguments checked): its one matrix w (with up: the
+// GLU's gate and up) of the routed stack's type, every token through it
+// into out (n_tokens, w->rows).
+struct SharedSlice {
+  const WeightMatrix* w;
+  const WeightMatrix* up;     // the GLU's, else null
+  int64_t row_bytes;
+  float* out;
+  ActQ8View x;                // the down's rounded x (the GLU reads the routed experts' x)
+  const ActQ8Out* round_out;  // the GLU's rounding of out, or null
+};
+
 // MatMulExperts: each (token, choice) one decode row, the expert's matrix
 // chosen on the device. Each of ws (up to kMaxMatMulGroup stacks of one
 // type and layout, one launch) is a whole stack, into its out; expert_bytes
 // one expert's matrix; rows per expert. rounded: x's 8-bit activations as a
-// producer wrote them (fused.h), else x is rounded here.
+// producer wrote them (fused.h), else x is rounded here. With tail (one
+// stack of a quantized type, rounded): fused.h's MatMulExpertsCombineNorm
+// (arguments checked), round_norm its rounding of the norm's output, and
+// with shared the shared expert's down in the launch.
 absl::Status DecodeExperts(std::span<const WeightMatrix> ws, int64_t rows, int64_t row_bytes, int64_t expert_bytes,
                            const int32_t* expert_ids, const float* x, std::span<float* const> outs,
-                           const MatMulExpertsParams& p, const Exec& exec, const ActQ8View* rounded);
+                           const MatMulExpertsParams& p, const Exec& exec, const ActQ8View* rounded,
+                           const CombineAfterExperts* tail = nullptr, const ActQ8Out* round_norm = nullptr,
+                           const SharedSlice* shared = nullptr);
 // A gated launch's round_out for `rows` outputs a row (MatMulGlu's,
 // MatMulExpertsGlu's): whole chunks of its rule, and counters when a decode
 // block of gate holds fewer rows than a chunk (INVALID_ARGUMENT naming op).
@@ -121,10 +139,11 @@ absl::Status CheckGluRounding(const char* op, const WeightMatrix& gate, int64_t 
 // (n_choices, rows); with round_out (CheckGluRounding), out rounded into it
 // a choice's row at a time, each row with its own chunk counters.
 // rounded: x's activations as a launch before wrote them, else rounded here.
+// shared: the shared expert's gate and up in the launch, over the same x.
 absl::Status DecodeExpertsGlu(const WeightMatrix& gate, const WeightMatrix& up, int64_t rows, int64_t row_bytes,
                               int64_t expert_bytes, const int32_t* expert_ids, const float* x, float* out,
                               const MatMulExpertsParams& p, const Exec& exec, const ActQ8Out* round_out,
-                              const ActQ8View* rounded);
+                              const ActQ8View* rounded, const SharedSlice* shared = nullptr);
 
 // fused.h's MatMulTopKExperts on a float router w (arguments checked):
 // Decode's rows of w, then the launch's last block picks each token's

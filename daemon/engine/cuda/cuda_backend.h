@@ -34,6 +34,10 @@
 //     residual stream, its out that output too (the next layer's attention
 //     norm after a MoE FFN): the norm computes the combined rows itself
 //     (cuda::CombineAddRmsNorm) and is then held as any AddRmsNorm is;
+//     and when that combine is of a held down experts' launch's whole
+//     output (a few tokens, x the held SiLU product's), the experts' launch
+//     combines and norms in its last block (cuda::MatMulExpertsCombineNorm),
+//     held as a producer as the norm is;
 //   - a SiluMul gating a held in-place head-wide RmsNorm's whole output in
 //     place (the gated DeltaNet output's norm): one launch
 //     (cuda::RmsNormSiluMul), held as a producer rounding its rows as spans;
@@ -58,6 +62,11 @@
 // any decode MatMul of that x, has the router launch round x for it; a
 // one-row MatMul of the router's x between the two (a shared expert's gate)
 // goes in that launch too (cuda::SharedGateRow).
+// A MatMulExpertsGluShared of a few tokens (the routed and a shared
+// expert's gate and up, one type) is one launch (cuda::SharedExpertGlu),
+// held as a producer of both outputs for the MatMulExpertsShared after it:
+// both downs in the down experts' launch, held with the MoeCombine after
+// and done with the norm after that as above (cuda::SharedExpertDown).
 // A one-token DeltaNetConv (a decode step's) is held for the GatedDeltaRule
 // reading its output: the rule's blocks convolve the channels they read
 // (cuda::DeltaNetConvRule), one launch.
@@ -168,6 +177,17 @@ class CudaBackend : public Backend {
   // for the down experts after it, which it rounds for.
   absl::Status MatMulExpertsGlu(const WeightMatrix& gate, const WeightMatrix& up, const int32_t* expert_ids,
                                 const float* x, float* out, float* up_out, const MatMulExpertsParams& p) override;
+  // The routed and the shared stacks of one quantized type (a few tokens):
+  // one launch (cuda::SharedExpertGlu), held for MatMulExpertsShared, which
+  // it rounds for (x rounded by the held router's launch when it can).
+  absl::Status MatMulExpertsGluShared(const WeightMatrix& gate, const WeightMatrix& up, const int32_t* expert_ids,
+                                      const float* x, float* out, float* up_out, const MatMulExpertsParams& p,
+                                      const SharedExpert& shared) override;
+  // After that held launch, over its outputs: the down experts and the
+  // shared down over its roundings, held for the MoeCombine and the norm
+  // after (one launch then: cuda::SharedExpertDown), else as two launches.
+  absl::Status MatMulExpertsShared(const WeightMatrix& w, const int32_t* expert_ids, const float* x, float* out,
+                                   const MatMulExpertsParams& p, const SharedExpert& shared) override;
   absl::Status Rope(float* x, const int32_t* positions, int n_tokens, const RopeParams& p) override;
   absl::Status RopeQK(float* q, float* k, const int32_t* positions, int n_tokens, const RopeParams& q_params,
                       int k_heads) override;  // one launch (cuda::RopeQK)
@@ -266,6 +286,40 @@ class CudaBackend : public Backend {
     int n_tokens;
     std::optional<RouterArgs> router = std::nullopt;
   };
+  // A held down experts' launch of a few tokens (cuda::kMaxNormAfterAddTokens)
+  // over the rounding of the held SiLU product before it: `launch(tail,
+  // round_norm)` launches both, with tail non-null combining its rows into
+  // the residual stream and norming it in its last block
+  // (cuda::MatMulExpertsCombineNorm), rounding into round_norm when that is
+  // non-null. A MoeCombine of its whole output is held with it
+  // (Held::combine), for the AddRmsNorm after.
+  using ExpertsLaunch =
+      absl::AnyInvocable<absl::Status(const cuda::CombineAfterExperts* tail, const cuda::ActQ8Out* round_norm)>;
+  struct HeldExperts {
+    std::shared_ptr<ExpertsLaunch> launch;
+    const float* out;
+    MatMulExpertsParams p;
+    int64_t rows;                        // per choice
+    const float* shared_out = nullptr;  // a shared expert's down in the launch: its output
+  };
+  // Holds the down experts' `launch` (HeldExperts's) when p's tokens are few
+  // enough for its last block to norm; else queues it plain.
+  absl::Status HoldExperts(ExpertsLaunch launch, const float* out, const MatMulExpertsParams& p, int64_t rows,
+                           const float* shared_out);
+  // A held MatMulExpertsGluShared launch (the routed and the shared expert's
+  // gate and up, cuda::SharedExpertGlu): `launch(q8, shared_q8)` launches
+  // it (after its held producer of x, if it took one), rounding the routed
+  // rows (elements floats at out) into q8 and the shared rows into
+  // shared_q8 when those are non-null, for MatMulExpertsShared after it.
+  using GluPairLaunch =
+      absl::AnyInvocable<absl::Status(const cuda::ActQ8Out* q8, const cuda::ActQ8Out* shared_q8)>;
+  struct HeldSharedGlu {
+    std::shared_ptr<GluPairLaunch> launch;
+    const float* out;
+    int64_t elements;
+    const float* shared_out;
+    int64_t shared_elements;
+  };
   // A held q, k and v MatMulGroup (a decode launch's): `launch(heads)`
   // launches it (after its held producer of x, if it took one), with heads
   // non-null turning and appending the heads in its tails
@@ -301,6 +355,8 @@ class CudaBackend : public Backend {
     std::optional<HeldAttention> attention = std::nullopt;
     std::optional<HeldMatMul> matmul = std::nullopt;
     std::optional<MoeCombineParams> combine = std::nullopt;  // a held MoeCombine's
+    std::optional<HeldExperts> experts = std::nullopt;         // before the combine held with it
+    std::optional<HeldSharedGlu> shared_glu = std::nullopt;
     std::optional<cuda::DeltaNetConvCall> conv = std::nullopt;  // a held one-token DeltaNetConv's
     std::optional<HeldQkv> qkv = std::nullopt;  // before the norms and rope held with it
     // A producer writing out in spans of this many values, a block each

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "daemon/engine/cuda/cuda_backend.h"
+#include "daemon/engine/cuda/held_launch.h"
 #include "daemon/engine/cuda/op_signature.h"
 #include "kernels/cuda/fused.h"
 #include "kernels/op_checks.h"
@@ -15,30 +16,9 @@ namespace octo {
 
 using signature::SignOp;
 
-namespace {
-
-using HeldLaunch = absl::AnyInvocable<absl::Status(const cuda::ActQ8Out*)>;
-
-// A held launch that is `first` then `second`, both plain (ops held together,
-// launched as they were called when the op that would fuse them never comes).
-// A consumer's rounding target with the producer's chunk counters: what a
-// held producer that rounds across blocks (attention, MatMulGlu) passes its
-// launch; null for a plain launch.
-std::optional<cuda::ActQ8Out> Counted(const cuda::ActQ8Out* q8, uint32_t* arrivals) {
-  if (q8 == nullptr) return std::nullopt;
-  cuda::ActQ8Out counted = *q8;
-  counted.arrivals = arrivals;
-  return counted;
-}
-
-HeldLaunch InOrder(HeldLaunch first, HeldLaunch second) {
-  return [first = std::move(first), second = std::move(second)](const cuda::ActQ8Out*) mutable {
-    if (absl::Status s = first(nullptr); !s.ok()) return s;
-    return second(nullptr);
-  };
-}
-
-}  // namespace
+using held::Counted;
+using held::HeldLaunch;
+using held::InOrder;
 
 absl::Status CudaBackend::GetRows(const WeightMatrix& w, const int32_t* ids, int n, float* out) {
   OCTO_RETURN_IF_ERROR(LaunchHeld());
@@ -279,91 +259,6 @@ absl::Status CudaBackend::MatMulGlu(const WeightMatrix& gate, const WeightMatrix
                    .free_scratch = front});
 }
 
-absl::Status CudaBackend::MatMulExperts(const WeightMatrix& w, const int32_t* expert_ids, const float* x, float* out,
-                                        const MatMulExpertsParams& p) {
-  const std::optional<cuda::ActQ8Rule> rule = cuda::ExpertsRounding(w);
-  const int64_t n_x = p.x_per_choice ? int64_t{p.n_tokens} * p.k : p.n_tokens;
-  const size_t scratch = cuda::MatMulExpertsScratchBytes(w, p);
-  if (rule && HeldRoundsFor(x, n_x * w.cols, *rule, scratch)) {
-    // The held SiLU product rounds itself for these experts.
-    auto launch = std::exchange(held_, Held{}).launch;
-    OCTO_ASSIGN_OR_RETURN(const cuda::Exec exec, ExecWithScratch(scratch));
-    const cuda::ActQ8Out q8 = cuda::ActQ8At(exec.scratch, *rule, n_x, w.cols);
-    SignOp(*graphs_, "MatMulExperts (rounded)", w, expert_ids, x, out, p, exec);
-    return graphs_->Queue([launch = std::move(launch), w, expert_ids, x, out, p, exec, q8]() mutable -> absl::Status {
-      if (absl::Status s = launch(&q8); !s.ok()) return s;
-      return Op("MatMulExperts", cuda::MatMulExpertsGroup({&w, 1}, expert_ids, x, {&out, 1}, p, exec, &q8));
-    });
-  }
-  OCTO_RETURN_IF_ERROR(LaunchHeld());
-  OCTO_ASSIGN_OR_RETURN(const cuda::Exec exec, ExecWithScratch(cuda::MatMulExpertsScratchBytes(w, p)));
-  SignOp(*graphs_, "MatMulExperts", w, expert_ids, x, out, p, exec);
-  return graphs_->Queue([=] { return Op("MatMulExperts", cuda::MatMulExperts(w, expert_ids, x, out, p, exec)); });
-}
-
-absl::Status CudaBackend::MatMulExpertsGroup(std::span<const WeightMatrix> ws, const int32_t* expert_ids,
-                                             const float* x, std::span<float* const> outs,
-                                             const MatMulExpertsParams& p) {
-  const auto alike = [&](const WeightMatrix& w) {
-    return w.type == ws[0].type && w.rows == ws[0].rows && w.cols == ws[0].cols &&
-           w.expert_stride == ws[0].expert_stride;
-  };
-  if (ws.size() < 2 || ws.size() > kMaxMatMulGroup || ws.size() != outs.size() || !cuda::ExpertsRounding(ws[0]) ||
-      !std::all_of(ws.begin(), ws.end(), alike)) {
-    return Backend::MatMulExpertsGroup(ws, expert_ids, x, outs, p);
-  }
-  OCTO_RETURN_IF_ERROR(LaunchHeld());
-  OCTO_ASSIGN_OR_RETURN(const cuda::Exec exec, ExecWithScratch(cuda::MatMulExpertsScratchBytes(ws[0], p)));
-  SignOp(*graphs_, "MatMulExpertsGroup", ws, expert_ids, x, outs, p, exec);
-  return graphs_->Queue([ws = std::vector<WeightMatrix>(ws.begin(), ws.end()),
-                         outs = std::vector<float*>(outs.begin(), outs.end()), expert_ids, x, p, exec] {
-    return Op("MatMulExpertsGroup", cuda::MatMulExpertsGroup(ws, expert_ids, x, outs, p, exec));
-  });
-}
-
-absl::Status CudaBackend::MatMulExpertsGlu(const WeightMatrix& gate, const WeightMatrix& up, const int32_t* expert_ids,
-                                           const float* x, float* out, float* up_out, const MatMulExpertsParams& p) {
-  if (!cuda::ExpertsRounding(gate) || gate.type != up.type || gate.rows != up.rows || gate.cols != up.cols ||
-      gate.expert_stride != up.expert_stride || p.n_experts <= 0 || p.k <= 0 || p.n_tokens <= 0) {
-    return Backend::MatMulExpertsGlu(gate, up, expert_ids, x, out, up_out, p);  // its checks name what is wrong
-  }
-  const int64_t width = gate.rows / p.n_experts, n_choices = int64_t{p.n_tokens} * p.k;
-  // The scratch: out's 8-bit activations at the front (where the down
-  // experts' launch reads them), x's after them -- rounded by the held op
-  // (the router's launch) when it can, else by this launch's own quantize.
-  const size_t front = cuda::ActQ8Bytes(n_choices, width);
-  const size_t scratch = front + cuda::MatMulExpertsScratchBytes(gate, p);
-  const cuda::ActQ8Rule rule = *cuda::ExpertsRounding(gate);
-  // A growth of the counters or the scratch launches the held op first
-  // (plain, its pointers still valid): then this launch rounds x itself.
-  OCTO_ASSIGN_OR_RETURN(uint32_t* const arrivals, Arrivals(static_cast<size_t>(n_choices * width / cuda::kQ8Chunk)));
-  OCTO_ASSIGN_OR_RETURN(cuda::Exec exec, ExecWithScratch(scratch));
-  absl::AnyInvocable<absl::Status(const cuda::ActQ8Out*)> rounds_x = nullptr;
-  if (HeldRoundsFor(x, int64_t{p.n_tokens} * gate.cols, rule, scratch)) {
-    rounds_x = std::exchange(held_, Held{}).launch;
-  } else {
-    OCTO_RETURN_IF_ERROR(LaunchHeld());
-  }
-  exec.scratch = static_cast<uint8_t*>(exec.scratch) + front;
-  exec.scratch_bytes -= front;
-  const cuda::ActQ8Out x_q8 = cuda::ActQ8At(exec.scratch, rule, p.n_tokens, gate.cols);
-  SignOp(*graphs_, rounds_x ? "MatMulExpertsGlu (rounded)" : "MatMulExpertsGlu", gate, up, expert_ids, x, out, p, exec,
-         arrivals);
-  return Hold(Held{.launch = [=, rounds_x = std::move(rounds_x)](const cuda::ActQ8Out* q8) mutable -> absl::Status {
-                     if (rounds_x) OCTO_RETURN_IF_ERROR(rounds_x(&x_q8));
-                     const std::optional<cuda::ActQ8Out> counted = Counted(q8, arrivals);
-                     return Op("MatMulExpertsGlu",
-                               cuda::MatMulExpertsGlu(gate, up, expert_ids, x, out, p, exec,
-                                                      counted ? &*counted : nullptr, rounds_x ? &x_q8 : nullptr));
-                   },
-                   .out = out,
-                   .elements = n_choices * width,
-                   .rope = std::nullopt,
-                   .norms = {},
-                   .span = 0,
-                   .free_scratch = front});
-}
-
 absl::Status CudaBackend::Rope(float* x, const int32_t* positions, int n_tokens, const RopeParams& p) {
   OCTO_RETURN_IF_ERROR(LaunchHeld());
   SignOp(*graphs_, "Rope", x, positions, n_tokens, p);
@@ -575,72 +470,6 @@ absl::Status CudaBackend::AddBias(float* x, const float* bias, int n_rows, int w
   OCTO_RETURN_IF_ERROR(LaunchHeld());
   SignOp(*graphs_, "AddBias", x, bias, n_rows, width);
   return graphs_->Queue([=, this] { return Op("AddBias", cuda::AddBias(x, bias, n_rows, width, stream_.get())); });
-}
-
-absl::Status CudaBackend::TopKExperts(const float* router_logits, int n_tokens, int n_experts, int k, bool normalize,
-                                      int32_t* expert_ids, float* weights) {
-  // The held router MatMul's whole output: one launch, held as a producer of
-  // the router's x (cuda_backend.h).
-  auto held_router = [&] {
-    return held_.matmul && held_.matmul->router && held_error_.ok() && held_.matmul->out == router_logits &&
-           held_.matmul->elements == int64_t{n_tokens} * n_experts;
-  };
-  // The counter first: its growth launches the held MatMul plain.
-  uint32_t* arrival = nullptr;
-  if (held_router()) {
-    OCTO_ASSIGN_OR_RETURN(arrival, Arrivals(1));
-  }
-  if (held_router()) {
-    const HeldMatMul m = *std::exchange(held_, Held{}).matmul;
-    SignOp(*graphs_, "TopKExperts (router)", router_logits, n_tokens, n_experts, k, normalize, expert_ids, weights,
-           arrival);
-    const cuda::TopKExpertsOut top_k{k, normalize, expert_ids, weights, arrival};
-    return Hold(Held{.launch = [r = *m.router, x = m.x, top_k](const cuda::ActQ8Out* q8) {
-                       return Op("MatMul + TopKExperts", cuda::MatMulTopKExperts(r.w, x, r.logits, r.n_tokens, top_k,
-                                                                                 r.exec, q8, r.gate ? &*r.gate : nullptr));
-                     },
-                     .out = m.x,  // the values it rounds for a consumer: its input
-                     .elements = m.x_elements,
-                     .rope = std::nullopt,
-                     .norms = {},
-                     .span = 0});
-  }
-  OCTO_RETURN_IF_ERROR(LaunchHeld());
-  SignOp(*graphs_, "TopKExperts", router_logits, n_tokens, n_experts, k, normalize, expert_ids, weights);
-  return graphs_->Queue([=, this] {
-    return Op("TopKExperts",
-              cuda::TopKExperts(router_logits, n_tokens, n_experts, k, normalize, expert_ids, weights, stream_.get()));
-  });
-}
-
-absl::Status CudaBackend::MoeCombine(const MoeCombineParams& p) {
-  OCTO_RETURN_IF_ERROR(LaunchHeld());
-  SignOp(*graphs_, "MoeCombine", p);
-  // Held: the norm after it may compute it in its own launch.
-  return Hold(Held{.launch = [=, this](const cuda::ActQ8Out*) {
-                     return Op("MoeCombine", cuda::MoeCombine(p, stream_.get()));
-                   },
-                   .out = nullptr,  // not a producer that rounds (HeldRoundsFor)
-                   .elements = 0,
-                   .rope = std::nullopt,
-                   .norms = {},
-                   .combine = p});
-}
-
-std::optional<absl::Status> CudaBackend::AddHeldCombineNorm(float* x, const float* delta, const float* weight,
-                                                            float* out, int n_rows, int dim, float eps) {
-  if (!held_.combine || !held_error_.ok()) return std::nullopt;
-  const MoeCombineParams& c = *held_.combine;
-  if (c.out != delta || out != delta || c.n_rows != n_rows || c.dim != dim ||
-      !cuda::CheckCombineAddRmsNorm(c, x, weight, eps).ok()) {
-    return std::nullopt;  // apart, the two launches
-  }
-  const MoeCombineParams combine = std::exchange(held_, Held{}).combine.value();
-  auto launch = [=, this](const cuda::ActQ8Out* q8) {
-    return Op("AddRmsNorm", cuda::CombineAddRmsNorm(combine, x, weight, eps, stream_.get(), q8));
-  };
-  if (n_rows > kMaxDecodeTokens) return graphs_->Queue([launch] { return launch(nullptr); });
-  return Hold(Held{.launch = launch, .out = out, .elements = int64_t{n_rows} * dim, .rope = std::nullopt, .norms = {}});
 }
 
 absl::Status CudaBackend::TopLogits(const float* logits, int n_rows, int vocab, TopLogitsRow* out) {
