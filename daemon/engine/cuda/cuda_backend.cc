@@ -309,6 +309,13 @@ absl::StatusOr<cuda::Exec> CudaBackend::ExecWithScratch(size_t bytes) {
                     .blas = blas_.get()};
 }
 
+absl::StatusOr<absl::AnyInvocable<absl::Status(const cuda::ActQ8Out*)>> CudaBackend::TakeRoundingOf(
+    const float* x, int64_t elements, cuda::ActQ8Rule rule, size_t scratch) {
+  if (HeldRoundsFor(x, elements, rule, scratch)) return std::exchange(held_, Held{}).launch;
+  OCTO_RETURN_IF_ERROR(LaunchHeld());
+  return nullptr;
+}
+
 absl::StatusOr<uint32_t*> CudaBackend::Arrivals(size_t count) {
   OCTO_ASSIGN_OR_RETURN(const bool grown, Grow(arrivals_, count * sizeof(uint32_t)));
   if (grown) {

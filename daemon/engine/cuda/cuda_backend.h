@@ -413,6 +413,14 @@ class CudaBackend : public Backend {
     return held_.launch && held_error_.ok() && !held_.rope && held_.out == x && held_.elements == elements &&
            (held_.span == 0 || cuda::RoundsInSpans(rule, held_.span)) && scratch <= held_.free_scratch;
   }
+  // The held op's launch, taken out of held_, when it rounds x (elements
+  // floats, by rule) for a consumer using `scratch` bytes (HeldRoundsFor);
+  // else null, the held op launched plain. The consumer's counters and
+  // scratch are grown before (their growth launches the held op plain).
+  absl::StatusOr<absl::AnyInvocable<absl::Status(const cuda::ActQ8Out*)>> TakeRoundingOf(const float* x,
+                                                                                        int64_t elements,
+                                                                                        cuda::ActQ8Rule rule,
+                                                                                        size_t scratch);
   // `count` zeroed chunk counters (cuda::ActQ8Out::arrivals), grown as
   // scratch_ is -- and so, when they grow, launching the held op plain
   // first: a caller fusing the held op grows them first and fuses what is

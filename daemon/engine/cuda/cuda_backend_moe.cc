@@ -88,12 +88,7 @@ absl::Status CudaBackend::MatMulExpertsGlu(const WeightMatrix& gate, const Weigh
   // (plain, its pointers still valid): then this launch rounds x itself.
   OCTO_ASSIGN_OR_RETURN(uint32_t* const arrivals, Arrivals(static_cast<size_t>(n_choices * width / cuda::kQ8Chunk)));
   OCTO_ASSIGN_OR_RETURN(cuda::Exec exec, ExecWithScratch(scratch));
-  absl::AnyInvocable<absl::Status(const cuda::ActQ8Out*)> rounds_x = nullptr;
-  if (HeldRoundsFor(x, int64_t{p.n_tokens} * gate.cols, rule, scratch)) {
-    rounds_x = std::exchange(held_, Held{}).launch;
-  } else {
-    OCTO_RETURN_IF_ERROR(LaunchHeld());
-  }
+  OCTO_ASSIGN_OR_RETURN(HeldLaunch rounds_x, TakeRoundingOf(x, int64_t{p.n_tokens} * gate.cols, rule, scratch));
   exec.scratch = static_cast<uint8_t*>(exec.scratch) + front;
   exec.scratch_bytes -= front;
   const cuda::ActQ8Out x_q8 = cuda::ActQ8At(exec.scratch, rule, p.n_tokens, gate.cols);
@@ -251,12 +246,7 @@ absl::Status CudaBackend::MatMulExpertsGluShared(const WeightMatrix& gate, const
   OCTO_ASSIGN_OR_RETURN(uint32_t* const arrivals,
                         Arrivals(routed_counters + static_cast<size_t>(p.n_tokens * shared_gate.rows / cuda::kQ8Chunk)));
   OCTO_ASSIGN_OR_RETURN(cuda::Exec exec, ExecWithScratch(scratch));
-  HeldLaunch rounds_x = nullptr;
-  if (HeldRoundsFor(x, int64_t{p.n_tokens} * gate.cols, rule, scratch)) {
-    rounds_x = std::exchange(held_, Held{}).launch;
-  } else {
-    OCTO_RETURN_IF_ERROR(LaunchHeld());
-  }
+  OCTO_ASSIGN_OR_RETURN(HeldLaunch rounds_x, TakeRoundingOf(x, int64_t{p.n_tokens} * gate.cols, rule, scratch));
   exec.scratch = static_cast<uint8_t*>(exec.scratch) + front;
   exec.scratch_bytes -= front;
   const cuda::ActQ8Out x_q8 = cuda::ActQ8At(exec.scratch, rule, p.n_tokens, gate.cols);

@@ -235,12 +235,9 @@ absl::Status CudaBackend::MatMulGlu(const WeightMatrix& gate, const WeightMatrix
   // (its pointers still valid), and this launch then rounds x itself.
   OCTO_ASSIGN_OR_RETURN(uint32_t* const arrivals, Arrivals(static_cast<size_t>(gate.rows / cuda::kQ8Chunk)));
   OCTO_ASSIGN_OR_RETURN(cuda::Exec exec, ExecWithScratch(front + x_bytes));
-  HeldLaunch produce_x;  // the held producer of x, rounding it for gate and up
-  if (HeldRoundsFor(x, int64_t{n_tokens} * gate.cols, *rule, front + x_bytes)) {
-    produce_x = std::exchange(held_, Held{}).launch;
-  } else {
-    OCTO_RETURN_IF_ERROR(LaunchHeld());
-  }
+  // The held producer of x, rounding it for gate and up.
+  OCTO_ASSIGN_OR_RETURN(HeldLaunch produce_x,
+                        TakeRoundingOf(x, int64_t{n_tokens} * gate.cols, *rule, front + x_bytes));
   exec.scratch = static_cast<uint8_t*>(exec.scratch) + front;
   exec.scratch_bytes -= front;
   const cuda::ActQ8Out x_q8 = cuda::ActQ8At(exec.scratch, *rule, n_tokens, gate.cols);
