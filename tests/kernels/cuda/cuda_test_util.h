@@ -129,4 +129,10 @@ inline void ExpectInvalidArgument(const absl::Status& status, const std::string&
   EXPECT_NE(status.message().find(needle), std::string::npos) << "wanted \"" << needle << "\" in: " << status;
 }
 
+// Whether a and b hold the same bytes: bit for bit, NaNs included.
+template <typename T>
+bool SameBytes(const std::vector<T>& a, const std::vector<T>& b) {
+  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0);
+}
+
 }  // namespace octo::testing

@@ -26,6 +26,7 @@ namespace {
 
 using testing::RandomActivations;
 using testing::RandomWeights;
+using testing::SameBytes;
 
 constexpr int kExperts = 4, kChoices = 2, kRows = 24;
 
@@ -108,12 +109,6 @@ TEST_F(FusedExpertsCudaTest, DownExpertsReadTheRoundingTheSiluProductWrote) {
       EXPECT_EQ(fused.Download(stream()), alone.Download(stream()));
     }
   }
-}
-
-// Bit for bit, NaNs included (an expert id out of range gives NaN rows).
-template <typename T>
-bool SameBytes(const std::vector<T>& a, const std::vector<T>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
 }
 
 // The gate and up experts, their SiLU product and its rounding for the down

@@ -32,6 +32,7 @@ namespace {
 
 using testing::RandomActivations;
 using testing::RandomWeights;
+using testing::SameBytes;
 
 constexpr int kExperts = 4, kChoices = 3;
 constexpr int64_t kWidth = 512;  // each choice's hidden row: the down experts' columns
@@ -53,12 +54,6 @@ std::string Name(const Case& c) {
                          !c.rule                              ? "none"
                          : *c.rule == cuda::ActQ8Rule::kPer32 ? "per 32"
                                                               : "per 256");
-}
-
-// Bit for bit, NaNs included.
-template <typename T>
-bool SameBytes(const std::vector<T>& a, const std::vector<T>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
 }
 
 class FusedExpertsNormCudaTest : public testing::CudaOpTest {

@@ -32,12 +32,7 @@ namespace {
 using testing::ExpectInvalidArgument;
 using testing::RandomActivations;
 using testing::RandomWeights;
-
-// Bit for bit, NaNs included.
-template <typename T>
-bool SameBytes(const std::vector<T>& a, const std::vector<T>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
-}
+using testing::SameBytes;
 
 class FusedRouterCudaTest : public testing::CudaOpTest {
  protected:

@@ -29,16 +29,11 @@ namespace {
 
 using testing::RandomActivations;
 using testing::RandomWeights;
+using testing::SameBytes;
 
 constexpr int kExperts = 4, kChoices = 3;
 constexpr int64_t kWidth = 512;  // a routed expert's hidden row
 constexpr float kEps = 1e-5f;
-
-// Bit for bit, NaNs included.
-template <typename T>
-bool SameBytes(const std::vector<T>& a, const std::vector<T>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
-}
 
 std::vector<int32_t> Ids(int n_tokens) {
   std::vector<int32_t> ids(static_cast<size_t>(n_tokens) * kChoices);
