@@ -538,10 +538,10 @@ __device__ __noinline__ void TurnAndAppendHeads(const DecodeArgs& a) {
 // (kHeadsTail: a group with a.heads.arrivals), in kernels of their own (a
 // tail in every decode kernel cost 8 to 24 registers, a block or two a SM;
 // the two tails in one twin, 14 more for the norm's launches). kCombineTail:
-// DownExpertsKernel's expert rows (no dense path; expert_ids null, a shared
-// expert's slice: every choice reads the one matrix a.w), its tail its own.
+// DownExpertsKernel's expert rows (no dense path; with kOneMatrix a shared
+// expert's slice, every choice reading the one matrix a.w), its tail its own.
 constexpr int kNoTail = 0, kNormTail = 1, kHeadsTail = 2, kCombineTail = 3;
-template <typename Dots, int kTail>
+template <typename Dots, int kTail, bool kOneMatrix = false>
 __device__ __forceinline__ void DecodeRows(const DecodeArgs& a) {
   const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
   const int lanes = a.lanes_per_row;
@@ -592,7 +592,7 @@ __device__ __forceinline__ void DecodeRows(const DecodeArgs& a) {
     return;
   }
   for (int i = blockIdx.y; i < a.n_choices && !idle; i += gridDim.y) {
-    const int32_t e = kTail == kCombineTail && a.expert_ids == nullptr ? 0 : a.expert_ids[i];
+    const int32_t e = kOneMatrix ? 0 : a.expert_ids[i];
     const bool known = e >= 0 && e < a.n_experts;
     acc[0] = known ? 0.0f : __int_as_float(0x7fc00000);  // NaN rows for an id out of range
     if (has_row) {
@@ -610,13 +610,17 @@ __global__ void DecodeKernel(const __grid_constant__ DecodeArgs a) {
 
 // MatMulExpertsCombineNorm's launch: DecodeKernel's expert rows of a (grid
 // z 0) and, with grid.z 2, the shared expert's down rows of `shared` (z 1:
-// expert_ids null, a token a choice), then the combine and norm
+// a token a choice, its one matrix), then the combine and norm
 // (CombineNormResidual, a's). A block past its slice's rows stores none
 // but counts. One token a choice: built for one token only.
 template <typename Dots>
 __global__ void DownExpertsKernel(const __grid_constant__ DecodeArgs a, const __grid_constant__ DecodeArgs shared) {
   GridStart();
-  DecodeRows<Dots, kCombineTail>(blockIdx.z == 0 ? a : shared);
+  if (blockIdx.z == 0) {
+    DecodeRows<Dots, kCombineTail>(a);
+  } else {
+    DecodeRows<Dots, kCombineTail, true>(shared);
+  }
   CombineNormResidual(a);
 }
 
@@ -675,7 +679,9 @@ __global__ void RouterKernel(const __grid_constant__ DecodeArgs a) {
 // (DecodeKernel's expert path: NaN rows for an id out of range) into out's
 // row `choice`, rounded into round_out's row `choice` (its own chunk
 // counters). The body of GluKernel, GluKernelOneToken and GluExpertsKernel.
-template <typename Dots, bool kExperts>
+// kOneMatrix (experts): a shared expert's slice, every choice its one
+// matrix (no expert ids).
+template <typename Dots, bool kExperts, bool kOneMatrix = false>
 __device__ __forceinline__ void GluRows(const DecodeArgs& a, int choice) {
   const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
   const int lanes = a.lanes_per_row;
@@ -691,7 +697,7 @@ __device__ __forceinline__ void GluRows(const DecodeArgs& a, int choice) {
   int64_t expert = 0;
   float start = 0.0f;
   if constexpr (kExperts) {
-    const int32_t e = a.expert_ids != nullptr ? a.expert_ids[choice] : 0;  // null: a shared expert's slice
+    const int32_t e = kOneMatrix ? 0 : a.expert_ids[choice];
     const bool known = e >= 0 && e < a.n_experts;
     if (!known) start = __int_as_float(0x7fc00000);
     expert = static_cast<int64_t>(known ? e : 0) * a.expert_bytes;
@@ -753,15 +759,28 @@ __global__ void __launch_bounds__(kWarpsPerBlock * kWarpSize, 8)
 }
 // The experts' (one token each): grid.y strides over the choices. Unbounded,
 // as DecodeKernel, whose expert loop spills when held to 64 registers.
-// With grid.z 2, blocks of z 1 take `shared`: a shared expert's gate and up
-// rows (expert_ids null, a token a choice); a block past its slice's rows
-// leaves.
 template <typename Dots>
-__global__ void GluExpertsKernel(const __grid_constant__ DecodeArgs a, const __grid_constant__ DecodeArgs shared) {
+__global__ void GluExpertsKernel(const __grid_constant__ DecodeArgs a) {
   GridStart();
-  const DecodeArgs& s = blockIdx.z == 0 ? a : shared;
-  if (static_cast<int64_t>(blockIdx.x) * RowsPerBlock(s.lanes_per_row) >= s.rows) return;  // the whole block
-  for (int i = blockIdx.y; i < s.n_choices; i += gridDim.y) GluRows<Dots, true>(s, i);
+  for (int i = blockIdx.y; i < a.n_choices; i += gridDim.y) GluRows<Dots, true>(a, i);
+}
+// And with a shared expert's gate and up: blocks of grid.z 1 take `shared`
+// (a token a choice, its one matrix); a block past its slice's rows leaves.
+// A kernel of its own: it takes 96 registers (Q4_K, sm_90; 5 blocks a SM)
+// where GluExpertsKernel takes 79 (6), which the launches without a shared
+// expert keep. Whether the two launches it saves are worth a block a SM is
+// a GPU's question.
+template <typename Dots>
+__global__ void GluExpertsSharedKernel(const __grid_constant__ DecodeArgs a,
+                                       const __grid_constant__ DecodeArgs shared) {
+  GridStart();
+  if (blockIdx.z == 0) {
+    if (static_cast<int64_t>(blockIdx.x) * RowsPerBlock(a.lanes_per_row) >= a.rows) return;  // the whole block
+    for (int i = blockIdx.y; i < a.n_choices; i += gridDim.y) GluRows<Dots, true>(a, i);
+  } else {
+    if (static_cast<int64_t>(blockIdx.x) * RowsPerBlock(shared.lanes_per_row) >= shared.rows) return;
+    for (int i = blockIdx.y; i < shared.n_choices; i += gridDim.y) GluRows<Dots, true, true>(shared, i);
+  }
 }
 
 // --- Launchers ---------------------------------------------------------------
@@ -857,9 +876,12 @@ absl::Status Launch(GgmlType type, DecodeArgs a, unsigned grid_y, StreamHandle s
       }
       if (a.w_up != nullptr) {
         if constexpr (kTokens == 1) {
+          if (a.expert_ids != nullptr && shared != nullptr) {
+            OCTO_LAUNCH(GluExpertsSharedKernel<Dots>, blocks, kWarpsPerBlock * kWarpSize, 0, stream, a, b);
+            return absl::OkStatus();
+          }
           if (a.expert_ids != nullptr) {
-            OCTO_LAUNCH(GluExpertsKernel<Dots>, blocks, kWarpsPerBlock * kWarpSize, 0, stream, a,
-                        shared != nullptr ? b : a);
+            OCTO_LAUNCH(GluExpertsKernel<Dots>, blocks, kWarpsPerBlock * kWarpSize, 0, stream, a);
             return absl::OkStatus();
           }
           OCTO_LAUNCH(GluKernelOneToken<Dots>, blocks, kWarpsPerBlock * kWarpSize, 0, stream, a);
